@@ -1,0 +1,57 @@
+/* util.c - logging and argument parsing shared by rdmem-server and rdmem-agent. */
+#include "rdmem/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rdmem_log_level = RDMEM_LOG_INFO;
+static const char *rdmem_log_prog = "rdmem";
+
+void rdmem_log_init(const char *prog, int verbose)
+{
+	rdmem_log_prog = prog;
+	rdmem_log_level = verbose ? RDMEM_LOG_DEBUG : RDMEM_LOG_INFO;
+}
+
+void rdmem_log(int level, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	char line[1024];
+	va_list ap;
+	int n;
+
+	if (level > rdmem_log_level)
+		return;
+	n = snprintf(line, sizeof(line), "%s: %s: ", rdmem_log_prog, names[level]);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	/* One write per line keeps lines whole when threads log at once. */
+	strcat(line, "\n");
+	fputs(line, stderr);
+}
+
+int rdmem_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}

@@ -1,0 +1,61 @@
+/* util.h - small helpers every part of the runtime shares: clocks, sizes,
+ * CPU relax, and logging with context. */
+#ifndef RDMEM_UTIL_H
+#define RDMEM_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define RDMEM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RDMEM_MIN(a, b)	    ((a) < (b) ? (a) : (b))
+#define RDMEM_MAX(a, b)	    ((a) > (b) ? (a) : (b))
+#define RDMEM_CACHELINE	    64
+#define rdmem_likely(x)	    __builtin_expect(!!(x), 1)
+#define rdmem_unlikely(x)   __builtin_expect(!!(x), 0)
+
+static inline uint64_t rdmem_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void rdmem_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/*
+ * Parses a byte size with an optional k/m/g suffix (powers of 1024).
+ * Returns 0, or -EINVAL for anything else (empty, junk, overflow).
+ */
+int rdmem_parse_size(const char *s, uint64_t *out);
+
+/* ---- logging ------------------------------------------------------------
+ * One line per event: "<prog>: <level>: <message>". Errors name what failed,
+ * the peer, and errno text; callers pass those in the message.
+ */
+enum rdmem_log_level { RDMEM_LOG_ERROR, RDMEM_LOG_WARN, RDMEM_LOG_INFO, RDMEM_LOG_DEBUG };
+
+extern int rdmem_log_level;
+
+void rdmem_log_init(const char *prog, int verbose);
+void rdmem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define rdmem_err(...)	 rdmem_log(RDMEM_LOG_ERROR, __VA_ARGS__)
+#define rdmem_warn(...)	 rdmem_log(RDMEM_LOG_WARN, __VA_ARGS__)
+#define rdmem_info(...)	 rdmem_log(RDMEM_LOG_INFO, __VA_ARGS__)
+#define rdmem_debug(...)                                          \
+	do {                                                      \
+		if (rdmem_log_level >= RDMEM_LOG_DEBUG)           \
+			rdmem_log(RDMEM_LOG_DEBUG, __VA_ARGS__);  \
+	} while (0)
+
+#endif

@@ -1,0 +1,209 @@
+/* wire.h - the RDMemRPC wire protocol.
+ *
+ * One 64-byte descriptor is the header of every call on every path: it is a
+ * request/response ring slot on the RDMA paths and the frame header on TCP.
+ * Fields are fixed-width little-endian; nothing here is ever a pointer.
+ * Payload lives outside the descriptor: key bytes then value bytes.
+ *
+ * Header-only: libclient includes it and links nothing but libc.
+ */
+#ifndef RDMEM_WIRE_H
+#define RDMEM_WIRE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The wire is little-endian and read in place; we run on LE hosts only. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RDMemRPC needs a little-endian host");
+
+#define RDMEM_WIRE_VERSION 1
+#define RDMEM_DESC_SIZE	   64
+#define RDMEM_FRAME_MAGIC  0x314d4452u /* "RDM1": desc.state of every TCP frame */
+#define RDMEM_MAX_KEY	   1024u       /* bytes; keys are short by contract */
+#define RDMEM_DEFAULT_MAX_VALUE (1u << 20)
+#define RDMEM_MAX_VALUE_LIMIT	(64u << 20) /* ceiling for --max-value */
+#define RDMEM_DEFAULT_PORT	7471	    /* RDMA; TCP fallback is port + 1 */
+
+enum rdmem_op {
+	RDMEM_OP_PING = 1,
+	RDMEM_OP_ECHO,
+	RDMEM_OP_KV_PUT,
+	RDMEM_OP_KV_GET,
+	RDMEM_OP_KV_DEL,
+	RDMEM_OP_KV_MGET,
+	RDMEM_OP_PROFILE,
+	RDMEM_OP_LARGE_GET,
+	RDMEM_OP_IMAGE_CHUNK,
+	RDMEM_OP_RECLAIM,
+	RDMEM_OP_STATS,
+	RDMEM_OP_AUTH, /* session setup: challenge-response (see include/rdmem/auth.h) */
+	RDMEM_OP__COUNT
+};
+
+/* desc.flags */
+enum rdmem_flag {
+	RDMEM_F_IMG_INIT = 1u << 0,   /* IMAGE_CHUNK: first chunk, args.image.total valid */
+	RDMEM_F_IMG_COMMIT = 1u << 1, /* IMAGE_CHUNK: last chunk, args.image.hash valid */
+	RDMEM_F_OBJREF = 1u << 2,     /* reply: payload is in the server object pool, see args.obj */
+	RDMEM_F_JSON = 1u << 3,	      /* STATS: ask for JSON instead of text */
+};
+
+/* The path a call took; carried in desc.path so the server counts per path. */
+enum rdmem_path {
+	RDMEM_PATH_AUTO = 0,
+	RDMEM_PATH_EAGER,
+	RDMEM_PATH_LAZY,
+	RDMEM_PATH_BULK,
+	RDMEM_PATH_TCP,
+	RDMEM_PATH__COUNT
+};
+
+/* Status codes on the wire; the C API returns rdmem_status_errno() of them. */
+enum rdmem_status {
+	RDMEM_S_OK = 0,
+	RDMEM_S_NOT_FOUND,   /* -ENOENT */
+	RDMEM_S_TOO_BIG,     /* -E2BIG: over a configured cap; never truncated */
+	RDMEM_S_BAD_REQUEST, /* -EINVAL */
+	RDMEM_S_BUSY,	     /* -EBUSY */
+	RDMEM_S_TIMEOUT,     /* -ETIMEDOUT */
+	RDMEM_S_STALE,	     /* -ESTALE: old generation or sequence */
+	RDMEM_S_UNREACHABLE, /* -EHOSTUNREACH: no path to the server */
+	RDMEM_S_IO,	     /* -EIO */
+	RDMEM_S_NO_SPACE,    /* -ENOSPC */
+	RDMEM_S_MISMATCH,    /* -EBADMSG: image hash differs */
+	RDMEM_S_SHUTDOWN,    /* -ESHUTDOWN: peer is stopping */
+	RDMEM_S_DENIED,	     /* -EACCES: authentication required or failed */
+	RDMEM_S__COUNT
+};
+
+/* Object reference of a LAZY reply; also one RECLAIM entry. */
+struct rdmem_objref {
+	uint32_t object_id;  /* index in the server's object table */
+	uint32_t offset;     /* byte offset in the object pool area */
+	uint32_t length;     /* payload bytes */
+	uint32_t reserved;
+	uint64_t generation; /* bumped on every reuse of object_id */
+};
+
+struct rdmem_image_args {
+	uint64_t upload_id; /* chosen by the client, unique per upload */
+	uint32_t offset;    /* of this chunk in the image */
+	uint32_t total;	    /* image length, valid with RDMEM_F_IMG_INIT */
+	uint64_t hash;	    /* rolling hash of the whole image, with COMMIT */
+};
+
+struct rdmem_desc {
+	uint32_t state;	   /* ring: slot state, written last; TCP: RDMEM_FRAME_MAGIC */
+	uint32_t seq;	   /* per-slot sequence, echoed in the reply */
+	uint16_t op;	   /* enum rdmem_op */
+	uint16_t flags;	   /* enum rdmem_flag */
+	uint16_t status;   /* reply: enum rdmem_status */
+	uint8_t path;	   /* enum rdmem_path the call is travelling on */
+	uint8_t reserved0;
+	uint16_t key_len;  /* key bytes at the start of the payload */
+	uint16_t reserved1;
+	uint32_t val_len;  /* value bytes after the key */
+	uint32_t data_off; /* RDMA: payload offset in the receiver's payload area */
+	uint32_t aux;	   /* op-specific small argument */
+	uint64_t req_id;   /* caller's tag, echoed in the reply */
+	union {
+		uint64_t raw[3];
+		struct rdmem_objref obj;
+		struct rdmem_image_args image;
+	} args;
+};
+_Static_assert(sizeof(struct rdmem_desc) == RDMEM_DESC_SIZE, "descriptor is one cache line");
+_Static_assert(offsetof(struct rdmem_desc, args) == 40, "args at byte 40");
+_Static_assert(sizeof(struct rdmem_objref) == 24, "objref fills args");
+_Static_assert(sizeof(struct rdmem_image_args) == 24, "image args fill args");
+
+static inline int rdmem_status_errno(unsigned status)
+{
+	static const int map[RDMEM_S__COUNT] = {
+		[RDMEM_S_OK] = 0,
+		[RDMEM_S_NOT_FOUND] = -ENOENT,
+		[RDMEM_S_TOO_BIG] = -E2BIG,
+		[RDMEM_S_BAD_REQUEST] = -EINVAL,
+		[RDMEM_S_BUSY] = -EBUSY,
+		[RDMEM_S_TIMEOUT] = -ETIMEDOUT,
+		[RDMEM_S_STALE] = -ESTALE,
+		[RDMEM_S_UNREACHABLE] = -EHOSTUNREACH,
+		[RDMEM_S_IO] = -EIO,
+		[RDMEM_S_NO_SPACE] = -ENOSPC,
+		[RDMEM_S_MISMATCH] = -EBADMSG,
+		[RDMEM_S_SHUTDOWN] = -ESHUTDOWN,
+		[RDMEM_S_DENIED] = -EACCES,
+	};
+	return status < RDMEM_S__COUNT ? map[status] : -EPROTO;
+}
+
+/* The inverse, for agents that turn a local failure into a reply status. */
+static inline uint16_t rdmem_errno_status(int err)
+{
+	switch (err) {
+	case 0: return RDMEM_S_OK;
+	case -ENOENT: return RDMEM_S_NOT_FOUND;
+	case -E2BIG: return RDMEM_S_TOO_BIG;
+	case -EBUSY: return RDMEM_S_BUSY;
+	case -ETIMEDOUT: return RDMEM_S_TIMEOUT;
+	case -ESTALE: return RDMEM_S_STALE;
+	case -EHOSTUNREACH: return RDMEM_S_UNREACHABLE;
+	case -ENOSPC: return RDMEM_S_NO_SPACE;
+	case -EBADMSG: return RDMEM_S_MISMATCH;
+	case -ESHUTDOWN: return RDMEM_S_SHUTDOWN;
+	case -EACCES: return RDMEM_S_DENIED;
+	case -EINVAL: return RDMEM_S_BAD_REQUEST;
+	default: return RDMEM_S_IO;
+	}
+}
+
+static inline const char *rdmem_op_name(unsigned op)
+{
+	static const char *const names[RDMEM_OP__COUNT] = {
+		[RDMEM_OP_PING] = "ping",
+		[RDMEM_OP_ECHO] = "echo",
+		[RDMEM_OP_KV_PUT] = "put",
+		[RDMEM_OP_KV_GET] = "get",
+		[RDMEM_OP_KV_DEL] = "del",
+		[RDMEM_OP_KV_MGET] = "mget",
+		[RDMEM_OP_PROFILE] = "profile",
+		[RDMEM_OP_LARGE_GET] = "large_get",
+		[RDMEM_OP_IMAGE_CHUNK] = "image_chunk",
+		[RDMEM_OP_RECLAIM] = "reclaim",
+		[RDMEM_OP_STATS] = "stats",
+		[RDMEM_OP_AUTH] = "auth",
+	};
+	return op > 0 && op < RDMEM_OP__COUNT ? names[op] : "unknown";
+}
+
+static inline const char *rdmem_path_name(unsigned path)
+{
+	static const char *const names[RDMEM_PATH__COUNT] = { "auto", "eager", "lazy", "bulk",
+							      "tcp" };
+	return path < RDMEM_PATH__COUNT ? names[path] : "unknown";
+}
+
+/*
+ * Checks every header field a peer controls before anything is read past it.
+ * max_value is the receiver's configured cap. Returns 0 or a status code.
+ */
+static inline uint16_t rdmem_desc_check(const struct rdmem_desc *d, uint32_t max_value)
+{
+	if (d->op == 0 || d->op >= RDMEM_OP__COUNT)
+		return RDMEM_S_BAD_REQUEST;
+	if (d->path >= RDMEM_PATH__COUNT)
+		return RDMEM_S_BAD_REQUEST;
+	if (d->key_len > RDMEM_MAX_KEY)
+		return RDMEM_S_BAD_REQUEST;
+	if (d->val_len > max_value)
+		return RDMEM_S_TOO_BIG;
+	return RDMEM_S_OK;
+}
+
+static inline uint64_t rdmem_desc_payload_len(const struct rdmem_desc *d)
+{
+	return (uint64_t)d->key_len + d->val_len;
+}
+
+#endif

@@ -1,0 +1,72 @@
+/* service.h - the server's one dispatch: every path (TCP, EAGER, LAZY, BULK)
+ * hands a validated call here and gets the same ops, state and reply bytes.
+ *
+ * The path owns where reply bytes live. The dispatcher asks its reply sink
+ * for exactly the bytes it needs once it knows the length, and writes them in
+ * place: into an RDMA reply slot, an object-pool object (LAZY) or a TCP send
+ * buffer. So a 1 MiB GET is copied once, from the KV store to where the
+ * client will read it.
+ */
+#ifndef RDMEM_SERVER_SERVICE_H
+#define RDMEM_SERVER_SERVICE_H
+
+#include <stdint.h>
+
+#include "rdmem/wire.h"
+
+struct rdmem_service;
+
+struct rdmem_service_config {
+	uint32_t max_value;	    /* --max-value: largest value stored (bytes) */
+	unsigned kv_shards;	    /* power of two */
+	const char *image_dir;	    /* --image-dir; NULL: image upload refused */
+	const char *image_hook;	    /* --image-hook CMD, run with the final path */
+	uint64_t max_image;	    /* largest image accepted (bytes) */
+	uint32_t upload_timeout_ms; /* an upload idle this long is abandoned */
+};
+
+/* Where the reply payload goes. */
+struct rdmem_reply_sink {
+	/*
+	 * Returns 0 and a buffer of len bytes, or a status: RDMEM_S_TOO_BIG when
+	 * the path can never carry len bytes, RDMEM_S_BUSY when it cannot now.
+	 * Called at most once per dispatch.
+	 */
+	int (*reserve)(struct rdmem_reply_sink *sink, uint32_t len, void **buf);
+};
+
+struct rdmem_call {
+	const struct rdmem_desc *req; /* passed rdmem_desc_check() */
+	const uint8_t *key;	      /* req->key_len bytes */
+	const uint8_t *val;	      /* req->val_len bytes */
+	/*
+	 * RECLAIM frees objects of the caller's session: the value is an array
+	 * of struct rdmem_objref, each handed to reclaim(), which returns a
+	 * status (RDMEM_S_STALE for a wrong generation). NULL on paths without
+	 * an object pool (TCP): the refs are then counted and refused.
+	 */
+	int (*reclaim)(void *ctx, const struct rdmem_objref *ref);
+	void *reclaim_ctx;
+};
+
+int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out);
+void rdmem_service_destroy(struct rdmem_service *svc);
+
+/*
+ * Runs one call. Fills rep->status, rep->flags, rep->val_len and rep->args;
+ * the caller sets the transport fields (state, seq, req_id, path) and sends.
+ * Never fails: every problem becomes a status in rep.
+ */
+void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
+			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep);
+
+/* Periodic work: abandoned uploads, finished hooks. Call every ~100 ms. */
+void rdmem_service_tick(struct rdmem_service *svc);
+
+/* Counts one bad input that never reached dispatch (a frame, a descriptor). */
+void rdmem_service_count_bad_input(struct rdmem_service *svc);
+
+/* Sessions and their paths report here so STATS can show them. */
+void rdmem_service_session_delta(struct rdmem_service *svc, int delta);
+
+#endif
