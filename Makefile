@@ -6,7 +6,7 @@ CC	?= cc
 OPT	?= -O2
 CFLAGS	?= $(OPT) -g
 CFLAGS	+= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
-CPPFLAGS += -Iinclude -I.
+CPPFLAGS += -Iinclude -I. -Itests
 LDLIBS	+= -lrdmacm -libverbs -luring -lrt -pthread
 
 FABRIC_SRCS := $(wildcard fabric/*.c)

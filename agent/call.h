@@ -46,4 +46,30 @@ struct rdmem_agent_reply {
 	uint64_t args[3];
 };
 
+/*
+ * Where a call's reply bytes go in its slot payload: after the request value
+ * (64-byte aligned), so the request stays intact for a retry on another path.
+ * Only an ECHO too big to fit twice overlaps its own request; such a call
+ * cannot be retried once reply bytes started landing.
+ */
+static inline uint32_t rdmem_call_reply_off(const struct rdmem_agent_call *c)
+{
+	uint32_t val_off = (uint32_t)(c->val - c->payload);
+	uint64_t after = ((uint64_t)val_off + c->req.val_len + 63) & ~63ull;
+	uint64_t need = c->req.op == RDMEM_OP_ECHO ? c->req.val_len : 0;
+
+	return after + need <= c->payload_cap ? (uint32_t)after : val_off;
+}
+
+static inline uint32_t rdmem_call_reply_cap(const struct rdmem_agent_call *c)
+{
+	return c->payload_cap - rdmem_call_reply_off(c);
+}
+
+/* True when reply bytes written at the reply offset destroy the request. */
+static inline int rdmem_call_reply_overlaps(const struct rdmem_agent_call *c)
+{
+	return rdmem_call_reply_off(c) < (uint32_t)(c->val - c->payload) + c->req.val_len;
+}
+
 #endif

@@ -47,6 +47,7 @@ enum rdmem_flag {
 	RDMEM_F_IMG_COMMIT = 1u << 1, /* IMAGE_CHUNK: last chunk, args.image.hash valid */
 	RDMEM_F_OBJREF = 1u << 2,     /* reply: payload is in the server object pool, see args.obj */
 	RDMEM_F_JSON = 1u << 3,	      /* STATS: ask for JSON instead of text */
+	RDMEM_F_WANT_OBJREF = 1u << 4, /* request: reply through the object pool (forced LAZY) */
 };
 
 /* The path a call took; carried in desc.path so the server counts per path. */

@@ -1,0 +1,151 @@
+/* link.c - opening and closing the agent's RDMA connection to a server. */
+#include "agent/link.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "rdmem/util.h"
+
+#define RDMEM_PAGE 4096u
+
+static uint64_t rdmem_link_page_up(uint64_t n)
+{
+	return (n + RDMEM_PAGE - 1) / RDMEM_PAGE * RDMEM_PAGE;
+}
+
+static int rdmem_remote_ok(const struct rdmem_remote *r, uint64_t need)
+{
+	return r->len >= need && r->addr + r->len >= r->addr;
+}
+
+int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots)
+{
+	if (len < sizeof(*w) || w->magic != RDMEM_XCHG_MAGIC ||
+	    w->version != RDMEM_LAYOUT_VERSION)
+		return -EPROTO;
+	if (w->ring_slots == 0 || w->ring_slots > asked_slots)
+		return -EPROTO;
+	if (w->slot_bytes < RDMEM_DESC_SIZE || w->max_value > RDMEM_MAX_VALUE_LIMIT)
+		return -EPROTO;
+	if (!rdmem_remote_ok(&w->req_ring, (uint64_t)w->ring_slots * RDMEM_DESC_SIZE) ||
+	    !rdmem_remote_ok(&w->req_payload, (uint64_t)w->ring_slots * w->slot_bytes) ||
+	    !rdmem_remote_ok(&w->ctrl, sizeof(struct rdmem_ctrl)) ||
+	    !rdmem_remote_ok(&w->objpool, 0))
+		return -EPROTO;
+	return 0;
+}
+
+static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+{
+	uint64_t resp = rdmem_link_page_up((uint64_t)l->slots * (RDMEM_DESC_SIZE + l->resp_bytes));
+	uint64_t stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
+	uint64_t reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
+			   sizeof(struct rdmem_objref);
+	uint64_t local = stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+	int ret;
+
+	l->region_len = resp + local;
+	l->region = rdmem_fab_alloc(l->conn, l->region_len);
+	if (!l->region)
+		return -ENOMEM;
+	l->resp_ring = (struct rdmem_desc *)l->region;
+	l->resp_data = l->region + (uint64_t)l->slots * RDMEM_DESC_SIZE;
+	l->stage = (struct rdmem_desc *)(l->region + resp);
+	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
+	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;
+	ret = rdmem_fab_reg(l->conn, l->region, resp, RDMEM_ACCESS_REMOTE_WRITE, &l->mr_resp);
+	if (ret == 0)
+		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
+				    &l->mr_local);
+	if (ret == 0 && cfg->fd_base)
+		ret = rdmem_fab_reg(l->conn, cfg->fd_base, cfg->fd_len, RDMEM_ACCESS_LOCAL,
+				    &l->mr_fd);
+	return ret;
+}
+
+static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+{
+	struct rdmem_xchg_hello h = { 0 };
+	union {
+		struct rdmem_xchg_welcome w;
+		struct rdmem_xchg_reject r;
+		uint8_t raw[256];
+	} peer;
+	size_t len = sizeof(peer);
+	int ret;
+
+	h.magic = RDMEM_XCHG_MAGIC;
+	h.version = RDMEM_LAYOUT_VERSION;
+	h.ring_slots = l->slots;
+	h.resp_bytes = l->resp_bytes;
+	h.resp = (struct rdmem_remote){ (uintptr_t)l->mr_resp.addr, l->mr_resp.rkey,
+					(uint32_t)l->mr_resp.len };
+	if (getrandom(&h.nonce, sizeof(h.nonce), 0) != sizeof(h.nonce))
+		h.nonce = rdmem_now_ns();
+	memset(&peer, 0, sizeof(peer));
+	ret = rdmem_fab_connect(l->conn, &h, sizeof(h), &peer, &len, cfg->timeout_ms);
+	if (ret == -ECONNREFUSED && len >= sizeof(peer.r) && peer.r.magic == RDMEM_XCHG_MAGIC) {
+		peer.r.reason[sizeof(peer.r.reason) - 1] = '\0';
+		rdmem_warn("server %s:%u refused the session: %s", cfg->host, cfg->port,
+			   peer.r.reason);
+		return rdmem_status_errno(peer.r.status) ? rdmem_status_errno(peer.r.status)
+							 : -ECONNREFUSED;
+	}
+	if (ret < 0)
+		return ret;
+	if (rdmem_link_check_welcome(&peer.w, len, l->slots) < 0) {
+		rdmem_err("server %s:%u: malformed session parameters (%zu bytes)", cfg->host,
+			  cfg->port, len);
+		return -EPROTO;
+	}
+	l->w = peer.w;
+	l->slots = peer.w.ring_slots;
+	l->slot_bytes = peer.w.slot_bytes;
+	return 0;
+}
+
+int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out)
+{
+	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
+	 * for control-page reads and RECLAIMs. */
+	struct rdmem_fab_attr attr = { 4 * cfg->ring_slots + 64, cfg->ring_slots, 64, 64 };
+	struct rdmem_link *l = calloc(1, sizeof(*l));
+	int ret;
+
+	if (!l)
+		return -ENOMEM;
+	l->slots = cfg->ring_slots;
+	l->resp_bytes = cfg->resp_bytes;
+	ret = rdmem_fab_resolve(cfg->fabric, cfg->host, cfg->port, &attr, cfg->timeout_ms,
+				&l->conn);
+	if (ret == 0)
+		ret = rdmem_link_regions(l, cfg);
+	/* One receive per response slot: replies never find the queue empty. */
+	if (ret == 0)
+		ret = rdmem_fab_post_recv(l->conn, (int)l->slots);
+	if (ret == 0)
+		ret = rdmem_link_handshake(l, cfg);
+	if (ret < 0) {
+		rdmem_link_close(l);
+		return ret;
+	}
+	*out = l;
+	return 0;
+}
+
+void rdmem_link_close(struct rdmem_link *l)
+{
+	if (!l)
+		return;
+	if (l->conn) {
+		rdmem_fab_dereg(l->conn, &l->mr_fd);
+		rdmem_fab_dereg(l->conn, &l->mr_local);
+		rdmem_fab_dereg(l->conn, &l->mr_resp);
+		if (l->region)
+			rdmem_fab_free(l->conn, l->region, l->region_len);
+		rdmem_fab_close(l->conn);
+	}
+	free(l);
+}

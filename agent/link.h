@@ -1,0 +1,53 @@
+/* link.h - one established RDMA connection from the agent to a server: its
+ * registered regions and the server's regions as the handshake gave them.
+ *
+ *   agent region   response ring + response data   remote write (the server replies)
+ *                  descriptor staging, control-page snapshot, RECLAIM buffers: local
+ *   front door     the SHM segment, registered local-only so LAZY reads land in
+ *                  and BULK writes leave from the client's slot with no copy
+ */
+#ifndef RDMEM_AGENT_LINK_H
+#define RDMEM_AGENT_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmem/fabric.h"
+#include "rdmem/layout.h"
+
+#define RDMEM_LINK_RECLAIM_BUFS 8
+#define RDMEM_LINK_RECLAIM_REFS 32 /* object refs per RECLAIM message */
+
+struct rdmem_link_config {
+	enum rdmem_fab_kind fabric;
+	const char *host;
+	uint16_t port;
+	uint32_t ring_slots;
+	uint32_t resp_bytes;
+	void *fd_base; /* front-door segment, for zero-copy */
+	size_t fd_len;
+	int timeout_ms;
+};
+
+struct rdmem_link {
+	struct rdmem_conn *conn;
+	struct rdmem_xchg_welcome w; /* the server's regions, validated */
+	uint32_t slots, slot_bytes, resp_bytes;
+	uint8_t *region;
+	uint64_t region_len;
+	struct rdmem_desc *resp_ring;
+	uint8_t *resp_data;
+	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
+	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
+	uint8_t *reclaim;	  /* RDMEM_LINK_RECLAIM_BUFS message buffers */
+	struct rdmem_mr mr_resp, mr_local, mr_fd;
+};
+
+/* Connects to the server and exchanges regions; logs why on failure. */
+int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);
+void rdmem_link_close(struct rdmem_link *l);
+
+/* Validates the server's accept private data against what we asked for. */
+int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots);
+
+#endif

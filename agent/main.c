@@ -1,0 +1,352 @@
+/* main.c - rdmem-agent: the resident per-host daemon. Parses options,
+ * starts the actors (front door, session, TCP), waits for SIGINT/SIGTERM,
+ * stops them in an order that never leaves a call unanswered. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "agent/frontdoor.h"
+#include "agent/path.h"
+#include "agent/session.h"
+#include "agent/tcp_actor.h"
+#include "rdmem/fabric.h"
+#include "rdmem/layout.h"
+#include "rdmem/util.h"
+
+struct rdmem_agent_opts {
+	struct rdmem_agent_config cfg;
+	struct rdmem_frontdoor_config fd;
+	const char *fabric; /* NULL: choose */
+	uint32_t port, tcp_port, connect_timeout_ms;
+	int verbose;
+};
+
+static void rdmem_agent_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmem-agent -s SERVER [options]\n"
+		"  -s, --server HOST          rdmem-server address (required)\n"
+		"  -p, --port N               server RDMA port (default %u)\n"
+		"      --tcp-port N           server TCP port (default: port + 1)\n"
+		"      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
+		"                             device, else shm for a server on this host, else tcp)\n"
+		"      --shm-name NAME        front-door segment (default /rdmem)\n"
+		"      --shm-reset            take over a segment this agent did not create\n"
+		"      --shm-group GROUP      group owning the segment (mode 0660)\n"
+		"      --clients N            front-door client entries (default 64)\n"
+		"      --slots N              slots per client, at most 64 (default 32)\n"
+		"      --max-value B          largest value a call carries (default 1m)\n"
+		"      --force-path P         auto | eager | lazy | bulk | tcp (default auto)\n"
+		"      --bulk-threshold B     requests this big go BULK (default 8k)\n"
+		"      --large-threshold B    replies expected this big go LAZY (default 8k)\n"
+		"      --error-threshold N    RDMA errors before AUTO uses TCP (default 8)\n"
+		"      --ring-slots N         request/response ring slots (default %u)\n"
+		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
+		"      --connect-timeout MS   connect timeout (default 2000)\n"
+		"      --busy-poll            never sleep when idle (dedicated cores)\n"
+		"      --simulate-rdma-down   fault injection: RDMA unavailable\n"
+		"      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
+		"      --simulate-server-pressure ring|objpool\n"
+		"      --simulate-rdma-errors N       start with N RDMA errors counted\n"
+		"  -v, --verbose              debug logging\n"
+		"  -h, --help\n",
+		RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS);
+}
+
+/* True when host resolves to an address of this machine. */
+static int rdmem_agent_host_is_local(const char *host)
+{
+	struct addrinfo *res = NULL, *ai;
+	struct ifaddrs *ifs = NULL, *i;
+	int local = 0;
+
+	if (getaddrinfo(host, NULL, NULL, &res) != 0)
+		return 0;
+	if (getifaddrs(&ifs) == 0) {
+		for (ai = res; ai && !local; ai = ai->ai_next)
+			for (i = ifs; i && !local; i = i->ifa_next)
+				local = i->ifa_addr && ai->ai_family == AF_INET &&
+					i->ifa_addr->sa_family == AF_INET &&
+					!memcmp(&((struct sockaddr_in *)ai->ai_addr)->sin_addr,
+						&((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+		freeifaddrs(ifs);
+	}
+	freeaddrinfo(res);
+	return local;
+}
+
+static int rdmem_agent_pick_fabric(struct rdmem_agent_opts *o)
+{
+	enum rdmem_fab_kind kind;
+
+	if (o->fabric && strcmp(o->fabric, "tcp") == 0) {
+		o->cfg.fabric = 0;
+	} else if (o->fabric) {
+		if (rdmem_fab_kind_parse(o->fabric, &kind) < 0) {
+			fprintf(stderr, "rdmem-agent: --fabric: '%s' is not verbs, shm or tcp\n",
+				o->fabric);
+			return -EINVAL;
+		}
+		o->cfg.fabric = kind;
+	} else if (rdmem_fab_verbs_available()) {
+		o->cfg.fabric = RDMEM_FAB_VERBS;
+	} else {
+		o->cfg.fabric = rdmem_agent_host_is_local(o->cfg.server) ? RDMEM_FAB_SHM : 0;
+	}
+	return 0;
+}
+
+enum {
+	OPT_TCP_PORT = 256, OPT_FABRIC, OPT_SHM_NAME, OPT_SHM_RESET, OPT_SHM_GROUP, OPT_CLIENTS,
+	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
+	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
+};
+
+static const struct option rdmem_agent_longopts[] = {
+	{ "server", required_argument, NULL, 's' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
+	{ "fabric", required_argument, NULL, OPT_FABRIC },
+	{ "shm-name", required_argument, NULL, OPT_SHM_NAME },
+	{ "shm-reset", no_argument, NULL, OPT_SHM_RESET },
+	{ "shm-group", required_argument, NULL, OPT_SHM_GROUP },
+	{ "clients", required_argument, NULL, OPT_CLIENTS },
+	{ "slots", required_argument, NULL, OPT_SLOTS },
+	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
+	{ "force-path", required_argument, NULL, OPT_FORCE },
+	{ "bulk-threshold", required_argument, NULL, OPT_BULK },
+	{ "large-threshold", required_argument, NULL, OPT_LARGE },
+	{ "error-threshold", required_argument, NULL, OPT_ERRORS },
+	{ "ring-slots", required_argument, NULL, OPT_RING },
+	{ "resp-bytes", required_argument, NULL, OPT_RESP },
+	{ "connect-timeout", required_argument, NULL, OPT_CONNECT },
+	{ "busy-poll", no_argument, NULL, OPT_BUSY },
+	{ "simulate-rdma-down", no_argument, NULL, OPT_SIM_DOWN },
+	{ "simulate-rdma-op-fail", required_argument, NULL, OPT_SIM_FAIL },
+	{ "simulate-server-pressure", required_argument, NULL, OPT_SIM_PRESSURE },
+	{ "simulate-rdma-errors", required_argument, NULL, OPT_SIM_ERRORS },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Numeric options, each with its range and where it lands. */
+static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *arg)
+{
+	struct rdmem_agent_config *cfg = &o->cfg;
+	const struct {
+		int code;
+		const char *name;
+		uint64_t lo, hi;
+		uint32_t *dst;
+	} t[] = {
+		{ 'p', "--port", 1, 65534, &o->port },
+		{ OPT_TCP_PORT, "--tcp-port", 1, 65535, &o->tcp_port },
+		{ OPT_CLIENTS, "--clients", 1, 4096, &o->fd.clients },
+		{ OPT_SLOTS, "--slots", 1, 64, &o->fd.slots },
+		{ OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, &o->fd.max_value },
+		{ OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, &cfg->path.bulk_threshold },
+		{ OPT_LARGE, "--large-threshold", 0, UINT32_MAX, &cfg->path.large_threshold },
+		{ OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, &cfg->path.error_threshold },
+		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
+		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
+		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
+		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
+		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },
+	};
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < RDMEM_ARRAY_SIZE(t); i++) {
+		if (t[i].code != c)
+			continue;
+		if (rdmem_parse_size(arg, &v) < 0 || v < t[i].lo || v > t[i].hi) {
+			fprintf(stderr, "rdmem-agent: %s: '%s' is not a number in [%llu, %llu]\n",
+				t[i].name, arg, (unsigned long long)t[i].lo,
+				(unsigned long long)t[i].hi);
+			return -EINVAL;
+		}
+		*t[i].dst = (uint32_t)v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int rdmem_agent_group(const char *name, gid_t *gid)
+{
+	struct group *g = getgrnam(name);
+	uint64_t v;
+
+	if (g) {
+		*gid = g->gr_gid;
+		return 0;
+	}
+	if (rdmem_parse_size(name, &v) == 0 && v < UINT32_MAX) {
+		*gid = (gid_t)v;
+		return 0;
+	}
+	fprintf(stderr, "rdmem-agent: --shm-group: no group '%s'\n", name);
+	return -EINVAL;
+}
+
+static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
+{
+	switch (c) {
+	case 's': o->cfg.server = arg; return 0;
+	case OPT_FABRIC: o->fabric = arg; return 0;
+	case OPT_SHM_NAME: o->fd.shm_name = arg; return 0;
+	case OPT_SHM_RESET: o->fd.reset = 1; return 0;
+	case OPT_SHM_GROUP: return rdmem_agent_group(arg, &o->fd.group);
+	case OPT_BUSY: o->cfg.busy_poll = o->fd.busy_poll = 1; return 0;
+	case OPT_SIM_DOWN: o->cfg.sim.rdma_down = 1; return 0;
+	case 'v': o->verbose = 1; return 0;
+	case OPT_FORCE:
+		if (rdmem_path_parse(arg, &o->cfg.path.force) == 0)
+			return 0;
+		fprintf(stderr, "rdmem-agent: --force-path: '%s' is not auto, eager, lazy, bulk "
+				"or tcp\n", arg);
+		return -EINVAL;
+	case OPT_SIM_PRESSURE:
+		if (strcmp(arg, "ring") == 0)
+			o->cfg.sim.pressure = RDMEM_PRESSURE_RING;
+		else if (strcmp(arg, "objpool") == 0)
+			o->cfg.sim.pressure = RDMEM_PRESSURE_OBJPOOL;
+		else {
+			fprintf(stderr, "rdmem-agent: --simulate-server-pressure: ring or objpool\n");
+			return -EINVAL;
+		}
+		return 0;
+	case 'h': rdmem_agent_usage(stdout); exit(0);
+	}
+	rdmem_agent_usage(stderr);
+	return -EINVAL;
+}
+
+static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->port = RDMEM_DEFAULT_PORT;
+	o->fd.shm_name = "/rdmem";
+	o->fd.group = (gid_t)-1;
+	o->fd.clients = 64;
+	o->fd.slots = 32;
+	o->fd.max_value = RDMEM_DEFAULT_MAX_VALUE;
+	o->connect_timeout_ms = 2000;
+	o->cfg.path = (struct rdmem_path_config){ RDMEM_PATH_AUTO, 8192, 8192, 8 };
+	o->cfg.ring_slots = RDMEM_DEFAULT_RING_SLOTS;
+	o->cfg.resp_bytes = RDMEM_DEFAULT_RESP_BYTES;
+}
+
+static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
+{
+	int c, ret;
+
+	rdmem_agent_defaults(o);
+	while ((c = getopt_long(argc, argv, "s:p:vh", rdmem_agent_longopts, NULL)) != -1) {
+		ret = rdmem_agent_numeric(o, c, optarg);
+		if (ret == -ENOENT)
+			ret = rdmem_agent_text(o, c, optarg);
+		if (ret < 0)
+			return ret;
+	}
+	if (optind < argc || !o->cfg.server) {
+		fprintf(stderr, "rdmem-agent: %s\n",
+			optind < argc ? "unexpected argument" : "-s SERVER is required");
+		rdmem_agent_usage(stderr);
+		return -EINVAL;
+	}
+	o->cfg.port = (uint16_t)o->port;
+	o->cfg.tcp_port = (uint16_t)(o->tcp_port ? o->tcp_port : o->port + 1);
+	o->cfg.clients = o->fd.clients;
+	o->cfg.slots = o->fd.slots;
+	o->cfg.connect_timeout_ms = (int)o->connect_timeout_ms;
+	return rdmem_agent_pick_fabric(o);
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+struct rdmem_agent {
+	struct rdmem_frontdoor *fd;
+	struct rdmem_tcp_actor *tcp;
+	struct rdmem_agent_session *session;
+};
+
+static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
+{
+	struct rdmem_tcp_actor_config tc = { o->cfg.server, o->cfg.tcp_port, o->cfg.clients,
+					     o->cfg.slots, o->cfg.connect_timeout_ms,
+					     o->cfg.busy_poll };
+	int ret;
+
+	if ((ret = rdmem_frontdoor_create(&o->fd, &a->fd)) < 0)
+		return ret;
+	if ((ret = rdmem_tcp_actor_start(&tc, a->fd, &a->tcp)) < 0)
+		return ret;
+	if ((ret = rdmem_agent_session_start(&o->cfg, a->fd, a->tcp, &a->session)) < 0)
+		return ret;
+	return rdmem_frontdoor_start(a->fd, rdmem_agent_session_submit, a->session);
+}
+
+/* Front door first (no new calls), then the actors that still hold calls,
+ * then the segment itself, so every call in flight is answered. */
+static void rdmem_agent_stop(struct rdmem_agent *a)
+{
+	if (a->fd)
+		rdmem_frontdoor_stop(a->fd);
+	rdmem_agent_session_stop(a->session);
+	rdmem_tcp_actor_stop(a->tcp);
+	if (a->fd)
+		rdmem_frontdoor_destroy(a->fd);
+}
+
+static int rdmem_agent_wait_signal(void)
+{
+	sigset_t set;
+	int sig = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	if (sigwait(&set, &sig) != 0)
+		return -EINTR;
+	rdmem_info("signal %d: stopping", sig);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct rdmem_agent_opts o;
+	struct rdmem_agent a = { 0 };
+	sigset_t set;
+	int ret;
+
+	if (rdmem_agent_parse(&o, argc, argv) < 0)
+		return 2;
+	rdmem_log_init("rdmem-agent", o.verbose);
+	/* Threads inherit the mask: only sigwait() in main sees SIGINT/SIGTERM. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ret = rdmem_agent_start(&a, &o);
+	if (ret == 0) {
+		rdmem_info("ready: front door %s, server %s (rdma %s:%u, tcp port %u)",
+			   o.fd.shm_name, o.cfg.server,
+			   o.cfg.fabric ? rdmem_fab_kind_name(o.cfg.fabric) : "off", o.cfg.port,
+			   o.cfg.tcp_port);
+		rdmem_agent_wait_signal();
+	} else {
+		rdmem_err("start failed: %s", strerror(-ret));
+	}
+	rdmem_agent_stop(&a);
+	return ret == 0 ? 0 : 1;
+}

@@ -1,0 +1,54 @@
+/* path.c - the path selector's rule table. */
+#include "agent/path.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "rdmem/content.h"
+
+enum rdmem_path rdmem_select_path(const struct rdmem_path_config *cfg,
+				  const struct rdmem_path_state *st,
+				  const struct rdmem_path_call *call)
+{
+	if (call->forced != RDMEM_PATH_AUTO)
+		return (enum rdmem_path)call->forced;
+	if (cfg->force != RDMEM_PATH_AUTO)
+		return (enum rdmem_path)cfg->force;
+	if (!st->rdma_up || st->rdma_errors > cfg->error_threshold)
+		return RDMEM_PATH_TCP;
+	if (st->ring_used_pct > RDMEM_PRESSURE_RING_PCT ||
+	    st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT)
+		return RDMEM_PATH_TCP;
+	if (call->req_bytes >= cfg->bulk_threshold)
+		return RDMEM_PATH_BULK;
+	if (call->expected_reply >= cfg->large_threshold)
+		return RDMEM_PATH_LAZY;
+	return RDMEM_PATH_EAGER;
+}
+
+uint64_t rdmem_path_expected_reply(const struct rdmem_desc *req, const uint8_t *key)
+{
+	uint64_t size;
+
+	switch (req->op) {
+	case RDMEM_OP_ECHO:
+		return req->val_len;
+	case RDMEM_OP_LARGE_GET:
+		return rdmem_big_parse((const char *)key, req->key_len, &size) ? 0 : size;
+	default:
+		return 0;
+	}
+}
+
+int rdmem_path_parse(const char *name, uint8_t *path)
+{
+	unsigned p;
+
+	for (p = 0; p < RDMEM_PATH__COUNT; p++) {
+		if (strcmp(name, rdmem_path_name(p)) == 0) {
+			*path = (uint8_t)p;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}

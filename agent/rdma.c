@@ -1,0 +1,570 @@
+/* rdma.c - request slots, EAGER/LAZY/BULK posting, reply matching, LAZY
+ * reads, batched RECLAIM and control-page reads for one agent link. */
+#include "agent/rdma.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fabric/dataplane.h"
+#include "rdmem/util.h"
+
+#define RDMEM_RDMA_CTRL_NS	  10000000ull /* read the control page at least this often */
+#define RDMEM_RDMA_CTRL_CALLS	  64	      /* ... and every this many calls */
+#define RDMEM_RDMA_RECV_BATCH	  32
+#define RDMEM_RDMA_RECLAIM_QUEUE  1024
+#define RDMEM_RDMA_POST_RETRIES	  1000
+
+/* wr_id of signalled WRs: kind in the high half, slot in the low half. */
+#define RDMEM_WRID_LAZY ((uint64_t)1 << 32)
+#define RDMEM_WRID_CTRL ((uint64_t)2 << 32)
+
+enum rdmem_rdma_owner {
+	RDMEM_OWN_FREE = 0,
+	RDMEM_OWN_CALL,	   /* a client's call */
+	RDMEM_OWN_SPAN,	   /* continuation of a run that starts earlier */
+	RDMEM_OWN_RECLAIM, /* one of our RECLAIM messages */
+	RDMEM_OWN_ORPHAN,  /* a call that timed out; waiting for its late reply */
+};
+
+struct rdmem_rdma_slot {
+	struct rdmem_agent_call *call;
+	struct rdmem_agent_reply rep; /* saved while the LAZY read runs */
+	struct rdmem_objref ref;
+	uint32_t seq;
+	uint16_t span; /* slots in the run starting here */
+	uint8_t owner;
+	uint8_t reading; /* LAZY read into the client's slot in flight */
+	uint8_t path;
+	uint8_t reclaim_buf;
+};
+
+struct rdmem_rdma {
+	struct rdmem_link *l;
+	const struct rdmem_rdma_ops *ops;
+	void *ctx;
+	struct rdmem_rdma_slot *slot;
+	uint64_t *free_map; /* bit set = slot free */
+	uint32_t nwords;
+	uint32_t inflight_slots;
+	uint32_t recv_owed;
+	uint8_t reclaim_busy[RDMEM_LINK_RECLAIM_BUFS];
+	struct rdmem_objref *reclaim_q;
+	uint32_t reclaim_n;
+	int ctrl_reading;
+	uint64_t ctrl_at;
+	uint32_t calls_since_ctrl;
+	struct rdmem_rdma_stats st;
+};
+
+/* ---- slot runs ---------------------------------------------------------- */
+
+static int rdmem_rdma_is_free(const struct rdmem_rdma *r, uint32_t i)
+{
+	return (r->free_map[i / 64] >> (i % 64)) & 1;
+}
+
+static void rdmem_rdma_mark(struct rdmem_rdma *r, uint32_t first, uint32_t n, int free)
+{
+	uint32_t i;
+
+	for (i = first; i < first + n; i++) {
+		if (free)
+			r->free_map[i / 64] |= 1ull << (i % 64);
+		else
+			r->free_map[i / 64] &= ~(1ull << (i % 64));
+	}
+	if (free)
+		r->inflight_slots -= n;
+	else
+		r->inflight_slots += n;
+}
+
+/* First-fit run of n free slots; low slots first keeps the touched memory small. */
+static int rdmem_rdma_find_run(const struct rdmem_rdma *r, uint32_t n, uint32_t *first)
+{
+	uint32_t i = 0, run = 0;
+
+	while (i < r->l->slots) {
+		if (run == 0 && r->free_map[i / 64] == 0 && i % 64 == 0) {
+			i += 64; /* a word with nothing free */
+			continue;
+		}
+		run = rdmem_rdma_is_free(r, i) ? run + 1 : 0;
+		i++;
+		if (run == n) {
+			*first = i - n;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+static int rdmem_rdma_take(struct rdmem_rdma *r, uint32_t n, uint8_t owner, uint32_t *first)
+{
+	uint32_t i;
+
+	if (rdmem_rdma_find_run(r, n, first) < 0)
+		return -EAGAIN;
+	rdmem_rdma_mark(r, *first, n, 0);
+	for (i = *first; i < *first + n; i++)
+		r->slot[i].owner = RDMEM_OWN_SPAN;
+	r->slot[*first].owner = owner;
+	r->slot[*first].span = (uint16_t)n;
+	return 0;
+}
+
+static void rdmem_rdma_release(struct rdmem_rdma *r, uint32_t first)
+{
+	struct rdmem_rdma_slot *s = &r->slot[first];
+	uint32_t i, n = s->span;
+
+	for (i = first; i < first + n; i++) {
+		r->slot[i].owner = RDMEM_OWN_FREE;
+		r->slot[i].call = NULL;
+		r->slot[i].reading = 0;
+	}
+	rdmem_rdma_mark(r, first, n, 1);
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
+{
+	int ret, tries = 0;
+
+	/* A full send queue empties as the backend retires signalled WRs. */
+	while ((ret = rdmem_dp_publish(r->l->conn, m)) == -EAGAIN) {
+		if (++tries > RDMEM_RDMA_POST_RETRIES)
+			return -EIO;
+		if ((ret = rdmem_rdma_progress(r)) < 0)
+			return ret;
+	}
+	return ret;
+}
+
+static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *req,
+				 uint8_t path)
+{
+	struct rdmem_desc *d = &r->l->stage[i];
+
+	*d = *req;
+	d->state = RDMEM_SLOT_FREE; /* rdmem_dp_publish sets READY, written last */
+	d->seq = ++r->slot[i].seq;
+	d->path = path;
+	d->data_off = i * r->l->slot_bytes;
+	d->req_id = i;
+	d->status = 0;
+	if (path == RDMEM_PATH_LAZY)
+		d->flags |= RDMEM_F_WANT_OBJREF;
+}
+
+static struct rdmem_dp_msg rdmem_rdma_msg(struct rdmem_rdma *r, uint32_t i,
+					  const struct rdmem_sge *sge, int nsge)
+{
+	const struct rdmem_link *l = r->l;
+	struct rdmem_dp_msg m = {
+		.slot = i,
+		.desc = &l->stage[i],
+		.desc_lkey = l->mr_local.lkey,
+		.ring = l->w.req_ring,
+		.payload = sge,
+		.npayload = nsge,
+		.payload_addr = l->w.req_payload.addr + (uint64_t)i * l->slot_bytes,
+		.payload_rkey = l->w.req_payload.rkey,
+	};
+	return m;
+}
+
+int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)
+{
+	uint64_t bytes = rdmem_desc_payload_len(&call->req);
+	uint32_t span = (uint32_t)RDMEM_MAX(1, (bytes + r->l->slot_bytes - 1) / r->l->slot_bytes);
+	uint32_t lkey = r->l->mr_fd.lkey, i;
+	struct rdmem_sge sge[2];
+	struct rdmem_dp_msg m;
+	int nsge = 0, ret;
+
+	if (span > r->l->slots || call->req.val_len > r->l->w.max_value)
+		return -E2BIG;
+	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
+		return -EAGAIN;
+	/* Key and value are gathered from the client's slot: no copy here. */
+	if (call->req.key_len)
+		sge[nsge++] = (struct rdmem_sge){ (uintptr_t)call->key, call->req.key_len, lkey };
+	if (call->req.val_len)
+		sge[nsge++] = (struct rdmem_sge){ (uintptr_t)call->val, call->req.val_len, lkey };
+	r->slot[i].call = call;
+	r->slot[i].path = path;
+	rdmem_rdma_fill_desc(r, i, &call->req, path);
+	m = rdmem_rdma_msg(r, i, sge, nsge);
+	if ((ret = rdmem_rdma_post(r, &m)) < 0) {
+		rdmem_rdma_release(r, i);
+		return ret;
+	}
+	call->ring_slot = i;
+	r->st.posted++;
+	r->calls_since_ctrl++;
+	if (path == RDMEM_PATH_BULK) {
+		r->st.bulk_sges += (uint64_t)nsge;
+		r->st.bulk_bytes += bytes;
+	}
+	return 0;
+}
+
+/* ---- RECLAIM batching ---------------------------------------------------- */
+
+static void rdmem_rdma_queue_reclaim(struct rdmem_rdma *r, const struct rdmem_objref *ref)
+{
+	/* When full, the server's TTL scan frees what we could not report. */
+	if (r->reclaim_n < RDMEM_RDMA_RECLAIM_QUEUE)
+		r->reclaim_q[r->reclaim_n++] = *ref;
+}
+
+static int rdmem_rdma_free_reclaim_buf(const struct rdmem_rdma *r)
+{
+	int b;
+
+	for (b = 0; b < RDMEM_LINK_RECLAIM_BUFS; b++)
+		if (!r->reclaim_busy[b])
+			return b;
+	return -1;
+}
+
+static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
+{
+	uint32_t n = RDMEM_MIN(r->reclaim_n, RDMEM_LINK_RECLAIM_REFS), bytes, i;
+	int b = rdmem_rdma_free_reclaim_buf(r), ret;
+	struct rdmem_desc req = { 0 };
+	struct rdmem_sge sge;
+	struct rdmem_dp_msg m;
+	uint8_t *buf;
+
+	if (!n || b < 0 || rdmem_rdma_take(r, 1, RDMEM_OWN_RECLAIM, &i) < 0)
+		return 0;
+	bytes = n * (uint32_t)sizeof(struct rdmem_objref);
+	buf = r->l->reclaim + (size_t)b * RDMEM_LINK_RECLAIM_REFS * sizeof(struct rdmem_objref);
+	memcpy(buf, r->reclaim_q, bytes);
+	r->reclaim_n -= n;
+	memmove(r->reclaim_q, r->reclaim_q + n, r->reclaim_n * sizeof(*r->reclaim_q));
+	req.op = RDMEM_OP_RECLAIM;
+	req.val_len = bytes;
+	rdmem_rdma_fill_desc(r, i, &req, RDMEM_PATH_EAGER);
+	sge = (struct rdmem_sge){ (uintptr_t)buf, bytes, r->l->mr_local.lkey };
+	m = rdmem_rdma_msg(r, i, &sge, 1);
+	if ((ret = rdmem_rdma_post(r, &m)) < 0) {
+		rdmem_rdma_release(r, i);
+		return ret;
+	}
+	r->reclaim_busy[b] = 1;
+	r->slot[i].reclaim_buf = (uint8_t)b;
+	r->st.reclaim_msgs++;
+	return 1;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static struct rdmem_agent_reply rdmem_rdma_reply_of(const struct rdmem_desc *d, uint32_t data_off)
+{
+	struct rdmem_agent_reply rep = { d->status, d->flags, d->val_len, data_off, d->aux,
+					 { d->args.raw[0], d->args.raw[1], d->args.raw[2] } };
+	return rep;
+}
+
+static void rdmem_rdma_finish(struct rdmem_rdma *r, uint32_t i, uint8_t path)
+{
+	struct rdmem_rdma_slot *s = &r->slot[i];
+	struct rdmem_agent_call *call = s->call;
+	struct rdmem_agent_reply rep = s->rep;
+
+	rdmem_rdma_release(r, i);
+	r->ops->done(r->ctx, call, &rep, path);
+}
+
+static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i);
+
+/* A LAZY reply: READ the object straight into the client's slot. */
+static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
+{
+	struct rdmem_rdma_slot *s = &r->slot[i];
+	struct rdmem_agent_call *call = s->call;
+	const struct rdmem_objref *ref = &d->args.obj;
+	uint32_t off = rdmem_call_reply_off(call);
+	struct rdmem_wr wr = { 0 };
+
+	if (ref->length != d->val_len || ref->length > rdmem_call_reply_cap(call) ||
+	    (uint64_t)ref->offset + ref->length > r->l->w.objpool.len) {
+		r->st.bad_replies++;
+		rdmem_warn("server sent a bad object reference (%u bytes at %u): refused",
+			   ref->length, ref->offset);
+		s->rep = rdmem_rdma_reply_of(d, off);
+		s->rep.status = RDMEM_S_IO;
+		s->rep.val_len = 0;
+		rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
+		return 0;
+	}
+	s->ref = *ref;
+	s->rep = rdmem_rdma_reply_of(d, off);
+	s->reading = 1;
+	wr.wr_id = RDMEM_WRID_LAZY | i;
+	wr.op = RDMEM_WR_READ;
+	wr.flags = RDMEM_WR_SIGNALED;
+	wr.remote_addr = r->l->w.objpool.addr + ref->offset;
+	wr.rkey = r->l->w.objpool.rkey;
+	wr.nsge = 1;
+	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + off), ref->length,
+					r->l->mr_fd.lkey };
+	r->st.lazy_reads++;
+	r->st.lazy_bytes += ref->length;
+	if (ref->length == 0) {
+		rdmem_rdma_read_done(r, i); /* nothing to read */
+		return 0;
+	}
+	return rdmem_fab_post(r->l->conn, &wr, 1);
+}
+
+static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
+{
+	struct rdmem_rdma_slot *s = &r->slot[i];
+	struct rdmem_agent_call *call = s->call;
+	uint32_t off = rdmem_call_reply_off(call);
+
+	s->rep = rdmem_rdma_reply_of(d, off);
+	if (d->val_len > r->l->resp_bytes || d->val_len > rdmem_call_reply_cap(call)) {
+		r->st.bad_replies++;
+		s->rep.status = RDMEM_S_IO;
+		s->rep.val_len = 0;
+	} else if (d->val_len) {
+		/* The one copy of the EAGER path: response slot -> client slot. */
+		memcpy(call->payload + off, r->l->resp_data + (uint64_t)i * r->l->resp_bytes,
+		       d->val_len);
+	}
+	rdmem_rdma_finish(r, i, s->path);
+	return 0;
+}
+
+static void rdmem_rdma_reclaim_reply(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
+{
+	r->reclaim_busy[r->slot[i].reclaim_buf] = 0;
+	r->st.reclaimed += d->aux;
+	r->st.reclaim_refused += d->args.raw[0];
+	rdmem_rdma_release(r, i);
+}
+
+static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
+{
+	struct rdmem_rdma_slot *s;
+	struct rdmem_desc d;
+
+	if (i >= r->l->slots || rdmem_dp_take(&r->l->resp_ring[i], &d) < 0) {
+		r->st.bad_replies++;
+		return 0;
+	}
+	s = &r->slot[i];
+	if (d.seq != s->seq || s->reading ||
+	    (s->owner != RDMEM_OWN_CALL && s->owner != RDMEM_OWN_RECLAIM &&
+	     s->owner != RDMEM_OWN_ORPHAN)) {
+		r->st.bad_replies++;
+		rdmem_warn("reply for slot %u with sequence %u (expected %u): refused", i, d.seq,
+			   s->seq);
+		return 0;
+	}
+	r->st.replies++;
+	switch (s->owner) {
+	case RDMEM_OWN_RECLAIM:
+		rdmem_rdma_reclaim_reply(r, i, &d);
+		return 0;
+	case RDMEM_OWN_ORPHAN:
+		r->st.late_replies++;
+		if (d.flags & RDMEM_F_OBJREF)
+			rdmem_rdma_queue_reclaim(r, &d.args.obj);
+		rdmem_rdma_release(r, i);
+		return 0;
+	}
+	if (d.flags & RDMEM_F_OBJREF)
+		return rdmem_rdma_start_read(r, i, &d);
+	return rdmem_rdma_eager_reply(r, i, &d);
+}
+
+static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
+{
+	struct rdmem_rdma_slot *s = &r->slot[i];
+
+	if (i >= r->l->slots || !s->reading)
+		return;
+	s->reading = 0;
+	rdmem_rdma_queue_reclaim(r, &s->ref);
+	rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
+}
+
+/* ---- control page -------------------------------------------------------- */
+
+static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	struct rdmem_wr wr = { 0 };
+	int ret;
+
+	wr.wr_id = RDMEM_WRID_CTRL;
+	wr.op = RDMEM_WR_READ;
+	wr.flags = RDMEM_WR_SIGNALED;
+	wr.remote_addr = r->l->w.ctrl.addr;
+	wr.rkey = r->l->w.ctrl.rkey;
+	wr.nsge = 1;
+	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)r->l->ctrl, sizeof(struct rdmem_ctrl),
+					r->l->mr_local.lkey };
+	if ((ret = rdmem_fab_post(r->l->conn, &wr, 1)) == 0) {
+		r->ctrl_reading = 1;
+		r->ctrl_at = now_ns;
+		r->calls_since_ctrl = 0;
+	}
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+static void rdmem_rdma_ctrl_done(struct rdmem_rdma *r)
+{
+	struct rdmem_ctrl snap = *r->l->ctrl;
+
+	r->ctrl_reading = 0;
+	r->st.ctrl_reads++;
+	if (snap.magic != RDMEM_CTRL_MAGIC || snap.seq_begin != snap.seq_end ||
+	    (snap.seq_begin & 1)) {
+		r->st.ctrl_torn++;
+		return;
+	}
+	r->ops->ctrl(r->ctx, &snap);
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc)
+{
+	if (wc->status != RDMEM_WC_SUCCESS) {
+		rdmem_err("RDMA to %s failed: %s", rdmem_fab_peer(r->l->conn),
+			  rdmem_wc_status_name(wc->status));
+		return -EIO;
+	}
+	switch (wc->op) {
+	case RDMEM_WC_RECV_IMM:
+		r->recv_owed++;
+		return rdmem_rdma_response(r, wc->imm);
+	case RDMEM_WC_READ:
+		if (wc->wr_id == RDMEM_WRID_CTRL)
+			rdmem_rdma_ctrl_done(r);
+		else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY)
+			rdmem_rdma_read_done(r, (uint32_t)wc->wr_id);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int rdmem_rdma_progress(struct rdmem_rdma *r)
+{
+	struct rdmem_wc wc[32];
+	int n = rdmem_fab_poll(r->l->conn, wc, 32), i, ret;
+
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++)
+		if ((ret = rdmem_rdma_completion(r, &wc[i])) < 0)
+			return ret;
+	if (r->recv_owed >= RDMEM_RDMA_RECV_BATCH) {
+		if ((ret = rdmem_fab_post_recv(r->l->conn, (int)r->recv_owed)) < 0)
+			return ret;
+		r->recv_owed = 0;
+	}
+	return n;
+}
+
+int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	int ret = 0;
+
+	while (r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
+		;
+	if (r->reclaim_n && ret < 0)
+		return ret;
+	if (!r->ctrl_reading && (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS ||
+				 now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
+		return rdmem_rdma_read_ctrl(r, now_ns);
+	return 0;
+}
+
+void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	uint32_t i;
+
+	for (i = 0; i < r->l->slots; i++) {
+		struct rdmem_rdma_slot *s = &r->slot[i];
+		struct rdmem_agent_reply rep = { RDMEM_S_TIMEOUT, 0, 0, 0, 0, { 0, 0, 0 } };
+
+		/* A call whose READ is still landing in its slot cannot be let go. */
+		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
+			continue;
+		s->owner = RDMEM_OWN_ORPHAN;
+		r->ops->done(r->ctx, s->call, &rep, s->path);
+		s->call = NULL;
+	}
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops, void *ctx,
+		      struct rdmem_rdma **out)
+{
+	struct rdmem_rdma *r = calloc(1, sizeof(*r));
+	uint32_t i;
+
+	if (!r)
+		return -ENOMEM;
+	r->l = link;
+	r->ops = ops;
+	r->ctx = ctx;
+	r->nwords = (link->slots + 63) / 64;
+	r->slot = calloc(link->slots, sizeof(*r->slot));
+	r->free_map = calloc(r->nwords, sizeof(uint64_t));
+	r->reclaim_q = calloc(RDMEM_RDMA_RECLAIM_QUEUE, sizeof(*r->reclaim_q));
+	if (!r->slot || !r->free_map || !r->reclaim_q) {
+		rdmem_rdma_destroy(r);
+		return -ENOMEM;
+	}
+	for (i = 0; i < link->slots; i++)
+		r->free_map[i / 64] |= 1ull << (i % 64);
+	r->ctrl_at = rdmem_now_ns();
+	*out = r;
+	return 0;
+}
+
+void rdmem_rdma_destroy(struct rdmem_rdma *r)
+{
+	uint32_t i;
+
+	if (!r)
+		return;
+	for (i = 0; r->slot && i < r->l->slots; i++) {
+		struct rdmem_rdma_slot *s = &r->slot[i];
+
+		if (s->owner != RDMEM_OWN_CALL)
+			continue;
+		/* A READ cut off mid-way may have overwritten an overlapping request. */
+		r->ops->failed(r->ctx, s->call, -ECONNRESET,
+			       !(s->reading && rdmem_call_reply_overlaps(s->call)));
+		s->owner = RDMEM_OWN_FREE;
+	}
+	free(r->slot);
+	free(r->free_map);
+	free(r->reclaim_q);
+	free(r);
+}
+
+void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *out)
+{
+	*out = r->st;
+	out->inflight = r->inflight_slots;
+	out->slots = r->l->slots;
+}
+
+uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r)
+{
+	return (uint32_t)((uint64_t)r->inflight_slots * 100 / r->l->slots);
+}

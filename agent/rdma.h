@@ -1,0 +1,65 @@
+/* rdma.h - the agent's side of the RDMA data plane on one link.
+ *
+ * It owns the request slots of the server's ring: a call takes one slot (or
+ * a run of them when its payload is larger than a slot) until its reply has
+ * been consumed and any LAZY read into the client's slot completed. EAGER
+ * and BULK write the payload straight from the client's front-door slot;
+ * LAZY replies are RDMA-READ straight into it, then RECLAIMed in batches.
+ * Runs on the session actor's thread; results leave through the ops.
+ */
+#ifndef RDMEM_AGENT_RDMA_H
+#define RDMEM_AGENT_RDMA_H
+
+#include <stdint.h>
+
+#include "agent/call.h"
+#include "agent/link.h"
+
+struct rdmem_rdma;
+
+struct rdmem_rdma_ops {
+	/* The call finished on RDMA; path is the one that carried the reply. */
+	void (*done)(void *ctx, struct rdmem_agent_call *call, const struct rdmem_agent_reply *rep,
+		     uint8_t path);
+	/*
+	 * RDMA could not finish the call (err: -ECONNRESET link lost, -EIO an
+	 * operation failed). intact says the request bytes are still as the
+	 * client wrote them, so another path may retry it.
+	 */
+	void (*failed)(void *ctx, struct rdmem_agent_call *call, int err, int intact);
+	/* A consistent control-page snapshot arrived. */
+	void (*ctrl)(void *ctx, const struct rdmem_ctrl *snapshot);
+};
+
+struct rdmem_rdma_stats {
+	uint64_t posted, replies, lazy_reads, lazy_bytes, bulk_sges, bulk_bytes;
+	uint64_t reclaim_msgs, reclaimed, reclaim_refused;
+	uint64_t late_replies; /* replies for calls that had already timed out */
+	uint64_t bad_replies;  /* refused: slot, sequence, lengths or object ref wrong */
+	uint64_t ctrl_reads, ctrl_torn;
+	uint32_t inflight;
+	uint32_t slots;
+};
+
+int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops, void *ctx,
+		      struct rdmem_rdma **out);
+/* Fails every call still in flight through ops->failed, then frees. */
+void rdmem_rdma_destroy(struct rdmem_rdma *r);
+
+/*
+ * Posts the call on path (EAGER, LAZY or BULK). 0: on its way; -EAGAIN: no
+ * free run of slots now (retry after replies); -E2BIG: can never fit;
+ * other -errno: the link is broken.
+ */
+int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
+/* Reaps completions; returns how many, or -ECONNRESET when the link broke. */
+int rdmem_rdma_progress(struct rdmem_rdma *r);
+/* Sends queued RECLAIMs and starts a control-page read if one is due. */
+int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
+/* Completes calls past their deadline with -ETIMEDOUT; their slots stay
+ * reserved until the late reply arrives. */
+void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns);
+void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *out);
+uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r);
+
+#endif

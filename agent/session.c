@@ -1,0 +1,569 @@
+/* session.c - the agent's session actor (see session.h).
+ *
+ * Loop: adopt a link the connector dialled, take calls from the front door,
+ * choose each call's path, post RDMA calls or hand TCP ones over, reap RDMA
+ * completions, retry on TCP what RDMA failed (AUTO), and sleep when idle.
+ */
+#include "agent/session.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/link.h"
+#include "agent/queue.h"
+#include "agent/rdma.h"
+#include "agent/stats.h"
+#include "rdmem/idle.h"
+#include "rdmem/util.h"
+#include "shm/segment.h"
+
+#define RDMEM_SESSION_BLOCK_MS	   50
+#define RDMEM_SESSION_EXPIRE_NS	   1000000ull	 /* deadline checks */
+#define RDMEM_ERROR_COOLDOWN_NS	   5000000000ull /* forget RDMA errors after this */
+#define RDMEM_REDIAL_MIN_NS	   50000000ull
+#define RDMEM_REDIAL_MAX_NS	   2000000000ull
+
+struct rdmem_agent_session {
+	struct rdmem_agent_config cfg;
+	struct rdmem_frontdoor *fd;
+	struct rdmem_tcp_actor *tcp;
+	struct rdmem_queue in;
+
+	/* The connector dials; a new link is handed over through this mailbox. */
+	pthread_t connector;
+	_Atomic(struct rdmem_link *) mailbox;
+	atomic_int want_link; /* session -> connector: dial (again) */
+	struct rdmem_queue connector_bell;
+
+	struct rdmem_link *link;
+	struct rdmem_rdma *rdma;
+	struct rdmem_agent_call *pending_head, *pending_tail; /* waiting for a link or slots */
+	struct rdmem_path_state pst;
+	struct rdmem_ctrl ctrl;
+	int have_ctrl;
+	uint64_t last_error_ns, expire_at;
+	struct rdmem_agent_counters cnt;
+
+	atomic_int stop;
+	pthread_t thread;
+};
+
+/* ---- completing calls ------------------------------------------------------ */
+
+static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,
+				     const struct rdmem_agent_reply *rep, uint8_t path)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	call->path = path;
+	rdmem_agent_count_done(&s->cnt, path, rep->status);
+	rdmem_frontdoor_complete(s->fd, call, rep);
+}
+
+static void rdmem_agent_session_fail(struct rdmem_agent_session *s, struct rdmem_agent_call *call,
+				     uint16_t status)
+{
+	struct rdmem_agent_reply rep = { status, 0, 0, rdmem_call_reply_off(call), 0, { 0, 0, 0 } };
+
+	rdmem_agent_session_done(s, call, &rep, call->path);
+}
+
+static int rdmem_agent_session_auto(const struct rdmem_agent_session *s,
+				    const struct rdmem_agent_call *call)
+{
+	return call->forced_path == RDMEM_PATH_AUTO && s->cfg.path.force == RDMEM_PATH_AUTO;
+}
+
+static void rdmem_agent_session_rdma_error(struct rdmem_agent_session *s)
+{
+	s->pst.rdma_errors++;
+	s->last_error_ns = rdmem_now_ns();
+	rdmem_agent_count(&s->cnt.rdma_errors, 1);
+}
+
+/* RDMA could not carry the call: AUTO retries it on TCP, a forced path fails. */
+static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call, int err,
+				       int intact)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	rdmem_agent_session_rdma_error(s);
+	if (rdmem_agent_session_auto(s, call) && intact) {
+		rdmem_agent_count(&s->cnt.fallbacks, 1);
+		call->path = RDMEM_PATH_TCP;
+		call->tries++;
+		rdmem_tcp_actor_submit(s->tcp, call);
+		return;
+	}
+	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
+}
+
+static void rdmem_agent_session_ctrl(void *ctx, const struct rdmem_ctrl *snap)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	s->ctrl = *snap;
+	s->have_ctrl = 1;
+}
+
+static const struct rdmem_rdma_ops rdmem_agent_session_rdma_ops = {
+	rdmem_agent_session_done,
+	rdmem_agent_session_failed,
+	rdmem_agent_session_ctrl,
+};
+
+/* ---- pending calls --------------------------------------------------------- */
+
+static void rdmem_agent_session_pend(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	call->next = NULL;
+	if (s->pending_tail)
+		s->pending_tail->next = call;
+	else
+		s->pending_head = call;
+	s->pending_tail = call;
+}
+
+/* ---- the link --------------------------------------------------------------- */
+
+static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err)
+{
+	rdmem_warn("rdma: lost the link to %s:%u: %s", s->cfg.server, s->cfg.port, strerror(-err));
+	rdmem_agent_count(&s->cnt.link_losses, 1);
+	/* Fails (or moves to TCP) every call the link still carried. */
+	rdmem_rdma_destroy(s->rdma);
+	rdmem_link_close(s->link);
+	s->rdma = NULL;
+	s->link = NULL;
+	s->have_ctrl = 0;
+	atomic_store_explicit(&s->cnt.link_up, 0, memory_order_relaxed);
+	/* Pairs with the connector's acquire load of want_link. */
+	atomic_store_explicit(&s->want_link, 1, memory_order_release);
+	rdmem_queue_ring(&s->connector_bell);
+}
+
+static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
+{
+	/* Pairs with the connector's release exchange: the link is fully built. */
+	struct rdmem_link *l = atomic_exchange_explicit(&s->mailbox, NULL, memory_order_acquire);
+
+	if (!l)
+		return;
+	if (rdmem_rdma_create(l, &rdmem_agent_session_rdma_ops, s, &s->rdma) < 0) {
+		rdmem_link_close(l);
+		atomic_store_explicit(&s->want_link, 1, memory_order_release);
+		rdmem_queue_ring(&s->connector_bell);
+		return;
+	}
+	s->link = l;
+	s->pst.rdma_errors = 0;
+	atomic_store_explicit(&s->cnt.link_up, 1, memory_order_relaxed);
+	rdmem_agent_count(&s->cnt.link_opens, 1);
+	rdmem_info("rdma: session %u with %s:%u over %s: %u slots x %u B", l->w.session_id,
+		   s->cfg.server, s->cfg.port, rdmem_fab_kind_name(s->cfg.fabric), l->slots,
+		   l->slot_bytes);
+}
+
+static void *rdmem_agent_connector(void *arg)
+{
+	struct rdmem_agent_session *s = arg;
+	struct rdmem_link_config lc = { s->cfg.fabric, s->cfg.server, s->cfg.port,
+					s->cfg.ring_slots, s->cfg.resp_bytes, NULL, 0,
+					s->cfg.connect_timeout_ms };
+	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
+	struct rdmem_link *l;
+
+	lc.fd_base = rdmem_frontdoor_segment(s->fd, &lc.fd_len);
+	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
+		struct pollfd pfd = { s->connector_bell.efd, POLLIN, 0 };
+
+		if (!atomic_load_explicit(&s->want_link, memory_order_acquire)) {
+			if (poll(&pfd, 1, 200) > 0)
+				rdmem_queue_woke(&s->connector_bell);
+			continue;
+		}
+		if (rdmem_link_open(&lc, &l) < 0) {
+			poll(&pfd, 1, (int)(backoff / 1000000));
+			backoff = RDMEM_MIN(backoff * 2, RDMEM_REDIAL_MAX_NS);
+			continue;
+		}
+		backoff = RDMEM_REDIAL_MIN_NS;
+		atomic_store_explicit(&s->want_link, 0, memory_order_relaxed);
+		/* Pairs with the session's acquire exchange in adopt(). */
+		atomic_store_explicit(&s->mailbox, l, memory_order_release);
+		rdmem_queue_ring(&s->in);
+	}
+	return NULL;
+}
+
+/* ---- routing calls ---------------------------------------------------------- */
+
+static void rdmem_agent_session_refresh_state(struct rdmem_agent_session *s)
+{
+	const struct rdmem_simulate *sim = &s->cfg.sim;
+	uint32_t ring = s->rdma ? rdmem_rdma_ring_used_pct(s->rdma) : 0, pool = 0;
+
+	if (s->have_ctrl && s->ctrl.ring_slots) {
+		ring = RDMEM_MAX(ring, (uint32_t)((uint64_t)s->ctrl.ring_backlog * 100 /
+						  s->ctrl.ring_slots));
+		if (s->ctrl.objpool_bytes)
+			pool = (uint32_t)(s->ctrl.objpool_used * 100 / s->ctrl.objpool_bytes);
+	}
+	if (sim->pressure == RDMEM_PRESSURE_RING)
+		ring = 100;
+	if (sim->pressure == RDMEM_PRESSURE_OBJPOOL)
+		pool = 100;
+	s->pst.rdma_up = s->rdma && !sim->rdma_down;
+	s->pst.ring_used_pct = ring;
+	s->pst.objpool_used_pct = pool;
+	if (s->pst.rdma_errors && rdmem_now_ns() - s->last_error_ns > RDMEM_ERROR_COOLDOWN_NS)
+		s->pst.rdma_errors = 0;
+}
+
+static uint8_t rdmem_agent_session_choose(struct rdmem_agent_session *s,
+					  const struct rdmem_agent_call *call)
+{
+	struct rdmem_path_call pc = { call->forced_path, rdmem_desc_payload_len(&call->req),
+				      rdmem_path_expected_reply(&call->req, call->key) };
+
+	return (uint8_t)rdmem_select_path(&s->cfg.path, &s->pst, &pc);
+}
+
+/* Posts an RDMA call; returns 0 when it was taken care of, -EAGAIN to keep it pending. */
+static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	int ret;
+
+	if (!s->rdma || s->cfg.sim.rdma_down)
+		return -EAGAIN;
+	if (s->cfg.sim.op_fail) {
+		s->cfg.sim.op_fail--;
+		rdmem_agent_session_failed(s, call, -EIO, 1);
+		return 0;
+	}
+	ret = rdmem_rdma_submit(s->rdma, call, call->path);
+	if (ret == 0 || ret == -EAGAIN)
+		return ret;
+	if (ret == -E2BIG) {
+		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
+		return 0;
+	}
+	rdmem_agent_session_failed(s, call, ret, 1);
+	rdmem_agent_session_link_lost(s, ret);
+	return 0;
+}
+
+static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	rdmem_agent_session_refresh_state(s);
+	call->path = rdmem_agent_session_choose(s, call);
+	rdmem_agent_count_call(&s->cnt, call->path);
+	if (call->path == RDMEM_PATH_TCP) {
+		rdmem_tcp_actor_submit(s->tcp, call);
+		return;
+	}
+	if (rdmem_agent_session_post(s, call) == -EAGAIN) {
+		/* No room in the ring: AUTO takes TCP rather than wait. */
+		if (rdmem_agent_session_auto(s, call) && s->rdma) {
+			rdmem_agent_count(&s->cnt.fallbacks, 1);
+			call->path = RDMEM_PATH_TCP;
+			rdmem_tcp_actor_submit(s->tcp, call);
+			return;
+		}
+		rdmem_agent_session_pend(s, call);
+	}
+}
+
+/* Retries pending calls in order; stops at the first that still cannot go. */
+static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
+{
+	int n = 0;
+
+	while (s->pending_head) {
+		struct rdmem_agent_call *call = s->pending_head;
+
+		if (rdmem_agent_session_post(s, call) == -EAGAIN)
+			break;
+		s->pending_head = call->next;
+		if (!s->pending_head)
+			s->pending_tail = NULL;
+		n++;
+	}
+	return n;
+}
+
+static void rdmem_agent_session_expire(struct rdmem_agent_session *s, uint64_t now)
+{
+	struct rdmem_agent_call **pp = &s->pending_head, *call;
+
+	if (now < s->expire_at)
+		return;
+	s->expire_at = now + RDMEM_SESSION_EXPIRE_NS;
+	s->pending_tail = NULL;
+	while ((call = *pp)) {
+		if (now >= call->deadline_ns) {
+			*pp = call->next;
+			rdmem_agent_session_fail(s, call, s->rdma ? RDMEM_S_TIMEOUT
+								  : RDMEM_S_UNREACHABLE);
+			continue;
+		}
+		s->pending_tail = call;
+		pp = &call->next;
+	}
+	if (s->rdma)
+		rdmem_rdma_expire(s->rdma, now);
+}
+
+/* ---- agent-local ops ----------------------------------------------------------- */
+
+static void rdmem_agent_session_snapshot(struct rdmem_agent_session *s,
+					 struct rdmem_agent_snapshot *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	rdmem_frontdoor_get_stats(s->fd, &snap->fd);
+	rdmem_tcp_actor_get_stats(s->tcp, &snap->tcp);
+	if (s->rdma)
+		rdmem_rdma_get_stats(s->rdma, &snap->rdma);
+	rdmem_agent_counters_read(&s->cnt, snap);
+	snap->fabric = s->cfg.fabric;
+	snap->sim = s->cfg.sim;
+	snap->force = s->cfg.path.force;
+	snap->rdma_errors = s->pst.rdma_errors;
+	snap->have_ctrl = s->have_ctrl;
+	snap->ctrl = s->ctrl;
+}
+
+static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	struct rdmem_agent_snapshot snap;
+	uint32_t off = rdmem_call_reply_off(call);
+	struct rdmem_agent_reply rep = { RDMEM_S_OK, 0, 0, off, 0, { 0, 0, 0 } };
+	int n;
+
+	rdmem_agent_session_snapshot(s, &snap);
+	n = rdmem_agent_stats_format(&snap, !!(call->req.flags & RDMEM_F_JSON),
+				     (char *)call->payload + off, rdmem_call_reply_cap(call));
+	if (n < 0)
+		rep.status = RDMEM_S_TOO_BIG;
+	else
+		rep.val_len = (uint32_t)n;
+	rdmem_agent_session_done(s, call, &rep, RDMEM_PATH_AUTO);
+}
+
+/* Applies one `rdmem agent-ctl CMD ARG`; returns 0 or -EINVAL. */
+static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_config *path,
+				 const char *cmd, const char *arg)
+{
+	uint64_t n;
+
+	if (strcmp(cmd, "simulate-rdma-down") == 0 && (!strcmp(arg, "on") || !strcmp(arg, "off")))
+		sim->rdma_down = strcmp(arg, "on") == 0;
+	else if (strcmp(cmd, "simulate-rdma-op-fail") == 0 && !rdmem_parse_size(arg, &n) &&
+		 n <= UINT32_MAX)
+		sim->op_fail = (uint32_t)n;
+	else if (strcmp(cmd, "simulate-rdma-errors") == 0 && !rdmem_parse_size(arg, &n) &&
+		 n <= UINT32_MAX)
+		sim->rdma_errors = (uint32_t)n;
+	else if (strcmp(cmd, "simulate-server-pressure") == 0 && !strcmp(arg, "ring"))
+		sim->pressure = RDMEM_PRESSURE_RING;
+	else if (strcmp(cmd, "simulate-server-pressure") == 0 && !strcmp(arg, "objpool"))
+		sim->pressure = RDMEM_PRESSURE_OBJPOOL;
+	else if (strcmp(cmd, "simulate-server-pressure") == 0 && !strcmp(arg, "off"))
+		sim->pressure = RDMEM_PRESSURE_NONE;
+	else if (strcmp(cmd, "force-path") == 0)
+		return rdmem_path_parse(arg, &path->force);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	char cmd[64], arg[64];
+	uint16_t st;
+
+	snprintf(cmd, sizeof(cmd), "%.*s", (int)RDMEM_MIN(call->req.key_len, sizeof(cmd) - 1),
+		 (const char *)call->key);
+	snprintf(arg, sizeof(arg), "%.*s", (int)RDMEM_MIN(call->req.val_len, sizeof(arg) - 1),
+		 (const char *)call->val);
+	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, cmd, arg) ? RDMEM_S_BAD_REQUEST
+									   : RDMEM_S_OK;
+	if (st == RDMEM_S_OK) {
+		rdmem_info("agent-ctl: %s %s", cmd, arg);
+		/* A one-shot error burst lands in the count the selector reads. */
+		s->pst.rdma_errors += s->cfg.sim.rdma_errors;
+		if (s->cfg.sim.rdma_errors)
+			s->last_error_ns = rdmem_now_ns();
+		s->cfg.sim.rdma_errors = 0;
+	}
+	rdmem_agent_session_fail(s, call, st);
+}
+
+static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	switch (call->req.op) {
+	case RDMEM_FD_OP_AGENT_STATS:
+		rdmem_agent_session_stats(s, call);
+		return;
+	case RDMEM_FD_OP_AGENT_CTL:
+		rdmem_agent_session_ctl(s, call);
+		return;
+	default:
+		rdmem_agent_session_route(s, call);
+	}
+}
+
+/* ---- the actor loop ------------------------------------------------------------ */
+
+static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
+{
+	int n, ret;
+
+	if (!s->rdma)
+		return 0;
+	n = rdmem_rdma_progress(s->rdma);
+	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, rdmem_now_ns())) < 0)
+		n = ret;
+	if (n >= 0 && rdmem_fab_check(s->link->conn) < 0)
+		n = -ECONNRESET;
+	if (n < 0) {
+		rdmem_agent_session_link_lost(s, n);
+		return 1;
+	}
+	return n;
+}
+
+static void rdmem_agent_session_block(struct rdmem_agent_session *s)
+{
+	struct pollfd pfd[3] = { { s->in.efd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 } };
+	int nfd = 1;
+
+	if (!rdmem_queue_prepare_sleep(&s->in))
+		return;
+	if (s->rdma) {
+		if (rdmem_fab_arm(s->link->conn) < 0 || rdmem_agent_session_poll_rdma(s)) {
+			rdmem_queue_woke(&s->in);
+			return;
+		}
+		pfd[1].fd = rdmem_fab_comp_fd(s->link->conn);
+		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
+		nfd = 3;
+	}
+	if (poll(pfd, (nfds_t)nfd, RDMEM_SESSION_BLOCK_MS) < 0 && errno != EINTR)
+		rdmem_err("session actor poll: %s", strerror(errno));
+	if (s->rdma && pfd[1].revents)
+		rdmem_fab_ack(s->link->conn);
+	rdmem_queue_woke(&s->in);
+}
+
+static int rdmem_agent_session_round(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *call;
+	int work = 0;
+
+	rdmem_agent_session_adopt(s);
+	while ((call = rdmem_queue_pop(&s->in))) {
+		rdmem_agent_session_take(s, call);
+		work++;
+	}
+	work += rdmem_agent_session_poll_rdma(s);
+	work += rdmem_agent_session_retry_pending(s);
+	rdmem_agent_session_expire(s, rdmem_now_ns());
+	return work;
+}
+
+static void *rdmem_agent_session_main(void *arg)
+{
+	struct rdmem_agent_session *s = arg;
+	struct rdmem_idle idle = { 0 };
+
+	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
+		if (rdmem_agent_session_round(s)) {
+			rdmem_idle_reset(&idle);
+			continue;
+		}
+		if (rdmem_idle_step(&idle, s->cfg.busy_poll)) {
+			rdmem_idle_reset(&idle);
+			rdmem_agent_session_block(s);
+		}
+	}
+	return NULL;
+}
+
+void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	if (rdmem_queue_push(&s->in, call) < 0)
+		rdmem_err("session queue sized wrong: call dropped");
+}
+
+int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,
+			      struct rdmem_tcp_actor *tcp, struct rdmem_agent_session **out)
+{
+	struct rdmem_agent_session *s = calloc(1, sizeof(*s));
+	uint32_t ncalls = cfg->clients * cfg->slots;
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->fd = fd;
+	s->tcp = tcp;
+	if (rdmem_queue_init(&s->in, ncalls) < 0 || rdmem_queue_init(&s->connector_bell, 1) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
+	atomic_store_explicit(&s->want_link, cfg->fabric != 0, memory_order_relaxed);
+	ret = -pthread_create(&s->thread, NULL, rdmem_agent_session_main, s);
+	if (ret == 0 && cfg->fabric) {
+		ret = -pthread_create(&s->connector, NULL, rdmem_agent_connector, s);
+		if (ret < 0) {
+			atomic_store_explicit(&s->stop, 1, memory_order_release);
+			pthread_join(s->thread, NULL);
+		}
+	}
+	if (ret < 0) {
+		rdmem_queue_fini(&s->in);
+		rdmem_queue_fini(&s->connector_bell);
+		free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+void rdmem_agent_session_stop(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *call;
+	struct rdmem_link *l;
+
+	if (!s)
+		return;
+	/* Pairs with the acquire loads at the top of both loops. */
+	atomic_store_explicit(&s->stop, 1, memory_order_release);
+	rdmem_queue_ring(&s->in);
+	rdmem_queue_ring(&s->connector_bell);
+	pthread_join(s->thread, NULL);
+	if (s->cfg.fabric)
+		pthread_join(s->connector, NULL);
+	if ((l = atomic_exchange_explicit(&s->mailbox, NULL, memory_order_acquire)))
+		rdmem_link_close(l);
+	s->cfg.path.force = RDMEM_PATH_TCP; /* nothing may go back to RDMA now */
+	rdmem_rdma_destroy(s->rdma);
+	rdmem_link_close(s->link);
+	while ((call = rdmem_queue_pop(&s->in)))
+		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
+	while ((call = s->pending_head)) {
+		s->pending_head = call->next;
+		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
+	}
+	rdmem_queue_fini(&s->in);
+	rdmem_queue_fini(&s->connector_bell);
+	free(s);
+}

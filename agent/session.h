@@ -1,0 +1,50 @@
+/* session.h - the agent's session actor: one per server. It owns the RDMA
+ * link (through a connector thread that dials and redials), the path
+ * selector's view of the world, and the calls on the RDMA paths; calls the
+ * selector sends to TCP go to the TCP actor. Front-door calls arrive via
+ * rdmem_agent_session_submit(), the front door's submit callback.
+ */
+#ifndef RDMEM_AGENT_SESSION_H
+#define RDMEM_AGENT_SESSION_H
+
+#include <stdint.h>
+
+#include "agent/call.h"
+#include "agent/frontdoor.h"
+#include "agent/path.h"
+#include "agent/tcp_actor.h"
+#include "rdmem/fabric.h"
+
+enum rdmem_pressure { RDMEM_PRESSURE_NONE, RDMEM_PRESSURE_RING, RDMEM_PRESSURE_OBJPOOL };
+
+/* Fault injection, set by flags at start or by `rdmem agent-ctl` at run time. */
+struct rdmem_simulate {
+	int rdma_down;	      /* pretend RDMA is unavailable */
+	uint32_t op_fail;     /* fail the next N RDMA operations */
+	int pressure;	      /* enum rdmem_pressure: pretend the server is full */
+	uint32_t rdma_errors; /* add N to the RDMA error count once */
+};
+
+struct rdmem_agent_config {
+	const char *server;
+	uint16_t port;	   /* RDMA */
+	uint16_t tcp_port; /* TCP fallback */
+	int fabric;	   /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
+	struct rdmem_path_config path;
+	uint32_t ring_slots;
+	uint32_t resp_bytes;
+	uint32_t clients, slots; /* front-door geometry */
+	int connect_timeout_ms;
+	int busy_poll;
+	struct rdmem_simulate sim;
+};
+
+struct rdmem_agent_session;
+
+int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,
+			      struct rdmem_tcp_actor *tcp, struct rdmem_agent_session **out);
+void rdmem_agent_session_stop(struct rdmem_agent_session *s);
+/* The front door's submit callback: hands a call to the session actor. */
+void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call);
+
+#endif

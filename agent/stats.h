@@ -1,0 +1,56 @@
+/* stats.h - the agent's telemetry: counters each actor publishes, the
+ * snapshot the session actor assembles for AGENT_STATS, and its text and
+ * JSON renderings (what `rdmem agent-stats` prints). */
+#ifndef RDMEM_AGENT_STATS_H
+#define RDMEM_AGENT_STATS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/frontdoor.h"
+#include "agent/rdma.h"
+#include "agent/session.h"
+#include "agent/tcp_actor.h"
+
+/* Written by the session actor only; relaxed atomics so other threads may read. */
+struct rdmem_agent_counters {
+	atomic_uint_fast64_t calls[RDMEM_PATH__COUNT]; /* calls the selector sent each way */
+	atomic_uint_fast64_t ok[RDMEM_PATH__COUNT];    /* finished on RDMA, by carrying path */
+	atomic_uint_fast64_t failed[RDMEM_PATH__COUNT];
+	atomic_uint_fast64_t fallbacks; /* RDMA calls retried on TCP */
+	atomic_uint_fast64_t rdma_errors;
+	atomic_uint_fast64_t link_opens, link_losses;
+	atomic_uint link_up;
+};
+
+struct rdmem_agent_snapshot {
+	struct rdmem_frontdoor_stats fd;
+	struct rdmem_tcp_actor_stats tcp;
+	struct rdmem_rdma_stats rdma;
+	uint64_t calls[RDMEM_PATH__COUNT], ok[RDMEM_PATH__COUNT], failed[RDMEM_PATH__COUNT];
+	uint64_t fallbacks, rdma_errors_total, link_opens, link_losses;
+	uint32_t link_up;
+	uint32_t rdma_errors; /* the count the selector compares with --error-threshold */
+	int fabric;
+	uint8_t force;
+	struct rdmem_simulate sim;
+	int have_ctrl;
+	struct rdmem_ctrl ctrl; /* the server's control page, last read */
+};
+
+static inline void rdmem_agent_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+	/* Single writer: a plain load and store is enough, and cheaper than an RMW. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+void rdmem_agent_count_call(struct rdmem_agent_counters *c, uint8_t path);
+void rdmem_agent_count_done(struct rdmem_agent_counters *c, uint8_t path, uint16_t status);
+void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agent_snapshot *s);
+
+/* Renders the snapshot; returns its length, or -E2BIG when cap is too small. */
+int rdmem_agent_stats_format(const struct rdmem_agent_snapshot *s, int json, char *buf, size_t cap);
+
+#endif

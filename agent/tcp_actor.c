@@ -1,0 +1,369 @@
+/* tcp_actor.c - the agent's TCP fallback actor (see tcp_actor.h). */
+#include "agent/tcp_actor.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/queue.h"
+#include "fabric/tcp_client.h"
+#include "rdmem/idle.h"
+#include "rdmem/util.h"
+
+#define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull	/* 50 ms */
+#define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull	/* 2 s */
+#define RDMEM_TCP_BLOCK_MS	 50
+#define RDMEM_TCP_DONE_BATCH	 64
+
+/* Counters written by the actor only, read by stats: relaxed is enough. */
+struct rdmem_tcp_counters {
+	atomic_uint_fast64_t calls, ok, failed, retried, unreachable, timeouts, connects,
+		disconnects, bytes_out, bytes_in;
+	atomic_uint connected, inflight, waiting;
+};
+
+struct rdmem_tcp_actor {
+	struct rdmem_tcp_actor_config cfg;
+	struct rdmem_frontdoor *fd;
+	struct rdmem_queue in;
+	struct rdmem_tcp_client *cli;
+	struct rdmem_tcp_call *tcalls; /* one per (client, slot) */
+	struct rdmem_agent_call *wait_head, *wait_tail;
+	uint32_t nwaiting;
+	uint64_t next_connect_ns, backoff_ns;
+	atomic_int stop;
+	pthread_t thread;
+	struct rdmem_tcp_counters c;
+};
+
+static void rdmem_tcp_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static struct rdmem_tcp_call *rdmem_tcp_slot(struct rdmem_tcp_actor *a,
+					     const struct rdmem_agent_call *call)
+{
+	return &a->tcalls[(size_t)call->client * a->cfg.slots + call->slot];
+}
+
+static void rdmem_tcp_complete(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call,
+			       uint16_t status, const struct rdmem_desc *rep)
+{
+	struct rdmem_agent_reply r = { status, 0, 0, rdmem_call_reply_off(call), 0, { 0, 0, 0 } };
+
+	if (rep) {
+		r.flags = rep->flags;
+		r.val_len = rep->val_len;
+		r.aux = rep->aux;
+		memcpy(r.args, rep->args.raw, sizeof(r.args));
+		rdmem_tcp_count(&a->c.bytes_in, rep->val_len);
+	}
+	rdmem_tcp_count(status == RDMEM_S_OK ? &a->c.ok : &a->c.failed, 1);
+	call->path = RDMEM_PATH_TCP;
+	rdmem_frontdoor_complete(a->fd, call, &r);
+}
+
+/* ---- waiting list: calls with no connection or no window yet ---------------- */
+
+static void rdmem_tcp_wait_push(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call)
+{
+	call->next = NULL;
+	if (a->wait_tail)
+		a->wait_tail->next = call;
+	else
+		a->wait_head = call;
+	a->wait_tail = call;
+	a->nwaiting++;
+}
+
+static struct rdmem_agent_call *rdmem_tcp_wait_pop(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_agent_call *call = a->wait_head;
+
+	if (call) {
+		a->wait_head = call->next;
+		if (!a->wait_head)
+			a->wait_tail = NULL;
+		a->nwaiting--;
+	}
+	return call;
+}
+
+/* Fails waiting calls whose deadline passed: unreachable if we have no server. */
+static void rdmem_tcp_expire(struct rdmem_tcp_actor *a, uint64_t now)
+{
+	uint32_t n = a->nwaiting;
+
+	while (n--) {
+		struct rdmem_agent_call *call = rdmem_tcp_wait_pop(a);
+
+		if (now < call->deadline_ns) {
+			rdmem_tcp_wait_push(a, call);
+			continue;
+		}
+		if (a->cli) {
+			rdmem_tcp_count(&a->c.timeouts, 1);
+			rdmem_tcp_complete(a, call, RDMEM_S_TIMEOUT, NULL);
+		} else {
+			rdmem_tcp_count(&a->c.unreachable, 1);
+			rdmem_tcp_complete(a, call, RDMEM_S_UNREACHABLE, NULL);
+		}
+	}
+}
+
+/* ---- connection ---------------------------------------------------------- */
+
+static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
+{
+	int ret;
+
+	if (now < a->next_connect_ns)
+		return;
+	ret = rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms,
+				       &a->cli);
+	if (ret < 0) {
+		a->cli = NULL;
+		a->backoff_ns = a->backoff_ns ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
+					      : RDMEM_TCP_BACKOFF_MIN_NS;
+		a->next_connect_ns = rdmem_now_ns() + a->backoff_ns;
+		return;
+	}
+	a->backoff_ns = 0;
+	rdmem_tcp_count(&a->c.connects, 1);
+	atomic_store_explicit(&a->c.connected, 1, memory_order_relaxed);
+	rdmem_tcp_client_watch(a->cli, a->in.efd);
+	rdmem_info("tcp: connected to %s:%u", a->cfg.host, a->cfg.port);
+}
+
+/* The connection is gone: calls it carried go back to wait for the next one. */
+static void rdmem_tcp_disconnect(struct rdmem_tcp_actor *a)
+{
+	rdmem_warn("tcp: lost the connection to %s:%u", a->cfg.host, a->cfg.port);
+	rdmem_tcp_client_close(a->cli);
+	a->cli = NULL;
+	rdmem_tcp_count(&a->c.disconnects, 1);
+	atomic_store_explicit(&a->c.connected, 0, memory_order_relaxed);
+	a->next_connect_ns = rdmem_now_ns();
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+static void rdmem_tcp_prepare(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call)
+{
+	struct rdmem_tcp_call *t = rdmem_tcp_slot(a, call);
+	uint32_t off = rdmem_call_reply_off(call);
+
+	memset(t, 0, sizeof(*t));
+	t->req = call->req;
+	t->req.path = RDMEM_PATH_TCP;
+	t->req.flags &= (uint16_t)~RDMEM_F_WANT_OBJREF;
+	t->key = call->key;
+	t->val = call->val;
+	t->reply = call->payload + off;
+	t->reply_cap = call->payload_cap - off;
+	t->user = call;
+}
+
+static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_agent_call *call;
+
+	while (a->cli && (call = rdmem_tcp_wait_pop(a))) {
+		int ret;
+
+		rdmem_tcp_prepare(a, call);
+		ret = rdmem_tcp_client_submit(a->cli, rdmem_tcp_slot(a, call));
+		if (ret == 0) {
+			rdmem_tcp_count(&a->c.bytes_out, rdmem_desc_payload_len(&call->req));
+			continue;
+		}
+		/* Window full or connection dead: keep it at the head for later. */
+		call->next = a->wait_head;
+		a->wait_head = call;
+		if (!a->wait_tail)
+			a->wait_tail = call;
+		a->nwaiting++;
+		if (ret != -EAGAIN)
+			rdmem_tcp_disconnect(a);
+		break;
+	}
+}
+
+static void rdmem_tcp_finished(struct rdmem_tcp_actor *a, struct rdmem_tcp_call *t, int *lost)
+{
+	struct rdmem_agent_call *call = t->user;
+
+	switch (t->result) {
+	case 0:
+		rdmem_tcp_complete(a, call, t->rep.status, &t->rep);
+		return;
+	case -EMSGSIZE:
+		rdmem_tcp_complete(a, call, RDMEM_S_TOO_BIG, NULL);
+		return;
+	default:
+		/* Lost with the connection: safe to send again unless the reply
+		 * had begun overwriting its own request. */
+		*lost = 1;
+		if (rdmem_call_reply_overlaps(call)) {
+			rdmem_tcp_complete(a, call, RDMEM_S_IO, NULL);
+			return;
+		}
+		rdmem_tcp_count(&a->c.retried, 1);
+		rdmem_tcp_wait_push(a, call);
+	}
+}
+
+/* Drives the connection; returns completions handled. */
+static int rdmem_tcp_progress(struct rdmem_tcp_actor *a, int timeout_ms)
+{
+	struct rdmem_tcp_call *done[RDMEM_TCP_DONE_BATCH];
+	int n, i, lost = 0;
+
+	n = rdmem_tcp_client_progress(a->cli, timeout_ms, done, RDMEM_TCP_DONE_BATCH);
+	for (i = 0; i < n; i++)
+		rdmem_tcp_finished(a, done[i], &lost);
+	if (n < 0 || lost)
+		rdmem_tcp_disconnect(a);
+	return n < 0 ? 0 : n;
+}
+
+static int rdmem_tcp_drain_inbox(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_agent_call *call;
+	int n = 0;
+
+	while ((call = rdmem_queue_pop(&a->in))) {
+		rdmem_tcp_wait_push(a, call);
+		n++;
+	}
+	return n;
+}
+
+static void rdmem_tcp_publish_gauges(struct rdmem_tcp_actor *a)
+{
+	atomic_store_explicit(&a->c.inflight, a->cli ? (unsigned)rdmem_tcp_client_inflight(a->cli) : 0,
+			      memory_order_relaxed);
+	atomic_store_explicit(&a->c.waiting, a->nwaiting, memory_order_relaxed);
+}
+
+/* Nothing to do: sleep until a call arrives, a reply comes, or a timer is due. */
+static void rdmem_tcp_block(struct rdmem_tcp_actor *a)
+{
+	struct pollfd pfd = { a->in.efd, POLLIN, 0 };
+
+	if (!rdmem_queue_prepare_sleep(&a->in))
+		return;
+	if (a->cli)
+		rdmem_tcp_progress(a, RDMEM_TCP_BLOCK_MS);
+	else if (poll(&pfd, 1, RDMEM_TCP_BLOCK_MS) < 0 && errno != EINTR)
+		rdmem_err("tcp actor poll: %s", strerror(errno));
+	rdmem_queue_woke(&a->in);
+}
+
+static void *rdmem_tcp_main(void *arg)
+{
+	struct rdmem_tcp_actor *a = arg;
+	struct rdmem_idle idle = { 0 };
+
+	while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
+		uint64_t now = rdmem_now_ns();
+		int work = rdmem_tcp_drain_inbox(a);
+
+		if (!a->cli && a->nwaiting)
+			rdmem_tcp_connect(a, now);
+		rdmem_tcp_expire(a, now);
+		rdmem_tcp_send_waiting(a);
+		if (a->cli)
+			work += rdmem_tcp_progress(a, 0);
+		rdmem_tcp_publish_gauges(a);
+		if (work) {
+			rdmem_idle_reset(&idle);
+			continue;
+		}
+		if (rdmem_idle_step(&idle, a->cfg.busy_poll)) {
+			rdmem_idle_reset(&idle);
+			rdmem_tcp_block(a);
+		}
+	}
+	return NULL;
+}
+
+int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem_frontdoor *fd,
+			  struct rdmem_tcp_actor **out)
+{
+	struct rdmem_tcp_actor *a = calloc(1, sizeof(*a));
+	size_t ncalls = (size_t)cfg->clients * cfg->slots;
+	int ret;
+
+	if (!a)
+		return -ENOMEM;
+	a->cfg = *cfg;
+	a->fd = fd;
+	a->tcalls = calloc(ncalls, sizeof(*a->tcalls));
+	if (!a->tcalls || rdmem_queue_init(&a->in, (uint32_t)ncalls) < 0) {
+		free(a->tcalls);
+		free(a);
+		return -ENOMEM;
+	}
+	ret = -pthread_create(&a->thread, NULL, rdmem_tcp_main, a);
+	if (ret < 0) {
+		rdmem_queue_fini(&a->in);
+		free(a->tcalls);
+		free(a);
+		return ret;
+	}
+	*out = a;
+	return 0;
+}
+
+void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_agent_call *call;
+
+	if (!a)
+		return;
+	/* Pairs with the actor's acquire load at the top of its loop. */
+	atomic_store_explicit(&a->stop, 1, memory_order_release);
+	rdmem_queue_ring(&a->in);
+	pthread_join(a->thread, NULL);
+	if (a->cli)
+		rdmem_tcp_client_close(a->cli);
+	rdmem_tcp_drain_inbox(a);
+	while ((call = rdmem_tcp_wait_pop(a)))
+		rdmem_frontdoor_complete(a->fd, call,
+					 &(struct rdmem_agent_reply){ RDMEM_S_SHUTDOWN, 0, 0, 0, 0,
+								      { 0, 0, 0 } });
+	rdmem_queue_fini(&a->in);
+	free(a->tcalls);
+	free(a);
+}
+
+void rdmem_tcp_actor_submit(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call)
+{
+	rdmem_tcp_count(&a->c.calls, 1);
+	if (rdmem_queue_push(&a->in, call) < 0)
+		rdmem_err("tcp actor queue sized wrong: call dropped");
+}
+
+void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor_stats *o)
+{
+#define RDMEM_LOAD(f) o->f = atomic_load_explicit(&a->c.f, memory_order_relaxed)
+	RDMEM_LOAD(calls);
+	RDMEM_LOAD(ok);
+	RDMEM_LOAD(failed);
+	RDMEM_LOAD(retried);
+	RDMEM_LOAD(unreachable);
+	RDMEM_LOAD(timeouts);
+	RDMEM_LOAD(connects);
+	RDMEM_LOAD(disconnects);
+	RDMEM_LOAD(bytes_out);
+	RDMEM_LOAD(bytes_in);
+	RDMEM_LOAD(connected);
+	RDMEM_LOAD(inflight);
+	RDMEM_LOAD(waiting);
+#undef RDMEM_LOAD
+}

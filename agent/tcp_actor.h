@@ -1,0 +1,40 @@
+/* tcp_actor.h - the agent's TCP actor: the fallback path to the server.
+ *
+ * One thread owns the TCP connection (io_uring, many calls pipelined on it),
+ * reconnects with backoff when the server goes away, retries calls that
+ * were in flight when the connection broke (every op is safe to repeat), and
+ * fails a call with -EHOSTUNREACH only when its deadline passes with no
+ * server to send it to. Replies are received straight into the client's slot.
+ */
+#ifndef RDMEM_AGENT_TCP_ACTOR_H
+#define RDMEM_AGENT_TCP_ACTOR_H
+
+#include <stdint.h>
+
+#include "agent/call.h"
+#include "agent/frontdoor.h"
+
+struct rdmem_tcp_actor;
+
+struct rdmem_tcp_actor_config {
+	const char *host;
+	uint16_t port;
+	uint32_t clients, slots; /* front-door geometry: one TCP call per client slot */
+	int connect_timeout_ms;
+	int busy_poll;
+};
+
+struct rdmem_tcp_actor_stats {
+	uint64_t calls, ok, failed, retried, unreachable, timeouts, connects, disconnects;
+	uint64_t bytes_out, bytes_in;
+	uint32_t connected, inflight, waiting;
+};
+
+int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem_frontdoor *fd,
+			  struct rdmem_tcp_actor **out);
+void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a);
+/* Hands a call over; called by the session actor only (single producer). */
+void rdmem_tcp_actor_submit(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call);
+void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor_stats *out);
+
+#endif

@@ -1,0 +1,62 @@
+/* dataplane.c - state-last publication into a peer's ring slot, and taking
+ * a message out of our own. */
+#include "fabric/dataplane.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+static void rdmem_dp_write(struct rdmem_wr *wr, uint8_t op, uint64_t raddr, uint32_t rkey,
+			   uint32_t inline_max)
+{
+	uint32_t total = 0;
+	int i;
+
+	for (i = 0; i < wr->nsge; i++)
+		total += wr->sge[i].len;
+	wr->op = op;
+	wr->remote_addr = raddr;
+	wr->rkey = rkey;
+	/* Inline copies the bytes into the WQE now: no DMA read of our buffer later. */
+	wr->flags = total <= inline_max ? RDMEM_WR_INLINE : 0;
+}
+
+int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
+{
+	uint64_t slot_addr = m->ring.addr + (uint64_t)m->slot * RDMEM_DESC_SIZE;
+	uint32_t inl = rdmem_fab_max_inline(c);
+	uintptr_t d = (uintptr_t)m->desc;
+	struct rdmem_wr wr[3];
+	int n = 0, i;
+
+	memset(wr, 0, sizeof(wr));
+	m->desc->state = RDMEM_SLOT_READY;
+	if (m->npayload) {
+		for (i = 0; i < m->npayload; i++)
+			wr[n].sge[i] = m->payload[i];
+		wr[n].nsge = (uint8_t)m->npayload;
+		rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, m->payload_addr, m->payload_rkey, inl);
+	}
+	wr[n].sge[0] = (struct rdmem_sge){ d + 4, RDMEM_DESC_SIZE - 4, m->desc_lkey };
+	wr[n].nsge = 1;
+	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, slot_addr + 4, m->ring.rkey, inl);
+	wr[n].sge[0] = (struct rdmem_sge){ d, 4, m->desc_lkey };
+	wr[n].nsge = 1;
+	wr[n].imm = m->slot;
+	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, slot_addr, m->ring.rkey, inl);
+	return rdmem_fab_post(c, wr, n);
+}
+
+int rdmem_dp_take(struct rdmem_desc *slot, struct rdmem_desc *out)
+{
+	_Atomic uint32_t *state = (_Atomic uint32_t *)&slot->state;
+
+	/* Pairs with the peer's state-last write (a release store in the shm
+	 * backend; on a NIC, placed before the completion that led us here). */
+	if (atomic_load_explicit(state, memory_order_acquire) != RDMEM_SLOT_READY)
+		return -EAGAIN;
+	memcpy(out, slot, sizeof(*out));
+	/* Only we write the slot until we answer, so relaxed is enough. */
+	atomic_store_explicit(state, RDMEM_SLOT_FREE, memory_order_relaxed);
+	return 0;
+}

@@ -1,0 +1,123 @@
+/* layout.h - the per-session data-plane regions, the handshake that
+ * exchanges them, and the control page.
+ *
+ *   server region                      peer access   registration
+ *   request ring   slots x 64 B        remote write  req_ring
+ *   slot payload   slots x slot_bytes  remote write  req_payload
+ *   object pool    size classes        remote read   objpool
+ *   control page   4 KiB               remote read   ctrl
+ *   agent region
+ *   response ring  slots x 64 B  } one region      remote write  resp
+ *   response data  slots x resp_bytes }
+ *
+ * A request in ring slot i has its payload at data_off = i * slot_bytes; a
+ * payload larger than one slot spans the next slots, which the agent keeps
+ * reserved for it. The reply to slot i goes to response slot i: descriptor at
+ * i * 64, payload at i * resp_bytes of the response data, or, when it does
+ * not fit there, into an object of the pool (RDMEM_F_OBJREF) that the agent
+ * RDMA-READs and then RECLAIMs.
+ *
+ * Publication is state-last: payload and descriptor bytes 4..63 first, then
+ * the 4-byte state word as a separate RDMA WRITE WITH IMMEDIATE (imm = slot),
+ * so a receiver that sees READY (or gets the completion) sees the rest.
+ */
+#ifndef RDMEM_LAYOUT_H
+#define RDMEM_LAYOUT_H
+
+#include <stdint.h>
+
+#include "rdmem/fabric.h"
+#include "rdmem/wire.h"
+
+#define RDMEM_LAYOUT_VERSION 1
+#define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
+
+/* Slot state words (desc.state on the RDMA paths). */
+#define RDMEM_SLOT_FREE	 0u
+#define RDMEM_SLOT_READY 0x59444552u /* "REDY" */
+
+/* Defaults of DESIGN.md section 4. */
+#define RDMEM_DEFAULT_RING_SLOTS 1024u
+#define RDMEM_DEFAULT_SLOT_BYTES (32u << 10)
+#define RDMEM_DEFAULT_RESP_BYTES (16u << 10)
+#define RDMEM_CTRL_BYTES	 4096u
+#define RDMEM_MAX_RING_SLOTS	 4096u
+
+/* Object pool size classes: 64 KiB slabs, then larger classes up to max_value. */
+#define RDMEM_OBJ_CLASSES 3
+
+/* Connect private data, agent -> server (RC connect carries at most 56 bytes). */
+struct rdmem_xchg_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint32_t ring_slots; /* slots of our response ring */
+	uint32_t resp_bytes; /* payload bytes per response slot */
+	struct rdmem_remote resp; /* response ring followed by response data */
+	uint64_t nonce;		  /* agent's challenge for the optional secret */
+};
+_Static_assert(sizeof(struct rdmem_xchg_hello) <= 56, "fits RC connect private data");
+
+/* Accept private data, server -> agent (RC accept carries at most 196 bytes). */
+struct rdmem_xchg_welcome {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint32_t ring_slots; /* min(agent's, server's) */
+	uint32_t slot_bytes; /* request payload bytes per slot */
+	uint32_t max_value;
+	uint32_t session_id;
+	struct rdmem_remote req_ring;
+	struct rdmem_remote req_payload;
+	struct rdmem_remote objpool;
+	struct rdmem_remote ctrl;
+	uint64_t nonce; /* server's challenge for the optional secret */
+};
+_Static_assert(sizeof(struct rdmem_xchg_welcome) <= 196, "fits RC accept private data");
+
+/* Reject private data: why the server refused the session. */
+struct rdmem_xchg_reject {
+	uint32_t magic;
+	uint16_t status; /* enum rdmem_status */
+	uint16_t reserved;
+	char reason[40];
+};
+_Static_assert(sizeof(struct rdmem_xchg_reject) <= 56, "fits reject private data");
+
+/*
+ * Control page: written by the session's server worker, RDMA-READ by the
+ * agent every few calls. seq_begin/seq_end bracket an update (odd while it
+ * runs): a snapshot whose two sequences differ or are odd is torn and ignored.
+ */
+struct rdmem_ctrl {
+	uint64_t seq_begin;
+	uint32_t magic;
+	uint32_t version;
+	uint32_t ring_slots;
+	uint32_t ring_backlog;	 /* READY slots not yet taken by the worker */
+	uint64_t objpool_bytes;
+	uint64_t objpool_used;	 /* bytes held by live objects */
+	uint32_t objects_live;
+	uint32_t rdma_state;	 /* 1 = serving */
+	uint32_t tcp_state;	 /* 1 = TCP listener up */
+	uint32_t session_id;
+	uint64_t completed;
+	uint64_t failed;	 /* replies with a non-OK status */
+	uint64_t bad_requests;	 /* refused descriptors */
+	uint64_t eager_to_lazy;	 /* replies that did not fit the reply slot */
+	uint64_t ewma_ns[RDMEM_PATH__COUNT]; /* service time per path */
+	uint64_t obj_alloc;
+	uint64_t obj_reclaim;
+	uint64_t obj_repeat;	 /* repeated RECLAIM of a freed object: harmless */
+	uint64_t obj_stale;	 /* RECLAIM with a wrong generation: refused */
+	uint64_t obj_timeout;	 /* freed by the TTL scan */
+	uint64_t obj_full;	 /* allocation failed: pool full */
+	uint64_t bulk_requests;	 /* requests whose payload spanned several slots */
+	uint64_t bulk_bytes;
+	uint64_t seq_end;
+};
+_Static_assert(sizeof(struct rdmem_ctrl) <= RDMEM_CTRL_BYTES, "fits the control page");
+
+#define RDMEM_CTRL_MAGIC 0x4c525443u /* "CTRL" */
+
+#endif
