@@ -407,10 +407,10 @@ static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_
 static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
 	switch (call->req.op) {
-	case RDMEM_FD_OP_AGENT_STATS:
+	case RDMEM_SHM_OP_AGENT_STATS:
 		rdmem_agent_session_stats(s, call);
 		return;
-	case RDMEM_FD_OP_AGENT_CTL:
+	case RDMEM_SHM_OP_AGENT_CTL:
 		rdmem_agent_session_ctl(s, call);
 		return;
 	default:

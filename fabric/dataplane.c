@@ -30,7 +30,7 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 	int n = 0, i;
 
 	memset(wr, 0, sizeof(wr));
-	m->desc->state = RDMEM_SLOT_READY;
+	m->desc->state = RDMEM_RING_READY;
 	if (m->npayload) {
 		for (i = 0; i < m->npayload; i++)
 			wr[n].sge[i] = m->payload[i];
@@ -53,10 +53,10 @@ int rdmem_dp_take(struct rdmem_desc *slot, struct rdmem_desc *out)
 
 	/* Pairs with the peer's state-last write (a release store in the shm
 	 * backend; on a NIC, placed before the completion that led us here). */
-	if (atomic_load_explicit(state, memory_order_acquire) != RDMEM_SLOT_READY)
+	if (atomic_load_explicit(state, memory_order_acquire) != RDMEM_RING_READY)
 		return -EAGAIN;
 	memcpy(out, slot, sizeof(*out));
 	/* Only we write the slot until we answer, so relaxed is enough. */
-	atomic_store_explicit(state, RDMEM_SLOT_FREE, memory_order_relaxed);
+	atomic_store_explicit(state, RDMEM_RING_FREE, memory_order_relaxed);
 	return 0;
 }

@@ -33,8 +33,8 @@
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
-#define RDMEM_SLOT_FREE	 0u
-#define RDMEM_SLOT_READY 0x59444552u /* "REDY" */
+#define RDMEM_RING_FREE	 0u
+#define RDMEM_RING_READY 0x59444552u /* "REDY" */
 
 /* Defaults of DESIGN.md section 4. */
 #define RDMEM_DEFAULT_RING_SLOTS 1024u
