@@ -1,0 +1,162 @@
+/* proc.h - integration-test helpers: start the real rdmem-server and
+ * rdmem-agent as child processes, wait until they say they are ready, stop
+ * or kill them, and find free ports. Header-only, for test programs. */
+#ifndef RDMEM_TEST_PROC_H
+#define RDMEM_TEST_PROC_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct proc {
+	pid_t pid;
+	char log[256];
+};
+
+static inline const char *proc_bin(void)
+{
+	const char *b = getenv("RDMEM_BIN");
+
+	return b ? b : "build";
+}
+
+static inline void proc_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* True when the log holds needle. */
+static inline int proc_log_has(const struct proc *p, const char *needle)
+{
+	char buf[65536];
+	int fd = open(p->log, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static inline void proc_dump_log(const struct proc *p)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "tail -n 30 %s | sed 's/^/  | /' >&2", p->log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  (no log %s)\n", p->log);
+}
+
+/*
+ * Starts argv[0] (a path) with stderr and stdout into a log file, and waits
+ * up to timeout_ms for ready to appear in it. Returns 0, or -1 (log shown).
+ */
+static inline int proc_start(struct proc *p, const char *name, char *const argv[],
+			     const char *ready, int timeout_ms)
+{
+	int waited = 0, status;
+
+	snprintf(p->log, sizeof(p->log), "/tmp/rdmem-test-%d-%s.log", (int)getpid(), name);
+	unlink(p->log);
+	p->pid = fork();
+	if (p->pid == 0) {
+		int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (p->pid < 0)
+		return -1;
+	while (!ready || !proc_log_has(p, ready)) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			fprintf(stderr, "  %s exited before it was ready\n", name);
+			proc_dump_log(p);
+			p->pid = 0;
+			return -1;
+		}
+		if (!ready || waited >= timeout_ms)
+			break;
+		proc_sleep_ms(10);
+		waited += 10;
+	}
+	if (ready && !proc_log_has(p, ready)) {
+		fprintf(stderr, "  %s not ready after %d ms\n", name, timeout_ms);
+		proc_dump_log(p);
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends sig and waits up to timeout_ms; returns the exit status, or -1. */
+static inline int proc_stop(struct proc *p, int sig, int timeout_ms)
+{
+	int status, waited = 0;
+
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, sig);
+	while (waitpid(p->pid, &status, WNOHANG) != p->pid) {
+		if (waited >= timeout_ms) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, &status, 0);
+			p->pid = 0;
+			return -1;
+		}
+		proc_sleep_ms(10);
+		waited += 10;
+	}
+	p->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A port p with p and p + 1 free on loopback (RDMA port and TCP port). */
+static inline unsigned proc_free_port_pair(void)
+{
+	unsigned tries;
+
+	for (tries = 0; tries < 64; tries++) {
+		struct sockaddr_in a = { AF_INET, 0, { htonl(INADDR_LOOPBACK) }, { 0 } };
+		socklen_t len = sizeof(a);
+		int s = socket(AF_INET, SOCK_STREAM, 0), s2;
+		unsigned port;
+
+		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    getsockname(s, (struct sockaddr *)&a, &len) < 0) {
+			if (s >= 0)
+				close(s);
+			continue;
+		}
+		port = ntohs(a.sin_port);
+		close(s);
+		if (port >= 65535)
+			continue;
+		a.sin_port = htons((uint16_t)(port + 1));
+		s2 = socket(AF_INET, SOCK_STREAM, 0);
+		if (s2 >= 0 && bind(s2, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			close(s2);
+			return port;
+		}
+		if (s2 >= 0)
+			close(s2);
+	}
+	return 0;
+}
+
+#endif
