@@ -75,24 +75,33 @@ static uint32_t shmfab_pow2(uint32_t v)
 	return p;
 }
 
+int shmfab_syserr(const char *fmt, ...)
+{
+	int err = errno;
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	rdmem_err("shm: %s: %s", what, strerror(err));
+	return -err;
+}
+
 /* A sealed memfd: neither side can shrink it under the other's mapping (a
  * SIGBUS) nor change the seals. */
 static int shmfab_memfd(const char *what, size_t size, int *out)
 {
 	int fd = memfd_create(what, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
-	if (fd < 0) {
-		rdmem_err("shm: memfd_create(%s): %s", what, strerror(errno));
-		return -errno;
-	}
+	if (fd < 0)
+		return shmfab_syserr("memfd_create(%s)", what);
 	if (ftruncate(fd, (off_t)size) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		int err = errno;
+		int rc = shmfab_syserr("sizing/sealing memfd %s of %zu bytes", what, size);
 
-		rdmem_err("shm: sizing/sealing memfd %s of %zu bytes: %s", what, size,
-			  strerror(err));
 		close(fd);
-		return -err;
+		return rc;
 	}
 	*out = fd;
 	return 0;
@@ -132,21 +141,21 @@ int shmfab_take_doorbell(struct shmfab_conn *c, int *fd)
 
 static int shmfab_conn_attr(struct shmfab_conn *c, const struct rdmem_fab_attr *attr)
 {
-	uint32_t send = attr && attr->max_send_wr ? attr->max_send_wr : SHMFAB_DEF_QUEUE;
-	uint32_t recv = attr && attr->max_recv_wr ? attr->max_recv_wr : SHMFAB_DEF_QUEUE;
+	uint32_t sq = attr && attr->max_send_wr ? attr->max_send_wr : SHMFAB_DEF_QUEUE;
+	uint32_t rq = attr && attr->max_recv_wr ? attr->max_recv_wr : SHMFAB_DEF_QUEUE;
 	uint32_t every = attr ? attr->signal_every : 0;
 
-	if (send > SHMFAB_MAX_QUEUE || recv > SHMFAB_MAX_QUEUE) {
-		rdmem_err("shm: queue depths send %u / recv %u over the limit %u", send, recv,
-			  SHMFAB_MAX_QUEUE);
+	if (sq > SHMFAB_MAX_QUEUE || rq > SHMFAB_MAX_QUEUE) {
+		rdmem_err("shm: queue depths send %u / recv %u for %s over the limit %u", sq, rq,
+			  c->name, SHMFAB_MAX_QUEUE);
 		return -EINVAL;
 	}
-	c->max_send = send;
-	c->max_recv = recv;
+	c->max_send = sq;
+	c->max_recv = rq;
 	/* Must be <= max_send_wr, or unsignaled WRs alone could fill the queue. */
-	c->signal_every = every && every <= send ? every : (send + 1) / 2;
-	c->rq_cap = shmfab_pow2(recv);
-	c->cq_mask = shmfab_pow2(send) - 1;
+	c->signal_every = every && every <= sq ? every : (sq + 1) / 2;
+	c->rq_cap = shmfab_pow2(rq);
+	c->cq_mask = shmfab_pow2(sq) - 1;
 	return 0;
 }
 
@@ -161,13 +170,10 @@ static int shmfab_conn_page(struct shmfab_conn *c)
 	c->page = mmap(NULL, c->page_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->page_fd, 0);
 	if (c->page == MAP_FAILED) {
 		c->page = NULL;
-		rdmem_err("shm: mapping the receive page: %s", strerror(errno));
-		return -errno;
+		return shmfab_syserr("mapping the receive page for %s", c->name);
 	}
-	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, bell) < 0) {
-		rdmem_err("shm: socket pair for the doorbell: %s", strerror(errno));
-		return -errno;
-	}
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, bell) < 0)
+		return shmfab_syserr("socket pair for the doorbell of %s", c->name);
 	c->bell_rx = bell[0];
 	c->bell_tx = bell[1];
 	return 0;
@@ -284,6 +290,16 @@ void shmfab_break(struct shmfab_conn *c)
 	shmfab_ring(c->bell_tx, "our", c->name);
 }
 
+int shmfab_peer_broke(struct shmfab_conn *c)
+{
+	/* relaxed: see shmfab_break(). */
+	if (c->broken || !atomic_load_explicit(&c->page->broken, memory_order_relaxed))
+		return 0;
+	rdmem_warn("shm: connection to %s: the peer broke the connection", c->name);
+	shmfab_break(c);
+	return 1;
+}
+
 /* ---- memory ---- */
 
 static void *shmfab_alloc(struct rdmem_conn *conn, size_t len)
@@ -369,12 +385,7 @@ static int shmfab_peer_fd(struct shmfab_conn *c, int fd, unsigned access)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		nfd = open(path, O_RDONLY | O_CLOEXEC);
 	}
-	if (nfd < 0) {
-		rdmem_err("shm: fd for a registration shared with %s: %s", c->name,
-			  strerror(errno));
-		return -errno;
-	}
-	return nfd;
+	return nfd < 0 ? shmfab_syserr("fd for a registration shared with %s", c->name) : nfd;
 }
 
 static int shmfab_keys(struct shmfab_conn *c, int idx, struct shmfab_mr *m)
@@ -481,10 +492,12 @@ static int shmfab_reg(struct rdmem_conn *conn, void *addr, uint64_t len, unsigne
 static void shmfab_dereg(struct rdmem_conn *conn, struct rdmem_mr *mr)
 {
 	struct shmfab_conn *c = (struct shmfab_conn *)conn;
+	uintptr_t at = (uintptr_t)mr->impl, base = (uintptr_t)c->mr;
 	struct shmfab_mr *m = mr->impl;
 
 	pthread_mutex_lock(&c->lock);
-	if (m < c->mr || m >= c->mr + SHMFAB_MAX_MRS || !m->in_use || m->lkey != mr->lkey) {
+	if (at < base || at >= base + sizeof(c->mr) || (at - base) % sizeof(*m) || !m->in_use ||
+	    m->lkey != mr->lkey) {
 		pthread_mutex_unlock(&c->lock);
 		rdmem_err("shm: deregistration of an unknown registration (%s)", c->name);
 		return;
@@ -798,9 +811,7 @@ static int shmfab_post_locked(struct shmfab_conn *c, const struct rdmem_wr *wrs,
 	}
 	if (c->sq_posted - c->sq_retired + (uint64_t)n > c->max_send)
 		return -EAGAIN;
-	/* relaxed: see shmfab_break(). */
-	if (atomic_load_explicit(&c->page->broken, memory_order_relaxed))
-		shmfab_break(c);
+	shmfab_peer_broke(c);
 	for (int i = 0; i < n; i++)
 		shown |= shmfab_run(c, &wrs[i]);
 	if (shown && c->armed_local) {
@@ -868,9 +879,7 @@ static int shmfab_poll_recv(struct shmfab_conn *c, struct rdmem_wc *wc, int max)
 	uint64_t limit;
 	int n = 0;
 
-	/* relaxed: see shmfab_break(). */
-	if (!c->broken && atomic_load_explicit(&c->page->broken, memory_order_relaxed))
-		shmfab_break(c);
+	shmfab_peer_broke(c);
 	if (c->broken) {
 		limit = c->rq_frozen;
 	} else if (shmfab_rq_produced(c, &limit)) {

@@ -182,7 +182,12 @@ int shmfab_conn_new(const struct rdmem_fab_attr *attr, int sock, int state, cons
 void shmfab_conn_free(struct shmfab_conn *c);
 /* Breaks the connection like an RC QP entering the error state, both sides. */
 void shmfab_break(struct shmfab_conn *c);
+/* Breaks our side too (and logs it) when the peer flagged a break. */
+int shmfab_peer_broke(struct shmfab_conn *c);
 void shmfab_ring(int fd, const char *what, const char *peer);
+/* Logs "shm: <message>: <errno text>"; returns -errno as it was on entry
+ * (logging may change errno). */
+int shmfab_syserr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Validates and takes the doorbell the peer sent (*fd = -1 then). */
 int shmfab_take_doorbell(struct shmfab_conn *c, int *fd);
 

@@ -268,9 +268,8 @@ static int shmfab_map_fd(struct shmfab_conn *c, const char *what, int fd, uint64
 	*map = mmap(NULL, *map_len, prot, MAP_SHARED, fd, (off_t)moff);
 	if (*map == MAP_FAILED) {
 		*map = NULL;
-		rdmem_err("shm: handshake with %s: mapping its %s of %zu bytes: %s", c->name, what,
-			  *map_len, strerror(errno));
-		return -errno;
+		return shmfab_syserr("handshake with %s: mapping its %s of %zu bytes", c->name,
+				     what, *map_len);
 	}
 	return 0;
 }
@@ -386,11 +385,13 @@ static void shmfab_pend_accept(struct shmfab_listener *l)
 		int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				rdmem_warn("shm: accept on %s: %s", l->name, strerror(errno));
-			if (errno != EINTR && errno != ECONNABORTED)
-				return;
-			continue;
+			int err = errno;
+
+			if (err == EINTR || err == ECONNABORTED)
+				continue;
+			if (err != EAGAIN)
+				rdmem_warn("shm: accept on %s: %s", l->name, strerror(err));
+			return;
 		}
 		ev.data.fd = fd;
 		if (l->npend == SHMFAB_MAX_PENDING ||
@@ -517,7 +518,7 @@ void shmfab_reject(struct rdmem_conn *cb, const void *priv, size_t len)
 	int fds[SHMFAB_MAX_FDS], nfds, rc;
 	size_t mlen;
 
-	if (len > SHMFAB_PRIV_REJECT || !priv) {
+	if (len > SHMFAB_PRIV_REJECT || (len && !priv)) {
 		rdmem_warn("shm: reject of %s: reason cut to %d bytes", c->name,
 			   priv ? SHMFAB_PRIV_REJECT : 0);
 		len = priv ? SHMFAB_PRIV_REJECT : 0;
@@ -611,10 +612,8 @@ static int shmfab_dial(const struct sockaddr_un *sun, socklen_t sl, const char *
 	uint64_t deadline = rdmem_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000;
 	int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	if (sock < 0) {
-		rdmem_err("shm: socket for %s: %s", name, strerror(errno));
-		return -errno;
-	}
+	if (sock < 0)
+		return shmfab_syserr("socket for %s", name);
 	/* A non-blocking Unix connect never goes in progress: it is done, or
 	 * EAGAIN while the listener's backlog is full. */
 	while (connect(sock, (const struct sockaddr *)sun, sl) < 0) {
@@ -762,9 +761,6 @@ static const char *shmfab_probe(struct shmfab_conn *c, int *err)
 	char b;
 	ssize_t n;
 
-	/* relaxed: see shmfab_break(). */
-	if (atomic_load_explicit(&c->page->broken, memory_order_relaxed))
-		return "the peer broke the connection";
 	n = recv(c->sock, &b, 1, MSG_DONTWAIT | MSG_PEEK);
 	if (n == 0)
 		return "the peer closed the connection or died";
@@ -780,7 +776,7 @@ int shmfab_check(struct rdmem_conn *cb)
 	int rc, err = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (!c->broken && c->state == SHMFAB_CONNECTED) {
+	if (!c->broken && c->state == SHMFAB_CONNECTED && !shmfab_peer_broke(c)) {
 		const char *why = shmfab_probe(c, &err);
 
 		if (why) {
