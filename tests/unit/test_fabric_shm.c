@@ -1210,25 +1210,40 @@ static void *t_rawsrv_main(void *arg)
 	return NULL;
 }
 
+/* A bare listener on the shm socket name of a free port. */
+static int t_raw_listen(uint16_t *port)
+{
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), k;
+
+		*port = t_port_next++;
+		k = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "rdmem-shm:%u", *port);
+		if (s >= 0 &&
+		    bind(s, (struct sockaddr *)&sun,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k)) == 0)
+			return s;
+		if (s >= 0)
+			close(s);
+	}
+	return -1;
+}
+
 static void test_hostile_server(void)
 {
 	static const int want[S_NCASES] = { -EPROTO, -EPROTO, -EPROTO, -ECONNRESET, -ETIMEDOUT };
 	int fds0 = t_count_dir("/proc/self/fd");
 
 	for (int mode = 0; mode < S_NCASES; mode++) {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
 		struct t_rawsrv r = { .mode = mode };
 		struct rdmem_conn *c = NULL;
-		uint16_t port = t_port_next++;
-		int k = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "rdmem-shm:%u", port);
 		char peer[256];
 		size_t plen = sizeof(peer);
+		uint16_t port = 0;
 		pthread_t th;
 
-		r.lsock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		r.lsock = t_raw_listen(&port);
 		REQUIRE(r.lsock >= 0);
-		T_OK(bind(r.lsock, (struct sockaddr *)&sun,
-			  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k)));
 		T_OK(listen(r.lsock, 4));
 		T_OK(pthread_create(&th, NULL, t_rawsrv_main, &r));
 		CHECK_EQ(rdmem_fab_resolve(RDMEM_FAB_SHM, "::1", port, NULL, T_TIMEOUT, &c), 0);
