@@ -5,7 +5,7 @@ B	?= build
 CC	?= cc
 OPT	?= -O2
 CFLAGS	?= $(OPT) -g
-CFLAGS	+= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
 CPPFLAGS += -Iinclude -I. -Itests
 LDLIBS	+= -lrdmacm -libverbs -luring -lrt -pthread
 
