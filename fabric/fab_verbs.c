@@ -51,6 +51,7 @@
 #define RDMEM_VERBS_POLL_BATCH	16
 #define RDMEM_VERBS_ACK_BATCH	16
 #define RDMEM_VERBS_DRAIN_MS	2000
+#define RDMEM_VERBS_ADDR_TRY_MS 1000
 #define RDMEM_VERBS_BACKLOG	64
 #define RDMEM_VERBS_RETRY	7 /* rnr_retry 7: retry forever while the peer lacks a receive */
 
@@ -790,15 +791,16 @@ static void rdmem_verbs_reject(struct rdmem_conn *conn, const void *priv, size_t
 
 /* ---- client side -------------------------------------------------------- */
 
-/* Waits for the event that ends one resolution step. */
+/* Waits for the event that ends one resolution step. A quiet timeout is one
+ * the caller retries: it is logged at debug level only. */
 static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_type want,
-			      int timeout_ms, const char *step)
+			      int timeout_ms, const char *step, int quiet)
 {
 	struct rdma_cm_event *ev;
 	int rc = rdmem_verbs_next_event(c->ch, timeout_ms, &ev);
 	int status;
 
-	if (rc == -ETIMEDOUT)
+	if (rc == -ETIMEDOUT && !quiet)
 		rdmem_err("verbs: %s of %s: no answer in %d ms", step, c->peer, timeout_ms);
 	if (rc)
 		return rc;
@@ -807,38 +809,83 @@ static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_typ
 		return 0;
 	}
 	status = ev->status < 0 ? ev->status : -EHOSTUNREACH;
-	rdmem_err("verbs: %s of %s failed: %s: %s%s", step, c->peer, rdma_event_str(ev->event),
-		  strerror(-status),
-		  ev->event == RDMA_CM_EVENT_ROUTE_ERROR && status == -ENODEV
-		      ? " (rxe bound to lo cannot resolve routes: bind it to a dummy or veth "
-			"netdev)"
-		      : "");
+	if (quiet && status == -ETIMEDOUT)
+		rdmem_debug("verbs: %s of %s timed out; retrying", step, c->peer);
+	else
+		rdmem_err("verbs: %s of %s failed: %s: %s%s", step, c->peer,
+			  rdma_event_str(ev->event), strerror(-status),
+			  ev->event == RDMA_CM_EVENT_ROUTE_ERROR && status == -ENODEV
+			      ? " (rxe bound to lo cannot resolve routes: bind it to a dummy "
+				"or veth netdev)"
+			      : "");
 	rdma_ack_cm_event(ev);
 	return status;
 }
 
-static int rdmem_verbs_resolve_route(struct rdmem_verbs_conn *c, const char *src,
-				     const struct sockaddr *dst, int timeout_ms)
+/* One attempt at address resolution, on a fresh cm_id. */
+static int rdmem_verbs_addr_try(struct rdmem_verbs_conn *c, const struct sockaddr *src,
+				const struct sockaddr *dst, int try_ms, int quiet)
+{
+	char from[INET6_ADDRSTRLEN + 8] = "";
+
+	if (c->id && rdma_destroy_id(c->id))
+		rdmem_err("verbs: rdma_destroy_id for %s: %s", c->peer, strerror(errno));
+	c->id = NULL;
+	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
+		int e = errno;
+
+		c->id = NULL;
+		rdmem_err("verbs: rdma_create_id for %s: %s", c->peer, strerror(e));
+		return -e;
+	}
+	if (rdma_resolve_addr(c->id, (struct sockaddr *)src, (struct sockaddr *)dst, try_ms)) {
+		int e = errno;
+
+		if (src)
+			rdmem_verbs_addr_str(src, from, sizeof(from));
+		rdmem_err("verbs: rdma_resolve_addr %s%s%s: %s%s", c->peer, src ? " from " : "",
+			  from, strerror(e),
+			  e == ENODEV || e == EADDRNOTAVAIL
+			      ? " (no RDMA device for this address; `rdma link` lists them)"
+			      : "");
+		return -e;
+	}
+	return rdmem_verbs_expect(c, RDMA_CM_EVENT_ADDR_RESOLVED, try_ms + 500,
+				  "address resolution", quiet);
+}
+
+/* On first contact ib_core retries address resolution only at the request's
+ * timeout unless a neighbour update wakes it, and that wake-up does not always
+ * come (rxe over a veth, Linux 6.1: ARP completes, the request sleeps on).
+ * Short attempts resolve as soon as the neighbour is known. */
+static int rdmem_verbs_resolve_addr(struct rdmem_verbs_conn *c, const struct sockaddr *src,
+				    const struct sockaddr *dst, int timeout_ms)
+{
+	uint64_t deadline = rdmem_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	for (;;) {
+		uint64_t now = rdmem_now_ns();
+		int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
+		int try_ms = RDMEM_MIN(RDMEM_MAX(left, 1), RDMEM_VERBS_ADDR_TRY_MS);
+		int rc = rdmem_verbs_addr_try(c, src, dst, try_ms, left > try_ms);
+
+		if (rc != -ETIMEDOUT || left <= try_ms)
+			return rc;
+	}
+}
+
+static int rdmem_verbs_find_path(struct rdmem_verbs_conn *c, const char *src,
+				 const struct sockaddr *dst, int timeout_ms)
 {
 	struct addrinfo *sai = NULL;
 	int rc = 0;
 
 	if (src)
 		rc = rdmem_verbs_lookup(src, 0, 0, &sai);
-	if (rc == 0 && rdma_resolve_addr(c->id, sai ? sai->ai_addr : NULL, (struct sockaddr *)dst,
-					 timeout_ms)) {
-		rc = -errno;
-		rdmem_err("verbs: rdma_resolve_addr %s%s%s: %s%s", c->peer, src ? " from " : "",
-			  src ? src : "", strerror(-rc),
-			  rc == -ENODEV || rc == -EADDRNOTAVAIL
-			      ? " (no RDMA device for this address; `rdma link` lists them)"
-			      : "");
-	}
+	if (rc == 0)
+		rc = rdmem_verbs_resolve_addr(c, sai ? sai->ai_addr : NULL, dst, timeout_ms);
 	if (sai)
 		freeaddrinfo(sai);
-	if (rc == 0)
-		rc = rdmem_verbs_expect(c, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms,
-					"address resolution");
 	if (rc == 0 && rdma_resolve_route(c->id, timeout_ms)) {
 		rc = -errno;
 		rdmem_err("verbs: rdma_resolve_route %s: %s%s", c->peer, strerror(-rc),
@@ -848,7 +895,7 @@ static int rdmem_verbs_resolve_route(struct rdmem_verbs_conn *c, const char *src
 	}
 	if (rc == 0)
 		rc = rdmem_verbs_expect(c, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms,
-					"route resolution");
+					"route resolution", 0);
 	return rc;
 }
 
@@ -863,15 +910,11 @@ static int rdmem_verbs_resolve(const char *host, uint16_t port, const struct rdm
 		return -ENOMEM;
 	snprintf(c->peer, sizeof(c->peer), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 	rc = rdmem_verbs_channel(&c->ch);
-	if (rc == 0 && rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
-		rc = -errno;
-		rdmem_err("verbs: rdma_create_id for %s: %s", c->peer, strerror(-rc));
-	}
 	if (rc == 0)
 		rc = rdmem_verbs_lookup(host, port, 0, &ai);
 	if (rc == 0)
-		rc = rdmem_verbs_resolve_route(c, attr ? attr->src_addr : NULL, ai->ai_addr,
-					       timeout_ms);
+		rc =
+		    rdmem_verbs_find_path(c, attr ? attr->src_addr : NULL, ai->ai_addr, timeout_ms);
 	if (ai)
 		freeaddrinfo(ai);
 	if (rc == 0)
@@ -1237,8 +1280,9 @@ static uint8_t rdmem_verbs_status(enum ibv_wc_status s)
 	}
 }
 
-/* A failed completion breaks the connection; flushes that follow the first
- * error are its echo and are logged once, then only at debug level. */
+/* A failed completion breaks the connection. Flushes are the echo of a break:
+ * after a known one (an error, the peer's disconnect, which check() may not
+ * have read yet) they are logged at debug level, else the first as a warning. */
 static void rdmem_verbs_wc_error(struct rdmem_verbs_conn *c, const struct ibv_wc *w, unsigned op,
 				 uint64_t wr_id)
 {
@@ -1246,9 +1290,9 @@ static void rdmem_verbs_wc_error(struct rdmem_verbs_conn *c, const struct ibv_wc
 		rdmem_err("verbs: %s (wr_id %llu) on %s failed: %s (status %d, vendor_err 0x%x)",
 			  rdmem_verbs_op_name(op), (unsigned long long)wr_id, c->peer,
 			  ibv_wc_status_str(w->status), w->status, w->vendor_err);
-	else if (c->flushed++ == 0)
-		rdmem_warn("verbs: %s (wr_id %llu) on %s: %s (vendor_err 0x%x); later flushes "
-			   "are logged at debug level",
+	else if (c->flushed++ == 0 && rdmem_verbs_check(&c->base) == 0)
+		rdmem_warn("verbs: %s (wr_id %llu) on %s: %s (vendor_err 0x%x) with no error "
+			   "or disconnect seen first",
 			   rdmem_verbs_op_name(op), (unsigned long long)wr_id, c->peer,
 			   ibv_wc_status_str(w->status), w->vendor_err);
 	else

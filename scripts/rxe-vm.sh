@@ -45,8 +45,8 @@
 #
 # Host needs: apt-get/dpkg with Debian 12 lists, qemu-system-x86, binutils
 # (readelf); as root, missing host tools are installed with apt-get.
-# Cost here (2 shared cores, TCG, no KVM): first image build ~1-2 min
-# (download + extract, cached after), then ~15 s wall to boot and run a
+# Cost here (2 shared cores, TCG, no KVM): first image build ~15 s
+# (download + extract, cached after), then ~12 s wall to boot and run a
 # trivial command. Under TCG an RDMA op costs ~50 us: runs in this VM prove
 # correctness, never speed.
 set -euo pipefail

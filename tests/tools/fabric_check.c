@@ -551,9 +551,11 @@ static int fc_srv_session(struct rdmem_conn *c, const uint8_t *priv, size_t priv
 		return 0;
 	}
 	fc_welcome_encode(&wel, buf);
+	/* Every mode waits for the client to close: closing right after the
+	 * accept could reach the client before its connection is established. */
 	if (rdmem_fab_accept(c, buf, sizeof(buf)))
 		s.failures++;
-	else if (s.hello.mode != FC_QUIT)
+	else
 		fc_srv_serve(&s);
 	fc_srv_account(&s);
 	fc_srv_release(&s, c);
