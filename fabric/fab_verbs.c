@@ -187,6 +187,14 @@ static int rdmem_verbs_channel(struct rdma_event_channel **out)
 	return rdmem_verbs_nonblock((*out)->fd, "CM event channel");
 }
 
+/* Events are acked as soon as read: rdma_migrate_id and rdma_destroy_id wait
+ * for every event of their id to be acked. */
+static void rdmem_verbs_ack_event(struct rdma_cm_event *ev)
+{
+	if (rdma_ack_cm_event(ev))
+		rdmem_err("verbs: rdma_ack_cm_event: %s", strerror(errno));
+}
+
 /* Waits up to timeout_ms for the next event on ch (its fd is non-blocking). */
 static int rdmem_verbs_next_event(struct rdma_event_channel *ch, int timeout_ms,
 				  struct rdma_cm_event **ev)
@@ -323,6 +331,7 @@ static int rdmem_verbs_query(struct rdmem_verbs_conn *c, const struct rdmem_fab_
 /* Creates the RC QP, halving the inline size until the device accepts it. */
 static int rdmem_verbs_create_qp(struct rdmem_verbs_conn *c, uint32_t want_inline)
 {
+	uint32_t asked_inline = want_inline;
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr qa;
 
@@ -342,9 +351,9 @@ static int rdmem_verbs_create_qp(struct rdmem_verbs_conn *c, uint32_t want_inlin
 			int e = errno;
 
 			rdmem_err("verbs: rdma_create_qp on %s for %s (sq %u, rq %u, sge %u, "
-				  "inline %u): %s",
+				  "inline %u, then down to %u): %s",
 				  rdmem_verbs_dev(c), c->peer, c->sq_depth, c->rq_depth, c->max_sge,
-				  want_inline, strerror(e));
+				  asked_inline, want_inline, strerror(e));
 			return -e;
 		}
 		want_inline /= 2;
@@ -592,7 +601,7 @@ static int rdmem_verbs_check(struct rdmem_conn *conn)
 
 	while (rdma_get_cm_event(c->ch, &ev) == 0) {
 		rdmem_verbs_cm_event(c, ev);
-		rdma_ack_cm_event(ev);
+		rdmem_verbs_ack_event(ev);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK) {
 		rdmem_err("verbs: rdma_get_cm_event for %s: %s", c->peer, strerror(errno));
@@ -680,8 +689,8 @@ static int rdmem_verbs_take(const struct rdmem_verbs_req *req, const struct rdme
 	int rc;
 
 	if (!c) {
-		rdma_reject(req->id, NULL, 0);
-		rdma_destroy_id(req->id);
+		if (rdma_reject(req->id, NULL, 0) || rdma_destroy_id(req->id))
+			rdmem_err("verbs: refusing a request: %s", strerror(errno));
 		return -ENOMEM;
 	}
 	c->id = req->id;
@@ -732,7 +741,7 @@ static int rdmem_verbs_get_request(struct rdmem_listener *listener,
 			break;
 		rdmem_warn("verbs: listener %s: %s (status %d)", l->name, rdma_event_str(ev->event),
 			   ev->status);
-		rdma_ack_cm_event(ev);
+		rdmem_verbs_ack_event(ev);
 	}
 	req.id = ev->id;
 	req.priv_len = ev->param.conn.private_data_len;
@@ -743,7 +752,7 @@ static int rdmem_verbs_get_request(struct rdmem_listener *listener,
 	req.initiator_depth = ev->param.conn.initiator_depth;
 	req.responder_resources = ev->param.conn.responder_resources;
 	/* Ack first: rdma_migrate_id waits until the id has no unacked event. */
-	rdma_ack_cm_event(ev);
+	rdmem_verbs_ack_event(ev);
 	rc = rdmem_verbs_take(&req, attr, &c, priv, priv_len);
 	if (rc)
 		return rc;
@@ -805,7 +814,7 @@ static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_typ
 	if (rc)
 		return rc;
 	if (ev->event == want) {
-		rdma_ack_cm_event(ev);
+		rdmem_verbs_ack_event(ev);
 		return 0;
 	}
 	status = ev->status < 0 ? ev->status : -EHOSTUNREACH;
@@ -818,7 +827,7 @@ static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_typ
 			      ? " (rxe bound to lo cannot resolve routes: bind it to a dummy "
 				"or veth netdev)"
 			      : "");
-	rdma_ack_cm_event(ev);
+	rdmem_verbs_ack_event(ev);
 	return status;
 }
 
@@ -1013,7 +1022,7 @@ static int rdmem_verbs_connect(struct rdmem_conn *conn, const void *priv, size_t
 		if (rc)
 			return rc;
 		rc = rdmem_verbs_connect_event(c, ev, peer_priv, peer_len);
-		rdma_ack_cm_event(ev);
+		rdmem_verbs_ack_event(ev);
 	} while (rc == 0);
 	if (rc < 0)
 		return rc;
@@ -1292,7 +1301,7 @@ static void rdmem_verbs_wc_error(struct rdmem_verbs_conn *c, const struct ibv_wc
 			  ibv_wc_status_str(w->status), w->status, w->vendor_err);
 	else if (c->flushed++ == 0 && rdmem_verbs_check(&c->base) == 0)
 		rdmem_warn("verbs: %s (wr_id %llu) on %s: %s (vendor_err 0x%x) with no error "
-			   "or disconnect seen first",
+			   "or disconnect seen first (did the peer violate our access rights?)",
 			   rdmem_verbs_op_name(op), (unsigned long long)wr_id, c->peer,
 			   ibv_wc_status_str(w->status), w->vendor_err);
 	else

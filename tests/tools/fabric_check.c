@@ -247,7 +247,9 @@ static void fc_take(struct fc_peer *p, const struct rdmem_wc *wc)
 			p->imms[p->it++ % FC_IMMQ] = wc->imm;
 		else
 			p->errors++;
-		rdmem_fab_post_recv(p->c, 1);
+		/* -ECONNRESET: the break shows up as its own completions */
+		if (rdmem_fab_post_recv(p->c, 1) && rdmem_fab_check(p->c) == 0)
+			p->errors++;
 	} else if (wc->wr_id > p->done_wr) {
 		p->done_wr = wc->wr_id; /* the send queue completes in order */
 	}
