@@ -28,7 +28,7 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan format format-check clean demo
+.PHONY: all test unit bench asan tsan format format-check clean demo test-rxe
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
 
 $(B)/obj/%.o: %.c
@@ -67,6 +67,10 @@ test: all
 
 unit: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS)
+
+# Real verbs: the rxe suite in a qemu VM running Soft-RoCE (scripts/test-rxe.sh).
+test-rxe: $(TOOLS)
+	scripts/test-rxe.sh -b $(B)
 
 asan:
 	$(MAKE) B=build/asan CC=clang OPT=-O1 \

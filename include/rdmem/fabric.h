@@ -14,6 +14,12 @@
  *
  * Every function returns 0 (or a count) on success and -errno on failure,
  * after logging what failed, on which peer, and why.
+ *
+ * Private data: the peer receives exactly the bytes and length sent. Limits
+ * come from RC verbs (rdma_cm over IB/RoCE carries 56 bytes in a connect
+ * request, 196 in an accept, 148 in a reject), less the 2-byte frame the
+ * verbs backend adds to deliver the exact length; above them -EMSGSIZE.
+ * Never trust private data: check its length and version before use.
  */
 #ifndef RDMEM_FABRIC_H
 #define RDMEM_FABRIC_H
@@ -96,7 +102,13 @@ struct rdmem_fab_attr {
 	uint32_t max_recv_wr;  /* receives for immediates */
 	uint32_t max_inline;   /* bytes; clamped to what the device gives */
 	uint32_t signal_every; /* the backend signals at least every N WRs itself */
+	const char *src_addr;  /* client: local address to connect from (verbs: it
+				  picks the RDMA device), NULL: routing decides */
 };
+
+#define RDMEM_FAB_CONNECT_PRIV_MAX 54
+#define RDMEM_FAB_ACCEPT_PRIV_MAX  194
+#define RDMEM_FAB_REJECT_PRIV_MAX  146
 
 struct rdmem_conn;
 struct rdmem_listener;
@@ -135,6 +147,8 @@ int rdmem_fab_connect(struct rdmem_conn *c, const void *priv, size_t len, void *
 /* ---- memory ----
  * Memory the peer may access must come from rdmem_fab_alloc() (page-aligned;
  * shm: a shared memfd mapping). Local-only registrations may be anywhere.
+ * Order at the end: dereg, then free, then close (free needs the conn; close
+ * deregisters what is still registered).
  */
 void *rdmem_fab_alloc(struct rdmem_conn *c, size_t len);
 void rdmem_fab_free(struct rdmem_conn *c, void *p, size_t len);
@@ -143,7 +157,12 @@ int rdmem_fab_reg(struct rdmem_conn *c, void *addr, uint64_t len, unsigned acces
 void rdmem_fab_dereg(struct rdmem_conn *c, struct rdmem_mr *mr);
 
 /* ---- data path ---- */
-/* Posts n WRs in order; -EAGAIN (nothing posted) when the send queue is full. */
+/*
+ * Posts n WRs in order; -EAGAIN (nothing posted) when the send queue is full,
+ * -EINVAL when n exceeds max_send_wr, -ECONNRESET once the connection broke.
+ * Once broken, outstanding WRs complete with RDMEM_WC_FLUSH_ERR; a backend may
+ * report those of unsignaled WRs too (with their wr_id), as an RC QP does.
+ */
 int rdmem_fab_post(struct rdmem_conn *c, const struct rdmem_wr *wrs, int n);
 int rdmem_fab_post_recv(struct rdmem_conn *c, int n);
 /* Returns up to max completions; internal signalling completions are hidden. */
