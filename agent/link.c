@@ -110,7 +110,10 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 {
 	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
 	 * for control-page reads and RECLAIMs. */
-	struct rdmem_fab_attr attr = { 4 * cfg->ring_slots + 64, cfg->ring_slots, 64, 64 };
+	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
+				       .max_recv_wr = cfg->ring_slots,
+				       .max_inline = 64,
+				       .signal_every = 64 };
 	struct rdmem_link *l = calloc(1, sizeof(*l));
 	int ret;
 

@@ -562,9 +562,8 @@ static int shmfab_wr_valid(struct shmfab_conn *c, const struct rdmem_wr *wr)
 		why = "too many SGEs";
 	else if (wr->flags & ~flags)
 		why = "unknown flags";
-	else if ((wr->flags & RDMEM_WR_INLINE) &&
-		 (wr->op == RDMEM_WR_READ || shmfab_wr_len(wr) > SHMFAB_MAX_INLINE))
-		why = "inline only for writes up to max_inline bytes";
+	else if ((wr->flags & RDMEM_WR_INLINE) && wr->op == RDMEM_WR_READ)
+		why = "inline only for writes";
 	if (!why)
 		return 0;
 	rdmem_err("shm: post of %s wr_id %llu (op %u, %u SGEs, flags 0x%x) to %s: %s",
@@ -809,9 +808,12 @@ static int shmfab_post_locked(struct shmfab_conn *c, const struct rdmem_wr *wrs,
 		if (rc)
 			return rc;
 	}
+	/* As an RC QP in the error state: nothing more is accepted. */
+	shmfab_peer_broke(c);
+	if (c->broken)
+		return -ECONNRESET;
 	if (c->sq_posted - c->sq_retired + (uint64_t)n > c->max_send)
 		return -EAGAIN;
-	shmfab_peer_broke(c);
 	for (int i = 0; i < n; i++)
 		shown |= shmfab_run(c, &wrs[i]);
 	if (shown && c->armed_local) {

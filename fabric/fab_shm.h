@@ -47,9 +47,9 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm fabric needs lock-free 64-bit a
 
 /* rdma_cm's private data limits (RC over IB/RoCE), enforced here too so a
  * data plane that outgrows them fails in CI, not first on a NIC. */
-#define SHMFAB_PRIV_CONNECT 56
-#define SHMFAB_PRIV_ACCEPT  196
-#define SHMFAB_PRIV_REJECT  148
+#define SHMFAB_PRIV_CONNECT RDMEM_FAB_CONNECT_PRIV_MAX
+#define SHMFAB_PRIV_ACCEPT  RDMEM_FAB_ACCEPT_PRIV_MAX
+#define SHMFAB_PRIV_REJECT  RDMEM_FAB_REJECT_PRIV_MAX
 #define SHMFAB_PRIV_AREA    200 /* >= the largest, keeps the table 8-aligned */
 
 enum shmfab_msg_type { SHMFAB_MSG_CONNECT = 1, SHMFAB_MSG_ACCEPT, SHMFAB_MSG_REJECT };

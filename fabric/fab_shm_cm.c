@@ -493,10 +493,13 @@ int shmfab_accept(struct rdmem_conn *cb, const void *priv, size_t len)
 	int fds[SHMFAB_MAX_FDS], nfds, rc;
 	size_t mlen;
 
-	if (c->state != SHMFAB_REQUESTED || len > SHMFAB_PRIV_ACCEPT || (len && !priv)) {
-		rdmem_err("shm: accept of %s: not a pending request, or private data of %zu "
-			  "bytes over %d",
-			  c->name, len, SHMFAB_PRIV_ACCEPT);
+	if (len > SHMFAB_PRIV_ACCEPT) {
+		rdmem_err("shm: accept of %s: %zu bytes of private data, over %d", c->name, len,
+			  SHMFAB_PRIV_ACCEPT);
+		return -EMSGSIZE;
+	}
+	if (c->state != SHMFAB_REQUESTED || (len && !priv)) {
+		rdmem_err("shm: accept of %s: not a pending request", c->name);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -714,11 +717,13 @@ int shmfab_connect(struct rdmem_conn *cb, const void *priv, size_t len, void *pe
 	int fds[SHMFAB_MAX_FDS], nfds, rc;
 	ssize_t n;
 
-	if (c->state != SHMFAB_RESOLVED || c->broken || len > SHMFAB_PRIV_CONNECT ||
-	    (len && !priv)) {
-		rdmem_err("shm: connect to %s: not resolved, or private data of %zu bytes over "
-			  "%d",
-			  c->name, len, SHMFAB_PRIV_CONNECT);
+	if (len > SHMFAB_PRIV_CONNECT) {
+		rdmem_err("shm: connect to %s: %zu bytes of private data, over %d", c->name, len,
+			  SHMFAB_PRIV_CONNECT);
+		return -EMSGSIZE;
+	}
+	if (c->state != SHMFAB_RESOLVED || c->broken || (len && !priv)) {
+		rdmem_err("shm: connect to %s: not resolved", c->name);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->lock);

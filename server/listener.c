@@ -33,7 +33,10 @@ struct rdmem_listener_thread {
 static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config *cfg)
 {
 	/* Up to three WRs per reply (payload, descriptor, state) in flight per slot. */
-	struct rdmem_fab_attr a = { 3 * cfg->ring_slots + 64, cfg->ring_slots, 64, 64 };
+	struct rdmem_fab_attr a = { .max_send_wr = 3 * cfg->ring_slots + 64,
+				    .max_recv_wr = cfg->ring_slots,
+				    .max_inline = 64,
+				    .signal_every = 64 };
 
 	return a;
 }

@@ -64,7 +64,8 @@ enum rdmem_wr_op { RDMEM_WR_WRITE = 1, RDMEM_WR_WRITE_IMM, RDMEM_WR_READ };
 
 enum rdmem_wr_flag {
 	RDMEM_WR_SIGNALED = 1u << 0, /* report a completion for this WR */
-	RDMEM_WR_INLINE = 1u << 1,   /* copy the source at post time (small writes) */
+	RDMEM_WR_INLINE = 1u << 1,   /* copy the source at post time; honoured for
+				      * writes up to max_inline bytes, ignored above */
 };
 
 struct rdmem_wr {

@@ -56,7 +56,7 @@ struct rdmem_xchg_hello {
 	struct rdmem_remote resp; /* response ring followed by response data */
 	uint64_t nonce;		  /* agent's challenge for the optional secret */
 };
-_Static_assert(sizeof(struct rdmem_xchg_hello) <= 56, "fits RC connect private data");
+_Static_assert(sizeof(struct rdmem_xchg_hello) <= RDMEM_FAB_CONNECT_PRIV_MAX, "fits RC connect private data");
 
 /* Accept private data, server -> agent (RC accept carries at most 196 bytes). */
 struct rdmem_xchg_welcome {
@@ -73,7 +73,7 @@ struct rdmem_xchg_welcome {
 	struct rdmem_remote ctrl;
 	uint64_t nonce; /* server's challenge for the optional secret */
 };
-_Static_assert(sizeof(struct rdmem_xchg_welcome) <= 196, "fits RC accept private data");
+_Static_assert(sizeof(struct rdmem_xchg_welcome) <= RDMEM_FAB_ACCEPT_PRIV_MAX, "fits RC accept private data");
 
 /* Reject private data: why the server refused the session. */
 struct rdmem_xchg_reject {
@@ -82,7 +82,7 @@ struct rdmem_xchg_reject {
 	uint16_t reserved;
 	char reason[40];
 };
-_Static_assert(sizeof(struct rdmem_xchg_reject) <= 56, "fits reject private data");
+_Static_assert(sizeof(struct rdmem_xchg_reject) <= RDMEM_FAB_REJECT_PRIV_MAX, "fits reject private data");
 
 /*
  * Control page: written by the session's server worker, RDMA-READ by the
