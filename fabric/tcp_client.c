@@ -39,7 +39,9 @@ struct cli_slot {
 	struct rdmem_tcp_call *call; /* NULL: free, or withdrawn (then busy is set) */
 	uint64_t req_id;
 	int busy;
-	int sent; /* every request byte is with the kernel */
+	int sent;    /* every request byte is with the kernel */
+	int replied; /* reply complete while the request was still being sent */
+	int result;  /* ... and its result, delivered once sent */
 };
 
 struct cli_body { /* the reply whose value is being received */
@@ -118,6 +120,7 @@ static void cli_free_slot(struct rdmem_tcp_client *c, unsigned i)
 	c->slots[i].call = NULL;
 	c->slots[i].busy = 0;
 	c->slots[i].sent = 0;
+	c->slots[i].replied = 0;
 	c->free_slots[c->nfree++] = (uint16_t)i;
 }
 
@@ -154,6 +157,8 @@ static void cli_protocol_error(struct rdmem_tcp_client *c, const char *why)
 	c->protocol_errors++;
 	cli_kill(c, why);
 }
+
+static void cli_finish(struct rdmem_tcp_client *c, unsigned slot);
 
 /* ---- send ----------------------------------------------------------------- */
 
@@ -220,6 +225,7 @@ static void cli_on_send(struct rdmem_tcp_client *c, int res)
 			c->sq_head = (c->sq_head + 1) % RDMEM_TCP_CLIENT_WINDOW;
 			c->sq_len--;
 			c->head_off = 0;
+			cli_finish(c, slot);
 		}
 	}
 }
@@ -252,17 +258,34 @@ static void cli_arm_recv(struct rdmem_tcp_client *c)
 	c->recv_busy = 1;
 }
 
+/* Hands a call back once both its reply arrived and the kernel is done sending it. */
+static void cli_finish(struct rdmem_tcp_client *c, unsigned slot)
+{
+	struct cli_slot *s = &c->slots[slot];
+
+	if (!s->sent || !s->replied)
+		return;
+	if (s->call)
+		cli_push_done(c, s->call, s->result);
+	cli_free_slot(c, slot);
+}
+
+/*
+ * A refused request (over the cap) is answered as soon as the server has its
+ * header, so a reply can beat the end of our own send.
+ */
 static void cli_complete_body(struct rdmem_tcp_client *c)
 {
 	struct cli_body *b = &c->body;
-	struct rdmem_tcp_call *call = c->slots[b->slot].call;
+	struct cli_slot *s = &c->slots[b->slot];
 
-	if (call) {
-		call->rep = b->hdr;
-		cli_push_done(c, call, b->hdr.val_len > call->reply_cap ? -EMSGSIZE : 0);
+	if (s->call) {
+		s->call->rep = b->hdr;
+		s->result = b->hdr.val_len > s->call->reply_cap ? -EMSGSIZE : 0;
 	}
-	cli_free_slot(c, b->slot);
+	s->replied = 1;
 	b->active = 0;
+	cli_finish(c, b->slot);
 }
 
 /* Validates a reply header and starts its body; -1 on a protocol error. */
@@ -280,7 +303,7 @@ static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 		return -1;
 	}
 	if (slot >= RDMEM_TCP_CLIENT_WINDOW || !c->slots[slot].busy ||
-	    c->slots[slot].req_id != b->hdr.req_id || !c->slots[slot].sent) {
+	    c->slots[slot].req_id != b->hdr.req_id || c->slots[slot].replied) {
 		cli_protocol_error(c, "reply with an unknown req_id");
 		return -1;
 	}
@@ -382,7 +405,7 @@ static void cli_on_cqe(struct rdmem_tcp_client *c, uint64_t ud, int res)
 	}
 }
 
-static void cli_reap(struct rdmem_tcp_client *c)
+static unsigned cli_reap(struct rdmem_tcp_client *c)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
@@ -393,6 +416,7 @@ static void cli_reap(struct rdmem_tcp_client *c)
 		n++;
 	}
 	io_uring_cq_advance(&c->ring, n);
+	return n;
 }
 
 static int64_t cli_ms_left(uint64_t deadline_ns)
@@ -448,6 +472,7 @@ static int cli_pump(struct rdmem_tcp_client *c, int timeout_ms, enum cli_until u
 	for (;;) {
 		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
+		unsigned reaped;
 		int64_t left;
 		int ret;
 
@@ -460,11 +485,13 @@ static int cli_pump(struct rdmem_tcp_client *c, int timeout_ms, enum cli_until u
 		ret = io_uring_submit(&c->ring);
 		if (ret < 0 && ret != -EINTR && ret != -EBUSY)
 			return ret;
-		cli_reap(c);
+		reaped = cli_reap(c);
 		if (c->dead)
 			cli_fail_all(c);
 		if (cli_done_waiting(c, until, want))
 			return 0;
+		if (reaped)
+			continue; /* completions may need their next op armed before we sleep */
 		left = timeout_ms < 0 ? -1 : cli_ms_left(deadline);
 		if (left == 0)
 			return 0;
@@ -536,6 +563,7 @@ int rdmem_tcp_client_submit(struct rdmem_tcp_client *c, struct rdmem_tcp_call *c
 	c->slots[slot].req_id = call->req.req_id;
 	c->slots[slot].busy = 1;
 	c->slots[slot].sent = 0;
+	c->slots[slot].replied = 0;
 	c->sendq[(c->sq_head + c->sq_len) % RDMEM_TCP_CLIENT_WINDOW] = (uint16_t)slot;
 	c->sq_len++;
 	return 0;
