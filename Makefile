@@ -23,7 +23,10 @@ LIBSERVER := $(B)/lib/librdmem_server.a
 LIBAGENT  := $(B)/lib/librdmem_agent.a
 LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC)
 
-BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example
+# A program is built once its main source exists (branches land one part at a time).
+BINS  := $(B)/rdmem-server $(if $(wildcard agent/main.c),$(B)/rdmem-agent) \
+	 $(if $(wildcard libclient/rdmem_cli.c),$(B)/rdmem) \
+	 $(if $(wildcard libclient/example.c),$(B)/rdmem-example)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
