@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -772,6 +773,142 @@ static void test_bad_input(void)
 	CHECK(log_wait("bad frame from 127.0.0.1", 10));
 }
 
+static long server_rss_kib(void)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)server_pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/*
+ * A client that pipelines 48 MiB of replies and reads none: the server stops
+ * reading from it at its output bound (memory stays flat), still serves
+ * others, and delivers every reply once the client reads.
+ */
+static void test_back_pressure(void)
+{
+	enum { N = 48 };
+	long rss0 = server_rss_kib(), rss1;
+	struct rdmem_desc d, rep;
+	uint8_t *body = malloc(MIB);
+	int fd = raw_connect(), i, ok = 0;
+
+	REQUIRE(fd >= 0 && body && rss0 > 0);
+	for (i = 0; i < N; i++) {
+		d = raw_desc(RDMEM_OP_LARGE_GET, 6, 0, 500 + (uint64_t)i);
+		send(fd, &d, sizeof(d), 0);
+		send(fd, "big:1m", 6, 0);
+	}
+	usleep(300000);
+	rss1 = server_rss_kib();
+	CHECK(rss1 - rss0 < 24 * 1024); /* bounded by the output limit, not by 48 MiB */
+	CHECK_EQ(call1(RDMEM_OP_PING, NULL, NULL, 0, NULL, 0).err, 0);
+	for (i = 0; i < N; i++) {
+		if (read_full(fd, &rep, sizeof(rep)) || rep.req_id != 500 + (uint64_t)i ||
+		    rep.val_len != MIB || read_full(fd, body, MIB))
+			break;
+		ok += rdmem_big_verify(MIB, 0, body, MIB) == MIB;
+	}
+	CHECK_EQ(ok, N);
+	fprintf(stderr, "  server RSS grew %ld KiB while 48 MiB of replies were pending\n",
+		rss1 - rss0);
+	close(fd);
+	free(body);
+}
+
+/* The window, the watched doorbell fd, and async progress with a zero timeout. */
+static void test_client_window_and_watch(void)
+{
+	static struct rdmem_tcp_call calls[RDMEM_TCP_CLIENT_WINDOW + 1];
+	struct rdmem_tcp_call *done[64];
+	uint64_t one = 1, t0;
+	int efd = eventfd(0, EFD_CLOEXEC), i, n, got = 0, ret;
+
+	REQUIRE(efd >= 0);
+	for (i = 0; i <= (int)RDMEM_TCP_CLIENT_WINDOW; i++) {
+		calls[i].req.op = RDMEM_OP_PING;
+		calls[i].req.path = RDMEM_PATH_TCP;
+		ret = rdmem_tcp_client_submit(cli, &calls[i]);
+		if (i < (int)RDMEM_TCP_CLIENT_WINDOW)
+			CHECK_EQ(ret, 0);
+		else
+			CHECK_EQ(ret, -EAGAIN);
+	}
+	CHECK_EQ(rdmem_tcp_client_inflight(cli), RDMEM_TCP_CLIENT_WINDOW);
+	t0 = rdmem_now_ns();
+	n = rdmem_tcp_client_progress(cli, 0, done, 64); /* never blocks */
+	CHECK(n >= 0 && rdmem_now_ns() - t0 < 1000000000ull);
+	for (i = 0; i < n; i++)
+		got += done[i]->result == 0 && done[i]->rep.status == 0;
+	while (got < (int)RDMEM_TCP_CLIENT_WINDOW) {
+		n = rdmem_tcp_client_progress(cli, TIMEOUT_MS, done, 64);
+		if (n <= 0)
+			break;
+		for (i = 0; i < n; i++)
+			got += done[i]->result == 0 && done[i]->rep.status == 0;
+	}
+	CHECK_EQ(got, RDMEM_TCP_CLIENT_WINDOW);
+	CHECK_EQ(rdmem_tcp_client_inflight(cli), 0);
+	/* Nothing in flight: progress sleeps until the watched fd is readable. */
+	REQUIRE(rdmem_tcp_client_watch(cli, efd) == 0);
+	CHECK(write(efd, &one, sizeof(one)) == sizeof(one));
+	t0 = rdmem_now_ns();
+	CHECK_EQ(rdmem_tcp_client_progress(cli, 5000, done, 64), 0);
+	CHECK(rdmem_now_ns() - t0 < 2000000000ull);
+	CHECK(read(efd, &one, sizeof(one)) == sizeof(one));
+	rdmem_tcp_client_watch(cli, -1);
+	close(efd);
+	CHECK_EQ(call1(RDMEM_OP_PING, NULL, NULL, 0, NULL, 0).err, 0);
+}
+
+/* Command-line validation: a clear message and exit status 2. */
+static void test_server_args(void)
+{
+	static const char *const bad[][3] = { { "--port", "abc", NULL },
+					      { "--port", "70000", NULL },
+					      { "--max-value", "1", NULL },
+					      { "--max-value", "65m", NULL },
+					      { "--batch-budget", "0", NULL },
+					      { "--upload-timeout", "-5", NULL },
+					      { "-b", "not-an-address", NULL },
+					      { "--image-hook", "true", NULL },
+					      { "--image-dir", "/nonexistent/dir", NULL },
+					      { "--bogus", NULL, NULL } };
+	const char *bin = getenv("RDMEM_BIN");
+	char path[512];
+	unsigned i;
+
+	snprintf(path, sizeof(path), "%s/rdmem-server", bin ? bin : "build");
+	for (i = 0; i < RDMEM_ARRAY_SIZE(bad); i++) {
+		int status = -1;
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			int devnull = open("/dev/null", O_WRONLY);
+
+			dup2(devnull, 2);
+			dup2(devnull, 1);
+			execl(path, path, bad[i][0], bad[i][1], (char *)NULL);
+			_exit(127);
+		}
+		waitpid(pid, &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 2) {
+			fprintf(stderr, "  rdmem-server %s %s: status %d\n", bad[i][0],
+				bad[i][1] ? bad[i][1] : "", status);
+			CHECK(0);
+		}
+	}
+}
+
 static void test_sigterm(void)
 {
 	struct rdmem_tcp_client *c2;
@@ -841,6 +978,9 @@ int main(void)
 	RUN(test_image_killed);
 	RUN(test_concurrent_clients);
 	RUN(test_bad_input);
+	RUN(test_back_pressure);
+	RUN(test_client_window_and_watch);
+	RUN(test_server_args);
 	RUN(test_sigterm);
 	cleanup();
 	return check_done();
