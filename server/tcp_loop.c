@@ -678,13 +678,11 @@ int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_se
 		return -ENOMEM;
 	s->svc = svc;
 	s->cfg = *cfg;
-	s->cfg.addr = NULL; /* the caller's string; only s->name is kept */
 	if (!s->cfg.max_conns)
 		s->cfg.max_conns = RDMEM_TCP_DEFAULT_MAX_CONNS;
 	s->lfd = s->stop_fd = -1;
-	s->cfg.addr = cfg->addr;
 	ret = srv_listen(s);
-	s->cfg.addr = NULL;
+	s->cfg.addr = NULL; /* the caller's string; s->name keeps what the logs need */
 	if (ret < 0)
 		goto fail;
 	s->stop_fd = eventfd(0, EFD_CLOEXEC);
