@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rdmem/fabric.h"
+#include "rdmem/layout.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
 #include "server/server.h"
@@ -21,7 +23,15 @@ static const char usage_text[] =
     "      --no-tcp             no TCP fallback listener\n"
     "      --image-dir DIR      accept image uploads into DIR\n"
     "      --image-hook CMD     run CMD <final path> after each committed image\n"
+    "      --fabric F           verbs | shm | none: the RDMA listener (default: verbs with\n"
+    "                           an RDMA device, else shm for agents on this host)\n"
     "      --batch-budget N     request slots a session drains per round (default 32)\n"
+    "      --ring-slots N       request ring slots per session (default 1024)\n"
+    "      --slot-bytes BYTES   payload bytes per request slot (default 32k)\n"
+    "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
+    "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
+    "      --max-sessions N     agent sessions at once (default 64)\n"
+    "      --busy-poll          session workers never sleep (dedicated cores)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
@@ -37,7 +47,14 @@ enum {
 	OPT_MAX_VALUE,
 	OPT_MAX_IMAGE,
 	OPT_UPLOAD_TIMEOUT,
-	OPT_VERBOSE
+	OPT_VERBOSE,
+	OPT_FABRIC,
+	OPT_RING_SLOTS,
+	OPT_SLOT_BYTES,
+	OPT_OBJPOOL_SLABS,
+	OPT_OBJECT_TTL,
+	OPT_MAX_SESSIONS,
+	OPT_BUSY_POLL
 };
 
 static const struct option long_opts[] = {
@@ -52,6 +69,13 @@ static const struct option long_opts[] = {
 	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
 	{ "upload-timeout", required_argument, NULL, OPT_UPLOAD_TIMEOUT },
 	{ "verbose", no_argument, NULL, OPT_VERBOSE },
+	{ "fabric", required_argument, NULL, OPT_FABRIC },
+	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
+	{ "slot-bytes", required_argument, NULL, OPT_SLOT_BYTES },
+	{ "objpool-slabs", required_argument, NULL, OPT_OBJPOOL_SLABS },
+	{ "object-ttl", required_argument, NULL, OPT_OBJECT_TTL },
+	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -113,6 +137,20 @@ static void check_dir(const char *s)
 		die_usage("--image-dir %s is not a directory", s);
 }
 
+static void parse_fabric(const char *s, struct rdmem_server_config *cfg)
+{
+	enum rdmem_fab_kind kind;
+
+	if (strcmp(s, "none") == 0) {
+		cfg->no_rdma = 1;
+		return;
+	}
+	if (rdmem_fab_kind_parse(s, &kind) < 0)
+		die_usage("--fabric must be verbs, shm or none, not '%s'", s);
+	cfg->no_rdma = 0;
+	cfg->rdma.fabric = kind;
+}
+
 static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, int *verbose)
 {
 	int tcp_port = -1, opt;
@@ -142,7 +180,33 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->svc.image_hook = optarg;
 			break;
 		case OPT_BATCH:
-			cfg->batch_budget = (unsigned)parse_num(optarg, 1, 1024, "--batch-budget");
+			cfg->rdma.batch_budget = (uint32_t)parse_num(optarg, 1, 1024, "--batch-budget");
+			break;
+		case OPT_FABRIC:
+			parse_fabric(optarg, cfg);
+			break;
+		case OPT_RING_SLOTS:
+			cfg->rdma.ring_slots = (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS,
+								   "--ring-slots");
+			break;
+		case OPT_SLOT_BYTES:
+			cfg->rdma.slot_bytes = (uint32_t)parse_bytes(optarg, 1024, 1u << 20,
+								     "--slot-bytes");
+			break;
+		case OPT_OBJPOOL_SLABS:
+			cfg->rdma.objpool_slabs = (uint32_t)parse_num(optarg, 1, 65536,
+								      "--objpool-slabs");
+			break;
+		case OPT_OBJECT_TTL:
+			cfg->rdma.object_ttl_ms = (uint32_t)parse_num(optarg, 10, 86400000,
+								      "--object-ttl");
+			break;
+		case OPT_MAX_SESSIONS:
+			cfg->rdma.max_sessions = (uint32_t)parse_num(optarg, 1, 4096,
+								     "--max-sessions");
+			break;
+		case OPT_BUSY_POLL:
+			cfg->rdma.busy_poll = 1;
 			break;
 		case OPT_MAX_VALUE:
 			cfg->svc.max_value = (uint32_t)parse_bytes(
@@ -182,7 +246,13 @@ int main(int argc, char **argv)
 	struct rdmem_server_config cfg = {
 		.bind_addr = "0.0.0.0",
 		.port = RDMEM_DEFAULT_PORT,
-		.batch_budget = 32,
+		.rdma = { .fabric = 0,
+			  .ring_slots = RDMEM_DEFAULT_RING_SLOTS,
+			  .slot_bytes = RDMEM_DEFAULT_SLOT_BYTES,
+			  .objpool_slabs = 256,
+			  .object_ttl_ms = 10000,
+			  .batch_budget = 32,
+			  .max_sessions = 64 },
 		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
 			 .max_image = 64u << 20,
 			 .upload_timeout_ms = 30000 },
@@ -191,6 +261,8 @@ int main(int argc, char **argv)
 	int verbose = 0, ret;
 
 	parse_args(argc, argv, &cfg, &verbose);
+	if (!cfg.rdma.fabric)
+		cfg.rdma.fabric = rdmem_fab_verbs_available() ? RDMEM_FAB_VERBS : RDMEM_FAB_SHM;
 	rdmem_log_init("rdmem-server", verbose);
 	ret = rdmem_server_start(&srv, &cfg);
 	if (ret == 0)

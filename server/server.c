@@ -57,6 +57,18 @@ static int server_start_tcp(struct rdmem_server *srv)
 	return ret;
 }
 
+static int server_start_rdma(struct rdmem_server *srv)
+{
+	if (srv->cfg.no_rdma) {
+		rdmem_info("rdma listener disabled (--fabric none)");
+		return 0;
+	}
+	srv->cfg.rdma.addr = srv->cfg.bind_addr;
+	srv->cfg.rdma.port = srv->cfg.port;
+	srv->cfg.rdma.max_value = srv->cfg.svc.max_value;
+	return rdmem_rdma_listener_start(&srv->cfg.rdma, srv->svc, &srv->rdma);
+}
+
 int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_config *cfg)
 {
 	int ret;
@@ -72,7 +84,8 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 		rdmem_err("cannot start the service: %s", strerror(-ret));
 		return ret;
 	}
-	return server_start_tcp(srv);
+	ret = server_start_tcp(srv);
+	return ret ? ret : server_start_rdma(srv);
 }
 
 int rdmem_server_run(struct rdmem_server *srv)
@@ -99,6 +112,8 @@ int rdmem_server_run(struct rdmem_server *srv)
 
 void rdmem_server_stop(struct rdmem_server *srv)
 {
+	rdmem_rdma_listener_stop(srv->rdma);
+	srv->rdma = NULL;
 	rdmem_tcp_server_destroy(srv->tcp);
 	srv->tcp = NULL;
 	rdmem_service_destroy(srv->svc);

@@ -8,7 +8,9 @@
 
 #include <stdint.h>
 
+#include "server/listener.h"
 #include "server/service.h"
+#include "server/session.h"
 #include "server/tcp_loop.h"
 
 struct rdmem_server_config {
@@ -16,7 +18,8 @@ struct rdmem_server_config {
 	uint16_t port;	   /* RDMA listener */
 	uint16_t tcp_port; /* 0: any free port (the ready line names it) */
 	int no_tcp;
-	unsigned batch_budget; /* READY slots a session drains per round */
+	int no_rdma; /* --fabric none */
+	struct rdmem_rdma_config rdma;
 	struct rdmem_service_config svc;
 };
 
@@ -24,6 +27,7 @@ struct rdmem_server {
 	struct rdmem_server_config cfg;
 	struct rdmem_service *svc;
 	struct rdmem_tcp_server *tcp;
+	struct rdmem_listener_thread *rdma;
 	int sigfd; /* SIGINT/SIGTERM, blocked and read here: no work in handlers */
 };
 
