@@ -641,8 +641,8 @@ static int rdmem_frontdoor_replace_old(const char *name, int reset, uint64_t *ep
 	} else if (!check) {
 		uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
 		int32_t pid = h->agent_pid;
-		int live =
-		    state != RDMEM_SHM_CLOSED && pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+		int live = state != RDMEM_SHM_CLOSED && pid > 0 &&
+			   rdmem_frontdoor_pid_alive(pid, h->agent_start);
 
 		if (live && !reset) {
 			rdmem_err("front door %s: in use by the running agent pid %d; stop it or "
@@ -708,6 +708,7 @@ static void rdmem_frontdoor_format(struct rdmem_frontdoor *fd, uint64_t epoch)
 
 	rdmem_shm_header_fill(h, &fd->geom);
 	h->agent_pid = (int32_t)getpid();
+	h->agent_start = rdmem_frontdoor_proc_start(h->agent_pid);
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);

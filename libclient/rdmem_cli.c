@@ -204,19 +204,37 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* The first option given that cmd does not take, or NULL. */
+static const char *stray_option(const struct cli *c, const char *cmd)
+{
+	int stats = !strcmp(cmd, "stats") || !strcmp(cmd, "agent-stats");
+	int bench = !strcmp(cmd, "bench");
+
+	if (c->json && !stats && !bench)
+		return "--json";
+	if (c->file && strcmp(cmd, "put"))
+		return "--file";
+	if (c->have_chunk && strcmp(cmd, "image-put"))
+		return "--chunk-size";
+	if (!bench && (c->bench_op || c->have_n || c->have_window || c->have_size || c->have_keys))
+		return "--op, -n, --window, --size and --keys";
+	return NULL;
+}
+
 /* Checks the command got exactly n arguments and no option it ignores. */
 static int want_args(struct cli *c, int n, const char *synopsis)
 {
-	int extra_opts =
-	    (c->json && strcmp(c->argv[0], "stats") && strcmp(c->argv[0], "agent-stats") &&
-	     strcmp(c->argv[0], "bench")) ||
-	    (c->file && strcmp(c->argv[0], "put")) ||
-	    (c->have_chunk && strcmp(c->argv[0], "image-put")) ||
-	    ((c->bench_op || c->have_n || c->have_window || c->have_size || c->have_keys) &&
-	     strcmp(c->argv[0], "bench"));
+	const char *stray = stray_option(c, c->argv[0]);
 
-	if (c->argc - 1 != n || extra_opts) {
-		fprintf(stderr, "rdmem: usage: rdmem %s\n", synopsis);
+	if (stray) {
+		fprintf(stderr, "rdmem: %s: %s does not apply here\nrdmem: usage: rdmem %s\n",
+			c->argv[0], stray, synopsis);
+		return EXIT_USAGE;
+	}
+	if (c->argc - 1 != n) {
+		fprintf(stderr,
+			"rdmem: %s: expected %d argument%s, got %d\nrdmem: usage: rdmem %s\n",
+			c->argv[0], n, n == 1 ? "" : "s", c->argc - 1, synopsis);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -278,13 +296,31 @@ static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *le
 	return rc;
 }
 
+/* Attaches to the agent once the command's arguments are known to be good. */
+static int attach(struct cli *c)
+{
+	const char *name = c->shm_name ? c->shm_name : RDMEM_SHM_DEFAULT_NAME;
+	int rc;
+
+	if (c->h)
+		return 0;
+	rc = rdmem_open(c->shm_name, &c->h);
+	if (rc == -EINVAL)
+		return usage("bad --shm-name '%s': want /NAME without another '/'", name);
+	if (rc) {
+		fprintf(stderr, "rdmem: %s: %s\n", name, rdmem_strerror(rc));
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
 /* ---- commands ---------------------------------------------------------- */
 
 static int cmd_ping(struct cli *c, int local)
 {
 	int rc = want_args(c, 0, local ? "local-ping" : "ping");
 
-	if (rc)
+	if (rc || (rc = attach(c)))
 		return rc;
 	rc = local ? rdmem_local_ping(c->h, &c->opts) : rdmem_ping(c->h, &c->opts);
 	report(c, c->argv[0]);
@@ -301,7 +337,7 @@ static int cmd_echo(struct cli *c)
 	void *out = NULL;
 	uint32_t len = 0;
 
-	if (rc)
+	if (rc || (rc = attach(c)))
 		return rc;
 	rc = rdmem_echo(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &out, &len, &c->opts);
 	report(c, "echo");
@@ -330,13 +366,15 @@ static int cmd_put(struct cli *c)
 	uint8_t *val = NULL;
 	uint64_t len;
 
-	if (rc || (rc = check_key(key)))
+	if (rc || (rc = check_key(key)) || (rc = attach(c)))
 		return rc;
 	if (c->file) {
 		rc = read_file(c->file, UINT32_MAX, &val, &len);
 		if (rc) {
 			fprintf(stderr, "rdmem: put: cannot read %s: %s\n", c->file,
-				rc == -EINVAL ? "not a regular file" : rdmem_strerror(rc));
+				rc == -EINVAL  ? "not a regular file"
+				: rc == -E2BIG ? "over 4 GiB"
+					       : strerror(-rc));
 			return EXIT_FAIL;
 		}
 	} else {
@@ -356,7 +394,7 @@ static int cmd_get(struct cli *c)
 	void *val = NULL;
 	uint32_t len = 0;
 
-	if (rc || (rc = check_key(c->argv[1])))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
 		return rc;
 	rc = rdmem_get(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &val, &len, &c->opts);
 	report(c, "get");
@@ -371,7 +409,7 @@ static int cmd_del(struct cli *c)
 {
 	int rc = want_args(c, 1, "del KEY");
 
-	if (rc || (rc = check_key(c->argv[1])))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
 		return rc;
 	rc = rdmem_del(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &c->opts);
 	report(c, "del");
@@ -403,6 +441,8 @@ static int cmd_mget(struct cli *c)
 		rc = usage("%s", "mget needs at least one key");
 		goto out;
 	}
+	if ((rc = attach(c)))
+		goto out;
 	rc = rdmem_mget(c->h, keys, lens, n, &m, &c->opts);
 	report(c, "mget");
 	if (rc) {
@@ -444,6 +484,8 @@ static int cmd_profile(struct cli *c)
 	id = strtoull(c->argv[1], &end, 10);
 	if (errno || *end || c->argv[1][0] < '0' || c->argv[1][0] > '9')
 		return usage("profile ID must be a number, not '%s'", c->argv[1]);
+	if ((rc = attach(c)))
+		return rc;
 	rc = rdmem_profile(c->h, id, &p, &c->opts);
 	report(c, "profile");
 	if (rc)
@@ -478,6 +520,8 @@ static int cmd_large_get(struct cli *c)
 		return rc;
 	if (rdmem_big_parse(c->argv[1], strlen(c->argv[1]), &size))
 		return usage("large-get wants big:<n>[k|m], not '%s'", c->argv[1]);
+	if ((rc = attach(c)))
+		return rc;
 	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
 	report(c, "large-get");
 	if (rc)
@@ -513,7 +557,7 @@ static int cmd_image_put(struct cli *c)
 	uint8_t *data = NULL;
 	uint64_t len;
 
-	if (rc || (rc = check_key(c->argv[1])))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
 		return rc;
 	io.chunk_size = c->have_chunk ? (uint32_t)c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT;
 	if (io.chunk_size > rdmem_max_value(c->h)) {
@@ -525,7 +569,9 @@ static int cmd_image_put(struct cli *c)
 	rc = read_file(c->argv[2], UINT32_MAX, &data, &len);
 	if (rc) {
 		fprintf(stderr, "rdmem: image-put: cannot read %s: %s\n", c->argv[2],
-			rc == -EINVAL ? "not a regular file" : rdmem_strerror(rc));
+			rc == -EINVAL  ? "not a regular file"
+			: rc == -E2BIG ? "over 4 GiB"
+				       : strerror(-rc));
 		return EXIT_FAIL;
 	}
 	if (isatty(2))
@@ -550,6 +596,8 @@ static int cmd_text(struct cli *c, int agent)
 
 	if (rc)
 		return rc;
+	if ((rc = attach(c)))
+		return rc;
 	rc = agent ? rdmem_agent_stats(c->h, c->json, &text, &len, &c->opts)
 		   : rdmem_stats(c->h, c->json, &text, &len, &c->opts);
 	report(c, c->argv[0]);
@@ -572,6 +620,8 @@ static int cmd_agent_ctl(struct cli *c)
 		return rc;
 	if (!*c->argv[1] || strlen(c->argv[1]) > RDMEM_MAX_KEY)
 		return usage("agent-ctl COMMAND must be 1..1024 bytes%s", "");
+	if ((rc = attach(c)))
+		return rc;
 	rc = rdmem_agent_ctl(c->h, c->argv[1], &text, &len, &c->opts);
 	report(c, "agent-ctl");
 	if (rc)
@@ -789,11 +839,16 @@ static void bench_free(struct bench *b)
 static int bench_check_args(struct cli *c, struct bench *b)
 {
 	static const uint64_t default_size[] = { 0, 0, 64, 64, 64 << 10, 256 << 10 };
-	uint32_t slots = rdmem_slots(c->h), max = rdmem_max_value(c->h);
+	uint32_t slots, max;
+	int rc;
 
 	if (!c->bench_op || bench_parse_op(c->bench_op, &b->op))
 		return usage("bench --op must be ping, local-ping, get, put, large-get or bigput%s",
 			     "");
+	if ((rc = attach(c)))
+		return rc;
+	slots = rdmem_slots(c->h);
+	max = rdmem_max_value(c->h);
 	b->n = c->have_n ? c->n : 10000;
 	b->window = c->have_window ? c->window : 1;
 	b->size = c->have_size ? c->size : default_size[b->op];
@@ -929,18 +984,8 @@ int main(int argc, char **argv)
 		rc = usage("unknown command '%s'", c.argv[0]);
 		goto out;
 	}
-	rc = rdmem_open(c.shm_name, &c.h);
-	if (rc) {
-		if (rc == -EINVAL) {
-			rc = usage("bad --shm-name '%s': want /NAME without other '/'", c.shm_name);
-		} else {
-			fail(c.shm_name ? c.shm_name : RDMEM_SHM_DEFAULT_NAME, rc);
-			rc = EXIT_FAIL;
-		}
-		goto out;
-	}
 	rc = dispatch(&c);
-	rdmem_close(c.h);
+	rdmem_close(c.h); /* NULL when the command never attached */
 out:
 	free(c.argv);
 	return rc;

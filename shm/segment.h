@@ -118,7 +118,8 @@ struct rdmem_shm_header {
 	int32_t agent_pid;
 	_Atomic uint64_t epoch; /* bumped by every agent that replaces a dead one */
 	uint64_t created_ns;	/* CLOCK_REALTIME, for humans */
-	uint8_t pad1[40];
+	uint64_t agent_start;	/* the agent's /proc starttime: tells a reused pid apart */
+	uint8_t pad1[32];
 	struct rdmem_ring_ctl ring; /* head, doorbell, sleeping */
 	uint8_t pad2[RDMEM_SHM_HEADER_SIZE - 320];
 };

@@ -5,6 +5,8 @@
  *
  * Test hooks through ECHO: a value "sleep:<ms>" is answered after ms
  * milliseconds, a value "hold" is never answered (until the responder stops).
+ * AGENT_CTL "corrupt-get on|off" flips a byte in every GET reply (to prove
+ * that value checks can fail).
  * The path reported is the forced one, or TCP under AUTO.
  */
 #ifndef RDMEM_TESTS_FRONTDOOR_LOOPBACK_H
@@ -48,6 +50,7 @@ struct lb {
 	struct lb_item *kv[LB_BUCKETS]; /* responder thread only */
 	struct lb_upload *uploads;
 	_Atomic uint64_t served;
+	_Atomic int corrupt_get; /* AGENT_CTL "corrupt-get on": flip a byte of GET replies */
 };
 
 static uint32_t lb_hash(const uint8_t *key, uint32_t len)
@@ -113,6 +116,8 @@ static void lb_get(struct lb *lb, struct rdmem_agent_call *call)
 	if (it->val_len > call->payload_cap - RDMEM_SHM_VALUE_OFF)
 		return lb_reply(lb, call, RDMEM_S_TOO_BIG, 0, 0);
 	memcpy(call->val, it->val, it->val_len);
+	if (it->val_len && atomic_load(&lb->corrupt_get))
+		call->val[it->val_len / 2] ^= 0x20;
 	lb_reply(lb, call, RDMEM_S_OK, RDMEM_SHM_VALUE_OFF, it->val_len);
 }
 
@@ -282,7 +287,11 @@ static void lb_agent_ctl(struct lb *lb, struct rdmem_agent_call *call)
 {
 	char text[RDMEM_MAX_KEY + 16];
 
-	snprintf(text, sizeof(text), "ok %.*s", (int)call->req.key_len, (const char *)call->key);
+	int n = snprintf(text, sizeof(text), "ok %.*s", (int)call->req.key_len,
+			 (const char *)call->key);
+
+	if (!strcmp(text, "ok corrupt-get on") || !strcmp(text, "ok corrupt-get off"))
+		atomic_store(&lb->corrupt_get, text[n - 1] == 'n');
 	lb_text(lb, call, text);
 }
 
