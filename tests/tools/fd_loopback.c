@@ -26,8 +26,9 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 
 static int usage(const char *why, const char *arg)
 {
-	fprintf(stderr, "fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--clients N] "
-			"[--slots N] [--max-value B] [--busy-poll] [--shm-reset]\n",
+	fprintf(stderr,
+		"fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--clients N] "
+		"[--slots N] [--max-value B] [--busy-poll] [--shm-reset]\n",
 		why, arg ? arg : "");
 	return 2;
 }
