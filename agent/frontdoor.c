@@ -641,8 +641,11 @@ static int rdmem_frontdoor_replace_old(const char *name, int reset, uint64_t *ep
 	} else if (!check) {
 		uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
 		int32_t pid = h->agent_pid;
-		int live = state != RDMEM_SHM_CLOSED && pid > 0 &&
-			   rdmem_frontdoor_pid_alive(pid, h->agent_start);
+		int locked = rdmem_shm_agent_locked(ofd);
+		int live =
+		    state != RDMEM_SHM_CLOSED &&
+		    (locked >= 0 ? locked
+				 : pid > 0 && rdmem_frontdoor_pid_alive(pid, h->agent_start));
 
 		if (live && !reset) {
 			rdmem_err("front door %s: in use by the running agent pid %d; stop it or "
@@ -754,6 +757,9 @@ static int rdmem_frontdoor_map_new(struct rdmem_frontdoor *fd,
 		return rdmem_frontdoor_fail("map the segment", fd->name, errno);
 	}
 	fd->hdr = fd->base;
+	rc = rdmem_shm_lock_agent(fd->shm_fd);
+	if (rc)
+		return rdmem_frontdoor_fail("lock the segment (agent liveness)", fd->name, -rc);
 	rdmem_frontdoor_format(fd, epoch);
 	return 0;
 }

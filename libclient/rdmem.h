@@ -139,6 +139,7 @@ struct rdmem_counters {
 struct rdmem_att {
 	_Atomic uint32_t refs; /* the handle's own, plus one per call in flight */
 	_Atomic int stale;     /* the agent went away: no new calls here */
+	int fd;		       /* kept open to test the agent's lock on the segment */
 	void *base;
 	size_t len;
 	struct rdmem_shm_header *hdr;
@@ -166,9 +167,12 @@ enum { RDMEM__IDLE = 0, RDMEM__INFLIGHT, RDMEM__DONE };
 
 /* ---- attachment -------------------------------------------------------- */
 
-static inline int rdmem__pid_gone(int32_t pid)
+/* Gone when its pid is, or when its lock on the segment fd is (zombie, reused pid). */
+static inline int rdmem__agent_gone(int fd, int32_t pid)
 {
-	return pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH);
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return 1;
+	return rdmem_shm_agent_locked(fd) == 0;
 }
 
 static inline void rdmem__att_unmap(struct rdmem_att *a)
@@ -185,6 +189,7 @@ static inline void rdmem__att_unmap(struct rdmem_att *a)
 		atomic_compare_exchange_strong_explicit(&me->pid, &pid, 0, memory_order_release,
 							memory_order_relaxed);
 	munmap(a->base, a->len);
+	close(a->fd);
 	free(a);
 }
 
@@ -213,10 +218,12 @@ static inline int rdmem__att_map(const char *name, struct rdmem_att *a)
 	}
 	a->len = (size_t)st.st_size;
 	a->base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	rc = a->base == MAP_FAILED ? -errno : 0;
-	close(fd);
-	if (rc)
+	if (a->base == MAP_FAILED) {
+		rc = -errno;
+		close(fd);
 		return rc;
+	}
+	a->fd = fd;
 	a->hdr = (struct rdmem_shm_header *)a->base;
 	/* Acquire: pairs with the agent's release store of RUNNING, after formatting. */
 	while ((state = atomic_load_explicit(&a->hdr->state, memory_order_acquire)) ==
@@ -227,10 +234,12 @@ static inline int rdmem__att_map(const char *name, struct rdmem_att *a)
 		rc = -ECONNREFUSED;
 	else if ((rc = rdmem_shm_header_check(a->hdr, a->len, &a->geom)) != 0)
 		rc = -EPROTO;
-	else if (rdmem__pid_gone(a->hdr->agent_pid))
+	else if (rdmem__agent_gone(a->fd, a->hdr->agent_pid))
 		rc = -ECONNREFUSED;
-	if (rc)
+	if (rc) {
 		munmap(a->base, a->len);
+		close(fd);
+	}
 	return rc;
 }
 
@@ -275,6 +284,7 @@ static inline int rdmem__attach(const char *name, struct rdmem_att **out)
 	rc = rdmem__att_claim(a);
 	if (rc) {
 		munmap(a->base, a->len);
+		close(a->fd);
 		free(a);
 		return rc;
 	}
@@ -345,7 +355,7 @@ static inline int rdmem__att_alive(struct rdmem_att *a, uint64_t now)
 	if (now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,
 				      memory_order_relaxed);
-		if (rdmem__pid_gone(a->agent_pid))
+		if (rdmem__agent_gone(a->fd, a->agent_pid))
 			goto stale;
 	}
 	return 1;

@@ -31,12 +31,17 @@
  * agent, done with it, sets FREE. So a late reply is never seen by a later
  * call; the per-slot seq, echoed in the reply, double-checks it.
  *
+ * Agent liveness: state RUNNING, agent_pid alive, and the agent's lock on the
+ * segment held (rdmem_shm_agent_locked()); an agent that replaces a dead one
+ * marks the old segment CLOSED and bumps its epoch before unlinking it.
+ *
  * Header-only so libclient can include it with libc alone.
  */
 #ifndef RDMEM_SHM_SEGMENT_H
 #define RDMEM_SHM_SEGMENT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -147,6 +152,37 @@ struct rdmem_shm_slot {
 };
 _Static_assert(sizeof(struct rdmem_shm_slot) == RDMEM_SHM_SLOT_HDR, "slot control is 256 B");
 _Static_assert(offsetof(struct rdmem_shm_slot, req) == 64, "request on its own line");
+
+/*
+ * The agent holds an open-file-description write lock on the segment's first
+ * byte for as long as it lives; the kernel drops it the moment the agent
+ * exits, even as a zombie, and a reused pid never holds it. So "is the lock
+ * still held" is a liveness test that kill(pid, 0) cannot fool.
+ */
+static inline int rdmem_shm_lock_agent(int fd)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+/* 1 while some agent holds the lock on fd's segment, 0 when none does, or -errno. */
+static inline int rdmem_shm_agent_locked(int fd)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
 
 /* Where everything is, derived from three numbers; both sides compute it. */
 struct rdmem_shm_geom {
