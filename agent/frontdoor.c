@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -29,10 +30,11 @@
 #include "rdmem/util.h"
 #include "shm/segment.h"
 
-#define RDMEM_FD_BATCH	    64		 /* ring entries per round before other work */
-#define RDMEM_FD_SCAN_NS    100000000ull /* dead-client scan period */
-#define RDMEM_FD_LOG_BURST  20		 /* refusals logged in full before sampling */
-#define RDMEM_FD_LOG_SAMPLE 1000
+#define RDMEM_FD_BATCH	      64	   /* ring entries per round before other work */
+#define RDMEM_FD_SCAN_NS      100000000ull /* dead-client scan period */
+#define RDMEM_FD_LOG_BURST    20	   /* refusals logged in full before sampling */
+#define RDMEM_FD_LOG_SAMPLE   1000
+#define RDMEM_FD_CLOCK_ROUNDS 64 /* busy rounds between looks at the clock */
 
 /* The agent's private view of one client entry. */
 struct rdmem_fd_client {
@@ -520,27 +522,55 @@ static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
 	rdmem_ring_sleep(&fd->ring, bell, timeout);
 }
 
+/*
+ * Spinning pays only while the client can run on another CPU at the same
+ * time; pinned to one CPU, every spin delays the client we wait for.
+ */
+static int rdmem_frontdoor_single_cpu(void)
+{
+	cpu_set_t set;
+
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
+
+static void rdmem_frontdoor_idle_reset(struct rdmem_idle *idle, int single_cpu)
+{
+	rdmem_idle_reset(idle);
+	if (single_cpu)
+		idle->spins = RDMEM_IDLE_SPINS;
+}
+
 static void *rdmem_frontdoor_main(void *arg)
 {
 	struct rdmem_frontdoor *fd = arg;
+	int single_cpu = rdmem_frontdoor_single_cpu();
 	struct rdmem_idle idle;
+	uint32_t rounds = 0;
 
-	rdmem_idle_reset(&idle);
+	rdmem_frontdoor_idle_reset(&idle, single_cpu);
 	/* Acquire: pairs with the release store in destroy(). */
 	while (!atomic_load_explicit(&fd->stop, memory_order_acquire)) {
 		int n = rdmem_frontdoor_drain(fd);
-		uint64_t now = rdmem_now_ns();
 
-		if (now >= fd->next_scan_ns)
-			rdmem_frontdoor_scan(fd, now);
+		/* Spin phase: look at the ring only, not even at the clock. */
+		if (n == 0 && idle.spins < RDMEM_IDLE_SPINS) {
+			rdmem_idle_step(&idle, fd->busy_poll);
+			continue;
+		}
+		if (n == 0 || ++rounds % RDMEM_FD_CLOCK_ROUNDS == 0) {
+			uint64_t now = rdmem_now_ns();
+
+			if (now >= fd->next_scan_ns)
+				rdmem_frontdoor_scan(fd, now);
+		}
 		if (n > 0) {
-			rdmem_idle_reset(&idle);
+			rdmem_frontdoor_idle_reset(&idle, single_cpu);
 			continue;
 		}
 		if (!rdmem_idle_step(&idle, fd->busy_poll))
 			continue;
 		rdmem_frontdoor_block(fd);
-		rdmem_idle_reset(&idle);
+		rdmem_frontdoor_idle_reset(&idle, single_cpu);
 	}
 	return NULL;
 }

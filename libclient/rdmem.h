@@ -45,6 +45,12 @@
 #ifndef RDMEM_CLIENT_H
 #define RDMEM_CLIENT_H
 
+/* futex(), OFD locks, CPU affinity: include this header first, or build
+ * with -D_GNU_SOURCE. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -158,6 +164,7 @@ typedef struct rdmem {
 	atomic_flag lock; /* guards att: swap on re-attach, take a reference */
 	struct rdmem_att *att;
 	int attached_once;
+	int single_cpu; /* we may run on one CPU only: spinning cannot help */
 	uint32_t timeout_ms;
 	_Atomic uint64_t next_req_id;
 	_Atomic uint64_t n_calls, n_timeouts, n_late, n_shutdowns, n_reattach, n_bad;
@@ -732,19 +739,41 @@ static inline void rdmem__block(struct rdmem_rpc *c)
 	rdmem_futex_wait(word, st | RDMEM_SLOT_WAITING, timeout);
 }
 
+/* Starts an idle wait; with one CPU to run on, skips the spin phase. */
+static inline void rdmem__idle_reset(const rdmem_t *h, struct rdmem_idle *w)
+{
+	rdmem_idle_reset(w);
+	if (h->single_cpu)
+		w->spins = RDMEM_IDLE_SPINS;
+}
+
+/* Cheap look at the slot word only; rdmem_poll() re-reads it with acquire. */
+static inline int rdmem__maybe_done(struct rdmem_rpc *c)
+{
+	return c->state_ != RDMEM__INFLIGHT ||
+	       RDMEM_SLOT_PHASE(atomic_load_explicit(&rdmem__slot(c->att_, c->slot_)->state,
+						     memory_order_relaxed)) == RDMEM_SLOT_DONE;
+}
+
 /* Blocks until the call finishes; returns c->rc. */
 static inline int rdmem_wait(rdmem_t *h, struct rdmem_rpc *c)
 {
 	struct rdmem_idle w;
 
-	rdmem_idle_reset(&w);
-	while (!rdmem_poll(h, c)) {
-		if (!rdmem_idle_step(&w, 0))
+	rdmem__idle_reset(h, &w);
+	for (;;) {
+		/* Spin phase: the slot word alone, no clock or liveness checks. */
+		if (w.spins < RDMEM_IDLE_SPINS && !rdmem__maybe_done(c)) {
+			rdmem_idle_step(&w, 0);
 			continue;
-		rdmem__block(c);
-		rdmem_idle_reset(&w);
+		}
+		if (rdmem_poll(h, c))
+			return c->rc;
+		if (rdmem_idle_step(&w, 0)) {
+			rdmem__block(c);
+			rdmem__idle_reset(h, &w);
+		}
 	}
-	return c->rc;
 }
 
 /* ---- handle ------------------------------------------------------------ */
@@ -763,6 +792,12 @@ static inline int rdmem_open(const char *name, rdmem_t **out)
 		return -ENOMEM;
 	atomic_flag_clear(&h->lock);
 	h->timeout_ms = RDMEM_DEFAULT_TIMEOUT_MS;
+	{
+		cpu_set_t set;
+
+		h->single_cpu =
+		    sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+	}
 	if (rdmem_shm_name_norm(name ? name : RDMEM_SHM_DEFAULT_NAME, h->name, sizeof(h->name))) {
 		free(h);
 		return -EINVAL;

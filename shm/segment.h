@@ -61,11 +61,13 @@
 #define RDMEM_SHM_SLOT_HDR     256u
 #define RDMEM_SHM_VALUE_OFF    RDMEM_MAX_KEY /* value area, from the payload start */
 /* Room for blob headers and tables around a max_value reply (MGET, PROFILE). */
-#define RDMEM_SHM_HEADROOM	  (64u << 10)
-#define RDMEM_SHM_MAX_CLIENTS	  1024u
-#define RDMEM_SHM_MAX_SLOTS	  64u /* a client allocates slots from one 64-bit map */
+#define RDMEM_SHM_HEADROOM    (64u << 10)
+#define RDMEM_SHM_MAX_CLIENTS 1024u
+#define RDMEM_SHM_MAX_SLOTS   64u /* a client allocates slots from one 64-bit map */
+/* Defaults: 16 x 32 slots of ~1.07 MiB (1 MiB max value) = ~550 MiB of
+ * /dev/shm, all allocated up front. Size it with the agent's options. */
 #define RDMEM_SHM_DEFAULT_CLIENTS 16u
-#define RDMEM_SHM_DEFAULT_SLOTS	  16u
+#define RDMEM_SHM_DEFAULT_SLOTS	  32u
 /* The agent never trusts a client deadline further out than this. */
 #define RDMEM_SHM_MAX_TIMEOUT_NS (3600ull * 1000000000ull)
 

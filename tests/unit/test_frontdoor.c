@@ -730,6 +730,20 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	CHECK_EQ(rdmem_open(shm_name, &h), -ECONNREFUSED);
 }
 
+static void test_fd_refuses_a_segment_dev_shm_cannot_hold(void)
+{
+	/* 1024 x 64 slots of 64 MiB: far more than any /dev/shm here. */
+	struct rdmem_frontdoor_config cfg = (next_name(), config(1024, 64, 64u << 20));
+	struct rdmem_frontdoor *fd = NULL;
+	int f;
+
+	CHECK_EQ(rdmem_frontdoor_create(&cfg, &fd), -ENOSPC);
+	f = shm_open(shm_name, O_RDONLY, 0);
+	CHECK(f < 0 && errno == ENOENT); /* and nothing is left behind */
+	if (f >= 0)
+		close(f);
+}
+
 static void test_fd_producer_died_mid_publish(void)
 {
 	struct lb *lb = (next_name(), start(2, 4, 4096));
@@ -853,6 +867,7 @@ int main(void)
 	RUN(test_fd_agent_stop_then_restart);
 	RUN(test_fd_agent_killed_zombie_then_restarted_over_its_segment);
 	RUN(test_fd_second_frontdoor_refused_unless_reset);
+	RUN(test_fd_refuses_a_segment_dev_shm_cannot_hold);
 	RUN(test_fd_producer_died_mid_publish);
 	RUN(test_fd_cli_local_ping_and_bench);
 	return check_done();
