@@ -156,7 +156,7 @@ struct rdmem_att {
 	int32_t agent_pid;
 	uint64_t epoch;
 	_Atomic uint64_t busy;		   /* bit s: slot s is used by a call of this process */
-	_Atomic uint64_t next_liveness_ns; /* when to ask kill() about the agent again */
+	_Atomic uint64_t next_liveness_ns; /* when to test the agent process again */
 };
 
 typedef struct rdmem {
@@ -346,7 +346,8 @@ static inline struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err)
 
 /*
  * Is the agent behind a still the one we attached to? Header loads are
- * cheap and run on every check; kill() runs every RDMEM_LIVENESS_NS.
+ * cheap and run on every check; kill() and the lock test run every
+ * RDMEM_LIVENESS_NS.
  */
 static inline int rdmem__att_alive(struct rdmem_att *a, uint64_t now)
 {

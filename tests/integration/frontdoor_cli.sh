@@ -41,7 +41,7 @@ expect() { # expect NAME CONDITION...
 }
 r() { "$rdmem" --shm-name "$name" "$@"; }
 
-"$loop" --shm-name "$name" --clients 8 --slots 32 --max-value 1m >"$tmp/agent.out" 2>"$tmp/agent.err" &
+"$loop" --shm-name "$name" --clients 2 --slots 32 --max-value 1m >"$tmp/agent.out" 2>"$tmp/agent.err" &
 agent=$!
 for _ in $(seq 100); do grep -q ready "$tmp/agent.out" 2>/dev/null && break; sleep 0.05; done
 expect "fd_loopback is ready" grep -q ready "$tmp/agent.out"
