@@ -309,8 +309,9 @@ static struct rdmem_agent_call *rdmem_frontdoor_fill_call(struct rdmem_frontdoor
 	call->key = payload;
 	call->val = payload + RDMEM_SHM_VALUE_OFF;
 	call->start_ns = now;
-	if (!deadline || deadline - now > RDMEM_SHM_MAX_TIMEOUT_NS)
-		deadline = (deadline && deadline < now) ? deadline : now + RDMEM_SHM_MAX_TIMEOUT_NS;
+	/* A past deadline stays (the call expires); none or too far is capped. */
+	if (!deadline || (deadline > now && deadline - now > RDMEM_SHM_MAX_TIMEOUT_NS))
+		deadline = now + RDMEM_SHM_MAX_TIMEOUT_NS;
 	call->deadline_ns = deadline;
 	call->client = (uint16_t)c;
 	call->slot = (uint16_t)s;

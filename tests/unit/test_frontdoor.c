@@ -411,7 +411,7 @@ static int raw_attach(struct raw *r)
 
 /* Writes a request into our own slot s, as libclient would, with any fields. */
 static struct rdmem_shm_slot *raw_submit(struct raw *r, uint32_t s, uint16_t op, uint32_t key_len,
-					 uint32_t val_len, uint8_t path)
+					 uint32_t val_len, uint8_t path, uint64_t deadline)
 {
 	struct rdmem_shm_slot *slot = rdmem_shm_slot_at(r->base, &r->g, r->client, s);
 
@@ -421,7 +421,7 @@ static struct rdmem_shm_slot *raw_submit(struct raw *r, uint32_t s, uint16_t op,
 	slot->req.val_len = val_len;
 	slot->path = path;
 	slot->seq++;
-	slot->deadline_ns = rdmem_now_ns() + 5000000000ull;
+	slot->deadline_ns = deadline ? deadline : rdmem_now_ns() + 5000000000ull;
 	atomic_store(&slot->state, RDMEM_SLOT_SUBMITTED);
 	rdmem_ring_push(&r->ring, (uint16_t)r->client, (uint16_t)s);
 	return slot;
@@ -473,19 +473,19 @@ static void test_fd_hostile_entries_refused_good_client_unharmed(void)
 	CHECK_EQ(stats_of(lb).bad_entries, 5);
 	/* Bad slot contents: answered with a status in our own slot. */
 	bad0 = stats_of(lb).bad_entries;
-	slot = raw_submit(&r, 0, 77, 0, 0, 0);
+	slot = raw_submit(&r, 0, 77, 0, 0, 0, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_BAD_REQUEST);
-	slot = raw_submit(&r, 1, RDMEM_OP_ECHO, RDMEM_MAX_KEY + 1, 0, 0);
+	slot = raw_submit(&r, 1, RDMEM_OP_ECHO, RDMEM_MAX_KEY + 1, 0, 0, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_BAD_REQUEST);
-	slot = raw_submit(&r, 2, RDMEM_OP_ECHO, 0, 4097, 0);
+	slot = raw_submit(&r, 2, RDMEM_OP_ECHO, 0, 4097, 0, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_TOO_BIG);
-	slot = raw_submit(&r, 3, RDMEM_OP_ECHO, 0, 0xffffffffu, 0);
+	slot = raw_submit(&r, 3, RDMEM_OP_ECHO, 0, 0xffffffffu, 0, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_TOO_BIG);
 	atomic_store(&rdmem_shm_slot_at(r.base, &r.g, r.client, 0)->state, RDMEM_SLOT_FREE);
-	slot = raw_submit(&r, 0, RDMEM_OP_PING, 0, 0, RDMEM_PATH__COUNT);
+	slot = raw_submit(&r, 0, RDMEM_OP_PING, 0, 0, RDMEM_PATH__COUNT, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_BAD_REQUEST);
 	atomic_store(&rdmem_shm_slot_at(r.base, &r.g, r.client, 1)->state, RDMEM_SLOT_FREE);
-	slot = raw_submit(&r, 1, RDMEM_OP_RECLAIM, 0, 0, 0);
+	slot = raw_submit(&r, 1, RDMEM_OP_RECLAIM, 0, 0, 0, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_BAD_REQUEST);
 	CHECK_EQ(stats_of(lb).bad_entries - bad0, 6);
 	/* A duplicate entry for a slot that is DONE (not submitted) is refused. */
@@ -495,10 +495,15 @@ static void test_fd_hostile_entries_refused_good_client_unharmed(void)
 	CHECK_EQ(slot->rep.status, RDMEM_S_BAD_REQUEST);
 	/* A good call from the same raw client still works. */
 	atomic_store(&rdmem_shm_slot_at(r.base, &r.g, r.client, 2)->state, RDMEM_SLOT_FREE);
-	slot = raw_submit(&r, 2, RDMEM_OP_PING, 0, 0, RDMEM_PATH_EAGER);
+	slot = raw_submit(&r, 2, RDMEM_OP_PING, 0, 0, RDMEM_PATH_EAGER, 0);
 	CHECK_EQ(raw_wait_done(slot), RDMEM_S_OK);
 	CHECK_EQ(slot->rep.path, RDMEM_PATH_EAGER);
 	CHECK_EQ(slot->rep.seq, slot->seq);
+	/* A deadline already past: answered TIMEOUT at once, never run. */
+	atomic_store(&slot->state, RDMEM_SLOT_FREE);
+	slot = raw_submit(&r, 2, RDMEM_OP_ECHO, 0, 0, 0, 1);
+	CHECK_EQ(raw_wait_done(slot), RDMEM_S_TIMEOUT);
+	CHECK_EQ(stats_of(lb).expired, 1);
 	status = pthread_join(t, NULL);
 	CHECK_EQ(status, 0);
 	CHECK_EQ(good.failures, 0);
