@@ -886,19 +886,25 @@ fail:
 	return rc;
 }
 
+void rdmem_frontdoor_stop(struct rdmem_frontdoor *fd)
+{
+	if (!fd || !fd->started)
+		return;
+	/* Release: pairs with the actor loop's acquire load of stop. */
+	atomic_store_explicit(&fd->stop, 1, memory_order_release);
+	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
+	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+	pthread_join(fd->thread, NULL);
+	fd->started = 0;
+}
+
 void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd)
 {
 	if (!fd)
 		return;
 	/* Release: pairs with the clients' acquire load of state (libclient). */
 	atomic_store_explicit(&fd->hdr->state, RDMEM_SHM_CLOSED, memory_order_release);
-	if (fd->started) {
-		/* Release: pairs with the actor loop's acquire load of stop. */
-		atomic_store_explicit(&fd->stop, 1, memory_order_release);
-		atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
-		rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
-		pthread_join(fd->thread, NULL);
-	}
+	rdmem_frontdoor_stop(fd);
 	rdmem_frontdoor_wake_all(fd->base, &fd->geom);
 	rdmem_frontdoor_unlink_ours(fd);
 	rdmem_frontdoor_free(fd);

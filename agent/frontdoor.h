@@ -50,6 +50,12 @@ typedef void (*rdmem_frontdoor_submit_fn)(void *ctx, struct rdmem_agent_call *ca
 int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out);
 int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx);
 /*
+ * Stops the actor: no call is taken from the ring or handed to submit()
+ * afterwards, while the segment stays up so actors still holding calls can
+ * complete them. The agent's stop order: this, the other actors, destroy.
+ */
+void rdmem_frontdoor_stop(struct rdmem_frontdoor *fd);
+/*
  * Marks the segment CLOSED (attached clients see it at once and their calls
  * fail with -ESHUTDOWN), stops the actor, wakes every waiter, unlinks the
  * name if it is still ours. Stop every actor that may still call
