@@ -24,6 +24,7 @@
 
 #define RDMEM_SESSION_BLOCK_MS	   50
 #define RDMEM_SESSION_EXPIRE_NS	   1000000ull	 /* deadline checks */
+#define RDMEM_SESSION_CHECK_NS	   10000000ull	 /* link check: a syscall, so not every round */
 #define RDMEM_ERROR_COOLDOWN_NS	   5000000000ull /* forget RDMA errors after this */
 #define RDMEM_REDIAL_MIN_NS	   50000000ull
 #define RDMEM_REDIAL_MAX_NS	   2000000000ull
@@ -46,7 +47,7 @@ struct rdmem_agent_session {
 	struct rdmem_path_state pst;
 	struct rdmem_ctrl ctrl;
 	int have_ctrl;
-	uint64_t last_error_ns, expire_at;
+	uint64_t last_error_ns, expire_at, check_at;
 	struct rdmem_agent_counters cnt;
 
 	atomic_int stop;
@@ -422,15 +423,19 @@ static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem
 
 static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 {
+	uint64_t now = rdmem_now_ns();
 	int n, ret;
 
 	if (!s->rdma)
 		return 0;
 	n = rdmem_rdma_progress(s->rdma);
-	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, rdmem_now_ns())) < 0)
+	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, now)) < 0)
 		n = ret;
-	if (n >= 0 && rdmem_fab_check(s->link->conn) < 0)
-		n = -ECONNRESET;
+	if (n >= 0 && now - s->check_at > RDMEM_SESSION_CHECK_NS) {
+		s->check_at = now;
+		if (rdmem_fab_check(s->link->conn) < 0)
+			n = -ECONNRESET;
+	}
 	if (n < 0) {
 		rdmem_agent_session_link_lost(s, n);
 		return 1;
@@ -458,6 +463,8 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		rdmem_err("session actor poll: %s", strerror(errno));
 	if (s->rdma && pfd[1].revents)
 		rdmem_fab_ack(s->link->conn);
+	if (s->rdma && pfd[2].revents)
+		s->check_at = 0; /* look at the link on the next round */
 	rdmem_queue_woke(&s->in);
 }
 
