@@ -44,6 +44,7 @@ struct rdmem_agent_session {
 	struct rdmem_link *link;
 	struct rdmem_rdma *rdma;
 	struct rdmem_agent_call *pending_head, *pending_tail; /* waiting for a link or slots */
+	struct rdmem_agent_call *stats_wait; /* AGENT_STATS waiting for a fresh control page */
 	struct rdmem_path_state pst;
 	struct rdmem_ctrl ctrl;
 	int have_ctrl;
@@ -104,12 +105,15 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
 }
 
+static void rdmem_agent_session_answer_stats(struct rdmem_agent_session *s);
+
 static void rdmem_agent_session_ctrl(void *ctx, const struct rdmem_ctrl *snap)
 {
 	struct rdmem_agent_session *s = ctx;
 
 	s->ctrl = *snap;
 	s->have_ctrl = 1;
+	rdmem_agent_session_answer_stats(s);
 }
 
 static const struct rdmem_rdma_ops rdmem_agent_session_rdma_ops = {
@@ -142,6 +146,7 @@ static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err
 	s->rdma = NULL;
 	s->link = NULL;
 	s->have_ctrl = 0;
+	rdmem_agent_session_answer_stats(s);
 	atomic_store_explicit(&s->cnt.link_up, 0, memory_order_relaxed);
 	/* Pairs with the connector's acquire load of want_link. */
 	atomic_store_explicit(&s->want_link, 1, memory_order_release);
@@ -339,7 +344,8 @@ static void rdmem_agent_session_snapshot(struct rdmem_agent_session *s,
 	snap->ctrl = s->ctrl;
 }
 
-static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+static void rdmem_agent_session_stats_reply(struct rdmem_agent_session *s,
+					    struct rdmem_agent_call *call)
 {
 	struct rdmem_agent_snapshot snap;
 	uint32_t off = rdmem_call_reply_off(call);
@@ -354,6 +360,27 @@ static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdme
 	else
 		rep.val_len = (uint32_t)n;
 	rdmem_agent_session_done(s, call, &rep, RDMEM_PATH_AUTO);
+}
+
+static void rdmem_agent_session_answer_stats(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *call;
+
+	while ((call = s->stats_wait)) {
+		s->stats_wait = call->next;
+		rdmem_agent_session_stats_reply(s, call);
+	}
+}
+
+/* Stats carry the server's control page as it is now, not as last seen. */
+static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	if (!s->rdma || rdmem_rdma_refresh_ctrl(s->rdma) < 0) {
+		rdmem_agent_session_stats_reply(s, call);
+		return;
+	}
+	call->next = s->stats_wait;
+	s->stats_wait = call;
 }
 
 /* Applies one `rdmem agent-ctl CMD ARG`; returns 0 or -EINVAL. */
@@ -570,6 +597,7 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 		s->pending_head = call->next;
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	}
+	rdmem_agent_session_answer_stats(s);
 	rdmem_queue_fini(&s->in);
 	rdmem_queue_fini(&s->connector_bell);
 	free(s);
