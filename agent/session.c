@@ -167,7 +167,11 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 		return;
 	}
 	s->link = l;
-	s->pst.rdma_errors = 0;
+	/* A new link starts clean, but for errors injected at start-up. */
+	s->pst.rdma_errors = s->cfg.sim.rdma_errors;
+	if (s->cfg.sim.rdma_errors)
+		s->last_error_ns = rdmem_now_ns();
+	s->cfg.sim.rdma_errors = 0;
 	atomic_store_explicit(&s->cnt.link_up, 1, memory_order_relaxed);
 	rdmem_agent_count(&s->cnt.link_opens, 1);
 	rdmem_info("rdma: session %u with %s:%u over %s: %u slots x %u B", l->w.session_id,
@@ -410,24 +414,29 @@ static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_c
 	return 0;
 }
 
+/* AGENT_CTL: the key holds "COMMAND ARG", e.g. "simulate-rdma-down on". */
 static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
-	char cmd[64], arg[64];
+	char line[RDMEM_MAX_KEY + 1], *arg;
 	uint16_t st;
 
-	snprintf(cmd, sizeof(cmd), "%.*s", (int)RDMEM_MIN(call->req.key_len, sizeof(cmd) - 1),
-		 (const char *)call->key);
-	snprintf(arg, sizeof(arg), "%.*s", (int)RDMEM_MIN(call->req.val_len, sizeof(arg) - 1),
-		 (const char *)call->val);
-	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, cmd, arg) ? RDMEM_S_BAD_REQUEST
-									   : RDMEM_S_OK;
+	memcpy(line, call->key, call->req.key_len);
+	line[call->req.key_len] = '\0';
+	arg = strchr(line, ' ');
+	if (arg)
+		*arg++ = '\0';
+	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
+		     ? RDMEM_S_BAD_REQUEST
+		     : RDMEM_S_OK;
 	if (st == RDMEM_S_OK) {
-		rdmem_info("agent-ctl: %s %s", cmd, arg);
+		rdmem_info("agent-ctl: %s %s", line, arg ? arg : "");
 		/* A one-shot error burst lands in the count the selector reads. */
 		s->pst.rdma_errors += s->cfg.sim.rdma_errors;
 		if (s->cfg.sim.rdma_errors)
 			s->last_error_ns = rdmem_now_ns();
 		s->cfg.sim.rdma_errors = 0;
+	} else {
+		rdmem_warn("agent-ctl: refused '%s'", line);
 	}
 	rdmem_agent_session_fail(s, call, st);
 }
