@@ -82,6 +82,18 @@ static inline int e2e_agent(struct e2e *e, ...)
 	return ret;
 }
 
+/* Another agent (its own session with the server) on its own segment. */
+static inline int e2e_second_agent(struct e2e *e, struct proc *p, const char *shm, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, shm);
+	ret = e2e_agent_named(e, p, "agent2", shm, ap);
+	va_end(ap);
+	return ret;
+}
+
 static inline int e2e_init(struct e2e *e, const char *fabric)
 {
 	memset(e, 0, sizeof(*e));
