@@ -19,6 +19,7 @@ struct e2e {
 	char shm[64];
 	char fabric[16];
 	char image_dir[128];
+	char clients[8], slots[8]; /* front-door geometry: the segment is all RAM */
 	char bin[3][512];
 	rdmem_t *h;
 };
@@ -49,7 +50,7 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 {
 	char port[16];
 	const char *argv[40] = { e->bin[1], "-s", "127.0.0.1", "-p", port, "--fabric", e->fabric,
-				 "--shm-name", shm, "--clients", "48", "--slots", "32" };
+				 "--shm-name", shm, "--clients", e->clients, "--slots", e->slots };
 	int n = 13;
 
 	snprintf(e->bin[1], sizeof(e->bin[1]), "%s/rdmem-agent", proc_bin());
@@ -100,6 +101,8 @@ static inline int e2e_init(struct e2e *e, const char *fabric)
 	e->port = proc_free_port_pair();
 	snprintf(e->shm, sizeof(e->shm), "/rdmem-e2e-%d", (int)getpid());
 	snprintf(e->fabric, sizeof(e->fabric), "%s", fabric);
+	snprintf(e->clients, sizeof(e->clients), "4");
+	snprintf(e->slots, sizeof(e->slots), "32");
 	snprintf(e->image_dir, sizeof(e->image_dir), "/tmp/rdmem-e2e-img-%d", (int)getpid());
 	mkdir(e->image_dir, 0755);
 	return e->port ? 0 : -1;
@@ -119,6 +122,10 @@ static inline void e2e_fini(struct e2e *e)
 
 	e2e_stop_agent(e);
 	proc_stop(&e->server, SIGTERM, 5000);
+	/* Agents killed with -9 leave their segments; each holds real memory. */
+	shm_unlink(e->shm);
+	snprintf(cmd, sizeof(cmd), "%s-b", e->shm);
+	shm_unlink(cmd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->image_dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "  could not remove %s\n", e->image_dir);

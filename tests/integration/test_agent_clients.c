@@ -206,7 +206,11 @@ static void test_two_agents(void)
 int main(void)
 {
 	rdmem_log_init("test_agent_clients", 0);
-	if (e2e_init(&e, "shm") < 0 || e2e_server(&e, "shm", NULL) < 0 || e2e_agent(&e, NULL)) {
+	if (e2e_init(&e, "shm") == 0) {
+		snprintf(e.clients, sizeof(e.clients), "40");
+		snprintf(e.slots, sizeof(e.slots), "4");
+	}
+	if (e.port == 0 || e2e_server(&e, "shm", NULL) < 0 || e2e_agent(&e, NULL)) {
 		printf("not ok - start server and agent\n");
 		e2e_fini(&e);
 		return 1;
