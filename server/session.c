@@ -478,6 +478,9 @@ static int rdmem_session_step(struct rdmem_session *s, struct rdmem_idle *idle)
 		return got;
 	if ((served = rdmem_session_serve_batch(s)) < 0)
 		return served;
+	/* The agent's path selector and stats read it: keep it current. */
+	if (served)
+		rdmem_session_publish_ctrl(s, rdmem_now_ns());
 	if (rdmem_session_housekeeping(s) < 0)
 		return -ECONNRESET;
 	if (got || served || s->ready_count) {
