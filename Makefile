@@ -72,6 +72,9 @@ unit: all
 test-rxe: $(TOOLS)
 	scripts/test-rxe.sh -b $(B)
 
+demo:
+	scripts/demo.sh
+
 asan:
 	$(MAKE) B=build/asan CC=clang OPT=-O1 \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
