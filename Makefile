@@ -28,7 +28,9 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan format format-check clean demo test-rxe
+.PHONY: all test unit bench asan tsan format format-check clean demo
+# Keep objects: they are not throw-away intermediates.
+.SECONDARY: test-rxe
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
 
 $(B)/obj/%.o: %.c

@@ -11,7 +11,6 @@
 
 #define RDMEM_RDMA_CTRL_NS	  10000000ull /* read the control page at least this often */
 #define RDMEM_RDMA_CTRL_CALLS	  64	      /* ... and every this many calls */
-#define RDMEM_RDMA_RECV_BATCH	  32
 #define RDMEM_RDMA_RECLAIM_QUEUE  1024
 #define RDMEM_RDMA_POST_RETRIES	  1000
 
@@ -470,7 +469,8 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
 	for (i = 0; i < n; i++)
 		if ((ret = rdmem_rdma_completion(r, &wc[i])) < 0)
 			return ret;
-	if (r->recv_owed >= RDMEM_RDMA_RECV_BATCH) {
+	/* Batched: the link posted slots + batch, so a reply always finds one. */
+	if (r->recv_owed >= RDMEM_LINK_RECV_BATCH) {
 		if ((ret = rdmem_fab_post_recv(r->l->conn, (int)r->recv_owed)) < 0)
 			return ret;
 		r->recv_owed = 0;

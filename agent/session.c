@@ -57,11 +57,31 @@ struct rdmem_agent_session {
 
 /* ---- completing calls ------------------------------------------------------ */
 
+static int rdmem_agent_session_auto(const struct rdmem_agent_session *s,
+				    const struct rdmem_agent_call *call);
+
+/* Ops that only read: a retry elsewhere cannot change the server's state twice. */
+static int rdmem_agent_read_only(uint16_t op)
+{
+	return op == RDMEM_OP_KV_GET || op == RDMEM_OP_KV_MGET || op == RDMEM_OP_PROFILE ||
+	       op == RDMEM_OP_LARGE_GET || op == RDMEM_OP_ECHO || op == RDMEM_OP_PING;
+}
+
 static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,
 				     const struct rdmem_agent_reply *rep, uint8_t path)
 {
 	struct rdmem_agent_session *s = ctx;
 
+	/* The server had no room to place the reply (object pool full): AUTO
+	 * takes the TCP path instead of surfacing the pressure. */
+	if (rep->status == RDMEM_S_BUSY && path != RDMEM_PATH_TCP && !call->tries &&
+	    rdmem_agent_session_auto(s, call) && rdmem_agent_read_only(call->req.op)) {
+		rdmem_agent_count(&s->cnt.fallbacks, 1);
+		call->path = RDMEM_PATH_TCP;
+		call->tries++;
+		rdmem_tcp_actor_submit(s->tcp, call);
+		return;
+	}
 	call->path = path;
 	rdmem_agent_count_done(&s->cnt, path, rep->status);
 	rdmem_frontdoor_complete(s->fd, call, rep);

@@ -34,7 +34,7 @@ static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config 
 {
 	/* Up to three WRs per reply (payload, descriptor, state) in flight per slot. */
 	struct rdmem_fab_attr a = { .max_send_wr = 3 * cfg->ring_slots + 64,
-				    .max_recv_wr = cfg->ring_slots,
+				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,
 				    .max_inline = 64,
 				    .signal_every = 64 };
 

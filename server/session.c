@@ -24,7 +24,6 @@
 #include "rdmem/util.h"
 #include "server/objpool.h"
 
-#define RDMEM_SESSION_RECV_BATCH 32
 #define RDMEM_SESSION_CTRL_NS	 1000000ull   /* control page refresh */
 #define RDMEM_SESSION_SCAN_NS	 100000000ull /* object TTL scan */
 #define RDMEM_SESSION_CHECK_NS	 10000000ull  /* connection check; a syscall, so not every round */
@@ -451,6 +450,8 @@ static int rdmem_session_serve_batch(struct rdmem_session *s)
 			return ret;
 		done++;
 	}
+	/* Batched: slots + batch were posted, so even with a batch owed there is
+	 * a receive for every request the agent can have in flight. */
 	if (s->recv_owed >= RDMEM_SESSION_RECV_BATCH) {
 		if ((ret = rdmem_fab_post_recv(s->conn, (int)s->recv_owed)) < 0)
 			return ret;
@@ -562,9 +563,9 @@ static int rdmem_session_setup(struct rdmem_session *s, const struct rdmem_xchg_
 	s->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (!s->ready || s->stop_efd < 0)
 		return -ENOMEM;
-	/* One receive per slot: at most one request per slot is ever in flight,
-	 * so immediates never find the receive queue empty. */
-	if ((ret = rdmem_fab_post_recv(s->conn, (int)s->slots)) < 0)
+	/* One receive per slot (at most one request per slot is in flight)
+	 * plus the batch that may be owed: immediates never find none posted. */
+	if ((ret = rdmem_fab_post_recv(s->conn, (int)(s->slots + RDMEM_SESSION_RECV_BATCH))) < 0)
 		return ret;
 	rdmem_session_publish_ctrl(s, rdmem_now_ns());
 	if ((ret = rdmem_session_accept(s, hello)) < 0)

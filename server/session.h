@@ -28,6 +28,9 @@ struct rdmem_rdma_config {
 
 struct rdmem_session;
 
+/* Receives reposted at a time; a session keeps ring_slots + this many posted. */
+#define RDMEM_SESSION_RECV_BATCH 32
+
 /*
  * Builds the session for a connect request whose private data was hello:
  * allocates and registers its regions, accepts, and starts its worker.
