@@ -61,6 +61,9 @@ $(B)/tests/%: $(B)/obj/tests/tools/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
+# The scenario driver's zipfian generator needs libm.
+$(B)/tests/rdmem_scenarios: LDLIBS += -lm
+
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh))
