@@ -11,6 +11,7 @@
 CODE is the HTTP status, or "closed" when the server closed without an answer.
 """
 import re
+import signal
 import socket
 import sys
 import time
@@ -144,6 +145,8 @@ def cmd_value(path, name, labels=""):
 
 
 def main(argv):
+    # `probe ... | head -1` closes the pipe early: die quietly like a shell tool.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     cmds = {"get": cmd_get, "raw": cmd_raw, "big": cmd_big, "idle": cmd_idle,
             "format": cmd_format, "value": cmd_value}
     if len(argv) < 2 or argv[1] not in cmds:
