@@ -7,7 +7,7 @@ OPT	?= -O2
 CFLAGS	?= $(OPT) -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
 CPPFLAGS += -Iinclude -I. -Itests
-LDLIBS	+= -lrdmacm -libverbs -luring -lrt -pthread
+LDLIBS	+= -lrdmacm -libverbs -luring -lsodium -lrt -pthread
 
 FABRIC_SRCS := $(wildcard fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))

@@ -33,6 +33,7 @@ static const char usage_text[] =
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
     "      --busy-poll          session workers never sleep (dedicated cores)\n"
+    "      --secret-file PATH   peers must prove this shared secret (mode 0600 file)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
@@ -59,7 +60,8 @@ enum {
 	OPT_MAX_SESSIONS,
 	OPT_BUSY_POLL,
 	OPT_METRICS_PORT,
-	OPT_METRICS_BIND
+	OPT_METRICS_BIND,
+	OPT_SECRET_FILE
 };
 
 static const struct option long_opts[] = {
@@ -83,6 +85,7 @@ static const struct option long_opts[] = {
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
 	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
+	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -214,6 +217,9 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			break;
 		case OPT_BUSY_POLL:
 			cfg->rdma.busy_poll = 1;
+			break;
+		case OPT_SECRET_FILE:
+			cfg->secret_file = optarg;
 			break;
 		case OPT_MAX_VALUE:
 			cfg->svc.max_value = (uint32_t)parse_bytes(

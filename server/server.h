@@ -24,6 +24,7 @@ struct rdmem_server_config {
 	struct rdmem_service_config svc;
 	uint16_t metrics_port;	  /* 0: no /metrics endpoint */
 	const char *metrics_bind; /* NULL: loopback */
+	const char *secret_file; /* --secret-file: peers must prove it */
 };
 
 struct rdmem_server {
@@ -32,6 +33,7 @@ struct rdmem_server {
 	struct rdmem_tcp_server *tcp;
 	struct rdmem_listener_thread *rdma;
 	struct rdmem_metrics_http *metrics;
+	struct rdmem_auth *auth;
 	int sigfd; /* SIGINT/SIGTERM, blocked and read here: no work in handlers */
 };
 
