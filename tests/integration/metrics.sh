@@ -20,7 +20,7 @@ tmp=$(mktemp -d /tmp/rdmem-metrics-test.XXXXXX)
 shm=/rdmem-metrics-$$
 idle=
 cleanup() {
-	[ -n "$idle" ] && kill "$idle" 2>/dev/null
+	if [ -n "$idle" ]; then kill "$idle" 2>/dev/null || true; fi
 	ls_stop
 	rm -rf "$tmp"
 }

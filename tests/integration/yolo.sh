@@ -24,7 +24,10 @@ fi
 tmp=$(mktemp -d /tmp/rdmem-yolo-test.XXXXXX)
 viewer=
 cleanup() {
-	[ -n "$viewer" ] && kill "$viewer" 2>/dev/null && wait "$viewer" 2>/dev/null
+	if [ -n "$viewer" ]; then
+		kill "$viewer" 2>/dev/null || true
+		wait "$viewer" 2>/dev/null || true
+	fi
 	ls_stop
 	rm -rf "$tmp"
 }
