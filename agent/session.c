@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "agent/link.h"
+#include "agent/metrics.h"
 #include "agent/queue.h"
 #include "agent/rdma.h"
 #include "agent/stats.h"
@@ -50,6 +51,8 @@ struct rdmem_agent_session {
 	int have_ctrl;
 	uint64_t last_error_ns, expire_at, check_at;
 	struct rdmem_agent_counters cnt;
+	struct rdmem_call_metrics cm; /* per op and path, for /metrics */
+	struct rdmem_agent_gauges gauges;
 
 	atomic_int stop;
 	pthread_t thread;
@@ -84,6 +87,7 @@ static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,
 	}
 	call->path = path;
 	rdmem_agent_count_done(&s->cnt, path, rep->status);
+	rdmem_call_metrics_done(&s->cm, call, path, rep->status);
 	rdmem_frontdoor_complete(s->fd, call, rep);
 }
 
@@ -540,6 +544,17 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 	rdmem_queue_woke(&s->in);
 }
 
+/* RDMA state is the actor's own: other threads see it through these gauges. */
+static void rdmem_agent_session_publish(struct rdmem_agent_session *s)
+{
+	struct rdmem_rdma_stats st;
+
+	if (s->rdma)
+		rdmem_rdma_get_stats(s->rdma, &st);
+	rdmem_agent_gauges_publish(&s->gauges, s->rdma ? &st : NULL, s->have_ctrl ? &s->ctrl : NULL,
+				   s->pst.rdma_errors);
+}
+
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 {
 	struct rdmem_agent_call *call;
@@ -553,6 +568,8 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
 	rdmem_agent_session_expire(s, rdmem_now_ns());
+	if (work)
+		rdmem_agent_session_publish(s);
 	return work;
 }
 
@@ -580,6 +597,14 @@ void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 
 	if (rdmem_queue_push(&s->in, call) < 0)
 		rdmem_err("session queue sized wrong: call dropped");
+}
+
+void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
+				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges)
+{
+	*cnt = &s->cnt;
+	*calls = &s->cm;
+	*gauges = &s->gauges;
 }
 
 int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,

@@ -11,6 +11,7 @@
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
+#include "fabric/metrics_http.h"
 #include "server/server.h"
 
 #define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
@@ -36,6 +37,8 @@ static const char usage_text[] =
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
+    "      --metrics-port N     serve Prometheus /metrics on port N (default off)\n"
+    "      --metrics-bind ADDR  address of /metrics (default 127.0.0.1)\n"
     "      --verbose            debug logging\n"
     "  -h, --help               this text\n";
 
@@ -56,6 +59,8 @@ enum {
 	OPT_OBJECT_TTL,
 	OPT_MAX_SESSIONS,
 	OPT_BUSY_POLL,
+	OPT_METRICS_PORT,
+	OPT_METRICS_BIND,
 	OPT_SECRET_FILE
 };
 
@@ -78,6 +83,8 @@ static const struct option long_opts[] = {
 	{ "object-ttl", required_argument, NULL, OPT_OBJECT_TTL },
 	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
+	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
+	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -227,6 +234,15 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			break;
 		case OPT_VERBOSE:
 			*verbose = 1;
+			break;
+		case OPT_METRICS_PORT:
+			cfg->metrics_port = (uint16_t)parse_num(optarg, 1, 65535, "--metrics-port");
+			break;
+		case OPT_METRICS_BIND:
+			if (rdmem_metrics_bind_ok(optarg) < 0)
+				die_usage("--metrics-bind needs a numeric IPv4 or IPv6 address, "
+					  "not '%s'", optarg);
+			cfg->metrics_bind = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);

@@ -59,6 +59,7 @@ struct rdmem_session {
 	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
+	int64_t pool_told[3]; /* used, size, live as last added to the service's sums */
 
 	pthread_t thread;
 	int accepted, started;
@@ -375,6 +376,20 @@ static int rdmem_session_reap(struct rdmem_session *s)
 	return n;
 }
 
+/* The service sums every session's pool for /metrics: it gets the changes. */
+static void rdmem_session_tell_pool(struct rdmem_session *s, int64_t used, int64_t size,
+				    int64_t live)
+{
+	int64_t *t = s->pool_told;
+
+	if (used == t[0] && size == t[1] && live == t[2])
+		return;
+	rdmem_service_pool_delta(s->svc, used - t[0], size - t[1], live - t[2]);
+	t[0] = used;
+	t[1] = size;
+	t[2] = live;
+}
+
 static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 {
 	struct rdmem_ctrl *c = s->ctrl;
@@ -411,6 +426,7 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	c->seq_end = ++s->ctrl_seq;
 	c->seq_begin = s->ctrl_seq;
 	s->ctrl_at = now;
+	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->pool.area_bytes, p->live);
 }
 
 static int rdmem_session_housekeeping(struct rdmem_session *s)
@@ -631,5 +647,6 @@ void rdmem_session_close(struct rdmem_session *s)
 		pthread_join(s->thread, NULL);
 		rdmem_service_session_delta(s->svc, -1);
 	}
+	rdmem_session_tell_pool(s, 0, 0, 0);
 	rdmem_session_free(s, 1);
 }
