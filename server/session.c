@@ -374,6 +374,15 @@ static int rdmem_session_reap(struct rdmem_session *s)
 		}
 		rdmem_session_ready_push(s, wc[i].imm);
 	}
+	/* Batched, and here (every path that reaps): slots + batch were posted,
+	 * so with at most a batch owed a receive waits for every request. */
+	if (s->recv_owed >= RDMEM_SESSION_RECV_BATCH) {
+		int ret = rdmem_fab_post_recv(s->conn, (int)s->recv_owed);
+
+		if (ret < 0)
+			return ret;
+		s->recv_owed = 0;
+	}
 	return n;
 }
 
@@ -479,13 +488,6 @@ int rdmem_session_poll(struct rdmem_session *s, uint32_t budget)
 		if ((ret = rdmem_session_serve(s, slot)) < 0)
 			return ret;
 		done++;
-	}
-	/* Batched: slots + batch were posted, so even with a batch owed there is
-	 * a receive for every request the agent can have in flight. */
-	if (s->recv_owed >= RDMEM_SESSION_RECV_BATCH) {
-		if ((ret = rdmem_fab_post_recv(s->conn, (int)s->recv_owed)) < 0)
-			return ret;
-		s->recv_owed = 0;
 	}
 	/* The agent's path selector and stats read it: keep it current. */
 	if (done)

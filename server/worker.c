@@ -38,7 +38,7 @@ struct rdmem_worker {
 	struct rdmem_session **sess;
 	uint32_t nsess, cap;
 	uint32_t active, busy_groups;
-	uint64_t slice_end, published_at;
+	uint64_t slice_start, slice_end, published_at;
 	atomic_uint load;	  /* sessions owned or handed over: placement, admission */
 	atomic_uint groups;	  /* groups now (1 when grouping is off) */
 	atomic_uint active_group; /* the group being served */
@@ -179,6 +179,7 @@ static void rdmem_worker_switch(struct rdmem_worker *w, uint64_t now)
 	if (next != w->active)
 		atomic_fetch_add_explicit(&w->slices, 1, memory_order_relaxed);
 	w->active = next % n;
+	w->slice_start = now;
 	w->slice_end = now + (uint64_t)w->ws->cfg->slice_us * 1000;
 	for (i = 0; i < w->nsess; i++)
 		rdmem_session_set_group(w->sess[i], i / w->ws->cfg->group_size, w->active);
@@ -186,13 +187,18 @@ static void rdmem_worker_switch(struct rdmem_worker *w, uint64_t now)
 	atomic_store_explicit(&w->active_group, w->active, memory_order_relaxed);
 }
 
-/* In the last quarter of a slice, replies tell agents how long to hold off. */
+/*
+ * In the last quarter of a slice, replies tell agents how long to hold off:
+ * until half a slice before their group's next turn, so their requests are
+ * already in the ring when it starts (ScaleRPC's warm-up).
+ */
 static void rdmem_worker_maybe_yield(struct rdmem_worker *w, uint64_t now)
 {
-	uint64_t slice_ns = (uint64_t)w->ws->cfg->slice_us * 1000;
+	uint32_t slice = w->ws->cfg->slice_us;
+	uint64_t slice_ns = (uint64_t)slice * 1000;
 
 	if (w->busy_groups > 1 && now + slice_ns / 4 >= w->slice_end)
-		rdmem_worker_mark_group(w, w->active, w->ws->cfg->slice_us * (w->busy_groups - 1));
+		rdmem_worker_mark_group(w, w->active, slice * (w->busy_groups - 1) - slice / 2);
 }
 
 /* ---- serving -------------------------------------------------------------------- */
@@ -230,8 +236,9 @@ static uint32_t rdmem_worker_round(struct rdmem_worker *w)
 	rdmem_worker_maybe_yield(w, now);
 	rdmem_worker_group_range(w, w->active, &first, &end);
 	work = rdmem_worker_serve(w, first, end);
-	/* The active group ran dry: hand the rest of its slice to a busy one. */
-	if (!work)
+	/* The active group ran dry (after a grace for requests still on the way
+	 * at the start of its turn): hand the rest of its slice to a busy one. */
+	if (!work && now > w->slice_start + (uint64_t)w->ws->cfg->slice_us * 200)
 		w->slice_end = now;
 	return work;
 }
