@@ -1,0 +1,135 @@
+# callgrind.sh - instructions per GET through each system's whole stack
+# (client, rdmem-agent, server), sourced by scripts/bench.sh.
+#
+# Every process of a system runs under valgrind --tool=callgrind. The client
+# runs twice, with A and A + CG_CALLS GETs (same warm-up); around each client
+# run the servers' counters are zeroed (callgrind_control -z) and dumped (-d).
+# Per process, (Ir[A + CG_CALLS] - Ir[A]) / CG_CALLS is the cost of one GET:
+# start-up, connection set-up, preload and teardown cancel out. Instruction
+# counts do not depend on the machine's load, so the figure is comparable run
+# to run. Writes $OUT/callgrind.json.
+# Needs: OUT, LOGS, CG_CALLS, CPU_*, ACTIVE; procs.sh, systems.sh.
+
+CG_BASE=200	 # GETs of the shorter client run
+CG_WARMUP=100	 # the same warm-up in both client runs
+CG_TIMEOUT=900	 # one client run under valgrind
+
+# Sets VG to the valgrind command line writing to file $1.
+cg_vg() {
+	VG=(valgrind --tool=callgrind --separate-threads=no --callgrind-out-file="$1")
+}
+
+# Instructions in a callgrind output file (its "totals:" or "summary:" line).
+cg_total() {
+	awk '/^(totals|summary):/ { print $2; exit }' "$1"
+}
+
+# Zeroes (-z) or dumps (-d) the counters of a process under callgrind.
+cg_control() {
+	callgrind_control "$1" "$2" >>"$LOGS/callgrind-control.log" 2>&1 ||
+		die "callgrind_control $1 $2 failed (see $LOGS/callgrind-control.log)"
+}
+
+# The newest dump of the process whose output file is $1.
+cg_last_dump() {
+	local f
+	f=$(ls -v "$1".* 2>/dev/null | tail -n 1)
+	[ -n "$f" ] || die "no callgrind dump for $1"
+	cg_total "$f"
+}
+
+# Starts the servers of one system under callgrind; sets CG_PROCS (name=outfile ...).
+cg_start() {
+	local sys=$1 d=$OUT/callgrind
+	CG_PROCS=()
+	case "$sys" in
+	grpc)
+		cg_vg "$d/grpc-server.cg"
+		start_proc cg-grpc "$CPU_SERVER" "log:listening on" 180 \
+			"${VG[@]}" "$TOOLS/grpc_server" --bind 127.0.0.1 --port 0
+		GRPC_PORT=$(awk '/listening on/ { print $3; exit }' "$LOGS/cg-grpc.log")
+		CG_PROCS=("server=cg-grpc=$d/grpc-server.cg")
+		;;
+	redis)
+		REDIS_PORT=$(free_port) || die "no free port"
+		cg_vg "$d/redis-server.cg"
+		start_proc cg-redis "$CPU_SERVER" "log:Ready to accept connections" 180 \
+			"${VG[@]}" "$(command -v redis-server)" --port "$REDIS_PORT" \
+			--bind 127.0.0.1 --save "" --appendonly no --dir "$LOGS/redis" --maxmemory 1gb
+		CG_PROCS=("server=cg-redis=$d/redis-server.cg")
+		;;
+	rdmem-shm | rdmem-tcp)
+		local force=() shm=$SHM_SHM
+		[ "$sys" = rdmem-tcp ] && force=(--force-path tcp) shm=$SHM_TCP
+		RDMEM_PORT=$(free_port pair) || die "no free port pair"
+		cg_vg "$d/$sys-server.cg"
+		start_proc cg-rdmem-server "$CPU_SERVER" "log:listening|ready" 180 \
+			"${VG[@]}" "$BIN/rdmem-server" -b 127.0.0.1 \
+			-p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1))
+		SHM_NAMES+=("$shm")
+		cg_vg "$d/$sys-agent.cg"
+		start_proc agent-cg "$CPU_AGENT" "log:ready:" 180 \
+			"${VG[@]}" "$BIN/rdmem-agent" -s 127.0.0.1 -p "$RDMEM_PORT" \
+			--fabric shm "${force[@]}" --shm-name "$shm"
+		CG_PROCS=("server=cg-rdmem-server=$d/$sys-server.cg" "agent=agent-cg=$d/$sys-agent.cg")
+		;;
+	esac
+}
+
+# One client run of n GETs under callgrind; prints "client_ir server_ir [agent_ir]"
+# in CG_PROCS order.
+cg_client_run() {
+	local sys=$1 n=$2 p role name file out=$OUT/callgrind/$sys-client-$2.cg
+	for p in "${CG_PROCS[@]}"; do
+		IFS== read -r role name file <<<"$p"
+		cg_control -z "${PIDS[$name]}"
+	done
+	client_cmd "$sys" get 32 1 "$n"
+	[[ $sys == grpc || $sys == redis ]] && CMD+=(--warmup "$CG_WARMUP")
+	cg_vg "$out"
+	timeout -k 5 "$CG_TIMEOUT" taskset -c "$CPU_CLIENT" "${VG[@]}" "${CMD[@]}" \
+		>>"$LOGS/callgrind-clients.log" 2>&1 ||
+		die "$sys client under callgrind failed (see $LOGS/callgrind-clients.log)"
+	printf 'client=%s' "$(cg_total "$out")"
+	for p in "${CG_PROCS[@]}"; do
+		IFS== read -r role name file <<<"$p"
+		cg_control -d "${PIDS[$name]}"
+		printf ' %s=%s' "$role" "$(cg_last_dump "$file")"
+	done
+	echo
+}
+
+callgrind_system() {
+	local sys=$1 a b
+	log "callgrind: $sys, $CG_CALLS GETs per process"
+	cg_start "$sys"
+	# Warm the servers up natively-timed but counted nowhere (counters are zeroed next).
+	client_cmd "$sys" get 32 1 500
+	timeout -k 5 "$CG_TIMEOUT" taskset -c "$CPU_CLIENT" "${CMD[@]}" >/dev/null 2>>"$LOGS/callgrind-clients.log" ||
+		die "$sys warm-up under callgrind failed"
+	a=$(cg_client_run "$sys" "$CG_BASE")
+	b=$(cg_client_run "$sys" $((CG_BASE + CG_CALLS)))
+	python3 - "$sys" "$CG_CALLS" "$a" "$b" >>"$OUT/callgrind.jsonl" <<'EOF'
+import json, sys
+sys_, calls, a, b = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+a = dict(x.split("=") for x in a); b = dict(x.split("=") for x in b)
+for role in a:
+    print(json.dumps({"system": sys_, "process": role, "calls": calls,
+                      "ir_a": int(a[role]), "ir_b": int(b[role]),
+                      "ir_per_call": (int(b[role]) - int(a[role])) / calls}))
+EOF
+	stop_all
+}
+
+callgrind_all() {
+	local sys
+	command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+		{ skip callgrind "valgrind is not installed (apt-get install valgrind)"; return 0; }
+	mkdir -p "$OUT/callgrind"
+	: >"$OUT/callgrind.jsonl"
+	for sys in "${ACTIVE[@]}"; do
+		case "$sys" in grpc | redis | rdmem-shm | rdmem-tcp) callgrind_system "$sys" ;; esac
+	done
+	python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1]) if l.strip()], indent=1))' \
+		"$OUT/callgrind.jsonl" >"$OUT/callgrind.json"
+}

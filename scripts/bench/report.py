@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""report.py - turns a scripts/bench.sh run into its results.
+
+  report.py OUT_DIR [--chart=0|1]
+
+Reads OUT_DIR/raw.jsonl (one line per client run: harness fields + the
+client's record), meta.json, skipped.txt, failed.txt and callgrind.json, and
+writes summary.json (medians and spread per system/op/size/window),
+results.md (tables with ratios to gRPC and Redis, the targets) and chart.png
+(gnuplot). Nothing is computed anywhere else: every figure comes from raw.jsonl.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+METRICS = ("avg_us", "p50_us", "p99_us", "p999_us", "qps")
+SYSTEMS = ("rdmem-shm", "rdmem-tcp", "grpc", "redis")
+NAMES = {
+    "rdmem-shm": "RDMemRPC shm fabric",
+    "rdmem-tcp": "RDMemRPC TCP path",
+    "grpc": "gRPC C++",
+    "redis": "Redis 7",
+    "frontdoor": "RDMemRPC front door (local-ping)",
+    "uds": "Unix socket echo",
+}
+OPS = (("get", 32), ("put", 32), ("large-get", 65536), ("large-get", 1048576), ("bigput", 16384))
+
+
+def size_label(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d %s" % (n // div, unit)
+    return "%d B" % n
+
+
+def op_label(op, size):
+    return "%s %s" % (op.upper().replace("-", "_"), size_label(size))
+
+
+def load(out):
+    runs = []
+    with open(os.path.join(out, "raw.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                runs.append(json.loads(line))
+    return runs
+
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [l.rstrip("\n") for l in f if l.strip()]
+
+
+def aggregate(runs):
+    """Median, min and max of every metric over the good rounds of a cell."""
+    cells = {}
+    for r in runs:
+        rec = r["record"]
+        good = r["rc"] == 0 and rec.get("failures", 1) == 0 and rec.get("n") == r["req_n"]
+        key = (r["bench_system"], r["op"], r["size"], r["window"])
+        c = cells.setdefault(key, {"rounds": 0, "bad_rounds": 0, "values": {m: [] for m in METRICS}})
+        if not good:
+            c["bad_rounds"] += 1
+            continue
+        c["rounds"] += 1
+        for m in METRICS:
+            if isinstance(rec.get(m), (int, float)):
+                c["values"][m].append(float(rec[m]))
+    summary = []
+    for (sys_, op, size, w), c in sorted(cells.items()):
+        row = {"system": sys_, "op": op, "size": size, "window": w,
+               "rounds": c["rounds"], "bad_rounds": c["bad_rounds"]}
+        for m, vals in c["values"].items():
+            if vals:
+                row[m] = statistics.median(vals)
+                row[m + "_min"] = min(vals)
+                row[m + "_max"] = max(vals)
+        summary.append(row)
+    return summary
+
+
+def cell(summary, system, op, size, window):
+    for r in summary:
+        if (r["system"], r["op"], r["size"], r["window"]) == (system, op, size, window):
+            return r
+    return None
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "–"
+    if v >= 100000:
+        return "{:,.0f}".format(v)
+    if v >= 100:
+        return "%.0f" % v
+    return "%.*f" % (digits, v)
+
+
+def ratio(a, b):
+    """a / b as '12.3×', or '–' when either is missing."""
+    if a is None or b is None or b == 0:
+        return "–"
+    return "%.2f×" % (a / b)
+
+
+def spread(r, m):
+    if r is None or m not in r:
+        return "–"
+    return "%s (%s–%s)" % (fmt(r[m]), fmt(r[m + "_min"]), fmt(r[m + "_max"]))
+
+
+def latency_table(summary):
+    out = ["| op | system | avg | p50 (min–max) | p99 | p99.9 | gRPC p50 ÷ this | Redis p50 ÷ this |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for op, size in OPS:
+        g = cell(summary, "grpc", op, size, 1)
+        rd = cell(summary, "redis", op, size, 1)
+        for s in SYSTEMS:
+            r = cell(summary, s, op, size, 1)
+            if r is None or "p50_us" not in r:
+                continue
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                op_label(op, size), NAMES[s], fmt(r.get("avg_us")), spread(r, "p50_us"),
+                fmt(r.get("p99_us")), fmt(r.get("p999_us")),
+                ratio(g and g.get("p50_us"), r["p50_us"]),
+                ratio(rd and rd.get("p50_us"), r["p50_us"])))
+    return out
+
+
+def qps_table(summary):
+    out = ["| op | system | QPS (min–max) | p50 µs | MB/s | this ÷ gRPC | this ÷ Redis |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for op, size in OPS:
+        g = cell(summary, "grpc", op, size, 32)
+        rd = cell(summary, "redis", op, size, 32)
+        for s in SYSTEMS:
+            r = cell(summary, s, op, size, 32)
+            if r is None or "qps" not in r:
+                continue
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                op_label(op, size), NAMES[s], spread(r, "qps"), fmt(r.get("p50_us")),
+                fmt(r["qps"] * size / 1e6), ratio(r["qps"], g and g.get("qps")),
+                ratio(r["qps"], rd and rd.get("qps"))))
+    return out
+
+
+def frontdoor_table(summary):
+    fd = cell(summary, "frontdoor", "local-ping", 32, 1)
+    ud = cell(summary, "uds", "local-ping", 32, 1)
+    if not fd and not ud:
+        return []
+    out = ["| round trip, 32 B, window 1 | avg | p50 (min–max) | p99 | p99.9 |",
+           "|---|---:|---:|---:|---:|"]
+    for name, r in (("frontdoor", fd), ("uds", ud)):
+        if r:
+            out.append("| %s | %s | %s | %s | %s |" % (NAMES[name], fmt(r.get("avg_us")),
+                                                      spread(r, "p50_us"), fmt(r.get("p99_us")),
+                                                      fmt(r.get("p999_us"))))
+    return out
+
+
+def get(summary, system, op, size, window, m):
+    r = cell(summary, system, op, size, window)
+    return r.get(m) if r else None
+
+
+def target(name, have, need, ok_when_le, unit, detail=""):
+    """One target row; have/need are the compared figures."""
+    if have is None or need is None:
+        return {"target": name, "measured": "not measured", "met": None}
+    met = have <= need if ok_when_le else have >= need
+    return {"target": name, "met": met,
+            "measured": "%s %s vs limit %s %s%s" % (fmt(have, 2), unit, fmt(need, 2), unit, detail)}
+
+
+def targets(summary):
+    g = lambda *a: get(summary, *a)
+    shm_p50 = g("rdmem-shm", "get", 32, 1, "p50_us")
+    grpc_p50 = g("grpc", "get", 32, 1, "p50_us")
+    redis_p50 = g("redis", "get", 32, 1, "p50_us")
+    shm_q = g("rdmem-shm", "get", 32, 32, "qps")
+    redis_q = g("redis", "get", 32, 32, "qps")
+    grpc_q = g("grpc", "get", 32, 32, "qps")
+    tcp_p50 = g("rdmem-tcp", "get", 32, 1, "p50_us")
+    fd = g("frontdoor", "local-ping", 32, 1, "p50_us")
+    uds = g("uds", "local-ping", 32, 1, "p50_us")
+    big_q = g("rdmem-shm", "large-get", 1048576, 32, "qps")
+    big_p50 = g("rdmem-shm", "large-get", 1048576, 1, "p50_us")
+    div = lambda a, b: a / b if a is not None and b else None
+    mul = lambda a, b: a * b if a is not None and b is not None else None
+    w1_gbs = (1048576 / (big_p50 * 1e-6) / 1e9) if big_p50 else None
+    return [
+        target("GET w1 p50 (shm) ≤ 1/10 gRPC", shm_p50, div(grpc_p50, 10), True, "µs"),
+        target("GET w1 p50 (shm) ≤ 1/3 Redis", shm_p50, div(redis_p50, 3), True, "µs"),
+        target("GET w32 QPS (shm) ≥ 2× Redis pipelined", shm_q, mul(redis_q, 2), False, "/s"),
+        target("GET w32 QPS (shm) ≥ 10× gRPC async", shm_q, mul(grpc_q, 10), False, "/s"),
+        target("GET w1 p50 (TCP path) ≤ 1/2 gRPC", tcp_p50, div(grpc_p50, 2), True, "µs"),
+        target("front door round trip ≤ 1/5 Unix socket", fd, div(uds, 5), True, "µs"),
+        target("LARGE_GET 1 MiB (shm) ≥ 5 GB/s (w32)", mul(big_q, 1048576 / 1e9), 5.0, False,
+               "GB/s", "" if w1_gbs is None else "; window 1: %.2f GB/s" % w1_gbs),
+    ]
+
+
+def callgrind_table(out):
+    path = os.path.join(out, "callgrind.json")
+    if not os.path.exists(path):
+        return [], []
+    with open(path) as f:
+        rows = json.load(f)
+    procs = ("client", "agent", "server")
+    by_sys = {}
+    for r in rows:
+        by_sys.setdefault(r["system"], {})[r["process"]] = r["ir_per_call"]
+    lines = ["| system | client | agent | server | total |", "|---|---:|---:|---:|---:|"]
+    for s, d in by_sys.items():
+        total = sum(d.values())
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            NAMES.get(s, s), *["{:,.0f}".format(d[p]) if p in d else "–" for p in procs],
+            "{:,.0f}".format(total)))
+    return lines, rows
+
+
+def chart(out, summary):
+    """p50 latency (window 1) and QPS (window 32) per op per system, log scales."""
+    cols = list(SYSTEMS) + ["uds"]
+    present = [s for s in cols if any(r["system"] == s for r in summary)
+               or (s == "rdmem-shm" and cell(summary, "frontdoor", "local-ping", 32, 1))]
+    if not present:
+        return False
+    rows = [(op_label(o, s), [get(summary, sys_, o, s, 1, "p50_us") for sys_ in present],
+             [get(summary, sys_, o, s, 32, "qps") for sys_ in present]) for o, s in OPS]
+    ping = [get(summary, "frontdoor" if s == "rdmem-shm" else s, "local-ping", 32, 1, "p50_us")
+            for s in present]
+    if any(v is not None for v in ping):
+        rows.append(("local round trip 32 B", ping, [None] * len(present)))
+    dat = os.path.join(out, "chart.dat")
+    with open(dat, "w") as f:
+        names = " ".join('"%s"' % NAMES[s] for s in present)
+        f.write("op %s %s\n" % (names, names))  # one header, both panels use it
+        for label, lat, q in rows:
+            f.write('"%s" %s %s\n' % (label, " ".join("NaN" if v is None else "%g" % v for v in lat),
+                                      " ".join("NaN" if v is None else "%g" % v for v in q)))
+    k = len(present)
+    lat_plot = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, i + 2, i + 2)
+                         for i in range(k))
+    qps_plot = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, k + i + 2, k + i + 2)
+                         for i in range(k))
+    script = """
+set terminal pngcairo size 1200,1000 font 'DejaVu Sans,11'
+set output '%s'
+set datafile missing 'NaN'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set logscale y
+set grid ytics mytics
+set key top left
+set xtics noenhanced
+set key noenhanced
+set multiplot layout 2,1 title '%s'
+set title 'p50 latency at window 1 (µs, lower is better; median of rounds)'
+set ylabel 'µs'
+plot %s
+set title 'throughput at window 32 (calls/s, higher is better; median of rounds)'
+set ylabel 'calls/s'
+plot %s
+unset multiplot
+""" % (os.path.join(out, "chart.png"), "RDMemRPC vs gRPC vs Redis, one host", lat_plot, qps_plot)
+    gp = os.path.join(out, "chart.gp")
+    with open(gp, "w") as f:
+        f.write(script)
+    try:
+        subprocess.run(["gnuplot", gp], check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("report: no chart: %s" % (getattr(e, "stderr", "") or e), file=sys.stderr)
+        return False
+    return True
+
+
+def main():
+    out = sys.argv[1]
+    want_chart = "--chart=0" not in sys.argv[2:]
+    runs = load(out)
+    meta = {}
+    if os.path.exists(os.path.join(out, "meta.json")):
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+    summary = aggregate(runs)
+    tgts = targets(summary)
+    cg_lines, cg_rows = callgrind_table(out)
+    skipped = read_lines(os.path.join(out, "skipped.txt"))
+    failed = read_lines(os.path.join(out, "failed.txt"))
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump({"meta": meta, "cells": summary, "targets": tgts, "callgrind": cg_rows,
+                   "skipped": skipped, "failed": failed}, f, indent=1)
+    have_chart = want_chart and chart(out, summary)
+
+    md = ["# RDMemRPC benchmark: RDMemRPC, gRPC, Redis and Unix sockets on one host", ""]
+    if meta:
+        pl = meta.get("placement", {})
+        md += ["Command: `make bench` (`scripts/bench.sh`). Machine: %s, %s CPUs, %s GiB, kernel %s; "
+               "gRPC %s, Redis %s; git %s%s; %s." % (
+                   meta.get("cpu", "?"), meta.get("nproc"), meta.get("mem_gib"), meta.get("kernel"),
+                   meta.get("grpc") or "–", meta.get("redis") or "–", meta.get("git"),
+                   " (uncommitted changes)" if meta.get("git_dirty") else "", meta.get("date")),
+               "",
+               "Load average at start: `%s`, at end: `%s` (the machine is shared; figures taken under "
+               "load are noisy, compare ratios within one run). Placement (taskset): servers on CPU %s, "
+               "clients on CPU %s, rdmem-agent on CPU %s. %s rounds, systems taking turns; figures are "
+               "medians of the rounds, (min–max) the spread." % (
+                   meta.get("loadavg_start"), meta.get("loadavg_end"), pl.get("server"),
+                   pl.get("client"), pl.get("agent"), meta.get("rounds")),
+               ""]
+    md += ["Redis maps LARGE_GET to a GET of a stored value holding the same bytes, BIGPUT to SET. "
+           "Every client is one thread and verifies every value it receives.", ""]
+    md += ["## Latency at window 1 (µs)", ""] + latency_table(summary) + [""]
+    md += ["## Throughput at window 32 (calls/s)", ""] + qps_table(summary) + [""]
+    fdt = frontdoor_table(summary)
+    if fdt:
+        md += ["## Front door alone vs Unix-domain-socket round trip (µs)", ""] + fdt + [""]
+    if cg_lines:
+        md += ["## Instructions per call (callgrind, GET 32 B, window 1)", "",
+               "Instructions each process executes per GET, from the difference of two runs "
+               "(%s calls apart), so start-up and connection set-up cancel out; stable on a "
+               "noisy machine. Spinning while waiting counts too." % meta.get("callgrind_calls", "?"),
+               ""] + cg_lines + [""]
+    md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for t in tgts:
+        md.append("| %s | %s | %s |" % (t["target"], t["measured"],
+                                         "–" if t["met"] is None else ("yes" if t["met"] else "**no**")))
+    md.append("")
+    if have_chart:
+        md += ["![p50 latency and QPS per op and system](chart.png)", ""]
+    if skipped:
+        md += ["## Not measured", ""] + ["- %s: %s" % tuple((l.split("\t") + [""])[:2]) for l in skipped] + [""]
+    if failed:
+        md += ["## FAILED runs", ""] + ["- " + l for l in failed] + [""]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
