@@ -303,7 +303,9 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	call.val = call.key + req.key_len;
 	call.reclaim = rdmem_session_reclaim;
 	call.reclaim_ctx = s;
+	/* A transport flag: this path consumes it, the service never sees it. */
 	sink.want_objref = !!(req.flags & RDMEM_F_WANT_OBJREF);
+	req.flags &= (uint16_t)~RDMEM_F_WANT_OBJREF;
 	rdmem_service_dispatch(s->svc, &call, &sink.base, &rep);
 	rep.seq = req.seq;
 	rep.req_id = req.req_id;
@@ -442,6 +444,8 @@ static int rdmem_session_block(struct rdmem_session *s)
 				 { s->stop_efd, POLLIN, 0 } };
 	int ret;
 
+	/* Going idle: leave the agent an up-to-date control page. */
+	rdmem_session_publish_ctrl(s, rdmem_now_ns());
 	if ((ret = rdmem_fab_arm(s->conn)) < 0)
 		return ret;
 	/* A completion that raced with arming is found here, not slept on. */

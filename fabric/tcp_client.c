@@ -1,0 +1,816 @@
+/* tcp_client.c - the TCP client on io_uring: one sendmsg and one recv in
+ * flight at most, a fixed window of call slots, replies matched by req_id.
+ *
+ * Requests go out with sendmsg over iovecs that point at the caller's
+ * descriptor, key and value, many calls per syscall. Replies are read into a
+ * staging buffer, which keeps small replies cheap (many per recv); once a
+ * large value's header is parsed, the rest of it is received straight into
+ * the caller's reply buffer, so at most one staging buffer's worth is copied.
+ * req_id = (sequence << 16) | slot: a reply names its slot, and the sequence
+ * catches a stale or forged id.
+ */
+#include "fabric/tcp_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fabric/tcp_frame.h"
+#include "rdmem/util.h"
+
+#define CLI_RBUF       (64u << 10)
+#define CLI_DIRECT_MIN (4u << 10) /* bodies at least this long skip the staging buffer */
+#define CLI_SEND_CALLS 64u	  /* calls per sendmsg */
+#define CLI_SLOT_BITS  16
+
+enum cli_ud { UD_SEND = 1, UD_RECV, UD_WATCH, UD_CANCEL };
+
+struct cli_slot {
+	struct rdmem_tcp_call *call; /* NULL: free, or withdrawn (then busy is set) */
+	uint64_t req_id;
+	int busy;
+	int sent;    /* every request byte is with the kernel */
+	int replied; /* reply complete while the request was still being sent */
+	int result;  /* ... and its result, delivered once sent */
+};
+
+struct cli_body { /* the reply whose value is being received */
+	int active;
+	struct rdmem_desc hdr;
+	unsigned slot;
+	uint32_t got;
+	int drain; /* withdrawn call or value over reply_cap: discard the bytes */
+};
+
+struct rdmem_tcp_client {
+	int fd;
+	char peer[300];
+	struct io_uring ring;
+	int dead;	/* connection lost: calls fail once the kernel is done with them */
+	int failed_all; /* every call was handed back after the loss */
+	uint64_t protocol_errors;
+
+	struct cli_slot slots[RDMEM_TCP_CLIENT_WINDOW];
+	uint16_t free_slots[RDMEM_TCP_CLIENT_WINDOW];
+	unsigned nfree;
+	uint64_t seq;
+
+	uint16_t sendq[RDMEM_TCP_CLIENT_WINDOW]; /* slots with unsent bytes, in order */
+	unsigned sq_head, sq_len;
+	size_t head_off;     /* bytes of the first queued call already sent */
+	unsigned send_batch; /* queued calls covered by the sendmsg in flight (0: none) */
+	struct iovec iov[CLI_SEND_CALLS * 3];
+	struct msghdr msg;
+
+	uint8_t rbuf[CLI_RBUF];
+	size_t rlen;
+	int recv_busy;
+	int recv_direct; /* the recv in flight targets the body's reply buffer */
+	struct cli_body body;
+
+	int watch_fd;
+	int watch_busy;
+	int watch_fired;
+
+	struct rdmem_tcp_call *done_head, *done_tail;
+};
+
+static uint64_t ud_of(enum cli_ud kind)
+{
+	return kind;
+}
+
+static struct io_uring_sqe *cli_sqe(struct rdmem_tcp_client *c)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+
+	if (!sqe && io_uring_submit(&c->ring) >= 0)
+		sqe = io_uring_get_sqe(&c->ring);
+	return sqe;
+}
+
+static uint64_t cli_call_len(const struct rdmem_tcp_call *call)
+{
+	return RDMEM_DESC_SIZE + rdmem_desc_payload_len(&call->req);
+}
+
+static void cli_push_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int result)
+{
+	call->result = result;
+	call->next = NULL;
+	if (c->done_tail)
+		c->done_tail->next = call;
+	else
+		c->done_head = call;
+	c->done_tail = call;
+}
+
+static void cli_free_slot(struct rdmem_tcp_client *c, unsigned i)
+{
+	c->slots[i].call = NULL;
+	c->slots[i].busy = 0;
+	c->slots[i].sent = 0;
+	c->slots[i].replied = 0;
+	c->free_slots[c->nfree++] = (uint16_t)i;
+}
+
+/* Breaks the connection; calls are failed once no kernel op can touch them. */
+static void cli_kill(struct rdmem_tcp_client *c, const char *why)
+{
+	if (c->dead)
+		return;
+	rdmem_warn("tcp client %s: connection lost: %s", c->peer, why);
+	c->dead = 1;
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+static void cli_fail_all(struct rdmem_tcp_client *c)
+{
+	unsigned i;
+
+	if (c->failed_all || c->send_batch || c->recv_busy)
+		return;
+	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++) {
+		if (!c->slots[i].busy)
+			continue;
+		if (c->slots[i].call)
+			cli_push_done(c, c->slots[i].call, -ECONNRESET);
+		cli_free_slot(c, i);
+	}
+	c->sq_len = 0;
+	c->body.active = 0;
+	c->failed_all = 1;
+}
+
+static void cli_protocol_error(struct rdmem_tcp_client *c, const char *why)
+{
+	c->protocol_errors++;
+	cli_kill(c, why);
+}
+
+static void cli_finish(struct rdmem_tcp_client *c, unsigned slot);
+
+/* ---- send ----------------------------------------------------------------- */
+
+static void cli_iov_add(struct rdmem_tcp_client *c, unsigned *n, const void *p, size_t len,
+			size_t *skip)
+{
+	if (*skip >= len) {
+		*skip -= len;
+		return;
+	}
+	c->iov[*n].iov_base = (uint8_t *)p + *skip;
+	c->iov[*n].iov_len = len - *skip;
+	*skip = 0;
+	(*n)++;
+}
+
+static void cli_arm_send(struct rdmem_tcp_client *c)
+{
+	unsigned n = 0, k, calls = RDMEM_MIN(c->sq_len, CLI_SEND_CALLS);
+	struct io_uring_sqe *sqe;
+	size_t skip = c->head_off;
+
+	if (c->dead || c->send_batch || !c->sq_len)
+		return;
+	for (k = 0; k < calls; k++) {
+		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
+		const struct rdmem_tcp_call *call = c->slots[slot].call;
+
+		cli_iov_add(c, &n, &call->req, RDMEM_DESC_SIZE, &skip);
+		cli_iov_add(c, &n, call->key, call->req.key_len, &skip);
+		cli_iov_add(c, &n, call->val, call->req.val_len, &skip);
+	}
+	sqe = cli_sqe(c);
+	if (!sqe) {
+		cli_kill(c, "io_uring submission queue full");
+		return;
+	}
+	memset(&c->msg, 0, sizeof(c->msg));
+	c->msg.msg_iov = c->iov;
+	c->msg.msg_iovlen = n;
+	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, ud_of(UD_SEND));
+	c->send_batch = calls;
+}
+
+static void cli_on_send(struct rdmem_tcp_client *c, int res)
+{
+	size_t left = res > 0 ? (size_t)res : 0;
+
+	c->send_batch = 0;
+	if (res <= 0) {
+		cli_kill(c, res ? strerror(-res) : "send made no progress");
+		return;
+	}
+	while (left && c->sq_len) {
+		unsigned slot = c->sendq[c->sq_head];
+		size_t rest = cli_call_len(c->slots[slot].call) - c->head_off;
+		size_t take = RDMEM_MIN(rest, left);
+
+		c->head_off += take;
+		left -= take;
+		if (take == rest) {
+			c->slots[slot].sent = 1;
+			c->sq_head = (c->sq_head + 1) % RDMEM_TCP_CLIENT_WINDOW;
+			c->sq_len--;
+			c->head_off = 0;
+			cli_finish(c, slot);
+		}
+	}
+}
+
+/* ---- receive -------------------------------------------------------------- */
+
+static void cli_arm_recv(struct rdmem_tcp_client *c)
+{
+	struct io_uring_sqe *sqe;
+	struct cli_body *b = &c->body;
+
+	if (c->dead || c->recv_busy)
+		return;
+	sqe = cli_sqe(c);
+	if (!sqe) {
+		cli_kill(c, "io_uring submission queue full");
+		return;
+	}
+	c->recv_direct =
+	    b->active && !b->drain && c->rlen == 0 && b->hdr.val_len - b->got >= CLI_DIRECT_MIN;
+	if (c->recv_direct) {
+		struct rdmem_tcp_call *call = c->slots[b->slot].call;
+
+		io_uring_prep_recv(sqe, c->fd, (uint8_t *)call->reply + b->got,
+				   b->hdr.val_len - b->got, 0);
+	} else {
+		io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen, CLI_RBUF - c->rlen, 0);
+	}
+	io_uring_sqe_set_data64(sqe, ud_of(UD_RECV));
+	c->recv_busy = 1;
+}
+
+/* Hands a call back once both its reply arrived and the kernel is done sending it. */
+static void cli_finish(struct rdmem_tcp_client *c, unsigned slot)
+{
+	struct cli_slot *s = &c->slots[slot];
+
+	if (!s->sent || !s->replied)
+		return;
+	if (s->call)
+		cli_push_done(c, s->call, s->result);
+	cli_free_slot(c, slot);
+}
+
+/*
+ * A refused request (over the cap) is answered as soon as the server has its
+ * header, so a reply can beat the end of our own send.
+ */
+static void cli_complete_body(struct rdmem_tcp_client *c)
+{
+	struct cli_body *b = &c->body;
+	struct cli_slot *s = &c->slots[b->slot];
+
+	if (s->call) {
+		s->call->rep = b->hdr;
+		s->result = b->hdr.val_len > s->call->reply_cap ? -EMSGSIZE : 0;
+	}
+	s->replied = 1;
+	b->active = 0;
+	cli_finish(c, b->slot);
+}
+
+/* Validates a reply header and starts its body; -1 on a protocol error. */
+static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
+{
+	struct cli_body *b = &c->body;
+	struct rdmem_tcp_call *call;
+	unsigned slot;
+
+	memcpy(&b->hdr, p, RDMEM_DESC_SIZE); /* the stream is unaligned */
+	slot = (unsigned)(b->hdr.req_id & ((1u << CLI_SLOT_BITS) - 1));
+	if (b->hdr.state != RDMEM_FRAME_MAGIC || b->hdr.key_len ||
+	    b->hdr.val_len > RDMEM_FRAME_DRAIN_LIMIT || b->hdr.status >= RDMEM_S__COUNT) {
+		cli_protocol_error(c, "malformed reply header");
+		return -1;
+	}
+	if (slot >= RDMEM_TCP_CLIENT_WINDOW || !c->slots[slot].busy ||
+	    c->slots[slot].req_id != b->hdr.req_id || c->slots[slot].replied) {
+		cli_protocol_error(c, "reply with an unknown req_id");
+		return -1;
+	}
+	call = c->slots[slot].call;
+	if (call && b->hdr.op != call->req.op) {
+		cli_protocol_error(c, "reply op differs from the request's");
+		return -1;
+	}
+	b->active = 1;
+	b->slot = slot;
+	b->got = 0;
+	b->drain = !call || b->hdr.val_len > call->reply_cap;
+	if (!b->hdr.val_len)
+		cli_complete_body(c);
+	return 0;
+}
+
+static void cli_parse(struct rdmem_tcp_client *c)
+{
+	struct cli_body *b = &c->body;
+	size_t pos = 0;
+
+	while (!c->dead) {
+		if (b->active) {
+			uint32_t take = (uint32_t)RDMEM_MIN(c->rlen - pos, b->hdr.val_len - b->got);
+
+			if (!b->drain && take)
+				memcpy((uint8_t *)c->slots[b->slot].call->reply + b->got,
+				       c->rbuf + pos, take);
+			b->got += take;
+			pos += take;
+			if (b->got < b->hdr.val_len)
+				break;
+			cli_complete_body(c);
+			continue;
+		}
+		if (c->rlen - pos < RDMEM_DESC_SIZE)
+			break;
+		if (cli_start_body(c, c->rbuf + pos) < 0)
+			return;
+		pos += RDMEM_DESC_SIZE;
+	}
+	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+	c->rlen -= pos;
+}
+
+static void cli_on_recv(struct rdmem_tcp_client *c, int res)
+{
+	c->recv_busy = 0;
+	if (res <= 0) {
+		if (!c->dead)
+			cli_kill(c, res ? strerror(-res) : "server closed the connection");
+		return;
+	}
+	if (c->dead)
+		return;
+	if (c->recv_direct) {
+		c->body.got += (uint32_t)res;
+		if (c->body.got == c->body.hdr.val_len)
+			cli_complete_body(c);
+		return;
+	}
+	c->rlen += (size_t)res;
+	cli_parse(c);
+}
+
+/* ---- the loop ------------------------------------------------------------- */
+
+static void cli_arm_watch(struct rdmem_tcp_client *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->watch_fd < 0 || c->watch_busy)
+		return;
+	sqe = cli_sqe(c);
+	if (!sqe)
+		return;
+	io_uring_prep_poll_add(sqe, c->watch_fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, ud_of(UD_WATCH));
+	c->watch_busy = 1;
+}
+
+static void cli_on_cqe(struct rdmem_tcp_client *c, uint64_t ud, int res)
+{
+	switch (ud) {
+	case UD_SEND:
+		cli_on_send(c, res);
+		break;
+	case UD_RECV:
+		cli_on_recv(c, res);
+		break;
+	case UD_WATCH:
+		c->watch_busy = 0;
+		if (res != -ECANCELED)
+			c->watch_fired = 1;
+		break;
+	default:
+		break;
+	}
+}
+
+static unsigned cli_reap(struct rdmem_tcp_client *c)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	io_uring_for_each_cqe(&c->ring, head, cqe)
+	{
+		cli_on_cqe(c, cqe->user_data, cqe->res);
+		n++;
+	}
+	io_uring_cq_advance(&c->ring, n);
+	return n;
+}
+
+static int64_t cli_ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = rdmem_now_ns();
+
+	return now >= deadline_ns ? 0 : (int64_t)((deadline_ns - now + 999999) / 1000000);
+}
+
+/* What cli_pump() waits for. */
+enum cli_until {
+	UNTIL_ANY,  /* any completion queued, or the watched fd readable (progress) */
+	UNTIL_CALL, /* this call completed (sync call) */
+	UNTIL_SLOT, /* a window slot is free (sync call into a full window) */
+};
+
+static int cli_on_done_list(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call)
+{
+	const struct rdmem_tcp_call *p;
+
+	for (p = c->done_head; p; p = p->next)
+		if (p == call)
+			return 1;
+	return 0;
+}
+
+static int cli_done_waiting(struct rdmem_tcp_client *c, enum cli_until until,
+			    const struct rdmem_tcp_call *want)
+{
+	if (c->failed_all)
+		return 1;
+	switch (until) {
+	case UNTIL_ANY:
+		return c->done_head || c->watch_fired;
+	case UNTIL_CALL:
+		return cli_on_done_list(c, want);
+	case UNTIL_SLOT:
+		return c->nfree > 0;
+	}
+	return 1;
+}
+
+/*
+ * Runs I/O until the condition holds or the time is up (timeout_ms < 0: no
+ * limit). Returns 0, or a fatal io_uring error.
+ */
+static int cli_pump(struct rdmem_tcp_client *c, int timeout_ms, enum cli_until until,
+		    const struct rdmem_tcp_call *want)
+{
+	uint64_t deadline =
+	    rdmem_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+
+	for (;;) {
+		struct __kernel_timespec ts;
+		struct io_uring_cqe *cqe;
+		unsigned reaped;
+		int64_t left;
+		int ret;
+
+		cli_arm_send(c);
+		cli_arm_recv(c);
+		if (until == UNTIL_ANY)
+			cli_arm_watch(c);
+		if (c->dead)
+			cli_fail_all(c);
+		ret = io_uring_submit(&c->ring);
+		if (ret < 0 && ret != -EINTR && ret != -EBUSY)
+			return ret;
+		reaped = cli_reap(c);
+		if (c->dead)
+			cli_fail_all(c);
+		if (cli_done_waiting(c, until, want))
+			return 0;
+		if (reaped)
+			continue; /* completions may need their next op armed before we sleep */
+		left = timeout_ms < 0 ? -1 : cli_ms_left(deadline);
+		if (left == 0)
+			return 0;
+		ts.tv_sec = left / 1000;
+		ts.tv_nsec = (left % 1000) * 1000000;
+		ret = io_uring_wait_cqe_timeout(&c->ring, &cqe, left < 0 ? NULL : &ts);
+		if (ret < 0 && ret != -ETIME && ret != -EINTR)
+			return ret;
+	}
+}
+
+static int cli_pop_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max)
+{
+	int n = 0;
+
+	while (n < max && c->done_head) {
+		struct rdmem_tcp_call *call = c->done_head;
+
+		c->done_head = call->next;
+		if (!c->done_head)
+			c->done_tail = NULL;
+		call->next = NULL;
+		done[n++] = call;
+	}
+	return n;
+}
+
+int rdmem_tcp_client_progress(struct rdmem_tcp_client *c, int timeout_ms,
+			      struct rdmem_tcp_call **done, int max)
+{
+	int n, ret;
+
+	if (max <= 0 || !done)
+		return -EINVAL;
+	if (!c->done_head) {
+		ret = cli_pump(c, timeout_ms, UNTIL_ANY, NULL);
+		if (ret < 0) {
+			rdmem_err("tcp client %s: io_uring: %s", c->peer, strerror(-ret));
+			cli_kill(c, "io_uring failed");
+			return ret;
+		}
+	}
+	c->watch_fired = 0;
+	n = cli_pop_done(c, done, max);
+	if (n == 0 && c->failed_all)
+		return -ECONNRESET;
+	return n;
+}
+
+int rdmem_tcp_client_submit(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
+{
+	unsigned slot;
+
+	if (c->dead)
+		return -ECONNRESET;
+	if ((call->req.key_len && !call->key) || (call->req.val_len && !call->val) ||
+	    (call->reply_cap && !call->reply) || call->req.key_len > RDMEM_MAX_KEY ||
+	    call->req.op == 0 || call->req.op >= RDMEM_OP__COUNT)
+		return -EINVAL;
+	if (!c->nfree)
+		return -EAGAIN;
+	slot = c->free_slots[--c->nfree];
+	c->seq++;
+	call->req.state = RDMEM_FRAME_MAGIC;
+	call->req.req_id = (c->seq << CLI_SLOT_BITS) | slot;
+	call->result = 0;
+	call->next = NULL;
+	c->slots[slot].call = call;
+	c->slots[slot].req_id = call->req.req_id;
+	c->slots[slot].busy = 1;
+	c->slots[slot].sent = 0;
+	c->slots[slot].replied = 0;
+	c->sendq[(c->sq_head + c->sq_len) % RDMEM_TCP_CLIENT_WINDOW] = (uint16_t)slot;
+	c->sq_len++;
+	return 0;
+}
+
+/* Takes call off the done list if it is there. */
+static int cli_take_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
+{
+	struct rdmem_tcp_call **link, *prev = NULL;
+
+	for (link = &c->done_head; *link; prev = *link, link = &(*link)->next) {
+		if (*link != call)
+			continue;
+		*link = call->next;
+		if (c->done_tail == call)
+			c->done_tail = prev;
+		call->next = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+/* After cli_kill(): returns once no kernel op can touch a caller's buffer. */
+static void cli_wait_idle(struct rdmem_tcp_client *c)
+{
+	while (c->send_batch || c->recv_busy) {
+		struct io_uring_cqe *cqe;
+
+		io_uring_submit(&c->ring);
+		if (io_uring_wait_cqe(&c->ring, &cqe) < 0)
+			break;
+		cli_reap(c);
+	}
+}
+
+/* A timed-out sync call leaves the window without tearing the stream. */
+static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
+{
+	unsigned slot = (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1)), k;
+
+	if (cli_take_done(c, call) || c->slots[slot].call != call)
+		return;
+	if (c->slots[slot].sent) {
+		if (c->body.active && c->body.slot == slot && !c->body.drain) {
+			cli_kill(c, "a call timed out while its reply arrived");
+			cli_wait_idle(c);
+		}
+		c->slots[slot].call = NULL; /* its reply will be drained */
+		return;
+	}
+	for (k = 0; k < c->sq_len; k++)
+		if (c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] == slot)
+			break;
+	if (k < c->send_batch || (k == 0 && c->head_off)) {
+		cli_kill(c, "a call timed out half-sent");
+		cli_wait_idle(c);
+		c->slots[slot].call = NULL;
+		return;
+	}
+	for (; k + 1 < c->sq_len; k++)
+		c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] =
+		    c->sendq[(c->sq_head + k + 1) % RDMEM_TCP_CLIENT_WINDOW];
+	c->sq_len--;
+	cli_free_slot(c, slot);
+}
+
+int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int timeout_ms)
+{
+	uint64_t deadline =
+	    rdmem_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+	int ret;
+
+	while ((ret = rdmem_tcp_client_submit(c, call)) == -EAGAIN) {
+		int64_t left = timeout_ms < 0 ? -1 : cli_ms_left(deadline);
+
+		if (left == 0)
+			return call->result = -ETIMEDOUT;
+		ret = cli_pump(c, (int)left, UNTIL_SLOT, NULL);
+		if (ret < 0)
+			return call->result = ret;
+	}
+	if (ret < 0)
+		return call->result = ret;
+	for (;;) {
+		int64_t left = timeout_ms < 0 ? -1 : cli_ms_left(deadline);
+
+		/* Others' completions stay on the done list for progress(). */
+		if (cli_take_done(c, call))
+			return call->result;
+		if (left == 0) {
+			cli_withdraw(c, call);
+			return call->result = -ETIMEDOUT;
+		}
+		ret = cli_pump(c, (int)left, UNTIL_CALL, call);
+		if (ret < 0) {
+			rdmem_err("tcp client %s: io_uring: %s", c->peer, strerror(-ret));
+			cli_kill(c, "io_uring failed");
+			cli_wait_idle(c);
+			cli_withdraw(c, call);
+			return call->result = ret;
+		}
+	}
+}
+
+int rdmem_tcp_client_watch(struct rdmem_tcp_client *c, int fd)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->watch_busy) {
+		sqe = cli_sqe(c);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_poll_remove(sqe, ud_of(UD_WATCH));
+		io_uring_sqe_set_data64(sqe, ud_of(UD_CANCEL));
+		io_uring_submit(&c->ring);
+	}
+	c->watch_fd = fd;
+	return 0;
+}
+
+int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c)
+{
+	return (int)(RDMEM_TCP_CLIENT_WINDOW - c->nfree);
+}
+
+uint64_t rdmem_tcp_client_protocol_errors(struct rdmem_tcp_client *c)
+{
+	return c->protocol_errors;
+}
+
+/* ---- connect and close ---------------------------------------------------- */
+
+static int cli_connect_one(const struct addrinfo *ai, int timeout_ms)
+{
+	struct pollfd p;
+	socklen_t len = sizeof(int);
+	int fd, err = 0, one = 1;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			err = -errno;
+			goto fail;
+		}
+		p.fd = fd;
+		p.events = POLLOUT;
+		err = poll(&p, 1, timeout_ms);
+		if (err == 0) {
+			err = -ETIMEDOUT;
+			goto fail;
+		}
+		if (err < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+			err = -errno;
+			goto fail;
+		}
+		if (err) {
+			err = -err;
+			goto fail;
+		}
+	}
+	/* io_uring waits for a blocking socket by itself; O_NONBLOCK was for connect. */
+	if (fcntl(fd, F_SETFL, 0) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return err;
+}
+
+int rdmem_tcp_client_connect(const char *host, uint16_t port, int timeout_ms,
+			     struct rdmem_tcp_client **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res, *ai;
+	struct rdmem_tcp_client *c;
+	char ports[8];
+	int fd = -ENOENT, ret;
+	unsigned i;
+
+	snprintf(ports, sizeof(ports), "%u", port);
+	ret = getaddrinfo(host, ports, &hints, &res);
+	if (ret) {
+		rdmem_err("tcp client: cannot resolve %s:%u: %s", host, port, gai_strerror(ret));
+		return -EHOSTUNREACH;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = cli_connect_one(ai, timeout_ms < 0 ? -1 : timeout_ms);
+		if (fd >= 0)
+			break;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		rdmem_err("tcp client: cannot connect to %s:%u: %s", host, port, strerror(-fd));
+		return fd;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = io_uring_queue_init(16, &c->ring, 0);
+	if (ret < 0) {
+		rdmem_err("tcp client %s:%u: io_uring_queue_init: %s", host, port, strerror(-ret));
+		close(fd);
+		free(c);
+		return ret;
+	}
+	c->fd = fd;
+	c->watch_fd = -1;
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++)
+		c->free_slots[i] = (uint16_t)(RDMEM_TCP_CLIENT_WINDOW - 1 - i);
+	c->nfree = RDMEM_TCP_CLIENT_WINDOW;
+	*out = c;
+	return 0;
+}
+
+void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
+{
+	struct rdmem_tcp_call *call;
+	unsigned i;
+
+	if (!c)
+		return;
+	c->dead = 1;
+	shutdown(c->fd, SHUT_RDWR);
+	rdmem_tcp_client_watch(c, -1);
+	/* The kernel may still read request bytes or write reply bytes: wait it out. */
+	while (c->send_batch || c->recv_busy || c->watch_busy) {
+		struct io_uring_cqe *cqe;
+
+		io_uring_submit(&c->ring);
+		if (io_uring_wait_cqe(&c->ring, &cqe) < 0)
+			break;
+		cli_reap(c);
+	}
+	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++)
+		if (c->slots[i].busy && c->slots[i].call)
+			c->slots[i].call->result = -ECONNRESET;
+	for (call = c->done_head; call; call = call->next)
+		call->result = -ECONNRESET;
+	io_uring_queue_exit(&c->ring);
+	close(c->fd);
+	free(c);
+}

@@ -1,0 +1,58 @@
+/* tcp_frame.c - the incremental TCP frame parser shared by the server loop
+ * and the tests: validation first, allocation (by the caller) only after. */
+#include "fabric/tcp_frame.h"
+
+#include <string.h>
+
+static enum rdmem_frame_kind frame_bad(struct rdmem_frame *f, const char *why)
+{
+	f->why = why;
+	return RDMEM_FRAME_BAD;
+}
+
+enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t max_value,
+					struct rdmem_frame *f)
+{
+	uint32_t magic;
+	uint64_t payload;
+
+	memset(f, 0, sizeof(*f));
+	/* Garbage is recognised from its first four bytes, not after 64. */
+	if (len >= sizeof(magic)) {
+		memcpy(&magic, buf, sizeof(magic));
+		if (magic != RDMEM_FRAME_MAGIC)
+			return frame_bad(f, "bad frame magic");
+	}
+	if (len < RDMEM_DESC_SIZE) {
+		f->need = RDMEM_DESC_SIZE - len;
+		return RDMEM_FRAME_NEED;
+	}
+	memcpy(&f->desc, buf, RDMEM_DESC_SIZE);
+	payload = rdmem_desc_payload_len(&f->desc);
+	if (payload > RDMEM_FRAME_DRAIN_LIMIT)
+		return frame_bad(f, "frame length beyond any cap");
+	f->len = RDMEM_DESC_SIZE + payload;
+	f->status = rdmem_desc_check(&f->desc, max_value);
+	if (f->status != RDMEM_S_OK) {
+		f->why = f->status == RDMEM_S_TOO_BIG			    ? "value over the cap"
+			 : f->desc.op == 0 || f->desc.op >= RDMEM_OP__COUNT ? "unknown op"
+			 : f->desc.key_len > RDMEM_MAX_KEY		    ? "key too long"
+									    : "bad path";
+		return RDMEM_FRAME_REJECT;
+	}
+	if (len < f->len) {
+		f->need = f->len - len;
+		return RDMEM_FRAME_NEED;
+	}
+	return RDMEM_FRAME_OK;
+}
+
+void rdmem_frame_reply_init(struct rdmem_desc *rep, const struct rdmem_desc *req)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->state = RDMEM_FRAME_MAGIC;
+	rep->op = req->op;
+	rep->seq = req->seq;
+	rep->path = req->path;
+	rep->req_id = req->req_id;
+}

@@ -1,0 +1,459 @@
+/* image.c - the chunked image upload state machine and its io_uring file I/O.
+ *
+ * Each upload owns a temp file ".<name>.<id>.part" in the image directory.
+ * Chunks are appended at offset == bytes received, hashed as they go, and
+ * written with io_uring on a ring owned by the store. COMMIT checks length and
+ * hash, fsyncs the file, renames it over the final name and fsyncs the
+ * directory, so a crash leaves either the old state or the whole new file.
+ * A committed upload is remembered until it idles out so that a retried final
+ * chunk is acknowledged instead of refused.
+ */
+#include "server/image.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdmem/content.h"
+#include "rdmem/util.h"
+#include "rdmem/wire.h"
+
+#define IMG_TMP_MAX (RDMEM_IMAGE_NAME_MAX + 32)
+
+enum upload_state { UPLOAD_FREE = 0, UPLOAD_ACTIVE, UPLOAD_DONE };
+
+struct upload {
+	enum upload_state state;
+	uint64_t id;
+	char name[RDMEM_IMAGE_NAME_MAX + 1];
+	char tmp[IMG_TMP_MAX];
+	int fd;
+	uint32_t total;
+	uint32_t received;
+	uint64_t hash;		   /* rolling hash of bytes [0, received) */
+	uint64_t hash_before_last; /* ... of bytes [0, last_off), to check a repeat */
+	uint32_t last_off;
+	uint32_t last_len;
+	uint64_t last_ns; /* last activity, for the idle timeout */
+};
+
+struct rdmem_image_store {
+	pthread_mutex_t lock; /* guards everything below, the ring included */
+	struct io_uring ring;
+	int dirfd;
+	char dir[RDMEM_IMAGE_PATH_MAX];
+	uint64_t max_image;
+	uint64_t timeout_ns;
+	struct upload up[RDMEM_IMAGE_MAX_UPLOADS];
+	struct rdmem_image_stats stats; /* active is recomputed on read */
+};
+
+int rdmem_image_name_ok(const uint8_t *name, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > RDMEM_IMAGE_NAME_MAX || name[0] == '.')
+		return 0;
+	for (i = 0; i < len; i++)
+		if (name[i] < 0x20 || name[i] > 0x7e || name[i] == '/' || name[i] == '\\')
+			return 0;
+	/* A leading '.' is already refused, so ".." can only appear inside. */
+	for (i = 0; i + 1 < len; i++)
+		if (name[i] == '.' && name[i + 1] == '.')
+			return 0;
+	return 1;
+}
+
+/* Runs the one prepared SQE and returns its result (bytes or -errno). */
+static int img_uring_run(struct rdmem_image_store *st)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	ret = io_uring_submit_and_wait(&st->ring, 1);
+	if (ret < 0)
+		return ret;
+	ret = io_uring_wait_cqe(&st->ring, &cqe);
+	if (ret < 0)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(&st->ring, cqe);
+	return ret;
+}
+
+static int img_write(struct rdmem_image_store *st, int fd, const uint8_t *p, uint32_t len,
+		     uint64_t off)
+{
+	while (len) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+		int ret;
+
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_write(sqe, fd, p, len, off);
+		ret = img_uring_run(st);
+		if (ret < 0)
+			return ret;
+		if (ret == 0)
+			return -EIO;
+		p += ret, len -= (uint32_t)ret, off += (uint64_t)ret;
+	}
+	return 0;
+}
+
+static int img_fsync(struct rdmem_image_store *st, int fd)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_fsync(sqe, fd, 0);
+	return img_uring_run(st);
+}
+
+static void img_release(struct rdmem_image_store *st, struct upload *u)
+{
+	if (u->fd >= 0)
+		close(u->fd);
+	if (u->state == UPLOAD_ACTIVE && unlinkat(st->dirfd, u->tmp, 0) < 0 && errno != ENOENT)
+		rdmem_warn("image: cannot remove %s/%s: %s", st->dir, u->tmp, strerror(errno));
+	memset(u, 0, sizeof(*u));
+	u->fd = -1;
+}
+
+/* Fails an upload: temp file gone, slot free. Returns err for tail calls. */
+static int img_abort(struct rdmem_image_store *st, struct upload *u, int err, const char *why)
+{
+	rdmem_warn("image: upload %" PRIu64 " (%s) aborted after %u of %u bytes: %s", u->id,
+		   u->name, u->received, u->total, why);
+	st->stats.failed++;
+	img_release(st, u);
+	return err;
+}
+
+static struct upload *img_find(struct rdmem_image_store *st, uint64_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		if (st->up[i].state != UPLOAD_FREE && st->up[i].id == id)
+			return &st->up[i];
+	return NULL;
+}
+
+static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
+		     struct upload **out)
+{
+	struct upload *u = NULL;
+	unsigned i;
+
+	if (c->offset != 0)
+		return -EINVAL;
+	if (c->total > st->max_image)
+		return -E2BIG;
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS && !u; i++)
+		if (st->up[i].state == UPLOAD_FREE)
+			u = &st->up[i];
+	if (!u)
+		return -EBUSY;
+	memcpy(u->name, c->name, c->name_len);
+	u->name[c->name_len] = '\0';
+	snprintf(u->tmp, sizeof(u->tmp), ".%s.%" PRIu64 ".part", u->name, c->upload_id);
+	u->fd = openat(st->dirfd, u->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (u->fd < 0) {
+		int err = -errno;
+
+		rdmem_err("image: cannot create %s/%s: %s", st->dir, u->tmp, strerror(errno));
+		u->fd = -1;
+		return err == -ENOSPC ? err : -EIO;
+	}
+	u->state = UPLOAD_ACTIVE;
+	u->id = c->upload_id;
+	u->total = c->total;
+	u->hash = RDMEM_HASH_INIT;
+	u->hash_before_last = RDMEM_HASH_INIT;
+	*out = u;
+	return 0;
+}
+
+static int img_append(struct rdmem_image_store *st, struct upload *u,
+		      const struct rdmem_image_chunk *c)
+{
+	int ret;
+
+	if (c->len > u->total - u->received)
+		return img_abort(st, u, -E2BIG, "chunk runs past the announced total");
+	ret = img_write(st, u->fd, c->data, c->len, c->offset);
+	if (ret < 0) {
+		rdmem_err("image: write %s/%s: %s", st->dir, u->tmp, strerror(-ret));
+		return img_abort(st, u, ret == -ENOSPC ? ret : -EIO, "write failed");
+	}
+	u->hash_before_last = u->hash;
+	u->hash = rdmem_hash_update(u->hash, c->data, c->len);
+	u->received += c->len;
+	u->last_off = c->offset;
+	u->last_len = c->len;
+	st->stats.bytes += c->len;
+	return 0;
+}
+
+static int img_is_repeat(const struct upload *u, const struct rdmem_image_chunk *c)
+{
+	return u->last_len && c->offset == u->last_off && c->len == u->last_len &&
+	       u->received == u->last_off + u->last_len;
+}
+
+static int img_commit(struct rdmem_image_store *st, struct upload *u,
+		      const struct rdmem_image_chunk *c, struct rdmem_image_ack *ack)
+{
+	int ret;
+
+	if (u->received != u->total)
+		return img_abort(st, u, -EINVAL, "commit before the last byte");
+	if (u->hash != c->hash)
+		return img_abort(st, u, -EBADMSG, "hash mismatch");
+	ret = img_fsync(st, u->fd);
+	if (ret < 0) {
+		rdmem_err("image: fsync %s/%s: %s", st->dir, u->tmp, strerror(-ret));
+		return img_abort(st, u, -EIO, "fsync failed");
+	}
+	if (renameat(st->dirfd, u->tmp, st->dirfd, u->name) < 0) {
+		rdmem_err("image: rename %s/%s to %s: %s", st->dir, u->tmp, u->name,
+			  strerror(errno));
+		return img_abort(st, u, -EIO, "rename failed");
+	}
+	ret = img_fsync(st, st->dirfd);
+	if (ret < 0)
+		rdmem_warn("image: fsync directory %s: %s (file %s is in place)", st->dir,
+			   strerror(-ret), u->name);
+	close(u->fd);
+	u->fd = -1;
+	u->state = UPLOAD_DONE;
+	st->stats.committed++;
+	ack->committed = 1;
+	/* Cannot truncate: create() keeps the directory short enough for any name. */
+	if (snprintf(ack->path, sizeof(ack->path), "%s/%s", st->dir, u->name) < 0)
+		ack->path[0] = '\0';
+	rdmem_info("image: committed %s (%u bytes, upload %" PRIu64 ")", ack->path, u->total,
+		   u->id);
+	return 0;
+}
+
+/* The repeated last chunk: same bytes (checked by hash) means a retry. */
+static int img_repeat(struct rdmem_image_store *st, struct upload *u,
+		      const struct rdmem_image_chunk *c)
+{
+	if (rdmem_hash_update(u->hash_before_last, c->data, c->len) == u->hash)
+		return 0;
+	if (u->state == UPLOAD_DONE)
+		return -EINVAL;
+	return img_abort(st, u, -EBADMSG, "repeated chunk differs from the first copy");
+}
+
+static int img_apply(struct rdmem_image_store *st, struct upload *u,
+		     const struct rdmem_image_chunk *c, struct rdmem_image_ack *ack)
+{
+	int ret;
+
+	if (u->state == UPLOAD_DONE) {
+		/* Only a retry of the committing chunk may still arrive. */
+		if (!(c->flags & RDMEM_F_IMG_COMMIT) || !img_is_repeat(u, c) || c->hash != u->hash)
+			return -EINVAL;
+		return img_repeat(st, u, c);
+	}
+	if (c->offset == u->received) {
+		ret = img_append(st, u, c);
+	} else if (img_is_repeat(u, c)) {
+		ret = img_repeat(st, u, c);
+	} else {
+		char why[96];
+
+		snprintf(why, sizeof(why), "chunk at offset %u, expected %u", c->offset,
+			 u->received);
+		return img_abort(st, u, -EINVAL, why);
+	}
+	if (ret < 0)
+		return ret;
+	if (c->flags & RDMEM_F_IMG_COMMIT)
+		return img_commit(st, u, c, ack);
+	return 0;
+}
+
+static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
+			    struct rdmem_image_ack *ack)
+{
+	struct upload *u = img_find(st, c->upload_id);
+	int ret;
+
+	if (u && (c->name_len != strlen(u->name) || memcmp(c->name, u->name, c->name_len)))
+		return -EINVAL; /* someone else's upload id: leave it alone */
+	if (c->flags & RDMEM_F_IMG_INIT) {
+		if (u && (c->offset != 0 || c->total != u->total || !img_is_repeat(u, c)))
+			return -EINVAL;
+		if (!u) {
+			ret = img_start(st, c, &u);
+			if (ret < 0)
+				return ret;
+		}
+	} else if (!u) {
+		return -ENOENT;
+	}
+	u->last_ns = rdmem_now_ns();
+	ret = img_apply(st, u, c, ack);
+	if (u->state != UPLOAD_FREE)
+		ack->received = u->received;
+	return ret;
+}
+
+int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
+		      struct rdmem_image_ack *ack)
+{
+	int ret;
+
+	ack->received = 0;
+	ack->committed = 0;
+	ack->path[0] = '\0';
+	if (!rdmem_image_name_ok(c->name, c->name_len))
+		return -EINVAL;
+	if (c->flags & ~(unsigned)(RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT))
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	ret = img_chunk_locked(st, c, ack);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+unsigned rdmem_image_expire(struct rdmem_image_store *st, uint64_t now_ns)
+{
+	unsigned i, n = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		struct upload *u = &st->up[i];
+
+		if (u->state == UPLOAD_FREE || now_ns - u->last_ns <= st->timeout_ns)
+			continue;
+		if (u->state == UPLOAD_ACTIVE) {
+			st->stats.timed_out++;
+			img_abort(st, u, -ETIMEDOUT, "abandoned (idle past the upload timeout)");
+			n++;
+		} else {
+			img_release(st, u);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+void rdmem_image_stats(struct rdmem_image_store *st, struct rdmem_image_stats *out)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&st->lock);
+	*out = st->stats;
+	out->active = 0;
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		out->active += st->up[i].state == UPLOAD_ACTIVE;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* Matches ".<name>.<digits>.part", the only names this store creates. */
+static int img_is_stale_temp(const char *n)
+{
+	size_t len = strlen(n), i;
+
+	if (len < 8 || n[0] != '.' || strcmp(n + len - 5, ".part") != 0)
+		return 0;
+	i = len - 5;
+	if (i == 0 || n[i - 1] < '0' || n[i - 1] > '9')
+		return 0;
+	while (i > 1 && n[i - 1] >= '0' && n[i - 1] <= '9')
+		i--;
+	return i > 2 && n[i - 1] == '.';
+}
+
+static void img_sweep_stale(struct rdmem_image_store *st)
+{
+	int fd = dup(st->dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		rdmem_warn("image: cannot scan %s for stale temp files: %s", st->dir,
+			   strerror(errno));
+		return;
+	}
+	while ((e = readdir(d))) {
+		if (!img_is_stale_temp(e->d_name))
+			continue;
+		if (unlinkat(st->dirfd, e->d_name, 0) == 0)
+			rdmem_info("image: removed stale temp file %s/%s", st->dir, e->d_name);
+	}
+	closedir(d);
+}
+
+int rdmem_image_create(const char *dir, uint64_t max_image, uint32_t timeout_ms,
+		       struct rdmem_image_store **out)
+{
+	struct rdmem_image_store *st;
+	unsigned i;
+	int ret;
+
+	if (strlen(dir) >= RDMEM_IMAGE_PATH_MAX - RDMEM_IMAGE_NAME_MAX - 2)
+		return -ENAMETOOLONG;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->dirfd < 0) {
+		ret = -errno;
+		rdmem_err("image: cannot open image directory %s: %s", dir, strerror(errno));
+		free(st);
+		return ret;
+	}
+	ret = io_uring_queue_init(8, &st->ring, 0);
+	if (ret < 0) {
+		rdmem_err("image: io_uring_queue_init: %s", strerror(-ret));
+		close(st->dirfd);
+		free(st);
+		return ret;
+	}
+	snprintf(st->dir, sizeof(st->dir), "%s", dir);
+	st->max_image = max_image > UINT32_MAX ? UINT32_MAX : max_image;
+	st->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
+	pthread_mutex_init(&st->lock, NULL);
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		st->up[i].fd = -1;
+	img_sweep_stale(st);
+	*out = st;
+	return 0;
+}
+
+void rdmem_image_destroy(struct rdmem_image_store *st)
+{
+	unsigned i;
+
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		if (st->up[i].state == UPLOAD_ACTIVE)
+			img_abort(st, &st->up[i], -ESHUTDOWN, "server stopping");
+		else if (st->up[i].state == UPLOAD_DONE)
+			img_release(st, &st->up[i]);
+	}
+	pthread_mutex_unlock(&st->lock);
+	io_uring_queue_exit(&st->ring);
+	close(st->dirfd);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}

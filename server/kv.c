@@ -1,0 +1,303 @@
+/* kv.c - sharded hash table behind KV_PUT/GET/DEL/MGET and LARGE_GET of
+ * stored values.
+ *
+ * Each shard is a chained hash table behind a rwlock; a key's shard comes from
+ * the high bits of its hash, its bucket from the low bits. An entry is one
+ * allocation holding key and value, built outside the lock by PUT, so the
+ * write lock is held only to swap a pointer.
+ *
+ * Readers copy values out under the shard's read lock instead of taking a
+ * reference count: a GET copies the value exactly once anyway (into the
+ * reply slot, object or send buffer), readers of one shard do not block each
+ * other, and a refcount would cost two atomic RMWs on a shared line per GET
+ * plus deferred frees. Only writers to the same shard wait for a large copy.
+ * Multi-key reads lock every shard involved, in ascending order (no lock
+ * cycles), so an MGET sees one consistent snapshot and can size its reply
+ * before copying.
+ */
+#include "server/kv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmem/wire.h"
+
+#define KV_DEFAULT_SHARDS 64u
+#define KV_MAX_SHARDS	  1024u
+#define KV_MIN_BUCKETS	  64u
+
+struct kv_entry {
+	struct kv_entry *next;
+	uint64_t hash;
+	uint32_t klen;
+	uint32_t vlen;
+	uint8_t data[]; /* key, then value */
+};
+
+struct kv_shard {
+	pthread_rwlock_t lock;
+	struct kv_entry **buckets;
+	uint32_t nbuckets; /* power of two */
+	uint32_t count;
+} __attribute__((aligned(64)));
+
+struct rdmem_kv {
+	unsigned nshards;
+	unsigned shard_bits;
+	uint32_t max_value;
+	/*
+	 * Statistics only: relaxed, nothing is ordered by them. Signed: a DEL may
+	 * subtract before the racing PUT of the same key added, for a moment.
+	 */
+	atomic_int_fast64_t keys;
+	atomic_int_fast64_t bytes;
+	struct kv_shard *shards;
+};
+
+static uint64_t kv_hash(const uint8_t *key, uint32_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	uint32_t i;
+
+	for (i = 0; i < len; i++) {
+		h ^= key[i];
+		h *= 0x100000001b3ull;
+	}
+	/* FNV's high bits mix poorly for short keys; the shard index uses them. */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+static unsigned kv_shard_of(const struct rdmem_kv *kv, uint64_t hash)
+{
+	return kv->shard_bits ? (unsigned)(hash >> (64 - kv->shard_bits)) : 0;
+}
+
+static int kv_key_ok(uint32_t klen)
+{
+	return klen > 0 && klen <= RDMEM_MAX_KEY;
+}
+
+int rdmem_kv_create(unsigned shards, uint32_t max_value, struct rdmem_kv **out)
+{
+	struct rdmem_kv *kv;
+	unsigned i;
+
+	if (!shards)
+		shards = KV_DEFAULT_SHARDS;
+	if (shards > KV_MAX_SHARDS || (shards & (shards - 1)))
+		return -EINVAL;
+	kv = calloc(1, sizeof(*kv));
+	if (!kv)
+		return -ENOMEM;
+	kv->shards = aligned_alloc(64, sizeof(*kv->shards) * shards);
+	if (!kv->shards) {
+		free(kv);
+		return -ENOMEM;
+	}
+	kv->nshards = shards;
+	kv->max_value = max_value;
+	while ((1u << kv->shard_bits) < shards)
+		kv->shard_bits++;
+	for (i = 0; i < shards; i++) {
+		struct kv_shard *s = &kv->shards[i];
+
+		memset(s, 0, sizeof(*s));
+		pthread_rwlock_init(&s->lock, NULL);
+		s->nbuckets = KV_MIN_BUCKETS;
+		s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+		if (!s->buckets) {
+			kv->nshards = i + 1;
+			rdmem_kv_destroy(kv);
+			return -ENOMEM;
+		}
+	}
+	*out = kv;
+	return 0;
+}
+
+void rdmem_kv_destroy(struct rdmem_kv *kv)
+{
+	unsigned i, b;
+
+	if (!kv)
+		return;
+	for (i = 0; i < kv->nshards; i++) {
+		struct kv_shard *s = &kv->shards[i];
+
+		for (b = 0; s->buckets && b < s->nbuckets; b++) {
+			struct kv_entry *e = s->buckets[b], *next;
+
+			for (; e; e = next) {
+				next = e->next;
+				free(e);
+			}
+		}
+		free(s->buckets);
+		pthread_rwlock_destroy(&s->lock);
+	}
+	free(kv->shards);
+	free(kv);
+}
+
+/* Returns the link that points at the key's entry (or at the chain's NULL). */
+static struct kv_entry **kv_find(struct kv_shard *s, uint64_t hash, const uint8_t *key,
+				 uint32_t klen)
+{
+	struct kv_entry **link = &s->buckets[hash & (s->nbuckets - 1)];
+
+	for (; *link; link = &(*link)->next) {
+		struct kv_entry *e = *link;
+
+		if (e->hash == hash && e->klen == klen && memcmp(e->data, key, klen) == 0)
+			break;
+	}
+	return link;
+}
+
+/* Doubles the bucket array; on allocation failure chains just grow longer. */
+static void kv_grow(struct kv_shard *s)
+{
+	uint32_t n = s->nbuckets * 2, b;
+	struct kv_entry **nb = calloc(n, sizeof(*nb));
+
+	if (!nb)
+		return;
+	for (b = 0; b < s->nbuckets; b++) {
+		struct kv_entry *e = s->buckets[b], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = nb[e->hash & (n - 1)];
+			nb[e->hash & (n - 1)] = e;
+		}
+	}
+	free(s->buckets);
+	s->buckets = nb;
+	s->nbuckets = n;
+}
+
+int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const void *val,
+		 uint32_t vlen)
+{
+	struct kv_entry *e, *old, **link;
+	struct kv_shard *s;
+
+	if (!kv_key_ok(klen))
+		return -EINVAL;
+	if (vlen > kv->max_value)
+		return -E2BIG;
+	e = malloc(sizeof(*e) + klen + vlen);
+	if (!e)
+		return -ENOMEM;
+	e->hash = kv_hash(key, klen);
+	e->klen = klen;
+	e->vlen = vlen;
+	memcpy(e->data, key, klen);
+	if (vlen)
+		memcpy(e->data + klen, val, vlen);
+	s = &kv->shards[kv_shard_of(kv, e->hash)];
+
+	pthread_rwlock_wrlock(&s->lock);
+	link = kv_find(s, e->hash, key, klen);
+	old = *link;
+	e->next = old ? old->next : NULL;
+	*link = e;
+	if (!old && ++s->count > s->nbuckets)
+		kv_grow(s);
+	pthread_rwlock_unlock(&s->lock);
+
+	if (old) {
+		atomic_fetch_sub_explicit(&kv->bytes, (int64_t)old->vlen, memory_order_relaxed);
+		free(old);
+	} else {
+		atomic_fetch_add_explicit(&kv->keys, 1, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&kv->bytes, vlen, memory_order_relaxed);
+	return 0;
+}
+
+int rdmem_kv_del(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen)
+{
+	struct kv_entry *e, **link;
+	struct kv_shard *s;
+	uint64_t hash;
+
+	if (!kv_key_ok(klen))
+		return -EINVAL;
+	hash = kv_hash(key, klen);
+	s = &kv->shards[kv_shard_of(kv, hash)];
+
+	pthread_rwlock_wrlock(&s->lock);
+	link = kv_find(s, hash, key, klen);
+	e = *link;
+	if (e) {
+		*link = e->next;
+		s->count--;
+	}
+	pthread_rwlock_unlock(&s->lock);
+
+	if (!e)
+		return -ENOENT;
+	atomic_fetch_sub_explicit(&kv->keys, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&kv->bytes, (int64_t)e->vlen, memory_order_relaxed);
+	free(e);
+	return 0;
+}
+
+static void kv_lock_set(struct rdmem_kv *kv, const uint64_t *set, int lock)
+{
+	unsigned i;
+
+	for (i = 0; i < kv->nshards; i++) {
+		if (!(set[i / 64] & (1ull << (i % 64))))
+			continue;
+		if (lock)
+			pthread_rwlock_rdlock(&kv->shards[i].lock);
+		else
+			pthread_rwlock_unlock(&kv->shards[i].lock);
+	}
+}
+
+int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t n,
+		  struct rdmem_kv_ref *refs, rdmem_kv_read_fn fn, void *ctx)
+{
+	uint64_t set[KV_MAX_SHARDS / 64] = { 0 };
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		unsigned sh;
+
+		if (!kv_key_ok(keys[i].len))
+			return -EINVAL;
+		sh = kv_shard_of(kv, kv_hash(keys[i].key, keys[i].len));
+		set[sh / 64] |= 1ull << (sh % 64);
+	}
+	kv_lock_set(kv, set, 1);
+	for (i = 0; i < n; i++) {
+		uint64_t hash = kv_hash(keys[i].key, keys[i].len);
+		struct kv_shard *s = &kv->shards[kv_shard_of(kv, hash)];
+		struct kv_entry *e = *kv_find(s, hash, keys[i].key, keys[i].len);
+
+		refs[i].val = e ? e->data + e->klen : NULL;
+		refs[i].len = e ? e->vlen : 0;
+	}
+	ret = fn(ctx, refs, n);
+	kv_lock_set(kv, set, 0);
+	return ret;
+}
+
+void rdmem_kv_usage(struct rdmem_kv *kv, uint64_t *keys, uint64_t *bytes)
+{
+	int64_t k = atomic_load_explicit(&kv->keys, memory_order_relaxed);
+	int64_t b = atomic_load_explicit(&kv->bytes, memory_order_relaxed);
+
+	*keys = k > 0 ? (uint64_t)k : 0;
+	*bytes = b > 0 ? (uint64_t)b : 0;
+}

@@ -1,0 +1,272 @@
+/* main.c - rdmem-server: option parsing and validation; the work is in server.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rdmem/fabric.h"
+#include "rdmem/layout.h"
+#include "rdmem/util.h"
+#include "rdmem/wire.h"
+#include "server/server.h"
+
+#define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
+
+static const char usage_text[] =
+    "usage: rdmem-server [options]\n"
+    "  -b, --bind ADDR          address to listen on (default 0.0.0.0)\n"
+    "  -p, --port PORT          RDMA port (default 7471)\n"
+    "      --tcp-port N         TCP fallback port (default PORT+1; 0 picks a free one)\n"
+    "      --no-tcp             no TCP fallback listener\n"
+    "      --image-dir DIR      accept image uploads into DIR\n"
+    "      --image-hook CMD     run CMD <final path> after each committed image\n"
+    "      --fabric F           verbs | shm | none: the RDMA listener (default: verbs with\n"
+    "                           an RDMA device, else shm for agents on this host)\n"
+    "      --batch-budget N     request slots a session drains per round (default 32)\n"
+    "      --ring-slots N       request ring slots per session (default 1024)\n"
+    "      --slot-bytes BYTES   payload bytes per request slot (default 32k)\n"
+    "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
+    "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
+    "      --max-sessions N     agent sessions at once (default 64)\n"
+    "      --busy-poll          session workers never sleep (dedicated cores)\n"
+    "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
+    "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
+    "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
+    "      --verbose            debug logging\n"
+    "  -h, --help               this text\n";
+
+enum {
+	OPT_TCP_PORT = 256,
+	OPT_NO_TCP,
+	OPT_IMAGE_DIR,
+	OPT_IMAGE_HOOK,
+	OPT_BATCH,
+	OPT_MAX_VALUE,
+	OPT_MAX_IMAGE,
+	OPT_UPLOAD_TIMEOUT,
+	OPT_VERBOSE,
+	OPT_FABRIC,
+	OPT_RING_SLOTS,
+	OPT_SLOT_BYTES,
+	OPT_OBJPOOL_SLABS,
+	OPT_OBJECT_TTL,
+	OPT_MAX_SESSIONS,
+	OPT_BUSY_POLL
+};
+
+static const struct option long_opts[] = {
+	{ "bind", required_argument, NULL, 'b' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
+	{ "no-tcp", no_argument, NULL, OPT_NO_TCP },
+	{ "image-dir", required_argument, NULL, OPT_IMAGE_DIR },
+	{ "image-hook", required_argument, NULL, OPT_IMAGE_HOOK },
+	{ "batch-budget", required_argument, NULL, OPT_BATCH },
+	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
+	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
+	{ "upload-timeout", required_argument, NULL, OPT_UPLOAD_TIMEOUT },
+	{ "verbose", no_argument, NULL, OPT_VERBOSE },
+	{ "fabric", required_argument, NULL, OPT_FABRIC },
+	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
+	{ "slot-bytes", required_argument, NULL, OPT_SLOT_BYTES },
+	{ "objpool-slabs", required_argument, NULL, OPT_OBJPOOL_SLABS },
+	{ "object-ttl", required_argument, NULL, OPT_OBJECT_TTL },
+	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void __attribute__((noreturn)) die_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "rdmem-server: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage_text);
+	exit(2);
+}
+
+/* A decimal number in [lo, hi], nothing else. */
+static uint64_t parse_num(const char *s, uint64_t lo, uint64_t hi, const char *what)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!*s || *s == '-' || *end || errno || v < lo || v > hi) {
+		fprintf(stderr, "rdmem-server: %s must be a number in %llu..%llu, not '%s'\n", what,
+			(unsigned long long)lo, (unsigned long long)hi, s);
+		exit(2);
+	}
+	return v;
+}
+
+static uint64_t parse_bytes(const char *s, uint64_t lo, uint64_t hi, const char *what)
+{
+	uint64_t v;
+
+	if (rdmem_parse_size(s, &v) < 0 || v < lo || v > hi) {
+		fprintf(stderr,
+			"rdmem-server: %s must be a size in %llu..%llu bytes (k/m/g), not '%s'\n",
+			what, (unsigned long long)lo, (unsigned long long)hi, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void check_addr(const char *s)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	if (inet_pton(AF_INET, s, buf) != 1 && inet_pton(AF_INET6, s, buf) != 1)
+		die_usage("--bind needs a numeric IPv4 or IPv6 address, not '%s'", s);
+}
+
+static void check_dir(const char *s)
+{
+	struct stat st;
+
+	if (stat(s, &st) < 0) {
+		fprintf(stderr, "rdmem-server: --image-dir %s: %s\n", s, strerror(errno));
+		exit(2);
+	}
+	if (!S_ISDIR(st.st_mode))
+		die_usage("--image-dir %s is not a directory", s);
+}
+
+static void parse_fabric(const char *s, struct rdmem_server_config *cfg)
+{
+	enum rdmem_fab_kind kind;
+
+	if (strcmp(s, "none") == 0) {
+		cfg->no_rdma = 1;
+		return;
+	}
+	if (rdmem_fab_kind_parse(s, &kind) < 0)
+		die_usage("--fabric must be verbs, shm or none, not '%s'", s);
+	cfg->no_rdma = 0;
+	cfg->rdma.fabric = kind;
+}
+
+static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, int *verbose)
+{
+	int tcp_port = -1, opt;
+
+	while ((opt = getopt_long(argc, argv, "b:p:h", long_opts, NULL)) != -1) {
+		switch (opt) {
+		case 'b':
+			check_addr(optarg);
+			cfg->bind_addr = optarg;
+			break;
+		case 'p':
+			cfg->port = (uint16_t)parse_num(optarg, 1, 65535, "--port");
+			break;
+		case OPT_TCP_PORT:
+			tcp_port = (int)parse_num(optarg, 0, 65535, "--tcp-port");
+			break;
+		case OPT_NO_TCP:
+			cfg->no_tcp = 1;
+			break;
+		case OPT_IMAGE_DIR:
+			check_dir(optarg);
+			cfg->svc.image_dir = optarg;
+			break;
+		case OPT_IMAGE_HOOK:
+			if (!*optarg)
+				die_usage("--image-hook needs a command%s", "");
+			cfg->svc.image_hook = optarg;
+			break;
+		case OPT_BATCH:
+			cfg->rdma.batch_budget = (uint32_t)parse_num(optarg, 1, 1024, "--batch-budget");
+			break;
+		case OPT_FABRIC:
+			parse_fabric(optarg, cfg);
+			break;
+		case OPT_RING_SLOTS:
+			cfg->rdma.ring_slots = (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS,
+								   "--ring-slots");
+			break;
+		case OPT_SLOT_BYTES:
+			cfg->rdma.slot_bytes = (uint32_t)parse_bytes(optarg, 1024, 1u << 20,
+								     "--slot-bytes");
+			break;
+		case OPT_OBJPOOL_SLABS:
+			cfg->rdma.objpool_slabs = (uint32_t)parse_num(optarg, 1, 65536,
+								      "--objpool-slabs");
+			break;
+		case OPT_OBJECT_TTL:
+			cfg->rdma.object_ttl_ms = (uint32_t)parse_num(optarg, 10, 86400000,
+								      "--object-ttl");
+			break;
+		case OPT_MAX_SESSIONS:
+			cfg->rdma.max_sessions = (uint32_t)parse_num(optarg, 1, 4096,
+								     "--max-sessions");
+			break;
+		case OPT_BUSY_POLL:
+			cfg->rdma.busy_poll = 1;
+			break;
+		case OPT_MAX_VALUE:
+			cfg->svc.max_value = (uint32_t)parse_bytes(
+			    optarg, MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, "--max-value");
+			break;
+		case OPT_MAX_IMAGE:
+			cfg->svc.max_image = parse_bytes(optarg, 1, 1ull << 30, "--max-image");
+			break;
+		case OPT_UPLOAD_TIMEOUT:
+			cfg->svc.upload_timeout_ms =
+			    (uint32_t)parse_num(optarg, 100, 86400000, "--upload-timeout");
+			break;
+		case OPT_VERBOSE:
+			*verbose = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		default:
+			die_usage("unknown or incomplete option%s", "");
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'", argv[optind]);
+	if (cfg->svc.image_hook && !cfg->svc.image_dir)
+		die_usage("--image-hook needs --image-dir%s", "");
+	if (tcp_port >= 0)
+		cfg->tcp_port = (uint16_t)tcp_port;
+	else if (cfg->port == 65535 && !cfg->no_tcp)
+		die_usage("--port 65535 leaves no room for the TCP port; give --tcp-port%s", "");
+	else
+		cfg->tcp_port = (uint16_t)(cfg->port + 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct rdmem_server_config cfg = {
+		.bind_addr = "0.0.0.0",
+		.port = RDMEM_DEFAULT_PORT,
+		.rdma = { .fabric = 0,
+			  .ring_slots = RDMEM_DEFAULT_RING_SLOTS,
+			  .slot_bytes = RDMEM_DEFAULT_SLOT_BYTES,
+			  .objpool_slabs = 256,
+			  .object_ttl_ms = 10000,
+			  .batch_budget = 32,
+			  .max_sessions = 64 },
+		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
+			 .max_image = 64u << 20,
+			 .upload_timeout_ms = 30000 },
+	};
+	struct rdmem_server srv;
+	int verbose = 0, ret;
+
+	parse_args(argc, argv, &cfg, &verbose);
+	if (!cfg.rdma.fabric)
+		cfg.rdma.fabric = rdmem_fab_verbs_available() ? RDMEM_FAB_VERBS : RDMEM_FAB_SHM;
+	rdmem_log_init("rdmem-server", verbose);
+	ret = rdmem_server_start(&srv, &cfg);
+	if (ret == 0)
+		ret = rdmem_server_run(&srv);
+	rdmem_server_stop(&srv);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,124 @@
+/* server.c - start, run and stop rdmem-server's parts in the right order:
+ * the service first and last, listeners in between, signals through a
+ * signalfd so the stop path runs on the main thread, never in a handler. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "rdmem/util.h"
+
+#define SERVER_TICK_MS 100
+
+static int server_signals(struct rdmem_server *srv)
+{
+	sigset_t set;
+	int ret;
+
+	/* Writes to a vanished peer must fail with EPIPE, not kill the server. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	ret = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (ret) {
+		rdmem_err("cannot block SIGINT/SIGTERM: %s", strerror(ret));
+		return -ret;
+	}
+	srv->sigfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (srv->sigfd < 0) {
+		rdmem_err("signalfd: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int server_start_tcp(struct rdmem_server *srv)
+{
+	struct rdmem_tcp_server_config tc = {
+		.addr = srv->cfg.bind_addr,
+		.port = srv->cfg.tcp_port,
+		.max_value = srv->cfg.svc.max_value,
+	};
+	int ret;
+
+	if (srv->cfg.no_tcp) {
+		rdmem_info("tcp fallback disabled (--no-tcp)");
+		return 0;
+	}
+	ret = rdmem_tcp_server_create(srv->svc, &tc, &srv->tcp);
+	if (ret == 0)
+		ret = rdmem_tcp_server_start(srv->tcp);
+	return ret;
+}
+
+static int server_start_rdma(struct rdmem_server *srv)
+{
+	if (srv->cfg.no_rdma) {
+		rdmem_info("rdma listener disabled (--fabric none)");
+		return 0;
+	}
+	srv->cfg.rdma.addr = srv->cfg.bind_addr;
+	srv->cfg.rdma.port = srv->cfg.port;
+	srv->cfg.rdma.max_value = srv->cfg.svc.max_value;
+	return rdmem_rdma_listener_start(&srv->cfg.rdma, srv->svc, &srv->rdma);
+}
+
+int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_config *cfg)
+{
+	int ret;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->cfg = *cfg;
+	srv->sigfd = -1;
+	ret = server_signals(srv);
+	if (ret)
+		return ret;
+	ret = rdmem_service_create(&cfg->svc, &srv->svc);
+	if (ret) {
+		rdmem_err("cannot start the service: %s", strerror(-ret));
+		return ret;
+	}
+	ret = server_start_tcp(srv);
+	return ret ? ret : server_start_rdma(srv);
+}
+
+int rdmem_server_run(struct rdmem_server *srv)
+{
+	struct pollfd p = { .fd = srv->sigfd, .events = POLLIN };
+
+	for (;;) {
+		struct signalfd_siginfo si;
+		int n = poll(&p, 1, SERVER_TICK_MS);
+
+		if (n < 0 && errno != EINTR) {
+			rdmem_err("poll on the signal fd: %s", strerror(errno));
+			return -errno;
+		}
+		rdmem_service_tick(srv->svc);
+		if (n <= 0)
+			continue;
+		if (read(srv->sigfd, &si, sizeof(si)) == sizeof(si)) {
+			rdmem_info("%s received, stopping", strsignal((int)si.ssi_signo));
+			return 0;
+		}
+	}
+}
+
+void rdmem_server_stop(struct rdmem_server *srv)
+{
+	rdmem_rdma_listener_stop(srv->rdma);
+	srv->rdma = NULL;
+	rdmem_tcp_server_destroy(srv->tcp);
+	srv->tcp = NULL;
+	rdmem_service_destroy(srv->svc);
+	srv->svc = NULL;
+	if (srv->sigfd >= 0)
+		close(srv->sigfd);
+	srv->sigfd = -1;
+}

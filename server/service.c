@@ -1,0 +1,428 @@
+/* service.c - the one dispatch behind every path: argument checks, the ops,
+ * and the counters STATS reports.
+ *
+ * Reply bytes go through the path's sink exactly once, reserved at their
+ * exact length and written in place, so the path decides where they land
+ * (reply slot, pool object, TCP send buffer) and no op copies twice. An
+ * empty reply reserves nothing. No reply is larger than --max-value: the
+ * cap that keeps values whole also bounds every buffer a path provides.
+ */
+#include "server/service.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmem/blob.h"
+#include "rdmem/content.h"
+#include "rdmem/util.h"
+#include "server/profile.h"
+#include "server/service_impl.h"
+
+#define SVC_MGET_MAX_KEYS 4096u	      /* bounds the time an MGET holds shard locks */
+#define SVC_STATS_CAP	  (16u << 10) /* the report is ~3 KiB */
+#define SVC_MAX_IMAGE	  (1ull << 30)
+
+struct svc_ctx {
+	struct rdmem_service *svc;
+	const struct rdmem_call *call;
+	const struct rdmem_desc *req;
+	struct rdmem_reply_sink *sink;
+	struct rdmem_desc *rep;
+};
+
+typedef uint16_t (*svc_op_fn)(struct svc_ctx *x);
+
+/* Asks the path for len reply bytes; the status is the reply's on failure. */
+static uint16_t svc_reserve(struct svc_ctx *x, uint32_t len, void **buf)
+{
+	int st;
+
+	if (len > x->svc->cfg.max_value)
+		return RDMEM_S_TOO_BIG;
+	st = x->sink->reserve(x->sink, len, buf);
+	if (st != RDMEM_S_OK)
+		return (uint16_t)st;
+	x->rep->val_len = len;
+	return RDMEM_S_OK;
+}
+
+static uint16_t svc_reply_bytes(struct svc_ctx *x, const void *data, uint32_t len)
+{
+	void *buf;
+	uint16_t st;
+
+	if (!len)
+		return RDMEM_S_OK;
+	st = svc_reserve(x, len, &buf);
+	if (st == RDMEM_S_OK)
+		memcpy(buf, data, len);
+	return st;
+}
+
+static uint16_t op_ping(struct svc_ctx *x)
+{
+	return x->req->key_len || x->req->val_len ? RDMEM_S_BAD_REQUEST : RDMEM_S_OK;
+}
+
+static uint16_t op_echo(struct svc_ctx *x)
+{
+	if (x->req->key_len)
+		return RDMEM_S_BAD_REQUEST;
+	return svc_reply_bytes(x, x->call->val, x->req->val_len);
+}
+
+static uint16_t op_put(struct svc_ctx *x)
+{
+	int ret =
+	    rdmem_kv_put(x->svc->kv, x->call->key, x->req->key_len, x->call->val, x->req->val_len);
+
+	return ret == -ENOMEM ? RDMEM_S_NO_SPACE : rdmem_errno_status(ret);
+}
+
+static uint16_t op_del(struct svc_ctx *x)
+{
+	if (x->req->val_len)
+		return RDMEM_S_BAD_REQUEST;
+	return rdmem_errno_status(rdmem_kv_del(x->svc->kv, x->call->key, x->req->key_len));
+}
+
+/* Runs under the shard lock: the value is copied straight into the sink. */
+static int get_copy(void *ctx, const struct rdmem_kv_ref *refs, uint32_t n)
+{
+	struct svc_ctx *x = ctx;
+
+	(void)n;
+	if (!refs[0].val)
+		return RDMEM_S_NOT_FOUND;
+	return svc_reply_bytes(x, refs[0].val, refs[0].len);
+}
+
+static uint16_t op_get(struct svc_ctx *x)
+{
+	struct rdmem_kv_key key = { x->call->key, x->req->key_len };
+	struct rdmem_kv_ref ref;
+	int ret;
+
+	if (x->req->val_len || !key.len)
+		return RDMEM_S_BAD_REQUEST;
+	ret = rdmem_kv_read(x->svc->kv, &key, 1, &ref, get_copy, x);
+	return ret < 0 ? rdmem_errno_status(ret) : (uint16_t)ret;
+}
+
+/* Sizes the whole reply first: it is refused whole or sent whole. */
+static int mget_build(void *ctx, const struct rdmem_kv_ref *refs, uint32_t n)
+{
+	struct svc_ctx *x = ctx;
+	struct rdmem_blob_writer w;
+	uint64_t data = 0, total;
+	uint32_t i;
+	void *buf;
+	uint16_t st;
+
+	for (i = 0; i < n; i++)
+		data += refs[i].len;
+	total = rdmem_blob_array_size(n, data);
+	if (total > x->svc->cfg.max_value)
+		return RDMEM_S_TOO_BIG;
+	st = svc_reserve(x, (uint32_t)total, &buf);
+	if (st != RDMEM_S_OK)
+		return st;
+	if (rdmem_blob_array_begin(&w, buf, total, n) < 0)
+		return RDMEM_S_IO;
+	for (i = 0; i < n; i++)
+		if (refs[i].val &&
+		    rdmem_blob_array_set(&w, i, refs[i].val, refs[i].len, RDMEM_BLOB_PRESENT) < 0)
+			return RDMEM_S_IO;
+	return rdmem_blob_finish(&w) == total ? RDMEM_S_OK : RDMEM_S_IO;
+}
+
+static uint16_t op_mget(struct svc_ctx *x)
+{
+	struct rdmem_blob_array a;
+	struct rdmem_kv_key *keys;
+	struct rdmem_kv_ref *refs;
+	uint32_t i, flags;
+	int ret;
+
+	if (x->req->key_len || rdmem_blob_array_open(x->call->val, x->req->val_len, &a) < 0)
+		return RDMEM_S_BAD_REQUEST;
+	if (a.count > SVC_MGET_MAX_KEYS)
+		return RDMEM_S_TOO_BIG;
+	keys = malloc(((size_t)a.count + 1) * (sizeof(*keys) + sizeof(*refs)));
+	if (!keys)
+		return RDMEM_S_BUSY;
+	refs = (struct rdmem_kv_ref *)(keys + a.count + 1);
+	for (i = 0; i < a.count; i++) {
+		const void *k;
+
+		rdmem_blob_array_get(&a, i, &k, &keys[i].len, &flags);
+		keys[i].key = k;
+		if (flags || !keys[i].len || keys[i].len > RDMEM_MAX_KEY) {
+			free(keys);
+			return RDMEM_S_BAD_REQUEST;
+		}
+	}
+	ret = rdmem_kv_read(x->svc->kv, keys, a.count, refs, mget_build, x);
+	free(keys);
+	return ret < 0 ? rdmem_errno_status(ret) : (uint16_t)ret;
+}
+
+static uint16_t op_profile(struct svc_ctx *x)
+{
+	struct rdmem_profile_buf pbuf;
+	struct rdmem_profile_in p;
+	uint64_t id, size;
+	void *buf;
+	uint16_t st;
+
+	if (x->req->val_len || rdmem_profile_parse_id(x->call->key, x->req->key_len, &id) < 0)
+		return RDMEM_S_BAD_REQUEST;
+	if (rdmem_profile_lookup(id, &pbuf, &p) < 0)
+		return RDMEM_S_NOT_FOUND;
+	size = rdmem_blob_profile_size(&p);
+	if (size > x->svc->cfg.max_value)
+		return RDMEM_S_TOO_BIG;
+	st = svc_reserve(x, (uint32_t)size, &buf);
+	if (st != RDMEM_S_OK)
+		return st;
+	return rdmem_blob_profile_encode(&p, buf, size) == (int64_t)size ? RDMEM_S_OK : RDMEM_S_IO;
+}
+
+/* "big:<n>[k|m]" is generated; any other key is a stored value, as GET. */
+static uint16_t op_large_get(struct svc_ctx *x)
+{
+	uint64_t size;
+	void *buf;
+	uint16_t st;
+
+	if (x->req->val_len)
+		return RDMEM_S_BAD_REQUEST;
+	if (rdmem_big_parse((const char *)x->call->key, x->req->key_len, &size) < 0)
+		return op_get(x);
+	if (size > x->svc->cfg.max_value)
+		return RDMEM_S_TOO_BIG;
+	if (!size)
+		return RDMEM_S_OK;
+	st = svc_reserve(x, (uint32_t)size, &buf);
+	if (st == RDMEM_S_OK)
+		rdmem_big_fill(size, 0, buf, size);
+	return st;
+}
+
+static uint16_t op_image_chunk(struct svc_ctx *x)
+{
+	const struct rdmem_image_args *ia = &x->req->args.image;
+	struct rdmem_image_chunk c = {
+		.upload_id = ia->upload_id,
+		.name = x->call->key,
+		.name_len = x->req->key_len,
+		.flags = x->req->flags,
+		.offset = ia->offset,
+		.total = ia->total,
+		.hash = ia->hash,
+		.data = x->call->val,
+		.len = x->req->val_len,
+	};
+	struct rdmem_image_ack ack;
+	int ret;
+
+	if (!x->svc->images) {
+		rdmem_debug("image upload refused: the server runs without --image-dir");
+		return RDMEM_S_BAD_REQUEST;
+	}
+	ret = rdmem_image_chunk(x->svc->images, &c, &ack);
+	x->rep->aux = ack.received;
+	x->rep->args.image.upload_id = ia->upload_id;
+	x->rep->args.image.offset = ack.received;
+	if (ret == 0 && ack.committed && x->svc->hook)
+		rdmem_hook_run(x->svc->hook, ack.path); /* failures are counted there */
+	return ret == -ENOMEM ? RDMEM_S_NO_SPACE : rdmem_errno_status(ret);
+}
+
+/* Without a reclaim callback (TCP) every reference is refused and counted. */
+static uint16_t op_reclaim(struct svc_ctx *x)
+{
+	const uint32_t ent = sizeof(struct rdmem_objref);
+	uint32_t i, n = x->req->val_len / ent, freed = 0, refused = 0;
+
+	if (x->req->key_len || x->req->val_len % ent)
+		return RDMEM_S_BAD_REQUEST;
+	for (i = 0; i < n; i++) {
+		struct rdmem_objref ref;
+
+		memcpy(&ref, x->call->val + (size_t)i * ent, ent); /* payload is unaligned */
+		if (x->call->reclaim && x->call->reclaim(x->call->reclaim_ctx, &ref) == RDMEM_S_OK)
+			freed++;
+		else
+			refused++;
+	}
+	atomic_fetch_add_explicit(&x->svc->reclaim_freed, freed, memory_order_relaxed);
+	atomic_fetch_add_explicit(&x->svc->reclaim_refused, refused, memory_order_relaxed);
+	x->rep->aux = freed;
+	x->rep->args.raw[0] = refused;
+	return RDMEM_S_OK;
+}
+
+static uint16_t op_stats(struct svc_ctx *x)
+{
+	char *text;
+	size_t len;
+	uint16_t st;
+
+	if (x->req->key_len || x->req->val_len)
+		return RDMEM_S_BAD_REQUEST;
+	text = malloc(SVC_STATS_CAP);
+	if (!text)
+		return RDMEM_S_BUSY;
+	len = rdmem_stats_format(x->svc, x->req->flags & RDMEM_F_JSON, text, SVC_STATS_CAP);
+	st = len ? svc_reply_bytes(x, text, (uint32_t)len) : RDMEM_S_IO;
+	free(text);
+	return st;
+}
+
+/* AUTH belongs to session setup; reaching the dispatch means a confused peer. */
+static uint16_t op_auth(struct svc_ctx *x)
+{
+	(void)x;
+	return RDMEM_S_BAD_REQUEST;
+}
+
+static const struct {
+	svc_op_fn fn;
+	uint16_t flags; /* request flags the op accepts */
+} svc_ops[RDMEM_OP__COUNT] = {
+	[RDMEM_OP_PING] = { op_ping, 0 },
+	[RDMEM_OP_ECHO] = { op_echo, 0 },
+	[RDMEM_OP_KV_PUT] = { op_put, 0 },
+	[RDMEM_OP_KV_GET] = { op_get, 0 },
+	[RDMEM_OP_KV_DEL] = { op_del, 0 },
+	[RDMEM_OP_KV_MGET] = { op_mget, 0 },
+	[RDMEM_OP_PROFILE] = { op_profile, 0 },
+	[RDMEM_OP_LARGE_GET] = { op_large_get, 0 },
+	[RDMEM_OP_IMAGE_CHUNK] = { op_image_chunk, RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT },
+	[RDMEM_OP_RECLAIM] = { op_reclaim, 0 },
+	[RDMEM_OP_STATS] = { op_stats, RDMEM_F_JSON },
+	[RDMEM_OP_AUTH] = { op_auth, 0 },
+};
+
+static uint16_t svc_run(struct svc_ctx *x)
+{
+	const struct rdmem_desc *req = x->req;
+	uint16_t st = rdmem_desc_check(req, x->svc->cfg.max_value);
+
+	/* Paths check before calling; checking again keeps a path's bug from becoming ours. */
+	if (st != RDMEM_S_OK)
+		return st;
+	if (req->flags & ~svc_ops[req->op].flags)
+		return RDMEM_S_BAD_REQUEST;
+	if ((req->key_len && !x->call->key) || (req->val_len && !x->call->val))
+		return RDMEM_S_BAD_REQUEST;
+	return svc_ops[req->op].fn(x);
+}
+
+void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
+			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep)
+{
+	const struct rdmem_desc *req = call->req;
+	struct svc_ctx x = { svc, call, req, sink, rep };
+	unsigned op = req->op < RDMEM_OP__COUNT ? req->op : 0;
+	uint16_t st;
+
+	rep->status = RDMEM_S_OK;
+	rep->flags = 0;
+	rep->val_len = 0;
+	rep->aux = 0;
+	memset(&rep->args, 0, sizeof(rep->args));
+	st = svc_run(&x);
+	if (st != RDMEM_S_OK)
+		rep->val_len = 0; /* reserved bytes, if any, are not part of a failed reply */
+	rep->status = st;
+
+	atomic_fetch_add_explicit(&svc->ops[op].calls, 1, memory_order_relaxed);
+	if (req->path < RDMEM_PATH__COUNT)
+		atomic_fetch_add_explicit(&svc->paths[req->path], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->bytes_in, rdmem_desc_payload_len(req),
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->bytes_out, rep->val_len, memory_order_relaxed);
+	if (st != RDMEM_S_OK)
+		atomic_fetch_add_explicit(&svc->ops[op].errors, 1, memory_order_relaxed);
+	if (st == RDMEM_S_BAD_REQUEST) {
+		atomic_fetch_add_explicit(&svc->bad_request, 1, memory_order_relaxed);
+		rdmem_debug("%s request %" PRIu64 " refused: bad request (key %u B, value %u B, "
+			    "flags 0x%x)",
+			    rdmem_op_name(req->op), req->req_id, req->key_len, req->val_len,
+			    req->flags);
+	}
+}
+
+void rdmem_service_tick(struct rdmem_service *svc)
+{
+	if (svc->images)
+		rdmem_image_expire(svc->images, rdmem_now_ns());
+	if (svc->hook)
+		rdmem_hook_reap(svc->hook);
+}
+
+void rdmem_service_count_bad_input(struct rdmem_service *svc)
+{
+	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);
+}
+
+void rdmem_service_session_delta(struct rdmem_service *svc, int delta)
+{
+	atomic_fetch_add_explicit(&svc->sessions, delta, memory_order_relaxed);
+}
+
+static int svc_config_ok(const struct rdmem_service_config *cfg)
+{
+	if (cfg->max_value == 0 || cfg->max_value > RDMEM_MAX_VALUE_LIMIT)
+		return 0;
+	if (cfg->kv_shards & (cfg->kv_shards - 1))
+		return 0;
+	if (cfg->image_hook && !cfg->image_dir)
+		return 0;
+	return cfg->max_image <= SVC_MAX_IMAGE;
+}
+
+int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out)
+{
+	struct rdmem_service *svc;
+	int ret;
+
+	if (!svc_config_ok(cfg))
+		return -EINVAL;
+	svc = calloc(1, sizeof(*svc));
+	if (!svc)
+		return -ENOMEM;
+	svc->cfg = *cfg;
+	if (!svc->cfg.max_image)
+		svc->cfg.max_image = 64u << 20;
+	svc->start_ns = rdmem_now_ns();
+	ret = rdmem_kv_create(cfg->kv_shards, cfg->max_value, &svc->kv);
+	if (!ret && cfg->image_dir)
+		ret = rdmem_image_create(cfg->image_dir, svc->cfg.max_image, cfg->upload_timeout_ms,
+					 &svc->images);
+	if (!ret && cfg->image_hook)
+		ret = rdmem_hook_create(cfg->image_hook, &svc->hook);
+	if (ret) {
+		rdmem_service_destroy(svc);
+		return ret;
+	}
+	/* The config's strings belong to the caller; only the stores kept copies. */
+	svc->cfg.image_dir = NULL;
+	svc->cfg.image_hook = NULL;
+	*out = svc;
+	return 0;
+}
+
+void rdmem_service_destroy(struct rdmem_service *svc)
+{
+	if (!svc)
+		return;
+	rdmem_image_destroy(svc->images);
+	rdmem_hook_destroy(svc->hook);
+	rdmem_kv_destroy(svc->kv);
+	free(svc);
+}

@@ -1,0 +1,45 @@
+/* service_impl.h - the service's state, shared by the dispatch (service.c)
+ * and the STATS report (stats.c); nothing outside server/ includes it. */
+#ifndef RDMEM_SERVER_SERVICE_IMPL_H
+#define RDMEM_SERVER_SERVICE_IMPL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/hook.h"
+#include "server/image.h"
+#include "server/kv.h"
+#include "server/service.h"
+
+/*
+ * Every counter is a statistic: incremented and read with relaxed order, as
+ * no other memory is published through them and a STATS reply may be a few
+ * increments behind.
+ */
+struct rdmem_op_counters {
+	atomic_uint_fast64_t calls;
+	atomic_uint_fast64_t errors; /* replies with a status other than OK */
+};
+
+struct rdmem_service {
+	struct rdmem_service_config cfg;
+	struct rdmem_kv *kv;
+	struct rdmem_image_store *images; /* NULL without --image-dir */
+	struct rdmem_hook *hook;	  /* NULL without --image-hook */
+	uint64_t start_ns;
+	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
+	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
+	atomic_uint_fast64_t bad_input;	  /* frames/descriptors refused before dispatch */
+	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
+	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
+	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
+	atomic_uint_fast64_t reclaim_freed;
+	atomic_uint_fast64_t reclaim_refused;
+	atomic_int_fast64_t sessions;
+};
+
+/* Writes the STATS report (text or JSON); returns its length, or 0 if cap is too small. */
+size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,125 @@
+/* stats.c - the STATS report: every service counter as "name value" lines,
+ * or as one JSON object with RDMEM_F_JSON. Names are stable: scripts and the
+ * agent parse them. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rdmem/util.h"
+#include "server/service_impl.h"
+
+struct out {
+	char *buf;
+	size_t cap;
+	size_t len;
+	int overflow;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->overflow)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->cap - o->len)
+		o->overflow = 1;
+	else
+		o->len += (size_t)n;
+}
+
+static uint64_t ld(atomic_uint_fast64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+struct snapshot {
+	uint64_t keys, kv_bytes;
+	struct rdmem_image_stats img;
+	struct rdmem_hook_stats hook;
+	int64_t sessions;
+	uint64_t uptime_s;
+};
+
+static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	rdmem_kv_usage(svc->kv, &s->keys, &s->kv_bytes);
+	if (svc->images)
+		rdmem_image_stats(svc->images, &s->img);
+	if (svc->hook)
+		rdmem_hook_stats(svc->hook, &s->hook);
+	s->sessions = atomic_load_explicit(&svc->sessions, memory_order_relaxed);
+	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
+}
+
+static void format_text(struct rdmem_service *svc, const struct snapshot *s, struct out *o)
+{
+	unsigned i;
+
+	put(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
+	put(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
+	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\n", ld(&svc->bad_input),
+	    ld(&svc->bad_request));
+	put(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
+	    ld(&svc->bytes_out));
+	for (i = 1; i < RDMEM_OP__COUNT; i++)
+		put(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n", rdmem_op_name(i),
+		    ld(&svc->ops[i].calls), rdmem_op_name(i), ld(&svc->ops[i].errors));
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		put(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i), ld(&svc->paths[i]));
+	put(o,
+	    "uploads.active %" PRIu64 "\nuploads.committed %" PRIu64 "\nuploads.failed %" PRIu64
+	    "\nuploads.timed_out %" PRIu64 "\nuploads.bytes %" PRIu64 "\n",
+	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
+	put(o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
+	    s->hook.runs, s->hook.failures, s->hook.running);
+	put(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n", ld(&svc->reclaim_freed),
+	    ld(&svc->reclaim_refused));
+}
+
+static void format_json(struct rdmem_service *svc, const struct snapshot *s, struct out *o)
+{
+	unsigned i;
+
+	put(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
+	put(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
+	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64, ld(&svc->bad_input),
+	    ld(&svc->bad_request));
+	put(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
+	    ld(&svc->bytes_out));
+	put(o, ",\"ops\":{");
+	for (i = 1; i < RDMEM_OP__COUNT; i++)
+		put(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}", i > 1 ? "," : "",
+		    rdmem_op_name(i), ld(&svc->ops[i].calls), ld(&svc->ops[i].errors));
+	put(o, "},\"paths\":{");
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		put(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i), ld(&svc->paths[i]));
+	put(o,
+	    "},\"uploads\":{\"active\":%" PRIu64 ",\"committed\":%" PRIu64 ",\"failed\":%" PRIu64
+	    ",\"timed_out\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
+	put(o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
+	    s->hook.runs, s->hook.failures, s->hook.running);
+	put(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}}\n",
+	    ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
+}
+
+size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap)
+{
+	struct out o = { buf, cap, 0, 0 };
+	struct snapshot s;
+
+	take_snapshot(svc, &s);
+	if (json)
+		format_json(svc, &s, &o);
+	else
+		format_text(svc, &s, &o);
+	return o.overflow ? 0 : o.len;
+}

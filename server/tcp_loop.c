@@ -1,0 +1,751 @@
+/* tcp_loop.c - the TCP fallback path: one thread drives one io_uring that
+ * accepts connections and runs at most one recv and one send per connection.
+ *
+ * Requests are pipelined: after each recv every complete frame in the buffer
+ * is dispatched and its reply appended to the connection's fill buffer; a
+ * second buffer is the one the kernel is sending, so a reply is never written
+ * into memory a send still reads. Memory is bounded per connection: the
+ * receive buffer grows only to the largest valid frame, and reading (and
+ * dispatching) pauses while more than TCP_OUT_HIGH reply bytes are unsent.
+ * A well-formed but refused frame is answered with a status and its payload
+ * drained; bytes that are no frame at all close the connection.
+ */
+#include "server/tcp_loop.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fabric/tcp_frame.h"
+#include "rdmem/util.h"
+
+#define TCP_RBUF_MIN	 (64u << 10)
+#define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
+#define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
+#define TCP_RING_ENTRIES 512u
+#define TCP_TICK_MS	 100
+#define TCP_BAD_LOG_MAX	 16u /* bad-frame log lines per connection */
+#define TCP_CLOSE_MS	 2000u
+
+enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
+#define UD_KIND_MASK 7ull
+
+struct outbuf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+};
+
+struct conn {
+	struct rdmem_tcp_server *srv;
+	int fd;
+	char peer[64];
+	uint8_t *rbuf;
+	size_t rlen;
+	size_t rcap;
+	uint64_t drain; /* payload bytes of a refused frame still to discard */
+	struct outbuf out[2];
+	int fill;    /* out[fill] takes new replies; out[!fill] may be in flight */
+	size_t sent; /* bytes of out[!fill] the kernel took so far */
+	int send_busy;
+	int recv_busy;
+	unsigned ops; /* SQEs in flight that name this connection */
+	unsigned bad_logged;
+	int closing;	      /* no more reads; close once flushed */
+	int dead;	      /* socket shut down; freed when ops == 0 */
+	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
+	struct conn *prev, *next;
+};
+
+struct rdmem_tcp_server {
+	struct rdmem_service *svc;
+	struct rdmem_tcp_server_config cfg;
+	int lfd;
+	uint16_t port;
+	char name[80]; /* addr:port for log lines */
+	int stop_fd;
+	uint64_t stop_val;
+	struct io_uring ring;
+	pthread_t thread;
+	int started;
+	struct conn *conns;
+	unsigned nconns;
+	int accept_busy;
+	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
+	int stopping;
+	uint64_t stop_deadline_ns;
+};
+
+struct tcp_sink {
+	struct rdmem_reply_sink base;
+	struct outbuf *ob;
+	size_t hdr_at;
+	uint32_t max;
+	int used;
+};
+
+static uint64_t tcp_ud(void *p, enum tcp_ud kind)
+{
+	return (uint64_t)(uintptr_t)p | kind;
+}
+
+static struct io_uring_sqe *tcp_sqe(struct rdmem_tcp_server *s)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+
+	if (!sqe && io_uring_submit(&s->ring) >= 0)
+		sqe = io_uring_get_sqe(&s->ring);
+	if (!sqe)
+		rdmem_err("tcp %s: io_uring submission queue full", s->name);
+	return sqe;
+}
+
+static size_t conn_out_pending(const struct conn *c)
+{
+	return c->out[0].len + c->out[1].len - c->sent;
+}
+
+static int outbuf_reserve(struct outbuf *ob, size_t need)
+{
+	size_t cap = ob->cap ? ob->cap : TCP_RBUF_MIN;
+	uint8_t *p;
+
+	if (need <= ob->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(ob->p, cap);
+	if (!p)
+		return -ENOMEM;
+	ob->p = p;
+	ob->cap = cap;
+	return 0;
+}
+
+static void conn_arm_recv(struct conn *c);
+
+/* ---- connection lifetime ------------------------------------------------ */
+
+static void conn_free(struct conn *c)
+{
+	struct rdmem_tcp_server *s = c->srv;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	close(c->fd);
+	free(c->rbuf);
+	free(c->out[0].p);
+	free(c->out[1].p);
+	free(c);
+}
+
+/* Shuts the socket so pending ops complete; the struct goes when they have. */
+static void conn_kill(struct conn *c, const char *why)
+{
+	if (c->dead)
+		return;
+	rdmem_debug("tcp %s: closing %s: %s", c->srv->name, c->peer, why);
+	c->dead = 1;
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+static void conn_maybe_free(struct conn *c)
+{
+	if (c->dead && c->ops == 0)
+		conn_free(c);
+}
+
+static void conn_close_after_flush(struct conn *c)
+{
+	if (!c->closing) {
+		c->closing = 1;
+		c->close_by_ns = rdmem_now_ns() + TCP_CLOSE_MS * 1000000ull;
+	}
+	if (!c->send_busy && !c->recv_busy && conn_out_pending(c) == 0)
+		conn_kill(c, "done");
+}
+
+static void conn_new(struct rdmem_tcp_server *s, int fd)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+	struct conn *c;
+	int one = 1;
+
+	if (s->nconns >= s->cfg.max_conns) {
+		rdmem_warn("tcp %s: refusing a connection: %u connections open", s->name,
+			   s->nconns);
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c)
+		c->rbuf = malloc(TCP_RBUF_MIN);
+	if (!c || !c->rbuf) {
+		rdmem_err("tcp %s: out of memory for a new connection", s->name);
+		free(c);
+		close(fd);
+		return;
+	}
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		rdmem_warn("tcp %s: TCP_NODELAY: %s", s->name, strerror(errno));
+	if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0)
+		getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
+	c->srv = s;
+	c->fd = fd;
+	c->rcap = TCP_RBUF_MIN;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	rdmem_debug("tcp %s: connection from %s", s->name, c->peer);
+	conn_arm_recv(c);
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+static int tcp_sink_reserve(struct rdmem_reply_sink *base, uint32_t len, void **buf)
+{
+	struct tcp_sink *sink = (struct tcp_sink *)base;
+
+	if (sink->used)
+		return RDMEM_S_IO;
+	if (len > sink->max)
+		return RDMEM_S_TOO_BIG;
+	if (outbuf_reserve(sink->ob, sink->hdr_at + RDMEM_DESC_SIZE + len) < 0)
+		return RDMEM_S_BUSY;
+	sink->used = 1;
+	*buf = sink->ob->p + sink->hdr_at + RDMEM_DESC_SIZE;
+	return RDMEM_S_OK;
+}
+
+/* A reply with no value: refused frames and failed calls. */
+static int conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
+{
+	struct outbuf *ob = &c->out[c->fill];
+	struct rdmem_desc rep;
+
+	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+		return -ENOMEM;
+	rdmem_frame_reply_init(&rep, req);
+	rep.status = status;
+	memcpy(ob->p + ob->len, &rep, RDMEM_DESC_SIZE);
+	ob->len += RDMEM_DESC_SIZE;
+	return 0;
+}
+
+static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
+{
+	struct outbuf *ob = &c->out[c->fill];
+	struct tcp_sink sink = { { tcp_sink_reserve }, ob, ob->len, c->srv->cfg.max_value, 0 };
+	struct rdmem_call call = { .req = req, .key = payload, .val = payload + req->key_len };
+	struct rdmem_desc rep;
+
+	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+		return -ENOMEM;
+	rdmem_frame_reply_init(&rep, req);
+	rdmem_service_dispatch(c->srv->svc, &call, &sink.base, &rep);
+	if (rep.val_len && !sink.used) {
+		rdmem_err("tcp %s: %s reply claims %u bytes it never reserved", c->srv->name,
+			  rdmem_op_name(req->op), rep.val_len);
+		rep.val_len = 0;
+		rep.status = RDMEM_S_IO;
+	}
+	memcpy(ob->p + sink.hdr_at, &rep, RDMEM_DESC_SIZE);
+	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
+	return 0;
+}
+
+/* ---- frames --------------------------------------------------------------- */
+
+static void conn_log_bad(struct conn *c, const struct rdmem_frame *f)
+{
+	if (c->bad_logged < TCP_BAD_LOG_MAX)
+		rdmem_warn("tcp %s: bad frame from %s: %s (op %u, key %u B, value %u B)",
+			   c->srv->name, c->peer, f->why, f->desc.op, f->desc.key_len,
+			   f->desc.val_len);
+	else if (c->bad_logged == TCP_BAD_LOG_MAX)
+		rdmem_warn("tcp %s: more bad frames from %s, no longer logged", c->srv->name,
+			   c->peer);
+	c->bad_logged++;
+	rdmem_service_count_bad_input(c->srv->svc);
+}
+
+/* Makes room for the frame at the buffer start, or gives a grown buffer back. */
+static int conn_fit_rbuf(struct conn *c)
+{
+	struct rdmem_frame f;
+	size_t want = TCP_RBUF_MIN;
+	uint8_t *p;
+
+	if (rdmem_frame_parse(c->rbuf, c->rlen, c->srv->cfg.max_value, &f) == RDMEM_FRAME_NEED &&
+	    f.len > want)
+		want = f.len; /* header seen and valid: len is under the caps */
+	if (want < c->rlen)
+		want = c->rlen;
+	if (want == c->rcap || (want < c->rcap && c->rcap == TCP_RBUF_MIN))
+		return 0;
+	p = realloc(c->rbuf, want);
+	if (!p)
+		return want > c->rcap ? -ENOMEM : 0;
+	c->rbuf = p;
+	c->rcap = want;
+	return 0;
+}
+
+/* Handles every complete frame buffered; returns -1 when the connection closes. */
+static int conn_process(struct conn *c)
+{
+	size_t pos = 0;
+	int ret = 0;
+
+	while (!c->closing && conn_out_pending(c) <= TCP_OUT_HIGH) {
+		struct rdmem_frame f;
+		size_t avail = c->rlen - pos;
+		enum rdmem_frame_kind k =
+		    rdmem_frame_parse(c->rbuf + pos, avail, c->srv->cfg.max_value, &f);
+
+		if (k == RDMEM_FRAME_NEED)
+			break;
+		if (k == RDMEM_FRAME_BAD) {
+			conn_log_bad(c, &f);
+			pos = c->rlen;
+			conn_close_after_flush(c);
+			break;
+		}
+		if (k == RDMEM_FRAME_REJECT) {
+			conn_log_bad(c, &f);
+			ret = conn_reply_status(c, &f.desc, f.status);
+			if (f.len > avail)
+				c->drain = f.len - avail;
+			pos += RDMEM_MIN(f.len, avail);
+		} else {
+			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
+			pos += f.len;
+		}
+		if (ret < 0)
+			break;
+	}
+	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+	c->rlen -= pos;
+	if (ret == 0 && !c->closing)
+		ret = conn_fit_rbuf(c);
+	if (ret < 0) {
+		rdmem_err("tcp %s: out of memory serving %s", c->srv->name, c->peer);
+		conn_kill(c, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- io ------------------------------------------------------------------- */
+
+static void conn_arm_send(struct conn *c)
+{
+	struct outbuf *ob = &c->out[c->fill];
+	struct io_uring_sqe *sqe;
+
+	if (c->send_busy || c->dead || !ob->len)
+		return;
+	sqe = tcp_sqe(c->srv);
+	if (!sqe) {
+		conn_kill(c, "no submission entry");
+		return;
+	}
+	c->fill ^= 1;
+	c->sent = 0;
+	io_uring_prep_send(sqe, c->fd, ob->p, ob->len, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_SEND));
+	c->send_busy = 1;
+	c->ops++;
+}
+
+static void conn_arm_recv(struct conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->recv_busy || c->closing || c->dead || conn_out_pending(c) > TCP_OUT_HIGH ||
+	    c->rlen == c->rcap)
+		return;
+	sqe = tcp_sqe(c->srv);
+	if (!sqe) {
+		conn_kill(c, "no submission entry");
+		return;
+	}
+	io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+	io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_RECV));
+	c->recv_busy = 1;
+	c->ops++;
+}
+
+static void conn_kick(struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->srv->stopping && !c->closing)
+		conn_close_after_flush(c); /* a recv that beat its cancel */
+	if (c->dead)
+		return;
+	conn_arm_send(c);
+	conn_arm_recv(c);
+	if (c->closing)
+		conn_close_after_flush(c);
+}
+
+static void conn_on_recv(struct conn *c, int res)
+{
+	c->recv_busy = 0;
+	if (c->dead)
+		return;
+	if (res <= 0) {
+		if (res == -ECANCELED) { /* server stopping: answer what we have */
+			conn_process(c);
+			conn_close_after_flush(c);
+			conn_kick(c);
+			return;
+		}
+		if (res < 0)
+			rdmem_debug("tcp %s: recv from %s: %s", c->srv->name, c->peer,
+				    strerror(-res));
+		if (c->rlen || c->drain)
+			rdmem_info("tcp %s: %s went away mid-frame (%zu bytes dropped)",
+				   c->srv->name, c->peer, c->rlen);
+		c->rlen = 0;
+		conn_close_after_flush(c); /* replies to earlier frames may still go out */
+		return;
+	}
+	if (c->drain) {
+		size_t d = RDMEM_MIN(c->drain, (uint64_t)res);
+
+		memmove(c->rbuf + c->rlen, c->rbuf + c->rlen + d, (size_t)res - d);
+		c->drain -= d;
+		res -= (int)d;
+	}
+	c->rlen += (size_t)res;
+	if (conn_process(c) == 0)
+		conn_kick(c);
+}
+
+static void conn_on_send(struct conn *c, int res)
+{
+	struct outbuf *ob = &c->out[c->fill ^ 1];
+	struct io_uring_sqe *sqe;
+
+	c->send_busy = 0;
+	if (c->dead)
+		return;
+	if (res <= 0) {
+		rdmem_debug("tcp %s: send to %s: %s", c->srv->name, c->peer,
+			    res ? strerror(-res) : "nothing sent");
+		conn_kill(c, "send failed");
+		return;
+	}
+	c->sent += (size_t)res;
+	if (c->sent < ob->len) {
+		sqe = tcp_sqe(c->srv);
+		if (!sqe) {
+			conn_kill(c, "no submission entry");
+			return;
+		}
+		io_uring_prep_send(sqe, c->fd, ob->p + c->sent, ob->len - c->sent, MSG_NOSIGNAL);
+		io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_SEND));
+		c->send_busy = 1;
+		c->ops++;
+		return;
+	}
+	ob->len = 0;
+	c->sent = 0;
+	if (ob->cap > TCP_OBUF_KEEP) {
+		free(ob->p);
+		ob->p = NULL;
+		ob->cap = 0;
+	}
+	/* Replies drained: frames held back by back-pressure can run now. */
+	if (!c->closing && c->rlen && conn_process(c) < 0)
+		return;
+	conn_kick(c);
+}
+
+/* ---- listener and stop ---------------------------------------------------- */
+
+static void srv_arm_accept(struct rdmem_tcp_server *s)
+{
+	struct io_uring_sqe *sqe;
+
+	if (s->accept_busy || s->stopping || rdmem_now_ns() < s->accept_resume_ns)
+		return;
+	sqe = tcp_sqe(s);
+	if (!sqe)
+		return; /* retried on the next loop round */
+	io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_ACCEPT));
+	s->accept_busy = 1;
+}
+
+static void srv_on_accept(struct rdmem_tcp_server *s, int res)
+{
+	s->accept_busy = 0;
+	if (res >= 0) {
+		if (s->stopping)
+			close(res);
+		else
+			conn_new(s, res);
+	} else if (res != -ECANCELED) {
+		rdmem_warn("tcp %s: accept: %s", s->name, strerror(-res));
+		/* Out of fds or memory: retrying at once would spin. */
+		s->accept_resume_ns = rdmem_now_ns() + TCP_TICK_MS * 1000000ull;
+	}
+	srv_arm_accept(s);
+}
+
+static void srv_arm_stop_poll(struct rdmem_tcp_server *s)
+{
+	struct io_uring_sqe *sqe = tcp_sqe(s);
+
+	if (!sqe)
+		return;
+	io_uring_prep_read(sqe, s->stop_fd, &s->stop_val, sizeof(s->stop_val), 0);
+	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_STOP));
+}
+
+static void srv_cancel(struct rdmem_tcp_server *s, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = tcp_sqe(s);
+
+	if (!sqe)
+		return;
+	io_uring_prep_cancel64(sqe, ud, 0);
+	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_CANCEL));
+}
+
+static void srv_begin_stop(struct rdmem_tcp_server *s)
+{
+	struct conn *c;
+
+	rdmem_info("tcp %s: stopping: %u connections to finish", s->name, s->nconns);
+	s->stopping = 1;
+	s->stop_deadline_ns = rdmem_now_ns() + RDMEM_TCP_DRAIN_MS * 1000000ull;
+	if (s->accept_busy)
+		srv_cancel(s, tcp_ud(NULL, UD_ACCEPT));
+	for (c = s->conns; c; c = c->next) {
+		if (c->recv_busy)
+			srv_cancel(s, tcp_ud(c, UD_RECV)); /* its completion flushes and closes */
+		else
+			conn_close_after_flush(c);
+	}
+}
+
+static void srv_on_cqe(struct rdmem_tcp_server *s, uint64_t ud, int res)
+{
+	struct conn *c = (struct conn *)(uintptr_t)(ud & ~UD_KIND_MASK);
+
+	switch (ud & UD_KIND_MASK) {
+	case UD_ACCEPT:
+		srv_on_accept(s, res);
+		return;
+	case UD_STOP:
+		srv_begin_stop(s);
+		return;
+	case UD_CANCEL:
+		return;
+	case UD_RECV:
+		c->ops--;
+		conn_on_recv(c, res);
+		break;
+	case UD_SEND:
+		c->ops--;
+		conn_on_send(c, res);
+		break;
+	}
+	conn_maybe_free(c);
+}
+
+/* Cuts connections whose peer stopped reading while we close them. */
+static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
+{
+	struct conn *c, *next;
+
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if ((c->closing && now > c->close_by_ns) ||
+		    (s->stopping && now > s->stop_deadline_ns))
+			conn_kill(c, "flush timed out");
+		conn_maybe_free(c);
+	}
+}
+
+static int srv_wait(struct rdmem_tcp_server *s)
+{
+	struct __kernel_timespec ts = { 0, TCP_TICK_MS * 1000000ll };
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	int ret;
+
+	ret = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+	if (ret < 0 && ret != -ETIME && ret != -EINTR) {
+		rdmem_err("tcp %s: io_uring wait: %s", s->name, strerror(-ret));
+		return ret;
+	}
+	io_uring_for_each_cqe(&s->ring, head, cqe)
+	{
+		srv_on_cqe(s, cqe->user_data, cqe->res);
+		n++;
+	}
+	io_uring_cq_advance(&s->ring, n);
+	return 0;
+}
+
+static void *srv_loop(void *arg)
+{
+	struct rdmem_tcp_server *s = arg;
+
+	srv_arm_stop_poll(s);
+	srv_arm_accept(s);
+	while (!s->stopping || s->nconns || s->accept_busy) {
+		if (srv_wait(s) < 0 && !s->stopping)
+			srv_begin_stop(s);
+		srv_timeouts(s, rdmem_now_ns());
+		srv_arm_accept(s);
+		/* Ops still stuck a second past the deadline: io_uring_queue_exit reaps them. */
+		if (s->stopping && rdmem_now_ns() > s->stop_deadline_ns + 1000000000ull)
+			break;
+	}
+	return NULL;
+}
+
+/* ---- public --------------------------------------------------------------- */
+
+static int srv_listen(struct rdmem_tcp_server *s)
+{
+	struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	char port[8];
+	int one = 1, ret;
+
+	snprintf(port, sizeof(port), "%u", s->cfg.port);
+	ret = getaddrinfo(s->cfg.addr, port, &hints, &ai);
+	if (ret) {
+		rdmem_err("tcp: bad listen address %s: %s", s->cfg.addr, gai_strerror(ret));
+		return -EINVAL;
+	}
+	s->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0 || setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(s->lfd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(s->lfd, 512) < 0 ||
+	    getsockname(s->lfd, (struct sockaddr *)&sa, &salen) < 0) {
+		ret = -errno;
+		rdmem_err("tcp: cannot listen on %s:%u: %s", s->cfg.addr, s->cfg.port,
+			  strerror(errno));
+		freeaddrinfo(ai);
+		return ret;
+	}
+	freeaddrinfo(ai);
+	s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+						 : ((struct sockaddr_in *)&sa)->sin_port);
+	snprintf(s->name, sizeof(s->name), "%s:%u", s->cfg.addr, s->port);
+	return 0;
+}
+
+int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,
+			    struct rdmem_tcp_server **out)
+{
+	struct rdmem_tcp_server *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	s->svc = svc;
+	s->cfg = *cfg;
+	if (!s->cfg.max_conns)
+		s->cfg.max_conns = RDMEM_TCP_DEFAULT_MAX_CONNS;
+	s->lfd = s->stop_fd = -1;
+	ret = srv_listen(s);
+	s->cfg.addr = NULL; /* the caller's string; s->name keeps what the logs need */
+	if (ret < 0)
+		goto fail;
+	s->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (s->stop_fd < 0) {
+		ret = -errno;
+		rdmem_err("tcp %s: eventfd: %s", s->name, strerror(errno));
+		goto fail;
+	}
+	ret = io_uring_queue_init(TCP_RING_ENTRIES, &s->ring, 0);
+	if (ret < 0) {
+		rdmem_err("tcp %s: io_uring_queue_init: %s", s->name, strerror(-ret));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->stop_fd >= 0)
+		close(s->stop_fd);
+	free(s);
+	return ret;
+}
+
+uint16_t rdmem_tcp_server_port(const struct rdmem_tcp_server *s)
+{
+	return s->port;
+}
+
+int rdmem_tcp_server_start(struct rdmem_tcp_server *s)
+{
+	int ret = pthread_create(&s->thread, NULL, srv_loop, s);
+
+	if (ret) {
+		rdmem_err("tcp %s: cannot start the loop thread: %s", s->name, strerror(ret));
+		return -ret;
+	}
+	s->started = 1;
+	rdmem_info("listening tcp %s", s->name);
+	return 0;
+}
+
+void rdmem_tcp_server_stop(struct rdmem_tcp_server *s)
+{
+	uint64_t one = 1;
+
+	if (!s->started)
+		return;
+	if (write(s->stop_fd, &one, sizeof(one)) != sizeof(one))
+		rdmem_err("tcp %s: cannot signal the loop to stop: %s", s->name, strerror(errno));
+	pthread_join(s->thread, NULL);
+	s->started = 0;
+}
+
+void rdmem_tcp_server_destroy(struct rdmem_tcp_server *s)
+{
+	if (!s)
+		return;
+	rdmem_tcp_server_stop(s);
+	io_uring_queue_exit(&s->ring); /* after this no op can touch a connection */
+	while (s->conns)
+		conn_free(s->conns);
+	close(s->lfd);
+	close(s->stop_fd);
+	free(s);
+}

@@ -1,0 +1,38 @@
+/* tcp_loop.h - the TCP fallback path of rdmem-server: one thread, one
+ * io_uring, many connections, pipelined calls, all through the same dispatch
+ * as the RDMA paths.
+ */
+#ifndef RDMEM_SERVER_TCP_LOOP_H
+#define RDMEM_SERVER_TCP_LOOP_H
+
+#include <stdint.h>
+
+#include "server/service.h"
+
+struct rdmem_tcp_server;
+
+struct rdmem_tcp_server_config {
+	const char *addr;   /* numeric IPv4/IPv6 address to bind */
+	uint16_t port;	    /* 0: the kernel picks one (see rdmem_tcp_server_port) */
+	uint32_t max_value; /* the service's cap: frames beyond it are refused */
+	unsigned max_conns; /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
+};
+
+#define RDMEM_TCP_DEFAULT_MAX_CONNS 1024u
+
+/* Binds and listens (so a busy port fails here, before any thread starts). */
+int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,
+			    struct rdmem_tcp_server **out);
+uint16_t rdmem_tcp_server_port(const struct rdmem_tcp_server *s);
+/* Starts the loop thread. */
+int rdmem_tcp_server_start(struct rdmem_tcp_server *s);
+/*
+ * Stops accepting, answers every request already received, flushes replies
+ * (for at most RDMEM_TCP_DRAIN_MS), closes all connections, joins the thread.
+ */
+void rdmem_tcp_server_stop(struct rdmem_tcp_server *s);
+void rdmem_tcp_server_destroy(struct rdmem_tcp_server *s);
+
+#define RDMEM_TCP_DRAIN_MS 2000u
+
+#endif

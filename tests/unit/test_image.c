@@ -1,0 +1,277 @@
+/* test_image.c - the image upload state machine on a real temp directory:
+ * in-order chunks, a repeated chunk, and every failure (out of order, hash
+ * mismatch, size overflow, bad names, timeout, stop) leaving neither a final
+ * file nor a temp file behind. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rdmem/content.h"
+#include "rdmem/util.h"
+#include "rdmem/wire.h"
+#include "server/image.h"
+#include "tests/check.h"
+
+static char dir[] = "/tmp/rdmem-test-image-XXXXXX";
+static uint8_t img[100000];
+static struct rdmem_image_ack ack;
+
+/* Files in the directory (temp files included). */
+static int dir_entries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int file_equals(const char *name, const uint8_t *data, size_t len)
+{
+	char path[512];
+	uint8_t *buf = malloc(len + 1);
+	int fd, ok;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || !buf) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	n = read(fd, buf, len + 1);
+	ok = n == (ssize_t)len && memcmp(buf, data, len) == 0;
+	close(fd);
+	free(buf);
+	return ok;
+}
+
+static int chunk(struct rdmem_image_store *st, uint64_t id, const char *name, unsigned flags,
+		 uint32_t off, uint32_t len, uint32_t total, uint64_t hash)
+{
+	struct rdmem_image_chunk c = { id,
+				       (const uint8_t *)name,
+				       (uint32_t)strlen(name),
+				       flags,
+				       off,
+				       total,
+				       hash,
+				       img + off,
+				       len };
+
+	return rdmem_image_chunk(st, &c, &ack);
+}
+
+static struct rdmem_image_store *store(uint32_t timeout_ms)
+{
+	struct rdmem_image_store *st = NULL;
+
+	if (rdmem_image_create(dir, sizeof(img), timeout_ms, &st) < 0)
+		return NULL;
+	return st;
+}
+
+/* Uploads [0, upto) in 7000-byte chunks; returns the first error. */
+static int upload_prefix(struct rdmem_image_store *st, uint64_t id, const char *name, uint32_t upto,
+			 uint32_t total)
+{
+	uint32_t off;
+	int ret;
+
+	for (off = 0; off < upto; off += 7000) {
+		uint32_t n = RDMEM_MIN(7000u, upto - off);
+
+		ret = chunk(st, id, name, off ? 0 : RDMEM_F_IMG_INIT, off, n, total, 0);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void test_upload_in_order(void)
+{
+	struct rdmem_image_store *st = store(10000);
+	uint64_t hash = rdmem_hash_update(RDMEM_HASH_INIT, img, sizeof(img));
+	struct rdmem_image_stats s;
+
+	REQUIRE(st);
+	REQUIRE(upload_prefix(st, 1, "photo.jpg", 98000, sizeof(img)) == 0);
+	CHECK_EQ(ack.received, 98000);
+	CHECK_EQ(dir_entries(), 1); /* only the temp file so far */
+	CHECK(!file_equals("photo.jpg", img, sizeof(img)));
+	CHECK_EQ(chunk(st, 1, "photo.jpg", RDMEM_F_IMG_COMMIT, 98000, 2000, 0, hash), 0);
+	CHECK(ack.committed == 1 && ack.received == sizeof(img));
+	CHECK(strstr(ack.path, "/photo.jpg") != NULL);
+	CHECK(file_equals("photo.jpg", img, sizeof(img)));
+	CHECK_EQ(dir_entries(), 1); /* temp file renamed, not copied */
+	/* The committing chunk retried: acknowledged, not committed twice. */
+	CHECK_EQ(chunk(st, 1, "photo.jpg", RDMEM_F_IMG_COMMIT, 98000, 2000, 0, hash), 0);
+	CHECK_EQ(ack.committed, 0);
+	rdmem_image_stats(st, &s);
+	CHECK(s.committed == 1 && s.failed == 0 && s.active == 0);
+	rdmem_image_destroy(st);
+	CHECK(file_equals("photo.jpg", img, sizeof(img))); /* a committed file stays */
+	unlink(strcat(strcpy((char[600]){ 0 }, dir), "/photo.jpg"));
+}
+
+static void test_repeated_chunk_and_single_chunk(void)
+{
+	struct rdmem_image_store *st = store(10000);
+	uint64_t hash = rdmem_hash_update(RDMEM_HASH_INIT, img, 5000);
+
+	REQUIRE(st);
+	CHECK_EQ(chunk(st, 2, "a.png", RDMEM_F_IMG_INIT, 0, 3000, 5000, 0), 0);
+	CHECK_EQ(chunk(st, 2, "a.png", RDMEM_F_IMG_INIT, 0, 3000, 5000, 0), 0); /* INIT retried */
+	CHECK_EQ(chunk(st, 2, "a.png", 0, 3000, 1000, 0, 0), 0);
+	CHECK_EQ(chunk(st, 2, "a.png", 0, 3000, 1000, 0, 0), 0); /* retried: harmless */
+	CHECK_EQ(ack.received, 4000);
+	CHECK_EQ(chunk(st, 2, "a.png", RDMEM_F_IMG_COMMIT, 4000, 1000, 0, hash), 0);
+	CHECK(file_equals("a.png", img, 5000));
+	/* INIT and COMMIT in one chunk. */
+	CHECK_EQ(chunk(st, 3, "b.png", RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT, 0, 100, 100,
+		       rdmem_hash_update(RDMEM_HASH_INIT, img, 100)),
+		 0);
+	CHECK(file_equals("b.png", img, 100));
+	rdmem_image_destroy(st);
+	CHECK_EQ(dir_entries(), 2);
+	unlink(strcat(strcpy((char[600]){ 0 }, dir), "/a.png"));
+	unlink(strcat(strcpy((char[600]){ 0 }, dir), "/b.png"));
+}
+
+/* Each failure: the upload is gone, nothing is left in the directory. */
+static void test_failures_leave_nothing(void)
+{
+	struct rdmem_image_store *st = store(10000);
+	uint64_t wrong = 12345;
+	struct rdmem_image_stats s;
+
+	REQUIRE(st);
+	/* out of order: a gap */
+	REQUIRE(upload_prefix(st, 10, "gap.jpg", 14000, 50000) == 0);
+	CHECK_EQ(chunk(st, 10, "gap.jpg", 0, 21000, 7000, 0, 0), -EINVAL);
+	CHECK_EQ(dir_entries(), 0);
+	CHECK_EQ(chunk(st, 10, "gap.jpg", 0, 14000, 7000, 0, 0), -ENOENT); /* aborted for good */
+	/* out of order: going back */
+	REQUIRE(upload_prefix(st, 11, "back.jpg", 21000, 50000) == 0);
+	CHECK_EQ(chunk(st, 11, "back.jpg", 0, 0, 7000, 0, 0), -EINVAL);
+	CHECK_EQ(dir_entries(), 0);
+	/* a "repeat" with different bytes */
+	REQUIRE(upload_prefix(st, 12, "rep.jpg", 14000, 50000) == 0);
+	img[7000] ^= 1;
+	CHECK_EQ(chunk(st, 12, "rep.jpg", 0, 7000, 7000, 0, 0), -EBADMSG);
+	img[7000] ^= 1;
+	CHECK_EQ(dir_entries(), 0);
+	/* hash mismatch at commit */
+	REQUIRE(upload_prefix(st, 13, "hash.jpg", 14000, 21000) == 0);
+	CHECK_EQ(chunk(st, 13, "hash.jpg", RDMEM_F_IMG_COMMIT, 14000, 7000, 0, wrong), -EBADMSG);
+	CHECK_EQ(dir_entries(), 0);
+	/* more bytes than announced */
+	REQUIRE(upload_prefix(st, 14, "over.jpg", 7000, 10000) == 0);
+	CHECK_EQ(chunk(st, 14, "over.jpg", 0, 7000, 7000, 0, 0), -E2BIG);
+	CHECK_EQ(dir_entries(), 0);
+	/* commit before the last byte */
+	REQUIRE(upload_prefix(st, 15, "short.jpg", 7000, 10000) == 0);
+	CHECK_EQ(chunk(st, 15, "short.jpg", RDMEM_F_IMG_COMMIT, 7000, 1000, 0, 0), -EINVAL);
+	CHECK_EQ(dir_entries(), 0);
+	/* announced total over the store's limit, INIT at a non-zero offset, no INIT */
+	CHECK_EQ(chunk(st, 16, "huge.jpg", RDMEM_F_IMG_INIT, 0, 10, sizeof(img) + 1, 0), -E2BIG);
+	CHECK_EQ(chunk(st, 17, "mid.jpg", RDMEM_F_IMG_INIT, 10, 10, 100, 0), -EINVAL);
+	CHECK_EQ(chunk(st, 18, "noinit.jpg", 0, 0, 10, 100, 0), -ENOENT);
+	CHECK_EQ(chunk(st, 19, "flags.jpg", RDMEM_F_IMG_INIT | 0x80, 0, 10, 100, 0), -EINVAL);
+	CHECK_EQ(dir_entries(), 0);
+	rdmem_image_stats(st, &s);
+	CHECK_EQ(s.failed, 6);
+	CHECK_EQ(s.active, 0);
+	rdmem_image_destroy(st);
+}
+
+static void test_bad_names(void)
+{
+	static const char *const bad[] = { "",	   ".hidden", "..",	"a/b",	     "../x",
+					   "x/..", "a..b",    "/etc/x", "tab\there", "a\\b" };
+	struct rdmem_image_store *st = store(10000);
+	char longname[RDMEM_IMAGE_NAME_MAX + 2];
+	unsigned i;
+
+	REQUIRE(st);
+	for (i = 0; i < RDMEM_ARRAY_SIZE(bad); i++)
+		if (chunk(st, 30 + i, bad[i], RDMEM_F_IMG_INIT, 0, 10, 10, 0) != -EINVAL) {
+			fprintf(stderr, "  name '%s' accepted\n", bad[i]);
+			CHECK(0);
+		}
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	CHECK_EQ(chunk(st, 50, longname, RDMEM_F_IMG_INIT, 0, 10, 10, 0), -EINVAL);
+	CHECK(rdmem_image_name_ok((const uint8_t *)"ok name-1.jpg", 13));
+	CHECK(!rdmem_image_name_ok((const uint8_t *)"nul\0x", 5));
+	/* A chunk naming someone else's upload is refused and does not hurt it. */
+	REQUIRE(upload_prefix(st, 60, "mine.jpg", 7000, 14000) == 0);
+	CHECK_EQ(chunk(st, 60, "theirs.jpg", 0, 7000, 7000, 0, 0), -EINVAL);
+	CHECK_EQ(chunk(st, 60, "mine.jpg", 0, 7000, 7000, 0, 0), 0);
+	CHECK_EQ(dir_entries(), 1);
+	rdmem_image_destroy(st); /* stop: the temp file goes */
+	CHECK_EQ(dir_entries(), 0);
+}
+
+static void test_timeout_and_stale(void)
+{
+	struct rdmem_image_store *st = store(100);
+	struct rdmem_image_stats s;
+	int fd;
+
+	REQUIRE(st);
+	REQUIRE(upload_prefix(st, 70, "slow.jpg", 7000, 14000) == 0);
+	CHECK_EQ(rdmem_image_expire(st, rdmem_now_ns()), 0);
+	CHECK_EQ(dir_entries(), 1);
+	CHECK_EQ(rdmem_image_expire(st, rdmem_now_ns() + 200000000ull), 1);
+	CHECK_EQ(dir_entries(), 0);
+	CHECK_EQ(chunk(st, 70, "slow.jpg", 0, 7000, 7000, 0, 0), -ENOENT);
+	rdmem_image_stats(st, &s);
+	CHECK(s.timed_out == 1 && s.failed == 1);
+	rdmem_image_destroy(st);
+
+	/* A temp file left by a crashed run is swept at start; other files are not. */
+	fd = open(strcat(strcpy((char[600]){ 0 }, dir), "/.crash.jpg.99.part"), O_CREAT | O_WRONLY,
+		  0644);
+	CHECK(fd >= 0);
+	close(fd);
+	fd = open(strcat(strcpy((char[600]){ 0 }, dir), "/.keep.part"), O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	st = store(100);
+	REQUIRE(st);
+	CHECK_EQ(dir_entries(), 1);
+	rdmem_image_destroy(st);
+	unlink(strcat(strcpy((char[600]){ 0 }, dir), "/.keep.part"));
+}
+
+int main(void)
+{
+	size_t i;
+
+	rdmem_log_init("test_image", 0);
+	if (!mkdtemp(dir)) {
+		check_skip("image tests", "cannot create a temp directory");
+		return 0;
+	}
+	for (i = 0; i < sizeof(img); i++)
+		img[i] = (uint8_t)(i * 7 + (i >> 9));
+	RUN(test_upload_in_order);
+	RUN(test_repeated_chunk_and_single_chunk);
+	RUN(test_failures_leave_nothing);
+	RUN(test_bad_names);
+	RUN(test_timeout_and_stale);
+	rmdir(dir);
+	return check_done();
+}
