@@ -2,10 +2,13 @@
  * local apps attach to, drains the MPSC request ring, validates each entry
  * and slot, and hands good calls to the session actor. Replies go back into
  * the caller's slot through rdmem_frontdoor_complete(), from any actor.
+ *
+ * Segment layout and the slot state machine: shm/segment.h.
  */
 #ifndef RDMEM_AGENT_FRONTDOOR_H
 #define RDMEM_AGENT_FRONTDOOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -13,44 +16,98 @@
 
 struct rdmem_frontdoor;
 
+/* Zero fields take the defaults in brackets. */
 struct rdmem_frontdoor_config {
-	const char *shm_name;	   /* "/rdmem" */
-	int reset;		   /* --shm-reset: take over a segment we did not create */
-	gid_t group;		   /* segment group (mode 0660); (gid_t)-1 keeps ours */
-	uint32_t clients;	   /* client-table entries */
-	uint32_t slots;		   /* slots per client (<= 64) */
-	uint32_t max_value;	   /* largest value a call may carry; sizes slot payloads */
-	int busy_poll;		   /* never block when idle */
+	const char *shm_name; /* ["/rdmem"]; a missing leading '/' is added */
+	int reset;	      /* --shm-reset: take over a live agent's or a foreign segment */
+	gid_t group;	      /* segment group (mode 0660); (gid_t)-1 or 0 keeps ours */
+	uint32_t clients;     /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
+	uint32_t slots;	      /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
+	uint32_t max_value;   /* largest value a call may carry [1 MiB]; sizes slot payloads */
+	int busy_poll;	      /* never block when idle */
 };
 
-/* Called on the front-door thread for each valid call; must not block. */
+/*
+ * Called on the front-door thread for each valid call; must not block.
+ * call->req is a validated copy (op allowed, flags, path, key_len <=
+ * RDMEM_MAX_KEY, val_len <= max_value); req.seq and req.path are the slot's
+ * seq and forced path. Key bytes are at call->key (payload + 0), value bytes
+ * at call->val (payload + RDMEM_SHM_VALUE_OFF). Ops: the wire ops except
+ * RECLAIM and AUTH, plus RDMEM_SHM_OP_AGENT_STATS and RDMEM_SHM_OP_AGENT_CTL
+ * (LOCAL_PING never reaches submit). Every call handed over must be
+ * completed exactly once with rdmem_frontdoor_complete().
+ */
 typedef void (*rdmem_frontdoor_submit_fn)(void *ctx, struct rdmem_agent_call *call);
 
+/*
+ * Creates the segment. Refuses (-EBUSY) a name held by a live agent (any
+ * process, this one included) and (-EEXIST) a segment that is not an rdmem
+ * front door, unless cfg->reset. Over a dead agent's segment it marks that
+ * one CLOSED, bumps its epoch (attached clients notice and re-attach), and
+ * creates a fresh one with the next epoch. -ENOSPC when /dev/shm cannot hold
+ * the segment; every page is allocated up front, so it can never SIGBUS.
+ */
 int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out);
 int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx);
-/* Stops the actor, marks the segment closed (attached clients see it), unlinks it. */
+/*
+ * Stops the actor: no call is taken from the ring or handed to submit()
+ * afterwards, while the segment stays up so actors still holding calls can
+ * complete them. The agent's stop order: this, the other actors, destroy.
+ */
+void rdmem_frontdoor_stop(struct rdmem_frontdoor *fd);
+/*
+ * Marks the segment CLOSED (attached clients see it at once and their calls
+ * fail with -ESHUTDOWN), stops the actor, wakes every waiter, unlinks the
+ * name if it is still ours. Stop every actor that may still call
+ * rdmem_frontdoor_complete() first: calls not completed simply die here.
+ */
 void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd);
 
 /*
- * Publishes the reply of call into its slot and wakes the client. Safe from
- * any thread; a call whose client died or gave up is dropped and its slot
- * freed. The call must not be touched afterwards.
+ * Publishes the reply of call into its slot and wakes the client if it
+ * sleeps. Safe from any thread; a call whose client died or gave up is
+ * dropped and its slot freed. The call must not be touched afterwards.
+ *
+ * The reply value must already be in the slot: rep->val_len bytes at
+ * call->payload + rep->data_off, inside call->payload_cap (checked: a reply
+ * outside is turned into RDMEM_S_IO with no value, and logged). Any data_off
+ * works, e.g. RDMEM_SHM_VALUE_OFF, or 0 to use the whole payload once the
+ * request has been sent. The reply descriptor carries call->path as the
+ * path taken, and the slot's seq and req_id.
  */
 void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
 			      const struct rdmem_agent_reply *rep);
 
+/* Completes call with a status and no value (errors, DEL, PUT, ...). */
+void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
+				     uint16_t status);
+
 /* The mapped segment, so the agent can register it with the fabric (zero-copy). */
 void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
+
+/* The segment's geometry: payload bytes per slot, slots, clients, max value. */
+uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd);
 
 struct rdmem_frontdoor_stats {
 	uint64_t calls;	       /* entries taken from the ring */
 	uint64_t local_pings;  /* answered by the front door itself */
-	uint64_t bad_entries;  /* refused: wrong client, slot, state, length, op */
-	uint64_t skipped;      /* ring positions skipped after a dead producer */
+	uint64_t bad_entries;  /* refused: wrong client, slot, state, length, op, path */
+	uint64_t skipped;      /* ring positions skipped after a dead or stalled producer */
+	uint64_t repaired;     /* ring cells a client scribbled on, rewritten */
 	uint64_t dead_clients; /* client entries reclaimed */
 	uint64_t dropped;      /* completions for clients that died or gave up */
+	uint64_t expired;      /* calls whose deadline passed before the agent took them */
+	uint64_t epoch;	       /* the segment's agent epoch */
 	uint32_t attached;     /* live client entries */
+	uint32_t inflight;     /* calls handed to submit() and not completed yet */
 };
 void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out);
+
+/*
+ * Formats the stats as text lines ("frontdoor.calls 12") or one JSON object
+ * ({"calls":12,...}) into buf, NUL-terminated. Returns the length, or
+ * -ENOBUFS when cap is too small. For the agent's AGENT_STATS answer.
+ */
+int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf, size_t cap);
 
 #endif

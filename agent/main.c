@@ -41,8 +41,9 @@ static void rdmem_agent_usage(FILE *f)
 		"      --shm-name NAME        front-door segment (default /rdmem)\n"
 		"      --shm-reset            take over a segment this agent did not create\n"
 		"      --shm-group GROUP      group owning the segment (mode 0660)\n"
-		"      --clients N            front-door client entries (default 64)\n"
-		"      --slots N              slots per client, at most 64 (default 32)\n"
+		"      --clients N            front-door client entries (default 32)\n"
+		"      --slots N              slots per client, at most 64 (default 16); the segment\n"
+		"                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
 		"      --max-value B          largest value a call carries (default 1m)\n"
 		"      --force-path P         auto | eager | lazy | bulk | tcp (default auto)\n"
 		"      --bulk-threshold B     requests this big go BULK (default 8k)\n"
@@ -236,8 +237,8 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->port = RDMEM_DEFAULT_PORT;
 	o->fd.shm_name = "/rdmem";
 	o->fd.group = (gid_t)-1;
-	o->fd.clients = 64;
-	o->fd.slots = 32;
+	o->fd.clients = 32;
+	o->fd.slots = 16;
 	o->fd.max_value = RDMEM_DEFAULT_MAX_VALUE;
 	o->connect_timeout_ms = 2000;
 	o->cfg.path = (struct rdmem_path_config){ RDMEM_PATH_AUTO, 8192, 8192, 8 };

@@ -428,7 +428,9 @@ static void rdmem_rdma_ctrl_done(struct rdmem_rdma *r)
 	r->st.ctrl_reads++;
 	if (snap.magic != RDMEM_CTRL_MAGIC || snap.seq_begin != snap.seq_end ||
 	    (snap.seq_begin & 1)) {
+		/* Read while the server was writing it: the next read will not be. */
 		r->st.ctrl_torn++;
+		rdmem_rdma_read_ctrl(r, rdmem_now_ns());
 		return;
 	}
 	r->ops->ctrl(r->ctx, &snap);
@@ -488,6 +490,11 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 				 now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
 		return rdmem_rdma_read_ctrl(r, now_ns);
 	return 0;
+}
+
+int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r)
+{
+	return r->ctrl_reading ? 0 : rdmem_rdma_read_ctrl(r, rdmem_now_ns());
 }
 
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)

@@ -56,6 +56,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 int rdmem_rdma_progress(struct rdmem_rdma *r);
 /* Sends queued RECLAIMs and starts a control-page read if one is due. */
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
+/* Starts a control-page read now unless one is in flight; ops->ctrl reports it. */
+int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
 /* Completes calls past their deadline with -ETIMEDOUT; their slots stay
  * reserved until the late reply arrives. */
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns);

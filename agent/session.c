@@ -24,6 +24,7 @@
 
 #define RDMEM_SESSION_BLOCK_MS	   50
 #define RDMEM_SESSION_EXPIRE_NS	   1000000ull	 /* deadline checks */
+#define RDMEM_SESSION_CHECK_NS	   10000000ull	 /* link check: a syscall, so not every round */
 #define RDMEM_ERROR_COOLDOWN_NS	   5000000000ull /* forget RDMA errors after this */
 #define RDMEM_REDIAL_MIN_NS	   50000000ull
 #define RDMEM_REDIAL_MAX_NS	   2000000000ull
@@ -43,10 +44,11 @@ struct rdmem_agent_session {
 	struct rdmem_link *link;
 	struct rdmem_rdma *rdma;
 	struct rdmem_agent_call *pending_head, *pending_tail; /* waiting for a link or slots */
+	struct rdmem_agent_call *stats_wait; /* AGENT_STATS waiting for a fresh control page */
 	struct rdmem_path_state pst;
 	struct rdmem_ctrl ctrl;
 	int have_ctrl;
-	uint64_t last_error_ns, expire_at;
+	uint64_t last_error_ns, expire_at, check_at;
 	struct rdmem_agent_counters cnt;
 
 	atomic_int stop;
@@ -103,12 +105,15 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
 }
 
+static void rdmem_agent_session_answer_stats(struct rdmem_agent_session *s);
+
 static void rdmem_agent_session_ctrl(void *ctx, const struct rdmem_ctrl *snap)
 {
 	struct rdmem_agent_session *s = ctx;
 
 	s->ctrl = *snap;
 	s->have_ctrl = 1;
+	rdmem_agent_session_answer_stats(s);
 }
 
 static const struct rdmem_rdma_ops rdmem_agent_session_rdma_ops = {
@@ -141,6 +146,7 @@ static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err
 	s->rdma = NULL;
 	s->link = NULL;
 	s->have_ctrl = 0;
+	rdmem_agent_session_answer_stats(s);
 	atomic_store_explicit(&s->cnt.link_up, 0, memory_order_relaxed);
 	/* Pairs with the connector's acquire load of want_link. */
 	atomic_store_explicit(&s->want_link, 1, memory_order_release);
@@ -161,7 +167,11 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 		return;
 	}
 	s->link = l;
-	s->pst.rdma_errors = 0;
+	/* A new link starts clean, but for errors injected at start-up. */
+	s->pst.rdma_errors = s->cfg.sim.rdma_errors;
+	if (s->cfg.sim.rdma_errors)
+		s->last_error_ns = rdmem_now_ns();
+	s->cfg.sim.rdma_errors = 0;
 	atomic_store_explicit(&s->cnt.link_up, 1, memory_order_relaxed);
 	rdmem_agent_count(&s->cnt.link_opens, 1);
 	rdmem_info("rdma: session %u with %s:%u over %s: %u slots x %u B", l->w.session_id,
@@ -338,7 +348,8 @@ static void rdmem_agent_session_snapshot(struct rdmem_agent_session *s,
 	snap->ctrl = s->ctrl;
 }
 
-static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+static void rdmem_agent_session_stats_reply(struct rdmem_agent_session *s,
+					    struct rdmem_agent_call *call)
 {
 	struct rdmem_agent_snapshot snap;
 	uint32_t off = rdmem_call_reply_off(call);
@@ -353,6 +364,27 @@ static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdme
 	else
 		rep.val_len = (uint32_t)n;
 	rdmem_agent_session_done(s, call, &rep, RDMEM_PATH_AUTO);
+}
+
+static void rdmem_agent_session_answer_stats(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *call;
+
+	while ((call = s->stats_wait)) {
+		s->stats_wait = call->next;
+		rdmem_agent_session_stats_reply(s, call);
+	}
+}
+
+/* Stats carry the server's control page as it is now, not as last seen. */
+static void rdmem_agent_session_stats(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	if (!s->rdma || rdmem_rdma_refresh_ctrl(s->rdma) < 0) {
+		rdmem_agent_session_stats_reply(s, call);
+		return;
+	}
+	call->next = s->stats_wait;
+	s->stats_wait = call;
 }
 
 /* Applies one `rdmem agent-ctl CMD ARG`; returns 0 or -EINVAL. */
@@ -382,24 +414,29 @@ static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_c
 	return 0;
 }
 
+/* AGENT_CTL: the key holds "COMMAND ARG", e.g. "simulate-rdma-down on". */
 static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
-	char cmd[64], arg[64];
+	char line[RDMEM_MAX_KEY + 1], *arg;
 	uint16_t st;
 
-	snprintf(cmd, sizeof(cmd), "%.*s", (int)RDMEM_MIN(call->req.key_len, sizeof(cmd) - 1),
-		 (const char *)call->key);
-	snprintf(arg, sizeof(arg), "%.*s", (int)RDMEM_MIN(call->req.val_len, sizeof(arg) - 1),
-		 (const char *)call->val);
-	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, cmd, arg) ? RDMEM_S_BAD_REQUEST
-									   : RDMEM_S_OK;
+	memcpy(line, call->key, call->req.key_len);
+	line[call->req.key_len] = '\0';
+	arg = strchr(line, ' ');
+	if (arg)
+		*arg++ = '\0';
+	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
+		     ? RDMEM_S_BAD_REQUEST
+		     : RDMEM_S_OK;
 	if (st == RDMEM_S_OK) {
-		rdmem_info("agent-ctl: %s %s", cmd, arg);
+		rdmem_info("agent-ctl: %s %s", line, arg ? arg : "");
 		/* A one-shot error burst lands in the count the selector reads. */
 		s->pst.rdma_errors += s->cfg.sim.rdma_errors;
 		if (s->cfg.sim.rdma_errors)
 			s->last_error_ns = rdmem_now_ns();
 		s->cfg.sim.rdma_errors = 0;
+	} else {
+		rdmem_warn("agent-ctl: refused '%s'", line);
 	}
 	rdmem_agent_session_fail(s, call, st);
 }
@@ -422,15 +459,19 @@ static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem
 
 static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 {
+	uint64_t now = rdmem_now_ns();
 	int n, ret;
 
 	if (!s->rdma)
 		return 0;
 	n = rdmem_rdma_progress(s->rdma);
-	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, rdmem_now_ns())) < 0)
+	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, now)) < 0)
 		n = ret;
-	if (n >= 0 && rdmem_fab_check(s->link->conn) < 0)
-		n = -ECONNRESET;
+	if (n >= 0 && now - s->check_at > RDMEM_SESSION_CHECK_NS) {
+		s->check_at = now;
+		if (rdmem_fab_check(s->link->conn) < 0)
+			n = -ECONNRESET;
+	}
 	if (n < 0) {
 		rdmem_agent_session_link_lost(s, n);
 		return 1;
@@ -458,6 +499,8 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		rdmem_err("session actor poll: %s", strerror(errno));
 	if (s->rdma && pfd[1].revents)
 		rdmem_fab_ack(s->link->conn);
+	if (s->rdma && pfd[2].revents)
+		s->check_at = 0; /* look at the link on the next round */
 	rdmem_queue_woke(&s->in);
 }
 
@@ -563,6 +606,7 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 		s->pending_head = call->next;
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	}
+	rdmem_agent_session_answer_stats(s);
 	rdmem_queue_fini(&s->in);
 	rdmem_queue_fini(&s->connector_bell);
 	free(s);

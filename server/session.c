@@ -26,6 +26,7 @@
 #define RDMEM_SESSION_RECV_BATCH 32
 #define RDMEM_SESSION_CTRL_NS	 1000000ull   /* control page refresh */
 #define RDMEM_SESSION_SCAN_NS	 100000000ull /* object TTL scan */
+#define RDMEM_SESSION_CHECK_NS	 10000000ull  /* connection check; a syscall, so not every round */
 #define RDMEM_SESSION_POLL_MS	 100
 #define RDMEM_PAGE		 4096u
 
@@ -55,7 +56,7 @@ struct rdmem_session {
 	uint32_t ready_head, ready_count;
 	uint32_t recv_owed; /* receives consumed and not yet reposted */
 
-	uint64_t ctrl_seq, ctrl_at, scan_at;
+	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
 
@@ -397,10 +398,15 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	s->ctrl_at = now;
 }
 
-static void rdmem_session_housekeeping(struct rdmem_session *s)
+static int rdmem_session_housekeeping(struct rdmem_session *s)
 {
 	uint64_t now = rdmem_now_ns();
 
+	if (now - s->check_at > RDMEM_SESSION_CHECK_NS) {
+		s->check_at = now;
+		if (rdmem_fab_check(s->conn) < 0)
+			return -ECONNRESET;
+	}
 	if (now - s->scan_at > RDMEM_SESSION_SCAN_NS) {
 		uint32_t n = rdmem_objpool_scan(&s->pool, now);
 
@@ -411,6 +417,7 @@ static void rdmem_session_housekeeping(struct rdmem_session *s)
 	}
 	if (now - s->ctrl_at > RDMEM_SESSION_CTRL_NS)
 		rdmem_session_publish_ctrl(s, now);
+	return 0;
 }
 
 /* Serves up to batch_budget ready slots; returns how many, or -errno. */
@@ -458,6 +465,8 @@ static int rdmem_session_block(struct rdmem_session *s)
 		rdmem_fab_ack(s->conn);
 	if (pfd[2].revents)
 		return -ESHUTDOWN;
+	if (pfd[1].revents && rdmem_fab_check(s->conn) < 0)
+		return -ECONNRESET;
 	return 0;
 }
 
@@ -469,13 +478,12 @@ static int rdmem_session_step(struct rdmem_session *s, struct rdmem_idle *idle)
 		return got;
 	if ((served = rdmem_session_serve_batch(s)) < 0)
 		return served;
-	rdmem_session_housekeeping(s);
+	if (rdmem_session_housekeeping(s) < 0)
+		return -ECONNRESET;
 	if (got || served || s->ready_count) {
 		rdmem_idle_reset(idle);
 		return 0;
 	}
-	if (rdmem_fab_check(s->conn) < 0)
-		return -ECONNRESET;
 	if (!rdmem_idle_step(idle, s->cfg->busy_poll))
 		return 0;
 	rdmem_idle_reset(idle);

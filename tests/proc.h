@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -77,6 +78,8 @@ static inline int proc_start(struct proc *p, const char *name, char *const argv[
 	if (p->pid == 0) {
 		int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 
+		/* A test that dies must not leave servers behind. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
 		execv(argv[0], argv);

@@ -1,0 +1,969 @@
+/* frontdoor.c - the agent's front-door actor (see agent/frontdoor.h).
+ *
+ * One thread owns the consumer side of the SHM ring and the agent-private
+ * view of every client: which slots the agent holds, how many calls are in
+ * flight, whether the client died. Clients are peers: everything they write
+ * (ring cells, client table, slot words, descriptors) is read once, copied,
+ * and validated before use; nothing a client writes can make the agent read
+ * or write outside the segment, or touch another client's slot.
+ */
+#include "agent/frontdoor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmem/idle.h"
+#include "rdmem/util.h"
+#include "shm/segment.h"
+
+#define RDMEM_FD_BATCH	      64	   /* ring entries per round before other work */
+#define RDMEM_FD_SCAN_NS      100000000ull /* dead-client scan period */
+#define RDMEM_FD_LOG_BURST    20	   /* refusals logged in full before sampling */
+#define RDMEM_FD_LOG_SAMPLE   1000
+#define RDMEM_FD_CLOCK_ROUNDS 64 /* busy rounds between looks at the clock */
+
+/* The agent's private view of one client entry. */
+struct rdmem_fd_client {
+	/* Written by any completing thread, read by the front-door thread. */
+	_Atomic uint64_t held;	   /* bit s: the agent holds slot s (taken, not completed) */
+	_Atomic uint32_t inflight; /* calls taken and not completed */
+	_Atomic int dead;	   /* completions for it are dropped */
+	/* Front-door thread only. */
+	int32_t pid;
+	uint32_t gen;
+	uint64_t start_ticks; /* /proc/<pid>/stat starttime: tells a reused pid apart */
+	uint64_t dead_head;   /* ring head when found dead; reclaim once the tail passed it */
+	int32_t dead_pid;
+};
+
+struct rdmem_frontdoor {
+	char name[RDMEM_SHM_NAME_MAX + 1];
+	int shm_fd;
+	dev_t dev; /* to unlink the name only while it is still ours */
+	ino_t ino;
+	void *base;
+	struct rdmem_shm_header *hdr;
+	struct rdmem_shm_geom geom;
+	struct rdmem_ring ring;
+	struct rdmem_ring_consumer cons; /* front-door thread only */
+	int busy_poll;
+	struct rdmem_fd_client *clients;
+	struct rdmem_agent_call *calls; /* clients x slots, indexed like the slots */
+	rdmem_frontdoor_submit_fn submit;
+	void *submit_ctx;
+	pthread_t thread;
+	int started;
+	_Atomic int stop;
+	uint64_t next_scan_ns;
+	/* Counters: relaxed atomics, read by get_stats() from any thread. */
+	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
+	    n_expired;
+};
+
+static void rdmem_frontdoor_count(_Atomic uint64_t *counter)
+{
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* Counts a refused entry and logs it, sampled so a hostile client cannot flood the log. */
+__attribute__((format(printf, 2, 3))) static void rdmem_frontdoor_refuse(struct rdmem_frontdoor *fd,
+									 const char *fmt, ...)
+{
+	uint64_t n = atomic_fetch_add_explicit(&fd->n_bad, 1, memory_order_relaxed) + 1;
+	char msg[256];
+	va_list ap;
+
+	if (n > RDMEM_FD_LOG_BURST && n % RDMEM_FD_LOG_SAMPLE)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rdmem_warn("front door %s: refused entry: %s (%" PRIu64 " refused so far)", fd->name, msg,
+		   n);
+}
+
+/* ---- client liveness --------------------------------------------------- */
+
+/* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
+static uint64_t rdmem_frontdoor_proc_start(int32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	int f, i;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return 0;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: fields restart after the last ')'. */
+	p = strrchr(buf, ')');
+	for (i = 2; p && i < 22; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/* Alive unless kill() says ESRCH or the pid now names a younger process. */
+static int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks)
+{
+	uint64_t now_start;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 0;
+	if (!start_ticks)
+		return 1;
+	now_start = rdmem_frontdoor_proc_start(pid);
+	return !now_start || now_start == start_ticks;
+}
+
+/* ---- completion -------------------------------------------------------- */
+
+static struct rdmem_shm_slot *rdmem_frontdoor_slot(struct rdmem_frontdoor *fd, uint32_t c,
+						   uint32_t s)
+{
+	return rdmem_shm_slot_at(fd->base, &fd->geom, c, s);
+}
+
+/* Fills the slot's reply descriptor from a completion that passed the checks. */
+static void rdmem_frontdoor_write_reply(struct rdmem_shm_slot *slot,
+					const struct rdmem_agent_call *call,
+					const struct rdmem_agent_reply *rep)
+{
+	struct rdmem_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.seq = call->slot_seq;
+	d.op = call->req.op;
+	d.flags = rep->flags;
+	d.status = rep->status;
+	d.path = call->path;
+	d.val_len = rep->val_len;
+	d.data_off = rep->data_off;
+	d.aux = rep->aux;
+	d.req_id = call->req.req_id;
+	memcpy(d.args.raw, rep->args, sizeof(d.args.raw));
+	memcpy(&slot->rep, &d, sizeof(d));
+}
+
+/*
+ * Hands the slot back: TAKEN -> DONE (wake the client if it sleeps), or
+ * ABANDONED -> FREE when the client gave up. Any other phase means the client
+ * rewrote its own slot word while we held it; we leave it alone.
+ */
+static int rdmem_frontdoor_publish(struct rdmem_frontdoor *fd, struct rdmem_shm_slot *slot)
+{
+	uint32_t st = atomic_load_explicit(&slot->state, memory_order_relaxed);
+
+	for (;;) {
+		uint32_t phase = RDMEM_SLOT_PHASE(st), next;
+
+		if (phase == RDMEM_SLOT_TAKEN)
+			next = RDMEM_SLOT_DONE;
+		else if (phase == RDMEM_SLOT_ABANDONED)
+			next = RDMEM_SLOT_FREE;
+		else
+			return -EPROTO;
+		/*
+		 * Release: the reply descriptor and value bytes (DONE), or our
+		 * last access to the payload (FREE), happen before the client's
+		 * acquire load that sees the new phase in libclient.
+		 */
+		if (atomic_compare_exchange_weak_explicit(
+			&slot->state, &st, next, memory_order_release, memory_order_relaxed)) {
+			if (next == RDMEM_SLOT_FREE)
+				rdmem_frontdoor_count(&fd->n_dropped);
+			else if (st & RDMEM_SLOT_WAITING)
+				rdmem_futex_wake(&slot->state, 1);
+			return 0;
+		}
+	}
+}
+
+void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
+			      const struct rdmem_agent_reply *rep)
+{
+	uint32_t c = call->client, s = call->slot;
+	struct rdmem_agent_reply fixed = *rep;
+	struct rdmem_fd_client *cl;
+	struct rdmem_shm_slot *slot;
+	uint64_t bit = 1ull << s;
+
+	if (c >= fd->geom.clients || s >= fd->geom.slots ||
+	    call != &fd->calls[(size_t)c * fd->geom.slots + s]) {
+		rdmem_err(
+		    "front door %s: completion of a call that is not ours (client %u slot %u)",
+		    fd->name, c, s);
+		return;
+	}
+	cl = &fd->clients[c];
+	if (!(atomic_load_explicit(&cl->held, memory_order_relaxed) & bit)) {
+		rdmem_err("front door %s: second completion of client %u slot %u ignored", fd->name,
+			  c, s);
+		return;
+	}
+	if (fixed.status >= RDMEM_S__COUNT || fixed.data_off > fd->geom.payload_cap ||
+	    fixed.val_len > fd->geom.payload_cap - fixed.data_off) {
+		rdmem_err("front door %s: reply for client %u slot %u out of the slot (status %u, "
+			  "%u bytes at %u, capacity %u): sent as an I/O error",
+			  fd->name, c, s, fixed.status, fixed.val_len, fixed.data_off,
+			  fd->geom.payload_cap);
+		memset(&fixed, 0, sizeof(fixed));
+		fixed.status = RDMEM_S_IO;
+	}
+	slot = rdmem_frontdoor_slot(fd, c, s);
+	if (atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
+		rdmem_frontdoor_count(&fd->n_dropped); /* reclaim resets the slot */
+		atomic_fetch_and_explicit(&cl->held, ~bit, memory_order_relaxed);
+	} else {
+		rdmem_frontdoor_write_reply(slot, call, &fixed);
+		/*
+		 * Not held any more before the slot changes hands: once the
+		 * client sees DONE it may resubmit the slot at once, and the
+		 * front-door thread must then take it. Relaxed: the release
+		 * CAS in publish orders it before the client's resubmission.
+		 */
+		atomic_fetch_and_explicit(&cl->held, ~bit, memory_order_relaxed);
+		if (rdmem_frontdoor_publish(fd, slot))
+			rdmem_frontdoor_refuse(
+			    fd, "client %u rewrote slot %u while the agent held it", c, s);
+	}
+	/*
+	 * Release: pairs with the acquire load in the dead-client scan, which
+	 * resets the slots only after every completion finished with them.
+	 */
+	atomic_fetch_sub_explicit(&cl->inflight, 1, memory_order_release);
+}
+
+void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
+				     uint16_t status)
+{
+	struct rdmem_agent_reply rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.status = status;
+	rdmem_frontdoor_complete(fd, call, &rep);
+}
+
+/* ---- taking calls ------------------------------------------------------ */
+
+/* Checks the copied request; returns RDMEM_S_OK or the status to refuse it with. */
+static uint16_t rdmem_frontdoor_check_call(struct rdmem_frontdoor *fd,
+					   const struct rdmem_agent_call *call, const char **why)
+{
+	const struct rdmem_desc *d = &call->req;
+
+	if (!rdmem_shm_op_allowed(d->op))
+		return *why = "unknown or agent-only op", RDMEM_S_BAD_REQUEST;
+	if (d->flags & ~RDMEM_SHM_REQ_FLAGS)
+		return *why = "unknown request flags", RDMEM_S_BAD_REQUEST;
+	if (call->forced_path >= RDMEM_PATH__COUNT)
+		return *why = "unknown path", RDMEM_S_BAD_REQUEST;
+	if (d->key_len > RDMEM_MAX_KEY)
+		return *why = "key longer than the key area", RDMEM_S_BAD_REQUEST;
+	if (d->val_len > fd->geom.max_value)
+		return *why = "value over max_value", RDMEM_S_TOO_BIG;
+	return RDMEM_S_OK;
+}
+
+/* Fills the call table entry of (c, s) from the slot the agent now holds. */
+static struct rdmem_agent_call *rdmem_frontdoor_fill_call(struct rdmem_frontdoor *fd, uint32_t c,
+							  uint32_t s, uint64_t now)
+{
+	struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
+	struct rdmem_agent_call *call = &fd->calls[(size_t)c * fd->geom.slots + s];
+	uint64_t deadline = slot->deadline_ns;
+	uint8_t *payload = rdmem_shm_payload(slot);
+
+	memset(call, 0, sizeof(*call));
+	/* One copy: the client cannot change what we validate and use. */
+	memcpy(&call->req, &slot->req, sizeof(call->req));
+	call->slot_seq = slot->seq;
+	call->forced_path = slot->path;
+	call->path = call->forced_path;
+	call->req.seq = call->slot_seq;
+	call->req.path = call->forced_path;
+	call->req.state = 0;
+	call->payload = payload;
+	call->payload_cap = fd->geom.payload_cap;
+	call->key = payload;
+	call->val = payload + RDMEM_SHM_VALUE_OFF;
+	call->start_ns = now;
+	/* A past deadline stays (the call expires); none or too far is capped. */
+	if (!deadline || (deadline > now && deadline - now > RDMEM_SHM_MAX_TIMEOUT_NS))
+		deadline = now + RDMEM_SHM_MAX_TIMEOUT_NS;
+	call->deadline_ns = deadline;
+	call->client = (uint16_t)c;
+	call->slot = (uint16_t)s;
+	return call;
+}
+
+/*
+ * Takes slot (c, s) from SUBMITTED to TAKEN. Returns 1 when the agent now
+ * holds it, 0 when the entry was handled otherwise (an abandoned slot freed,
+ * or a refusal counted).
+ */
+static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s)
+{
+	struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
+	/* Acquire: pairs with the client's release store of SUBMITTED/ABANDONED. */
+	uint32_t st = atomic_load_explicit(&slot->state, memory_order_acquire);
+
+	for (;;) {
+		uint32_t phase = RDMEM_SLOT_PHASE(st);
+
+		if (phase == RDMEM_SLOT_ABANDONED) {
+			/* Given up before we took it: nobody else holds it, hand it back.
+			 * Relaxed: the agent never touched the payload. */
+			if (atomic_compare_exchange_strong_explicit(
+				&slot->state, &st, RDMEM_SLOT_FREE, memory_order_relaxed,
+				memory_order_relaxed))
+				rdmem_frontdoor_count(&fd->n_dropped);
+			else
+				continue;
+			return 0;
+		}
+		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
+			rdmem_frontdoor_refuse(
+			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
+			return 0;
+		}
+		/* Relaxed is enough here: attach happened long before submit. */
+		if (atomic_load_explicit(&entry->pid, memory_order_relaxed) <= 0 ||
+		    atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
+			rdmem_frontdoor_refuse(fd, "client %u is not attached (slot %u)", c, s);
+			return 0;
+		}
+		/* Acquire: the request bytes the client wrote before SUBMITTED. */
+		if (atomic_compare_exchange_weak_explicit(
+			&slot->state, &st, RDMEM_SLOT_TAKEN | (st & RDMEM_SLOT_WAITING),
+			memory_order_acquire, memory_order_acquire))
+			return 1;
+	}
+}
+
+static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s)
+{
+	struct rdmem_agent_call *call;
+	struct rdmem_fd_client *cl;
+	const char *why = NULL;
+	uint64_t now, bit;
+	uint16_t status;
+
+	rdmem_frontdoor_count(&fd->n_calls);
+	if (c >= fd->geom.clients || s >= fd->geom.slots) {
+		rdmem_frontdoor_refuse(fd, "client %u slot %u outside the %u x %u table", c, s,
+				       fd->geom.clients, fd->geom.slots);
+		return;
+	}
+	cl = &fd->clients[c];
+	bit = 1ull << s;
+	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
+		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
+		return;
+	}
+	if (!rdmem_frontdoor_take_slot(fd, c, s))
+		return;
+	atomic_fetch_or_explicit(&cl->held, bit, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cl->inflight, 1, memory_order_relaxed);
+	now = rdmem_now_ns();
+	call = rdmem_frontdoor_fill_call(fd, c, s, now);
+	status = rdmem_frontdoor_check_call(fd, call, &why);
+	if (status != RDMEM_S_OK) {
+		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,
+				       s, why, call->req.op, call->req.key_len, call->req.val_len);
+		rdmem_frontdoor_complete_status(fd, call, status);
+	} else if (call->deadline_ns <= now) {
+		rdmem_frontdoor_count(&fd->n_expired);
+		rdmem_frontdoor_complete_status(fd, call, RDMEM_S_TIMEOUT);
+	} else if (call->req.op == RDMEM_SHM_OP_LOCAL_PING) {
+		rdmem_frontdoor_count(&fd->n_local_pings);
+		rdmem_frontdoor_complete_status(fd, call, RDMEM_S_OK);
+	} else {
+		fd->submit(fd->submit_ctx, call);
+	}
+}
+
+/* Takes up to one batch of entries; returns how many. */
+static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
+{
+	uint64_t skipped = fd->cons.skipped, repaired = fd->cons.repaired;
+	uint16_t c, s;
+	int n;
+
+	for (n = 0; n < RDMEM_FD_BATCH; n++) {
+		if (rdmem_ring_pop(&fd->ring, &fd->cons, &c, &s) != 1)
+			break;
+		rdmem_frontdoor_take(fd, c, s);
+	}
+	if (fd->cons.skipped != skipped) {
+		atomic_fetch_add_explicit(&fd->n_skipped, fd->cons.skipped - skipped,
+					  memory_order_relaxed);
+		rdmem_info("front door %s: skipped a ring position claimed but never published "
+			   "(producer stalled or died)",
+			   fd->name);
+	}
+	if (fd->cons.repaired != repaired) {
+		atomic_fetch_add_explicit(&fd->n_repaired, fd->cons.repaired - repaired,
+					  memory_order_relaxed);
+		rdmem_warn("front door %s: repaired a ring cell a client overwrote", fd->name);
+	}
+	return n;
+}
+
+/* ---- dead clients ------------------------------------------------------ */
+
+/* Frees a dead client's entry once nothing of it is left in the agent or the ring. */
+static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	int32_t pid = cl->pid;
+	uint32_t s;
+
+	for (s = 0; s < fd->geom.slots; s++)
+		atomic_store_explicit(&rdmem_frontdoor_slot(fd, c, s)->state, RDMEM_SLOT_FREE,
+				      memory_order_relaxed);
+	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
+	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
+	cl->pid = 0;
+	/*
+	 * Release: the slot resets above happen before the entry can be
+	 * claimed again; pairs with the acquire CAS of the next claimer.
+	 */
+	if (!atomic_compare_exchange_strong_explicit(&entry->pid, &pid, 0, memory_order_release,
+						     memory_order_relaxed)) {
+		rdmem_warn("front door %s: client %u changed hands while reclaimed (pid %d)",
+			   fd->name, c, pid);
+		return;
+	}
+	rdmem_frontdoor_count(&fd->n_dead);
+	rdmem_info("front door %s: reclaimed client %u of dead pid %d", fd->name, c, cl->dead_pid);
+}
+
+static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	int32_t pid = atomic_load_explicit(&entry->pid, memory_order_relaxed);
+	uint32_t gen = atomic_load_explicit(&entry->gen, memory_order_relaxed);
+
+	if (pid <= 0) {
+		cl->pid = 0; /* detached by rdmem_close(); held slots come back as they complete */
+		return;
+	}
+	if (pid != cl->pid || gen != cl->gen) {
+		cl->pid = pid;
+		cl->gen = gen;
+		cl->start_ticks = rdmem_frontdoor_proc_start(pid);
+		atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
+	}
+	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
+	    !rdmem_frontdoor_pid_alive(pid, cl->start_ticks)) {
+		rdmem_info("front door %s: client %u (pid %d) is gone; reclaiming its slots",
+			   fd->name, c, pid);
+		atomic_store_explicit(&cl->dead, 1, memory_order_relaxed);
+		cl->dead_pid = pid;
+		cl->dead_head = atomic_load_explicit(&fd->ring.ctl->head, memory_order_relaxed);
+	}
+	/* Acquire: pairs with the release decrement at the end of complete(). */
+	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
+	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&
+	    (int64_t)(fd->cons.tail - cl->dead_head) >= 0)
+		rdmem_frontdoor_reclaim(fd, c);
+}
+
+static void rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
+{
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++)
+		rdmem_frontdoor_scan_client(fd, c);
+	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
+}
+
+/* ---- the actor --------------------------------------------------------- */
+
+/* Blocks on the doorbell until a producer rings, the scan is due, or a stall must be aged. */
+static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
+{
+	uint64_t now = rdmem_now_ns(), timeout;
+	uint32_t bell;
+	int busy;
+
+	timeout = fd->next_scan_ns > now ? fd->next_scan_ns - now : 1;
+	timeout = RDMEM_MIN(timeout, rdmem_ring_stall_left_ns(&fd->cons, now));
+	bell = rdmem_ring_sleep_begin(&fd->ring, &fd->cons, &busy);
+	if (busy || atomic_load_explicit(&fd->stop, memory_order_acquire)) {
+		atomic_store_explicit(&fd->ring.ctl->sleeping, 0, memory_order_relaxed);
+		return;
+	}
+	rdmem_ring_sleep(&fd->ring, bell, timeout);
+}
+
+/*
+ * Spinning pays only while the client can run on another CPU at the same
+ * time; pinned to one CPU, every spin delays the client we wait for.
+ */
+static int rdmem_frontdoor_single_cpu(void)
+{
+	cpu_set_t set;
+
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
+
+static void rdmem_frontdoor_idle_reset(struct rdmem_idle *idle, int single_cpu)
+{
+	rdmem_idle_reset(idle);
+	if (single_cpu)
+		idle->spins = RDMEM_IDLE_SPINS;
+}
+
+static void *rdmem_frontdoor_main(void *arg)
+{
+	struct rdmem_frontdoor *fd = arg;
+	int single_cpu = rdmem_frontdoor_single_cpu();
+	struct rdmem_idle idle;
+	uint32_t rounds = 0;
+
+	rdmem_frontdoor_idle_reset(&idle, single_cpu);
+	/* Acquire: pairs with the release store in destroy(). */
+	while (!atomic_load_explicit(&fd->stop, memory_order_acquire)) {
+		int n = rdmem_frontdoor_drain(fd);
+
+		/* Spin phase: look at the ring only, not even at the clock. */
+		if (n == 0 && idle.spins < RDMEM_IDLE_SPINS) {
+			rdmem_idle_step(&idle, fd->busy_poll);
+			continue;
+		}
+		if (n == 0 || ++rounds % RDMEM_FD_CLOCK_ROUNDS == 0) {
+			uint64_t now = rdmem_now_ns();
+
+			if (now >= fd->next_scan_ns)
+				rdmem_frontdoor_scan(fd, now);
+		}
+		if (n > 0) {
+			rdmem_frontdoor_idle_reset(&idle, single_cpu);
+			continue;
+		}
+		if (!rdmem_idle_step(&idle, fd->busy_poll))
+			continue;
+		rdmem_frontdoor_block(fd);
+		rdmem_frontdoor_idle_reset(&idle, single_cpu);
+	}
+	return NULL;
+}
+
+int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx)
+{
+	int rc;
+
+	if (!submit || fd->started)
+		return -EINVAL;
+	fd->submit = submit;
+	fd->submit_ctx = ctx;
+	fd->next_scan_ns = rdmem_now_ns() + RDMEM_FD_SCAN_NS;
+	rc = pthread_create(&fd->thread, NULL, rdmem_frontdoor_main, fd);
+	if (rc) {
+		rdmem_err("front door %s: cannot start its thread: %s", fd->name, strerror(rc));
+		return -rc;
+	}
+	pthread_setname_np(fd->thread, "rdmem-frontdoor");
+	fd->started = 1;
+	return 0;
+}
+
+/* ---- the segment ------------------------------------------------------- */
+
+static int rdmem_frontdoor_fail(const char *what, const char *name, int err)
+{
+	rdmem_err("front door %s: %s: %s", name, what, strerror(err));
+	return -err;
+}
+
+/* Wakes every client that sleeps on a slot of a segment we are leaving. */
+static void rdmem_frontdoor_wake_all(void *base, const struct rdmem_shm_geom *g)
+{
+	uint32_t c, s;
+
+	for (c = 0; c < g->clients; c++)
+		for (s = 0; s < g->slots; s++) {
+			struct rdmem_shm_slot *slot = rdmem_shm_slot_at(base, g, c, s);
+
+			if (atomic_load_explicit(&slot->state, memory_order_relaxed) &
+			    RDMEM_SLOT_WAITING)
+				rdmem_futex_wake_all(&slot->state);
+		}
+}
+
+/*
+ * Marks an old segment CLOSED with a new epoch so its attached clients notice
+ * at once; with a valid geometry, also wakes its sleepers.
+ */
+static void rdmem_frontdoor_retire(struct rdmem_shm_header *h, const struct rdmem_shm_geom *g)
+{
+	atomic_fetch_add_explicit(&h->epoch, 1, memory_order_relaxed);
+	/* Release: pairs with the clients' acquire load of state (libclient). */
+	atomic_store_explicit(&h->state, RDMEM_SHM_CLOSED, memory_order_release);
+	if (g)
+		rdmem_frontdoor_wake_all(h, g);
+}
+
+/*
+ * Looks at a segment already under our name. Returns 0 and the epoch to
+ * follow when there is none or it may be replaced (then it is retired and
+ * unlinked), or a refusal.
+ */
+static int rdmem_frontdoor_replace_old(const char *name, int reset, uint64_t *epoch)
+{
+	struct rdmem_shm_geom g;
+	struct rdmem_shm_header *h;
+	struct stat st;
+	int ofd, rc = 0, check;
+
+	*epoch = (uint64_t)time(NULL); /* fresh name: an epoch no earlier agent had */
+	ofd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (ofd < 0)
+		return errno == ENOENT
+			   ? 0
+			   : rdmem_frontdoor_fail("open the existing segment", name, errno);
+	if (fstat(ofd, &st) < 0) {
+		rc = rdmem_frontdoor_fail("fstat the existing segment", name, errno);
+		goto out;
+	}
+	if (st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE) {
+		check = -EPROTO;
+		h = NULL;
+	} else {
+		h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, ofd, 0);
+		if (h == MAP_FAILED) {
+			rc = rdmem_frontdoor_fail("map the existing segment", name, errno);
+			goto out;
+		}
+		check = rdmem_shm_header_check(h, (uint64_t)st.st_size, &g);
+	}
+	if (check && !reset) {
+		rdmem_err("front door %s: a segment of that name exists and is not an rdmem front "
+			  "door (or is damaged); remove it or use --shm-reset",
+			  name);
+		rc = -EEXIST;
+	} else if (!check) {
+		uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+		int32_t pid = h->agent_pid;
+		int locked = rdmem_shm_agent_locked(ofd);
+		int live =
+		    state != RDMEM_SHM_CLOSED &&
+		    (locked >= 0 ? locked
+				 : pid > 0 && rdmem_frontdoor_pid_alive(pid, h->agent_start));
+
+		if (live && !reset) {
+			rdmem_err("front door %s: in use by the running agent pid %d; stop it or "
+				  "use --shm-reset",
+				  name, pid);
+			rc = -EBUSY;
+		} else {
+			if (live)
+				rdmem_warn(
+				    "front door %s: taking over from the running agent pid %d "
+				    "(--shm-reset)",
+				    name, pid);
+			rdmem_frontdoor_retire(h, &g);
+			*epoch = atomic_load_explicit(&h->epoch, memory_order_relaxed) + 1;
+		}
+	} else {
+		rdmem_warn("front door %s: replacing a segment that is not ours (--shm-reset)",
+			   name);
+	}
+	if (h && h != MAP_FAILED)
+		munmap(h, (size_t)st.st_size);
+	if (!rc && shm_unlink(name) < 0 && errno != ENOENT)
+		rc = rdmem_frontdoor_fail("unlink the old segment", name, errno);
+out:
+	close(ofd);
+	return rc;
+}
+
+/* Refuses a segment /dev/shm cannot hold, then allocates every page of it. */
+static int rdmem_frontdoor_size(int sfd, const char *name, uint64_t size)
+{
+	struct statvfs vfs;
+	uint64_t avail;
+	int rc;
+
+	if (fstatvfs(sfd, &vfs) < 0)
+		return rdmem_frontdoor_fail("statvfs /dev/shm", name, errno);
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (avail < size) {
+		rdmem_err("front door %s: needs %" PRIu64 " MiB of shared memory, /dev/shm has "
+			  "%" PRIu64 " MiB free (lower clients, slots or max value)",
+			  name, size >> 20, avail >> 20);
+		return -ENOSPC;
+	}
+	if (ftruncate(sfd, (off_t)size) < 0)
+		return rdmem_frontdoor_fail("size the segment", name, errno);
+	/* Real pages now: a sparse tmpfs file would SIGBUS whoever touches a
+	 * page once /dev/shm fills up. */
+	rc = posix_fallocate(sfd, 0, (off_t)size);
+	if (rc) {
+		rdmem_err("front door %s: cannot allocate %" PRIu64 " MiB in /dev/shm: %s", name,
+			  size >> 20, strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+/* Formats a fresh mapping; state turns RUNNING last. */
+static void rdmem_frontdoor_format(struct rdmem_frontdoor *fd, uint64_t epoch)
+{
+	struct rdmem_shm_header *h = fd->hdr;
+	struct timespec now;
+
+	rdmem_shm_header_fill(h, &fd->geom);
+	h->agent_pid = (int32_t)getpid();
+	h->agent_start = rdmem_frontdoor_proc_start(h->agent_pid);
+	clock_gettime(CLOCK_REALTIME, &now);
+	h->created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);
+	rdmem_shm_ring_view(fd->base, &fd->geom, &fd->ring);
+	rdmem_ring_format(&fd->ring, 0);
+	rdmem_ring_consumer_init(&fd->cons, 0);
+	/* Client table and slots are zero (fresh pages): free entries, FREE slots.
+	 * Release: publishes all of the above to clients that acquire RUNNING. */
+	atomic_store_explicit(&h->state, RDMEM_SHM_RUNNING, memory_order_release);
+}
+
+static int rdmem_frontdoor_map_new(struct rdmem_frontdoor *fd,
+				   const struct rdmem_frontdoor_config *cfg, uint64_t epoch)
+{
+	gid_t group = cfg->group;
+	struct stat st;
+	int rc;
+
+	fd->shm_fd = shm_open(fd->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, RDMEM_SHM_MODE);
+	if (fd->shm_fd < 0) {
+		if (errno == EEXIST) {
+			rdmem_err("front door %s: another agent created it meanwhile", fd->name);
+			return -EBUSY;
+		}
+		return rdmem_frontdoor_fail("create the segment", fd->name, errno);
+	}
+	/* The umask may have cut the mode; group members must read and write. */
+	if (fchmod(fd->shm_fd, RDMEM_SHM_MODE) < 0)
+		return rdmem_frontdoor_fail("chmod 0660", fd->name, errno);
+	if (group != (gid_t)-1 && group != 0 && fchown(fd->shm_fd, (uid_t)-1, group) < 0)
+		return rdmem_frontdoor_fail("chown to the client group", fd->name, errno);
+	if (fstat(fd->shm_fd, &st) < 0)
+		return rdmem_frontdoor_fail("fstat the segment", fd->name, errno);
+	fd->dev = st.st_dev;
+	fd->ino = st.st_ino;
+	rc = rdmem_frontdoor_size(fd->shm_fd, fd->name, fd->geom.total_size);
+	if (rc)
+		return rc;
+	fd->base =
+	    mmap(NULL, fd->geom.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->shm_fd, 0);
+	if (fd->base == MAP_FAILED) {
+		fd->base = NULL;
+		return rdmem_frontdoor_fail("map the segment", fd->name, errno);
+	}
+	fd->hdr = fd->base;
+	rc = rdmem_shm_lock_agent(fd->shm_fd);
+	if (rc)
+		return rdmem_frontdoor_fail("lock the segment (agent liveness)", fd->name, -rc);
+	rdmem_frontdoor_format(fd, epoch);
+	return 0;
+}
+
+/* Unlinks our name unless another agent has replaced the segment since. */
+static void rdmem_frontdoor_unlink_ours(struct rdmem_frontdoor *fd)
+{
+	struct stat st;
+	int f = shm_open(fd->name, O_RDONLY | O_CLOEXEC, 0);
+
+	if (f < 0)
+		return;
+	if (fstat(f, &st) == 0 && st.st_dev == fd->dev && st.st_ino == fd->ino &&
+	    shm_unlink(fd->name) < 0 && errno != ENOENT)
+		rdmem_warn("front door %s: unlink: %s", fd->name, strerror(errno));
+	close(f);
+}
+
+static int rdmem_frontdoor_geom(const struct rdmem_frontdoor_config *cfg, struct rdmem_shm_geom *g)
+{
+	uint32_t clients = cfg->clients ? cfg->clients : RDMEM_SHM_DEFAULT_CLIENTS;
+	uint32_t slots = cfg->slots ? cfg->slots : RDMEM_SHM_DEFAULT_SLOTS;
+	uint32_t max_value = cfg->max_value ? cfg->max_value : RDMEM_DEFAULT_MAX_VALUE;
+	int rc = rdmem_shm_geom_compute(clients, slots, max_value, g);
+
+	if (rc)
+		rdmem_err(
+		    "front door: bad geometry: %u clients (1..%u), %u slots (1..%u), max value "
+		    "%u (<= %u)",
+		    clients, RDMEM_SHM_MAX_CLIENTS, slots, RDMEM_SHM_MAX_SLOTS, max_value,
+		    RDMEM_MAX_VALUE_LIMIT);
+	return rc;
+}
+
+static void rdmem_frontdoor_free(struct rdmem_frontdoor *fd)
+{
+	if (fd->base)
+		munmap(fd->base, fd->geom.total_size);
+	if (fd->shm_fd >= 0)
+		close(fd->shm_fd);
+	free(fd->clients);
+	free(fd->calls);
+	free(fd);
+}
+
+int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out)
+{
+	struct rdmem_frontdoor *fd;
+	uint64_t epoch;
+	size_t n;
+	int rc;
+
+	fd = calloc(1, sizeof(*fd));
+	if (!fd)
+		return -ENOMEM;
+	fd->shm_fd = -1;
+	fd->busy_poll = cfg->busy_poll;
+	if (rdmem_shm_name_norm(cfg->shm_name ? cfg->shm_name : RDMEM_SHM_DEFAULT_NAME, fd->name,
+				sizeof(fd->name))) {
+		rdmem_err("front door: bad segment name '%s': want /NAME, 1..%d characters, no "
+			  "other '/'",
+			  cfg->shm_name, RDMEM_SHM_NAME_MAX - 1);
+		rc = -EINVAL;
+		goto fail;
+	}
+	rc = rdmem_frontdoor_geom(cfg, &fd->geom);
+	if (rc)
+		goto fail;
+	n = (size_t)fd->geom.clients * fd->geom.slots;
+	fd->clients = calloc(fd->geom.clients, sizeof(*fd->clients));
+	fd->calls = calloc(n, sizeof(*fd->calls));
+	if (!fd->clients || !fd->calls) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = rdmem_frontdoor_replace_old(fd->name, cfg->reset, &epoch);
+	if (rc)
+		goto fail;
+	rc = rdmem_frontdoor_map_new(fd, cfg, epoch);
+	if (rc) {
+		if (fd->shm_fd >= 0)
+			rdmem_frontdoor_unlink_ours(fd);
+		goto fail;
+	}
+	rdmem_info("front door %s: %u clients x %u slots, %u B payload per slot, %" PRIu64
+		   " MiB, epoch %" PRIu64,
+		   fd->name, fd->geom.clients, fd->geom.slots, fd->geom.payload_cap,
+		   fd->geom.total_size >> 20, epoch);
+	*out = fd;
+	return 0;
+fail:
+	rdmem_frontdoor_free(fd);
+	return rc;
+}
+
+void rdmem_frontdoor_stop(struct rdmem_frontdoor *fd)
+{
+	if (!fd || !fd->started)
+		return;
+	/* Release: pairs with the actor loop's acquire load of stop. */
+	atomic_store_explicit(&fd->stop, 1, memory_order_release);
+	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
+	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+	pthread_join(fd->thread, NULL);
+	fd->started = 0;
+}
+
+void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd)
+{
+	if (!fd)
+		return;
+	/* Release: pairs with the clients' acquire load of state (libclient). */
+	atomic_store_explicit(&fd->hdr->state, RDMEM_SHM_CLOSED, memory_order_release);
+	rdmem_frontdoor_stop(fd);
+	rdmem_frontdoor_wake_all(fd->base, &fd->geom);
+	rdmem_frontdoor_unlink_ours(fd);
+	rdmem_frontdoor_free(fd);
+}
+
+void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len)
+{
+	*len = fd->geom.total_size;
+	return fd->base;
+}
+
+uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd)
+{
+	return fd->geom.payload_cap;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out)
+{
+	uint32_t c;
+
+	memset(out, 0, sizeof(*out));
+	out->calls = atomic_load_explicit(&fd->n_calls, memory_order_relaxed);
+	out->local_pings = atomic_load_explicit(&fd->n_local_pings, memory_order_relaxed);
+	out->bad_entries = atomic_load_explicit(&fd->n_bad, memory_order_relaxed);
+	out->skipped = atomic_load_explicit(&fd->n_skipped, memory_order_relaxed);
+	out->repaired = atomic_load_explicit(&fd->n_repaired, memory_order_relaxed);
+	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
+	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);
+	out->expired = atomic_load_explicit(&fd->n_expired, memory_order_relaxed);
+	out->epoch = atomic_load_explicit(&fd->hdr->epoch, memory_order_relaxed);
+	for (c = 0; c < fd->geom.clients; c++) {
+		struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
+
+		out->attached += atomic_load_explicit(&entry->pid, memory_order_relaxed) > 0;
+		out->inflight +=
+		    atomic_load_explicit(&fd->clients[c].inflight, memory_order_relaxed);
+	}
+}
+
+int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf, size_t cap)
+{
+	struct rdmem_frontdoor_stats s;
+	const char *fmt;
+	int n;
+
+	rdmem_frontdoor_get_stats(fd, &s);
+	fmt = json ? "{\"calls\":%" PRIu64 ",\"local_pings\":%" PRIu64 ",\"bad_entries\":%" PRIu64
+		     ",\"skipped\":%" PRIu64 ",\"repaired\":%" PRIu64 ",\"dead_clients\":%" PRIu64
+		     ",\"dropped\":%" PRIu64 ",\"expired\":%" PRIu64 ",\"epoch\":%" PRIu64
+		     ",\"attached\":%u,\"inflight\":%u}"
+		   : "frontdoor.calls %" PRIu64 "\nfrontdoor.local_pings %" PRIu64
+		     "\nfrontdoor.bad_entries %" PRIu64 "\nfrontdoor.skipped %" PRIu64
+		     "\nfrontdoor.repaired %" PRIu64 "\nfrontdoor.dead_clients %" PRIu64
+		     "\nfrontdoor.dropped %" PRIu64 "\nfrontdoor.expired %" PRIu64
+		     "\nfrontdoor.epoch %" PRIu64
+		     "\nfrontdoor.attached %u\nfrontdoor.inflight %u\n";
+	n = snprintf(buf, cap, fmt, s.calls, s.local_pings, s.bad_entries, s.skipped, s.repaired,
+		     s.dead_clients, s.dropped, s.expired, s.epoch, s.attached, s.inflight);
+	return n < 0 || (size_t)n >= cap ? -ENOBUFS : n;
+}

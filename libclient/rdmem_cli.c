@@ -1,0 +1,992 @@
+/* rdmem_cli.c - the `rdmem` command: every op of the runtime from a shell,
+ * and a benchmark, on libclient alone (libc only).
+ *
+ * Exit codes: 0 ok, 1 not found, 2 usage, 3 any other error (one line on
+ * stderr saying what failed).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "libclient/rdmem.h"
+
+#define EXIT_NOT_FOUND 1
+#define EXIT_USAGE     2
+#define EXIT_FAIL      3
+#define MAX_BENCH_OPS  50000000ull
+
+static const char usage_text[] =
+    "usage: rdmem [--shm-name NAME] [--path auto|eager|lazy|bulk|tcp] [--timeout MS]\n"
+    "             [--verbose] COMMAND\n"
+    "commands:\n"
+    "  ping | local-ping | echo TEXT\n"
+    "  put KEY VALUE | put KEY --file F | get KEY | del KEY | mget K1,K2,...\n"
+    "  profile ID | large-get big:<n>[k|m] | image-put KEY FILE [--chunk-size B]\n"
+    "  stats [--json] | agent-stats [--json] | agent-ctl COMMAND\n"
+    "  bench --op ping|get|put|large-get|bigput|local-ping [-n N] [--window W]\n"
+    "        [--size B] [--keys K] [--json]\n"
+    "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";
+
+struct cli {
+	const char *shm_name;
+	struct rdmem_opts opts;
+	struct rdmem_info info;
+	int verbose;
+	int json;
+	const char *file;
+	uint64_t chunk_size;
+	const char *bench_op;
+	uint64_t n, window, size, keys;
+	int have_n, have_window, have_size, have_keys, have_chunk;
+	int argc; /* positional arguments, the command first */
+	char **argv;
+	rdmem_t *h;
+};
+
+static int usage(const char *fmt, const char *arg)
+{
+	fputs("rdmem: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\n", stderr);
+	fputs(usage_text, stderr);
+	return EXIT_USAGE;
+}
+
+/* Reports a failed op and maps it to the exit code. */
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "rdmem: %s: %s\n", what, rdmem_strerror(rc));
+	return rc == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL;
+}
+
+/* Decimal with an optional k/m/g suffix (powers of 1024); 0 or -EINVAL. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'k' || *end == 'K')
+		shift = 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		shift = 20, end++;
+	else if (*end == 'g' || *end == 'G')
+		shift = 30, end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_path(const char *s, uint8_t *out)
+{
+	unsigned p;
+
+	for (p = 0; p < RDMEM_PATH__COUNT; p++)
+		if (s && !strcmp(s, rdmem_path_name(p))) {
+			*out = (uint8_t)p;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* The value of option argv[*i]; NULL (after a usage message) when missing. */
+static const char *opt_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		usage("option %s needs a value", argv[*i]);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+static int parse_number_opt(int argc, char **argv, int *i, uint64_t lo, uint64_t hi, uint64_t *out,
+			    int *seen)
+{
+	const char *name = argv[*i], *v = opt_value(argc, argv, i);
+
+	if (!v)
+		return EXIT_USAGE;
+	if (parse_size(v, out) || *out < lo || *out > hi) {
+		fprintf(stderr, "rdmem: %s: '%s' is not a number in %" PRIu64 "..%" PRIu64 "\n",
+			name, v, lo, hi);
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	*seen = 1;
+	return 0;
+}
+
+static int parse_option(struct cli *c, int argc, char **argv, int *i)
+{
+	const char *a = argv[*i], *v;
+	uint64_t ms;
+	int seen;
+
+	if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
+		return c->verbose = 1, 0;
+	if (!strcmp(a, "--json"))
+		return c->json = 1, 0;
+	if (!strcmp(a, "--shm-name")) {
+		if (!(v = opt_value(argc, argv, i)))
+			return EXIT_USAGE;
+		c->shm_name = v;
+		return 0;
+	}
+	if (!strcmp(a, "--path")) {
+		if (!(v = opt_value(argc, argv, i)))
+			return EXIT_USAGE;
+		return parse_path(v, &c->opts.path) ? usage("unknown path '%s'", v) : 0;
+	}
+	if (!strcmp(a, "--timeout")) {
+		int rc = parse_number_opt(argc, argv, i, 1, 3600000, &ms, &seen);
+
+		c->opts.timeout_ms = (uint32_t)ms;
+		return rc;
+	}
+	if (!strcmp(a, "--file")) {
+		if (!(c->file = opt_value(argc, argv, i)))
+			return EXIT_USAGE;
+		return 0;
+	}
+	if (!strcmp(a, "--op")) {
+		if (!(c->bench_op = opt_value(argc, argv, i)))
+			return EXIT_USAGE;
+		return 0;
+	}
+	if (!strcmp(a, "--chunk-size"))
+		return parse_number_opt(argc, argv, i, 1, RDMEM_MAX_VALUE_LIMIT, &c->chunk_size,
+					&c->have_chunk);
+	if (!strcmp(a, "-n"))
+		return parse_number_opt(argc, argv, i, 1, MAX_BENCH_OPS, &c->n, &c->have_n);
+	if (!strcmp(a, "--window"))
+		return parse_number_opt(argc, argv, i, 1, RDMEM_SHM_MAX_SLOTS, &c->window,
+					&c->have_window);
+	if (!strcmp(a, "--size"))
+		return parse_number_opt(argc, argv, i, 0, RDMEM_MAX_VALUE_LIMIT, &c->size,
+					&c->have_size);
+	if (!strcmp(a, "--keys"))
+		return parse_number_opt(argc, argv, i, 1, 1000000, &c->keys, &c->have_keys);
+	return usage("unknown option '%s'", a);
+}
+
+static int parse_args(struct cli *c, int argc, char **argv)
+{
+	int i, rc, positional_only = 0;
+
+	c->argv = calloc((size_t)argc, sizeof(char *));
+	if (!c->argv)
+		return EXIT_FAIL;
+	for (i = 1; i < argc; i++) {
+		if (!positional_only && !strcmp(argv[i], "--")) {
+			positional_only = 1;
+		} else if (!positional_only && argv[i][0] == '-' && argv[i][1] != '\0') {
+			rc = parse_option(c, argc, argv, &i);
+			if (rc)
+				return rc;
+		} else {
+			c->argv[c->argc++] = argv[i];
+		}
+	}
+	if (c->argc == 0)
+		return usage("%s", "no command given");
+	return 0;
+}
+
+/* The first option given that cmd does not take, or NULL. */
+static const char *stray_option(const struct cli *c, const char *cmd)
+{
+	int stats = !strcmp(cmd, "stats") || !strcmp(cmd, "agent-stats");
+	int bench = !strcmp(cmd, "bench");
+
+	if (c->json && !stats && !bench)
+		return "--json";
+	if (c->file && strcmp(cmd, "put"))
+		return "--file";
+	if (c->have_chunk && strcmp(cmd, "image-put"))
+		return "--chunk-size";
+	if (!bench && (c->bench_op || c->have_n || c->have_window || c->have_size || c->have_keys))
+		return "--op, -n, --window, --size and --keys";
+	return NULL;
+}
+
+/* Checks the command got exactly n arguments and no option it ignores. */
+static int want_args(struct cli *c, int n, const char *synopsis)
+{
+	const char *stray = stray_option(c, c->argv[0]);
+
+	if (stray) {
+		fprintf(stderr, "rdmem: %s: %s does not apply here\nrdmem: usage: rdmem %s\n",
+			c->argv[0], stray, synopsis);
+		return EXIT_USAGE;
+	}
+	if (c->argc - 1 != n) {
+		fprintf(stderr,
+			"rdmem: %s: expected %d argument%s, got %d\nrdmem: usage: rdmem %s\n",
+			c->argv[0], n, n == 1 ? "" : "s", c->argc - 1, synopsis);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static void report(struct cli *c, const char *what)
+{
+	if (c->verbose)
+		fprintf(stderr, "rdmem: %s: status %s, path %s, latency %.1f us%s\n", what,
+			rdmem_strerror(rdmem_status_errno(c->info.status)),
+			c->info.path ? rdmem_path_name(c->info.path) : "local",
+			(double)c->info.latency_ns / 1000.0, c->info.late ? " (late)" : "");
+}
+
+static int write_all(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t w = write(1, b, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		b += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Reads a whole file; *len up to max bytes, else -E2BIG. */
+static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > max) {
+		fclose(f);
+		return -E2BIG;
+	}
+	*len = (uint64_t)st.st_size;
+	*out = malloc(*len ? *len : 1);
+	if (!*out)
+		rc = -ENOMEM;
+	else if (*len && fread(*out, 1, *len, f) != *len)
+		rc = ferror(f) ? -EIO : -EAGAIN; /* shrank while we read it */
+	fclose(f);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* Attaches to the agent once the command's arguments are known to be good. */
+static int attach(struct cli *c)
+{
+	const char *name = c->shm_name ? c->shm_name : RDMEM_SHM_DEFAULT_NAME;
+	int rc;
+
+	if (c->h)
+		return 0;
+	rc = rdmem_open(c->shm_name, &c->h);
+	if (rc == -EINVAL)
+		return usage("bad --shm-name '%s': want /NAME without another '/'", name);
+	if (rc) {
+		fprintf(stderr, "rdmem: %s: %s\n", name, rdmem_strerror(rc));
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static int cmd_ping(struct cli *c, int local)
+{
+	int rc = want_args(c, 0, local ? "local-ping" : "ping");
+
+	if (rc || (rc = attach(c)))
+		return rc;
+	rc = local ? rdmem_local_ping(c->h, &c->opts) : rdmem_ping(c->h, &c->opts);
+	report(c, c->argv[0]);
+	if (rc)
+		return fail(c->argv[0], rc);
+	printf("ok: %.1f us via %s\n", (double)c->info.latency_ns / 1000.0,
+	       local ? "the front door" : rdmem_path_name(c->info.path));
+	return 0;
+}
+
+static int cmd_echo(struct cli *c)
+{
+	int rc = want_args(c, 1, "echo TEXT");
+	void *out = NULL;
+	uint32_t len = 0;
+
+	if (rc || (rc = attach(c)))
+		return rc;
+	rc = rdmem_echo(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &out, &len, &c->opts);
+	report(c, "echo");
+	if (rc)
+		return fail("echo", rc);
+	rc = write_all(out, len);
+	free(out);
+	if (rc == 0)
+		rc = write_all("\n", 1);
+	return rc ? fail("write stdout", rc) : 0;
+}
+
+static int check_key(const char *key)
+{
+	if (!*key || strlen(key) > RDMEM_MAX_KEY) {
+		fprintf(stderr, "rdmem: key must be 1..%u bytes\n", RDMEM_MAX_KEY);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int cmd_put(struct cli *c)
+{
+	int rc = want_args(c, c->file ? 1 : 2, "put KEY VALUE | put KEY --file F");
+	const char *key = c->argv[1];
+	uint8_t *val = NULL;
+	uint64_t len;
+
+	if (rc || (rc = check_key(key)) || (rc = attach(c)))
+		return rc;
+	if (c->file) {
+		rc = read_file(c->file, UINT32_MAX, &val, &len);
+		if (rc) {
+			fprintf(stderr, "rdmem: put: cannot read %s: %s\n", c->file,
+				rc == -EINVAL  ? "not a regular file"
+				: rc == -E2BIG ? "over 4 GiB"
+					       : strerror(-rc));
+			return EXIT_FAIL;
+		}
+	} else {
+		val = (uint8_t *)c->argv[2];
+		len = strlen(c->argv[2]);
+	}
+	rc = rdmem_put(c->h, key, (uint32_t)strlen(key), val, (uint32_t)len, &c->opts);
+	if (c->file)
+		free(val);
+	report(c, "put");
+	return rc ? fail("put", rc) : 0;
+}
+
+static int cmd_get(struct cli *c)
+{
+	int rc = want_args(c, 1, "get KEY");
+	void *val = NULL;
+	uint32_t len = 0;
+
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+		return rc;
+	rc = rdmem_get(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &val, &len, &c->opts);
+	report(c, "get");
+	if (rc)
+		return fail("get", rc);
+	rc = write_all(val, len);
+	free(val);
+	return rc ? fail("write stdout", rc) : 0;
+}
+
+static int cmd_del(struct cli *c)
+{
+	int rc = want_args(c, 1, "del KEY");
+
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+		return rc;
+	rc = rdmem_del(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &c->opts);
+	report(c, "del");
+	return rc ? fail("del", rc) : 0;
+}
+
+static int cmd_mget(struct cli *c)
+{
+	int rc = want_args(c, 1, "mget K1,K2,...");
+	char *list, *save = NULL, *k;
+	const char **keys;
+	uint32_t *lens, n = 0, i;
+	struct rdmem_mget m;
+
+	if (rc)
+		return rc;
+	list = strdup(c->argv[1]);
+	keys = calloc(strlen(c->argv[1]) + 1, sizeof(*keys));
+	lens = calloc(strlen(c->argv[1]) + 1, sizeof(*lens));
+	if (!list || !keys || !lens)
+		return fail("mget", -ENOMEM);
+	for (k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+		if ((rc = check_key(k)))
+			goto out;
+		keys[n] = k;
+		lens[n++] = (uint32_t)strlen(k);
+	}
+	if (n == 0) {
+		rc = usage("%s", "mget needs at least one key");
+		goto out;
+	}
+	if ((rc = attach(c)))
+		goto out;
+	rc = rdmem_mget(c->h, keys, lens, n, &m, &c->opts);
+	report(c, "mget");
+	if (rc) {
+		rc = fail("mget", rc);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		const void *d;
+		uint32_t len;
+
+		printf("%s\t", keys[i]);
+		if (rdmem_mget_value(&m, i, &d, &len)) {
+			fflush(stdout);
+			write_all(d, len);
+			printf("\n");
+		} else {
+			printf("(missing)\n");
+		}
+	}
+	rdmem_mget_free(&m);
+out:
+	free(list);
+	free(keys);
+	free(lens);
+	return rc;
+}
+
+static int cmd_profile(struct cli *c)
+{
+	int rc = want_args(c, 1, "profile ID");
+	struct rdmem_profile p;
+	uint64_t id;
+	uint32_t i, len;
+	char *end;
+
+	if (rc)
+		return rc;
+	errno = 0;
+	id = strtoull(c->argv[1], &end, 10);
+	if (errno || *end || c->argv[1][0] < '0' || c->argv[1][0] > '9')
+		return usage("profile ID must be a number, not '%s'", c->argv[1]);
+	if ((rc = attach(c)))
+		return rc;
+	rc = rdmem_profile(c->h, id, &p, &c->opts);
+	report(c, "profile");
+	if (rc)
+		return fail("profile", rc);
+	printf("id: %" PRIu64 "\nname: %.*s\ntags:", p.view.id, (int)p.view.name_len, p.view.name);
+	for (i = 0; i < p.view.tag_count; i++) {
+		const char *s;
+
+		rdmem_blob_profile_tag(&p.view, i, &s, &len);
+		printf(" %.*s", (int)len, s);
+	}
+	printf("\ncounters:\n");
+	for (i = 0; i < p.view.counter_count; i++) {
+		const char *s;
+		uint64_t v;
+
+		rdmem_blob_profile_counter(&p.view, i, &s, &len, &v);
+		printf("  %.*s: %" PRIu64 "\n", (int)len, s, v);
+	}
+	rdmem_profile_free(&p);
+	return 0;
+}
+
+static int cmd_large_get(struct cli *c)
+{
+	int rc = want_args(c, 1, "large-get big:<n>[k|m]");
+	void *val = NULL;
+	uint32_t len = 0;
+	uint64_t size;
+
+	if (rc)
+		return rc;
+	if (rdmem_big_parse(c->argv[1], strlen(c->argv[1]), &size))
+		return usage("large-get wants big:<n>[k|m], not '%s'", c->argv[1]);
+	if ((rc = attach(c)))
+		return rc;
+	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
+	report(c, "large-get");
+	if (rc)
+		return fail("large-get", rc);
+	rc = rdmem_large_verify(c->argv[1], val, len);
+	free(val);
+	if (rc) {
+		fprintf(stderr, "rdmem: large-get: %u bytes, content does not match %s\n", len,
+			c->argv[1]);
+		return EXIT_FAIL;
+	}
+	printf("%s: %u bytes, verified\n", c->argv[1], len);
+	return 0;
+}
+
+static void progress_bar(void *arg, uint64_t done, uint64_t total)
+{
+	int width = 40, filled = total ? (int)(done * (uint64_t)width / total) : width;
+
+	(void)arg;
+	fprintf(stderr, "\r[%.*s%*s] %3d%% %.1f/%.1f MiB", filled,
+		"########################################", width - filled, "",
+		total ? (int)(done * 100 / total) : 100, (double)done / 1048576.0,
+		(double)total / 1048576.0);
+	if (done == total)
+		fputc('\n', stderr);
+}
+
+static int cmd_image_put(struct cli *c)
+{
+	int rc = want_args(c, 2, "image-put KEY FILE [--chunk-size B]");
+	struct rdmem_image_opts io = { 0, NULL, NULL, 0 };
+	uint8_t *data = NULL;
+	uint64_t len;
+
+	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+		return rc;
+	io.chunk_size = c->have_chunk ? (uint32_t)c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT;
+	if (io.chunk_size > rdmem_max_value(c->h)) {
+		fprintf(stderr,
+			"rdmem: image-put: chunk size %u is over the agent's max value %u\n",
+			io.chunk_size, rdmem_max_value(c->h));
+		return EXIT_USAGE;
+	}
+	rc = read_file(c->argv[2], UINT32_MAX, &data, &len);
+	if (rc) {
+		fprintf(stderr, "rdmem: image-put: cannot read %s: %s\n", c->argv[2],
+			rc == -EINVAL  ? "not a regular file"
+			: rc == -E2BIG ? "over 4 GiB"
+				       : strerror(-rc));
+		return EXIT_FAIL;
+	}
+	if (isatty(2))
+		io.progress = progress_bar;
+	rc = rdmem_image_put(c->h, c->argv[1], data, len, &io, &c->opts);
+	free(data);
+	report(c, "image-put (last chunk)");
+	if (rc)
+		return fail("image-put", rc);
+	printf("uploaded %s: %" PRIu64 " bytes in %" PRIu64 " chunks of %u, upload id %016" PRIx64
+	       "\n",
+	       c->argv[1], len, len ? (len + io.chunk_size - 1) / io.chunk_size : 1, io.chunk_size,
+	       io.upload_id);
+	return 0;
+}
+
+static int cmd_text(struct cli *c, int agent)
+{
+	int rc = want_args(c, 0, agent ? "agent-stats [--json]" : "stats [--json]");
+	char *text = NULL;
+	uint32_t len = 0;
+
+	if (rc)
+		return rc;
+	if ((rc = attach(c)))
+		return rc;
+	rc = agent ? rdmem_agent_stats(c->h, c->json, &text, &len, &c->opts)
+		   : rdmem_stats(c->h, c->json, &text, &len, &c->opts);
+	report(c, c->argv[0]);
+	if (rc)
+		return fail(c->argv[0], rc);
+	rc = write_all(text, len);
+	if (!rc && (len == 0 || text[len - 1] != '\n'))
+		rc = write_all("\n", 1);
+	free(text);
+	return rc ? fail("write stdout", rc) : 0;
+}
+
+static int cmd_agent_ctl(struct cli *c)
+{
+	int rc = want_args(c, 1, "agent-ctl COMMAND");
+	char *text = NULL;
+	uint32_t len = 0;
+
+	if (rc)
+		return rc;
+	if (!*c->argv[1] || strlen(c->argv[1]) > RDMEM_MAX_KEY)
+		return usage("agent-ctl COMMAND must be 1..1024 bytes%s", "");
+	if ((rc = attach(c)))
+		return rc;
+	rc = rdmem_agent_ctl(c->h, c->argv[1], &text, &len, &c->opts);
+	report(c, "agent-ctl");
+	if (rc)
+		return fail("agent-ctl", rc);
+	printf("%.*s\n", (int)len, text);
+	free(text);
+	return 0;
+}
+
+/* ---- bench ------------------------------------------------------------- */
+
+enum bench_op { B_PING, B_LOCAL_PING, B_GET, B_PUT, B_LARGE_GET, B_BIGPUT };
+
+struct bench {
+	enum bench_op op;
+	uint64_t n, window, size, keys;
+	char spec[32];	  /* large-get key */
+	uint8_t **expect; /* get: the value of key i; put: one value for all */
+	uint64_t nvals;
+	struct rdmem_rpc *rpc;
+	uint64_t *kidx; /* key index of the call in window place w */
+	char (*key)[32];
+	uint8_t **rbuf;
+	uint64_t *lat;
+	uint64_t done, failures, timeouts, wrong, late, paths[RDMEM_PATH__COUNT];
+	uint64_t first_error;
+	int first_rc;
+};
+
+static int bench_parse_op(const char *s, enum bench_op *op)
+{
+	static const char *const names[] = { "ping", "local-ping", "get",
+					     "put",  "large-get",  "bigput" };
+	unsigned i;
+
+	for (i = 0; i < RDMEM_ARRAY_SIZE(names); i++)
+		if (s && !strcmp(s, names[i])) {
+			*op = (enum bench_op)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static const char *bench_op_name(enum bench_op op)
+{
+	static const char *const names[] = { "ping", "local-ping", "get",
+					     "put",  "large-get",  "bigput" };
+	return names[op];
+}
+
+static void bench_value(uint8_t *p, uint64_t size, uint64_t key)
+{
+	rdmem_big_fill(size, key * 4096, p, size); /* any deterministic bytes per key */
+}
+
+/* Prepares the values (and, for get, stores them) before timing starts. */
+static int bench_setup(struct cli *c, struct bench *b)
+{
+	uint64_t i;
+
+	b->nvals = b->op == B_GET ? b->keys : b->op == B_PUT || b->op == B_BIGPUT ? 1 : 0;
+	b->rpc = calloc(b->window, sizeof(*b->rpc));
+	b->kidx = calloc(b->window, sizeof(*b->kidx));
+	b->key = calloc(b->window, sizeof(*b->key));
+	b->rbuf = calloc(b->window, sizeof(*b->rbuf));
+	b->lat = calloc(b->n, sizeof(*b->lat));
+	b->expect = calloc(b->nvals ? b->nvals : 1, sizeof(*b->expect));
+	if (!b->rpc || !b->kidx || !b->key || !b->rbuf || !b->lat || !b->expect)
+		return -ENOMEM;
+	for (i = 0; i < b->window; i++)
+		if (!(b->rbuf[i] = malloc(b->size + 1)))
+			return -ENOMEM;
+	for (i = 0; i < b->nvals; i++) {
+		char key[32];
+		int n = snprintf(key, sizeof(key), "bench:%" PRIu64, i), rc;
+
+		if (!(b->expect[i] = malloc(b->size + 1)))
+			return -ENOMEM;
+		bench_value(b->expect[i], b->size, i);
+		if (b->op == B_GET && (rc = rdmem_put(c->h, key, (uint32_t)n, b->expect[i],
+						      (uint32_t)b->size, &c->opts)))
+			return rc;
+	}
+	snprintf(b->spec, sizeof(b->spec), "big:%" PRIu64, b->size);
+	return 0;
+}
+
+static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
+{
+	struct rdmem_rpc *r = &b->rpc[w];
+	uint64_t k = i % (b->keys ? b->keys : 1);
+	static const uint16_t ops[] = { RDMEM_OP_PING,	 RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
+					RDMEM_OP_KV_PUT, RDMEM_OP_LARGE_GET,	  RDMEM_OP_KV_PUT };
+
+	rdmem_rpc_init(r, ops[b->op]);
+	r->path = c->opts.path;
+	r->timeout_ms = c->opts.timeout_ms;
+	b->kidx[w] = k;
+	if (b->op == B_LARGE_GET) {
+		r->key = b->spec;
+		r->key_len = (uint32_t)strlen(b->spec);
+	} else if (b->op != B_PING && b->op != B_LOCAL_PING) {
+		r->key_len = (uint32_t)snprintf(b->key[w], sizeof(b->key[w]), "bench:%" PRIu64, k);
+		r->key = b->key[w];
+	}
+	if (b->op == B_PUT || b->op == B_BIGPUT) {
+		r->val = b->expect[0];
+		r->val_len = (uint32_t)b->size;
+	}
+	r->rbuf = b->rbuf[w];
+	r->rcap = (uint32_t)b->size;
+	return rdmem_submit(c->h, r);
+}
+
+/* Accounts one finished call and checks its value. */
+static void bench_account(struct bench *b, struct rdmem_rpc *r, uint64_t k)
+{
+	int wrong = 0;
+
+	b->lat[b->done++] = r->latency_ns;
+	if (r->rc) {
+		b->failures++;
+		b->timeouts += r->rc == -ETIMEDOUT;
+		if (!b->first_rc)
+			b->first_rc = r->rc;
+		return;
+	}
+	b->late += r->late != 0;
+	if (r->rpath < RDMEM_PATH__COUNT)
+		b->paths[r->rpath]++;
+	if (b->op == B_GET)
+		wrong = r->rlen != b->size || memcmp(r->rval, b->expect[k], b->size);
+	else if (b->op == B_LARGE_GET)
+		wrong = rdmem_large_verify(b->spec, r->rval, r->rlen) != 0;
+	else
+		wrong = r->rlen != 0;
+	b->wrong += wrong;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct_us(const struct bench *b, double p)
+{
+	uint64_t i = (uint64_t)(p * (double)(b->done - 1) + 0.5);
+
+	return b->done ? (double)b->lat[i] / 1000.0 : 0.0;
+}
+
+static void bench_print(const struct cli *c, struct bench *b, double secs)
+{
+	double sum = 0;
+	uint64_t i;
+	unsigned p;
+	int first = 1;
+
+	for (i = 0; i < b->done; i++)
+		sum += (double)b->lat[i];
+	qsort(b->lat, b->done, sizeof(*b->lat), cmp_u64);
+	if (c->json) {
+		printf(
+		    "{\"op\":\"%s\",\"ops\":%" PRIu64 ",\"window\":%" PRIu64 ",\"size\":%" PRIu64
+		    ",\"seconds\":%.6f,\"qps\":%.1f,\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f"
+		    ",\"p999_us\":%.2f,\"max_us\":%.2f,\"failures\":%" PRIu64
+		    ",\"timeouts\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"late\":%" PRIu64
+		    ",\"paths\":{",
+		    bench_op_name(b->op), b->done, b->window, b->size, secs, (double)b->done / secs,
+		    b->done ? sum / (double)b->done / 1000.0 : 0.0, pct_us(b, 0.5), pct_us(b, 0.99),
+		    pct_us(b, 0.999), pct_us(b, 1.0), b->failures, b->timeouts, b->wrong, b->late);
+		for (p = 0; p < RDMEM_PATH__COUNT; p++)
+			if (b->paths[p]) {
+				printf("%s\"%s\":%" PRIu64, first ? "" : ",",
+				       p ? rdmem_path_name(p) : "local", b->paths[p]);
+				first = 0;
+			}
+		printf("}}\n");
+		return;
+	}
+	printf("bench %s: %" PRIu64 " ops, window %" PRIu64 ", size %" PRIu64 " B\n",
+	       bench_op_name(b->op), b->done, b->window, b->size);
+	printf("  %.3f s, %.0f ops/s\n", secs, (double)b->done / secs);
+	printf("  latency us: avg %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n",
+	       b->done ? sum / (double)b->done / 1000.0 : 0.0, pct_us(b, 0.5), pct_us(b, 0.99),
+	       pct_us(b, 0.999), pct_us(b, 1.0));
+	printf("  failures %" PRIu64 " (timeouts %" PRIu64 "), wrong values %" PRIu64
+	       ", late replies %" PRIu64 "\n",
+	       b->failures, b->timeouts, b->wrong, b->late);
+	printf("  paths:");
+	for (p = 0; p < RDMEM_PATH__COUNT; p++)
+		if (b->paths[p])
+			printf(" %s %" PRIu64, p ? rdmem_path_name(p) : "local", b->paths[p]);
+	printf("\n");
+}
+
+static void bench_free(struct bench *b)
+{
+	uint64_t i;
+
+	for (i = 0; b->rbuf && i < b->window; i++)
+		free(b->rbuf[i]);
+	for (i = 0; b->expect && i < b->nvals; i++)
+		free(b->expect[i]);
+	free(b->rbuf);
+	free(b->expect);
+	free(b->rpc);
+	free(b->kidx);
+	free(b->key);
+	free(b->lat);
+}
+
+static int bench_check_args(struct cli *c, struct bench *b)
+{
+	static const uint64_t default_size[] = { 0, 0, 64, 64, 64 << 10, 256 << 10 };
+	uint32_t slots, max;
+	int rc;
+
+	if (!c->bench_op || bench_parse_op(c->bench_op, &b->op))
+		return usage("bench --op must be ping, local-ping, get, put, large-get or bigput%s",
+			     "");
+	if ((rc = attach(c)))
+		return rc;
+	slots = rdmem_slots(c->h);
+	max = rdmem_max_value(c->h);
+	b->n = c->have_n ? c->n : 10000;
+	b->window = c->have_window ? c->window : 1;
+	b->size = c->have_size ? c->size : default_size[b->op];
+	/* get keeps one expected value per key: at most ~64 MiB of them by default */
+	b->keys = b->op == B_GET || b->op == B_PUT || b->op == B_BIGPUT
+		      ? (c->have_keys ? c->keys
+				      : RDMEM_MAX(1, RDMEM_MIN(RDMEM_MIN(b->n, 1024),
+							       (64u << 20) / (b->size + 1))))
+		      : 0;
+	if (b->window > slots) {
+		fprintf(stderr,
+			"rdmem: bench: window %" PRIu64 " is over the %u calls a client "
+			"may have in flight\n",
+			b->window, slots);
+		return EXIT_USAGE;
+	}
+	if (b->size > max || (b->op == B_LARGE_GET && b->size == 0)) {
+		fprintf(stderr,
+			"rdmem: bench: size %" PRIu64 " must be 1..%u (the agent's max value)\n",
+			b->size, max);
+		return EXIT_USAGE;
+	}
+	if ((b->op == B_PING || b->op == B_LOCAL_PING) && c->have_size) {
+		fprintf(stderr, "rdmem: bench: --size does not apply to %s\n", c->bench_op);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int cmd_bench(struct cli *c)
+{
+	struct bench b;
+	uint64_t sent = 0, head = 0, t0, i;
+	double secs;
+	int rc = want_args(c, 0, "bench --op OP [-n N] [--window W] [--size B] [--json]");
+
+	memset(&b, 0, sizeof(b));
+	if (rc || (rc = bench_check_args(c, &b)))
+		return rc;
+	rc = bench_setup(c, &b);
+	if (rc) {
+		bench_free(&b);
+		return fail("bench setup", rc);
+	}
+	t0 = rdmem_now_ns();
+	/* A FIFO window: fill it, then wait for the oldest and refill its place. */
+	for (i = 0; i < b.window && sent < b.n; i++, sent++)
+		if (bench_submit(c, &b, i, sent))
+			bench_account(&b, &b.rpc[i], b.kidx[i]);
+	while (b.done < b.n) {
+		uint64_t w = head++ % b.window;
+		struct rdmem_rpc *r = &b.rpc[w];
+
+		if (rdmem_rpc_pending(r)) {
+			rdmem_wait(c->h, r);
+			bench_account(&b, r, b.kidx[w]);
+		}
+		if (sent < b.n && bench_submit(c, &b, w, sent++))
+			bench_account(&b, r, b.kidx[w]);
+	}
+	secs = (double)(rdmem_now_ns() - t0) / 1e9;
+	bench_print(c, &b, secs);
+	if (b.first_rc)
+		fprintf(stderr, "rdmem: bench: first failure: %s\n", rdmem_strerror(b.first_rc));
+	rc = b.failures || b.wrong ? EXIT_FAIL : 0;
+	if (b.wrong)
+		fprintf(stderr, "rdmem: bench: %" PRIu64 " replies carried a wrong value\n",
+			b.wrong);
+	bench_free(&b);
+	return rc;
+}
+
+static int dispatch(struct cli *c)
+{
+	const char *cmd = c->argv[0];
+
+	if (!strcmp(cmd, "ping"))
+		return cmd_ping(c, 0);
+	if (!strcmp(cmd, "local-ping"))
+		return cmd_ping(c, 1);
+	if (!strcmp(cmd, "echo"))
+		return cmd_echo(c);
+	if (!strcmp(cmd, "put"))
+		return cmd_put(c);
+	if (!strcmp(cmd, "get"))
+		return cmd_get(c);
+	if (!strcmp(cmd, "del"))
+		return cmd_del(c);
+	if (!strcmp(cmd, "mget"))
+		return cmd_mget(c);
+	if (!strcmp(cmd, "profile"))
+		return cmd_profile(c);
+	if (!strcmp(cmd, "large-get"))
+		return cmd_large_get(c);
+	if (!strcmp(cmd, "image-put"))
+		return cmd_image_put(c);
+	if (!strcmp(cmd, "stats"))
+		return cmd_text(c, 0);
+	if (!strcmp(cmd, "agent-stats"))
+		return cmd_text(c, 1);
+	if (!strcmp(cmd, "agent-ctl"))
+		return cmd_agent_ctl(c);
+	if (!strcmp(cmd, "bench"))
+		return cmd_bench(c);
+	return usage("unknown command '%s'", cmd);
+}
+
+static int is_command(const char *cmd)
+{
+	static const char *const all[] = { "ping",	"local-ping", "echo",  "put",
+					   "get",	"del",	      "mget",  "profile",
+					   "large-get", "image-put",  "stats", "agent-stats",
+					   "agent-ctl", "bench" };
+	unsigned i;
+
+	for (i = 0; i < RDMEM_ARRAY_SIZE(all); i++)
+		if (!strcmp(cmd, all[i]))
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.opts.info = &c.info;
+	rc = parse_args(&c, argc, argv);
+	if (rc)
+		goto out;
+	if (!is_command(c.argv[0])) {
+		rc = usage("unknown command '%s'", c.argv[0]);
+		goto out;
+	}
+	rc = dispatch(&c);
+	rdmem_close(c.h); /* NULL when the command never attached */
+out:
+	free(c.argv);
+	return rc;
+}

@@ -1,0 +1,193 @@
+/* e2e.h - end-to-end test rig: a real rdmem-server and rdmem-agent on this
+ * host (shm fabric by default), a libclient handle on the agent's private
+ * segment, and readers for the agent's JSON telemetry. Header-only. */
+#ifndef RDMEM_TEST_E2E_H
+#define RDMEM_TEST_E2E_H
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libclient/rdmem.h"
+#include "proc.h"
+
+#define E2E_READY_MS 10000
+
+struct e2e {
+	struct proc server, agent;
+	unsigned port;
+	char shm[64];
+	char fabric[16];
+	char image_dir[128];
+	char clients[8], slots[8]; /* front-door geometry: the segment is all RAM */
+	char bin[3][512];
+	rdmem_t *h;
+};
+
+/* Starts rdmem-server with the extra arguments (NULL-terminated). */
+static inline int e2e_server(struct e2e *e, const char *fabric, ...)
+{
+	char port[16], tcp[16];
+	const char *argv[40] = { e->bin[0], "-b", "127.0.0.1", "-p", port, "--tcp-port", tcp,
+				 "--fabric", fabric, "--image-dir", e->image_dir };
+	int n = 11;
+	va_list ap;
+
+	snprintf(e->bin[0], sizeof(e->bin[0]), "%s/rdmem-server", proc_bin());
+	snprintf(port, sizeof(port), "%u", e->port);
+	snprintf(tcp, sizeof(tcp), "%u", e->port + 1);
+	va_start(ap, fabric);
+	while (n < 38 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return proc_start(&e->server, "server", (char *const *)argv, "listening tcp", E2E_READY_MS);
+}
+
+/* Starts rdmem-agent on the private segment with the extra arguments. */
+static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *name,
+				  const char *shm, va_list ap)
+{
+	char port[16];
+	const char *argv[40] = { e->bin[1], "-s", "127.0.0.1", "-p", port, "--fabric", e->fabric,
+				 "--shm-name", shm, "--clients", e->clients, "--slots", e->slots };
+	int n = 13;
+
+	snprintf(e->bin[1], sizeof(e->bin[1]), "%s/rdmem-agent", proc_bin());
+	snprintf(port, sizeof(port), "%u", e->port);
+	while (n < 38 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	argv[n] = NULL;
+	if (proc_start(p, name, (char *const *)argv, "ready:", E2E_READY_MS) < 0)
+		return -1;
+	/* The RDMA link comes up in the background; give it its moment. */
+	if (strcmp(e->fabric, "tcp") != 0) {
+		int i;
+
+		for (i = 0; i < 500 && !proc_log_has(p, "rdma: session"); i++)
+			proc_sleep_ms(10);
+	}
+	return 0;
+}
+
+static inline int e2e_agent(struct e2e *e, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, e);
+	ret = e2e_agent_named(e, &e->agent, "agent", e->shm, ap);
+	va_end(ap);
+	if (ret == 0)
+		ret = rdmem_open(e->shm, &e->h);
+	return ret;
+}
+
+/* Another agent (its own session with the server) on its own segment. */
+static inline int e2e_second_agent(struct e2e *e, struct proc *p, const char *shm, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, shm);
+	ret = e2e_agent_named(e, p, "agent2", shm, ap);
+	va_end(ap);
+	return ret;
+}
+
+static inline int e2e_init(struct e2e *e, const char *fabric)
+{
+	memset(e, 0, sizeof(*e));
+	e->port = proc_free_port_pair();
+	snprintf(e->shm, sizeof(e->shm), "/rdmem-e2e-%d", (int)getpid());
+	snprintf(e->fabric, sizeof(e->fabric), "%s", fabric);
+	snprintf(e->clients, sizeof(e->clients), "4");
+	snprintf(e->slots, sizeof(e->slots), "32");
+	snprintf(e->image_dir, sizeof(e->image_dir), "/tmp/rdmem-e2e-img-%d", (int)getpid());
+	mkdir(e->image_dir, 0755);
+	return e->port ? 0 : -1;
+}
+
+static inline void e2e_stop_agent(struct e2e *e)
+{
+	if (e->h)
+		rdmem_close(e->h);
+	e->h = NULL;
+	proc_stop(&e->agent, SIGTERM, 5000);
+}
+
+static inline void e2e_fini(struct e2e *e)
+{
+	char cmd[256];
+
+	e2e_stop_agent(e);
+	proc_stop(&e->server, SIGTERM, 5000);
+	/* Agents killed with -9 leave their segments; each holds real memory. */
+	shm_unlink(e->shm);
+	snprintf(cmd, sizeof(cmd), "%s-b", e->shm);
+	shm_unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->image_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  could not remove %s\n", e->image_dir);
+}
+
+/*
+ * A number from the agent's JSON telemetry by a dotted path of keys, e.g.
+ * "paths.eager.ok" or "server.objects_live"; each key is searched after
+ * the previous one. Returns -1 when it is not there.
+ */
+static inline long long e2e_json_num(const char *json, const char *path)
+{
+	char key[64];
+	const char *p = json, *dot;
+
+	while (*path) {
+		size_t n;
+
+		dot = strchr(path, '.');
+		n = dot ? (size_t)(dot - path) : strlen(path);
+		snprintf(key, sizeof(key), "\"%.*s\":", (int)n, path);
+		p = strstr(p, key);
+		if (!p)
+			return -1;
+		p += strlen(key);
+		path += n + (dot ? 1 : 0);
+	}
+	return strtoll(p, NULL, 10);
+}
+
+static inline long long e2e_stat(struct e2e *e, const char *path)
+{
+	char *text = NULL;
+	uint32_t len;
+	long long v;
+
+	if (rdmem_agent_stats(e->h, 1, &text, &len, NULL) < 0)
+		return -1;
+	v = e2e_json_num(text, path);
+	free(text);
+	return v;
+}
+
+static inline int e2e_ctl(struct e2e *e, const char *cmd)
+{
+	char *reply = NULL;
+	uint32_t len;
+	int ret = rdmem_agent_ctl(e->h, cmd, &reply, &len, NULL);
+
+	free(reply);
+	return ret;
+}
+
+/* A value of n bytes that names its key and length, so a swap is caught. */
+static inline void e2e_fill(uint8_t *buf, uint32_t n, uint32_t seed)
+{
+	uint32_t i, x = seed * 2654435761u + n;
+
+	for (i = 0; i < n; i++) {
+		x = x * 1103515245u + 12345u;
+		buf[i] = (uint8_t)(x >> 16);
+	}
+}
+
+#endif
