@@ -158,7 +158,7 @@ run_round() {
 	# The front door alone against a Unix-socket echo, same size, same window.
 	if printf '%s\n' "${order[@]}" | grep -qx frontdoor; then
 		for i in frontdoor uds; do
-			run_client "$round" "$i" local-ping 32 1 "$N"
+			run_client "$round" "$i" local-ping 8 1 "$N"
 		done
 	fi
 }

@@ -3,8 +3,10 @@
  * C++) includes it, so a p99 means the same thing for gRPC, Redis and any
  * other system measured by these tools.
  *
- * Percentiles are nearest-rank over all measured samples (no interpolation,
- * no histogram buckets): p = sorted[ceil(q * n) - 1].
+ * Percentiles are taken over all measured samples (no interpolation, no
+ * histogram buckets) as p = sorted[round(q * (n - 1))], the formula of
+ * `rdmem bench` (libclient/rdmem_cli.c) and tests/tools/uds_echo.c, so the
+ * RDMemRPC figures and these are computed the same way.
  *
  * Record (one JSON object on one line, on stdout):
  *   {"system":..,"op":..,"size":..,"window":..,"n":..,"avg_us":..,"p50_us":..,
@@ -75,21 +77,12 @@ static inline int lat_cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Nearest-rank percentile of sorted samples, q in (0, 1], in microseconds. */
+/* Percentile q in [0, 1] of sorted samples, in microseconds. */
 static inline double lat_pct_us(const uint64_t *sorted, size_t n, double q)
 {
-	size_t rank;
-
 	if (n == 0)
 		return 0.0;
-	rank = (size_t)(q * (double)n);
-	if ((double)rank < q * (double)n)
-		rank++; /* ceil */
-	if (rank < 1)
-		rank = 1;
-	if (rank > n)
-		rank = n;
-	return (double)sorted[rank - 1] / 1000.0;
+	return (double)sorted[(size_t)(q * (double)(n - 1) + 0.5)] / 1000.0;
 }
 
 struct lat_summary {

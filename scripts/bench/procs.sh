@@ -116,10 +116,18 @@ procs_cleanup() {
 # missing record, failures or a short count mark the run failed.
 run_client() {
 	local round=$1 sys=$2 op=$3 size=$4 w=$5 n=$6 out rc=0 line
-	client_cmd "$sys" "$op" "$size" "$w" "$n" # sets CMD
+	client_cmd "$sys" "$op" "$size" "$w" "$n" # sets CMD, and WARM for clients without a warm-up
+	if [ ${#WARM[@]} -gt 0 ]; then
+		timeout -k 5 "$RUN_TIMEOUT" taskset -c "$CPU_CLIENT" "${WARM[@]}" \
+			>/dev/null 2>>"$LOGS/client-$sys.log" || rc=$?
+		[ "$rc" -eq 0 ] || { fail "$sys $op size $size window $w round $round: warm-up exit $rc"; return 0; }
+	fi
 	out=$(timeout -k 5 "$RUN_TIMEOUT" taskset -c "$CPU_CLIENT" "${CMD[@]}" \
 		2>>"$LOGS/client-$sys.log") || rc=$?
 	line=$(printf '%s\n' "$out" | grep '^{' | tail -n 1 || true)
+	# Every client's record in the common form (normalize.py).
+	[ -z "$line" ] || line=$(python3 scripts/bench/normalize.py "$sys" <<<"$line") ||
+		{ fail "$sys $op: unreadable record: $out"; return 0; }
 	if [ -n "$line" ]; then
 		printf '{"bench_system":"%s","op":"%s","size":%s,"window":%s,"round":%s,"rc":%s,"req_n":%s,"record":%s}\n' \
 			"$sys" "$op" "$size" "$w" "$round" "$rc" "$n" "$line" >>"$RAW"

@@ -149,11 +149,11 @@ def qps_table(summary):
 
 
 def frontdoor_table(summary):
-    fd = cell(summary, "frontdoor", "local-ping", 32, 1)
-    ud = cell(summary, "uds", "local-ping", 32, 1)
+    fd = cell(summary, "frontdoor", "local-ping", 8, 1)
+    ud = cell(summary, "uds", "local-ping", 8, 1)
     if not fd and not ud:
         return []
-    out = ["| round trip, 32 B, window 1 | avg | p50 (min–max) | p99 | p99.9 |",
+    out = ["| round trip, window 1 | avg | p50 (min–max) | p99 | p99.9 |",
            "|---|---:|---:|---:|---:|"]
     for name, r in (("frontdoor", fd), ("uds", ud)):
         if r:
@@ -186,8 +186,8 @@ def targets(summary):
     redis_q = g("redis", "get", 32, 32, "qps")
     grpc_q = g("grpc", "get", 32, 32, "qps")
     tcp_p50 = g("rdmem-tcp", "get", 32, 1, "p50_us")
-    fd = g("frontdoor", "local-ping", 32, 1, "p50_us")
-    uds = g("uds", "local-ping", 32, 1, "p50_us")
+    fd = g("frontdoor", "local-ping", 8, 1, "p50_us")
+    uds = g("uds", "local-ping", 8, 1, "p50_us")
     big_q = g("rdmem-shm", "large-get", 1048576, 32, "qps")
     big_p50 = g("rdmem-shm", "large-get", 1048576, 1, "p50_us")
     div = lambda a, b: a / b if a is not None and b else None
@@ -228,15 +228,15 @@ def chart(out, summary):
     """p50 latency (window 1) and QPS (window 32) per op per system, log scales."""
     cols = list(SYSTEMS) + ["uds"]
     present = [s for s in cols if any(r["system"] == s for r in summary)
-               or (s == "rdmem-shm" and cell(summary, "frontdoor", "local-ping", 32, 1))]
+               or (s == "rdmem-shm" and cell(summary, "frontdoor", "local-ping", 8, 1))]
     if not present:
         return False
     rows = [(op_label(o, s), [get(summary, sys_, o, s, 1, "p50_us") for sys_ in present],
              [get(summary, sys_, o, s, 32, "qps") for sys_ in present]) for o, s in OPS]
-    ping = [get(summary, "frontdoor" if s == "rdmem-shm" else s, "local-ping", 32, 1, "p50_us")
+    ping = [get(summary, "frontdoor" if s == "rdmem-shm" else s, "local-ping", 8, 1, "p50_us")
             for s in present]
     if any(v is not None for v in ping):
-        rows.append(("local round trip 32 B", ping, [None] * len(present)))
+        rows.append(("local round trip", ping, [None] * len(present)))
     dat = os.path.join(out, "chart.dat")
     with open(dat, "w") as f:
         names = " ".join('"%s"' % NAMES[s] for s in present)

@@ -9,15 +9,21 @@
 # Needs: BIN, TOOLS, LOGS, SYSTEMS, CPU_SERVER, CPU_AGENT; procs.sh.
 
 ACTIVE=()
+# Window 32 needs 32 slots per client (the agent's default is 16); few
+# clients keep the front-door segment small with 1 MiB values.
+AGENT_OPTS=(--clients 4 --slots 32 --max-value 1m)
 SHM_SHM=/rdmem-bench-$$-shm
 SHM_TCP=/rdmem-bench-$$-tcp
-UDS_PATH=
-UDS_TOOL=
+# tests/tools/uds_echo (the front-door engineer's): forks its own echo
+# process, which it pins where the agent sits; both are the app's local peer.
+UDS_TOOL=$BIN/tests/uds_echo
 
 rdmem_ready() {
 	[ -x "$BIN/rdmem-server" ] && [ -x "$BIN/rdmem-agent" ] && [ -x "$BIN/rdmem" ] ||
 		{ echo "RDMemRPC binaries missing in $BIN (make)"; return 1; }
-	"$BIN/rdmem" --help 2>&1 | grep -qw bench ||
+	# rdmem prints its usage and exits 2 on --help: read the text, not the status.
+	RDMEM_USAGE=$("$BIN/rdmem" --help 2>&1 || true)
+	grep -qw bench <<<"$RDMEM_USAGE" ||
 		{ echo "$BIN/rdmem has no 'bench' command yet"; return 1; }
 }
 
@@ -37,9 +43,9 @@ system_missing() {
 		;;
 	frontdoor)
 		rdmem_ready || return 0
-		"$BIN/rdmem" bench --help 2>&1 | grep -q local-ping ||
+		grep -q local-ping <<<"$RDMEM_USAGE" ||
 			{ echo "rdmem bench has no local-ping op yet"; return; }
-		[ -x "$BIN/tests/uds_echo" ] || echo "no $BIN/tests/uds_echo (tests/tools/uds_echo.c not merged yet)"
+		[ -x "$UDS_TOOL" ] || echo "no $UDS_TOOL (make)"
 		;;
 	*) echo "unknown system (one of rdmem-shm,rdmem-tcp,grpc,redis,frontdoor)" ;;
 	esac
@@ -64,18 +70,20 @@ sys_has_op() { return 0; } # every system runs every op (Redis maps them, see re
 
 start_rdmem() {
 	RDMEM_PORT=$(free_port pair) || die "no free port pair for rdmem-server"
-	start_proc server-rdmem "$CPU_SERVER" "log:listening|ready" 20 \
-		"$BIN/rdmem-server" -b 127.0.0.1 -p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1))
+	start_proc server-rdmem "$CPU_SERVER" "log:listening (shm|verbs)" 20 \
+		"$BIN/rdmem-server" -b 127.0.0.1 -p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1)) \
+		--fabric shm
 	if is_active rdmem-shm || is_active frontdoor; then
 		SHM_NAMES+=("$SHM_SHM")
 		start_proc agent-shm "$CPU_AGENT" "log:ready:" 20 \
-			"$BIN/rdmem-agent" -s 127.0.0.1 -p "$RDMEM_PORT" --fabric shm --shm-name "$SHM_SHM"
+			"$BIN/rdmem-agent" -s 127.0.0.1 -p "$RDMEM_PORT" --fabric shm --shm-name "$SHM_SHM" \
+			"${AGENT_OPTS[@]}"
 	fi
 	if is_active rdmem-tcp; then
 		SHM_NAMES+=("$SHM_TCP")
 		start_proc agent-tcp "$CPU_AGENT" "log:ready:" 20 \
 			"$BIN/rdmem-agent" -s 127.0.0.1 -p "$RDMEM_PORT" --fabric shm \
-			--force-path tcp --shm-name "$SHM_TCP"
+			--force-path tcp --shm-name "$SHM_TCP" "${AGENT_OPTS[@]}"
 	fi
 }
 
@@ -95,12 +103,6 @@ start_redis() {
 		--maxmemory 1gb --maxmemory-policy noeviction
 }
 
-# The UDS echo server sits where the agent sits: both are the app's local peer.
-start_uds() {
-	UDS_TOOL=$BIN/tests/uds_echo
-	UDS_PATH=$LOGS/uds-echo.sock
-	start_proc uds-echo "$CPU_AGENT" "log:ready|listening" 10 "$UDS_TOOL" --server "$UDS_PATH"
-}
 
 start_servers() {
 	if is_active rdmem-shm || is_active rdmem-tcp || is_active frontdoor; then
@@ -108,20 +110,34 @@ start_servers() {
 	fi
 	if is_active grpc; then start_grpc; fi
 	if is_active redis; then start_redis; fi
-	if is_active frontdoor; then start_uds; fi
 	return 0
 }
 
-# client_cmd SYSTEM OP SIZE WINDOW N: sets CMD to the client command line.
+# client_cmd SYSTEM OP SIZE WINDOW N: sets CMD to the client command line, and
+# WARM to a warm-up run for clients that have no warm-up of their own (rdmem
+# bench: a tenth of the calls, at least 100, same op, size and window).
 client_cmd() {
-	local sys=$1 op=$2 size=$3 w=$4 n=$5
+	local sys=$1 op=$2 size=$3 w=$4 n=$5 warm
+	warm=$((n / 10 > 100 ? n / 10 : 100))
+	WARM=()
 	case "$sys" in
-	grpc) CMD=("$TOOLS/grpc_client" --port "$GRPC_PORT") ;;
-	redis) CMD=("$TOOLS/redis_client" --port "$REDIS_PORT") ;;
-	rdmem-shm | frontdoor) CMD=("$BIN/rdmem" --shm-name "$SHM_SHM" bench) ;;
-	rdmem-tcp) CMD=("$BIN/rdmem" --shm-name "$SHM_TCP" bench) ;;
-	uds) CMD=("$UDS_TOOL" --client "$UDS_PATH" --size "$size" -n "$n" --json); return ;;
+	grpc) CMD=("$TOOLS/grpc_client" --port "$GRPC_PORT" --op "$op" --size "$size") ;;
+	redis) CMD=("$TOOLS/redis_client" --port "$REDIS_PORT" --op "$op" --size "$size") ;;
+	rdmem-shm | rdmem-tcp)
+		CMD=("$BIN/rdmem" --shm-name "$([ "$sys" = rdmem-shm ] && echo "$SHM_SHM" || echo "$SHM_TCP")"
+			bench --op "$op" --size "$size" --json)
+		# The same 1024 keys as the other clients.
+		[ "$op" = large-get ] || CMD+=(--keys 1024)
+		;;
+	frontdoor) CMD=("$BIN/rdmem" --shm-name "$SHM_SHM" bench --op local-ping --json) ;;
+	uds)
+		CMD=("$UDS_TOOL" -n "$n" --window "$w" --json)
+		# uds_echo forks its echo process and pins both ends itself.
+		[[ $CPU_AGENT =~ ^[0-9]+$ ]] && CMD+=(--server-cpu "$CPU_AGENT")
+		[[ $CPU_CLIENT =~ ^[0-9]+$ ]] && CMD+=(--client-cpu "$CPU_CLIENT")
+		return 0
+		;;
 	esac
-	CMD+=(--op "$op" --size "$size" --window "$w" -n "$n")
-	case "$sys" in rdmem-* | frontdoor) CMD+=(--json) ;; esac
+	case "$sys" in rdmem-* | frontdoor) WARM=("${CMD[@]}" --window "$w" -n "$warm") ;; esac
+	CMD+=(--window "$w" -n "$n")
 }
