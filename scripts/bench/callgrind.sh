@@ -14,9 +14,13 @@ CG_BASE=200	 # GETs of the shorter client run
 CG_WARMUP=100	 # the same warm-up in both client runs
 CG_TIMEOUT=900	 # one client run under valgrind
 
-# Sets VG to the valgrind command line writing to file $1.
+# Sets VG to the valgrind command line writing to file $1; with "uring", the
+# program's io_uring waits go through vg_uring_shim.so (valgrind 3.19 would
+# freeze its other threads while one waits in io_uring_enter).
 cg_vg() {
 	VG=(valgrind --tool=callgrind --separate-threads=no --callgrind-out-file="$1")
+	[ "${2:-}" = uring ] && VG=(env LD_PRELOAD="$TOOLS/vg_uring_shim.so" "${VG[@]}")
+	return 0
 }
 
 # Instructions in a callgrind output file (its "totals:" or "summary:" line).
@@ -62,12 +66,12 @@ cg_start() {
 		local force=() shm=$SHM_SHM
 		[ "$sys" = rdmem-tcp ] && force=(--force-path tcp) shm=$SHM_TCP
 		RDMEM_PORT=$(free_port pair) || die "no free port pair"
-		cg_vg "$d/$sys-server.cg"
+		cg_vg "$d/$sys-server.cg" uring
 		start_proc cg-rdmem-server "$CPU_SERVER" "log:listening (shm|verbs)" 180 \
 			"${VG[@]}" "$BIN/rdmem-server" -b 127.0.0.1 \
-			-p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1)) --fabric shm
+			-p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1)) "${SERVER_OPTS[@]}"
 		SHM_NAMES+=("$shm")
-		cg_vg "$d/$sys-agent.cg"
+		cg_vg "$d/$sys-agent.cg" uring
 		start_proc agent-cg "$CPU_AGENT" "log:ready:" 180 \
 			"${VG[@]}" "$BIN/rdmem-agent" -s 127.0.0.1 -p "$RDMEM_PORT" \
 			--fabric shm "${force[@]}" --shm-name "$shm" "${AGENT_OPTS[@]}"
@@ -143,7 +147,16 @@ callgrind_all() {
 	mkdir -p "$OUT/callgrind"
 	: >"$OUT/callgrind.jsonl"
 	for sys in "${ACTIVE[@]}"; do
-		case "$sys" in grpc | redis | rdmem-shm | rdmem-tcp) callgrind_system "$sys" ;; esac
+		case "$sys" in
+		grpc | redis) callgrind_system "$sys" ;;
+		rdmem-shm | rdmem-tcp)
+			if [ -f "$TOOLS/vg_uring_shim.so" ]; then
+				callgrind_system "$sys"
+			else
+				skip "callgrind $sys" "no $TOOLS/vg_uring_shim.so (make bench-tools)"
+			fi
+			;;
+		esac
 	done
 	python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1]) if l.strip()], indent=1))' \
 		"$OUT/callgrind.jsonl" >"$OUT/callgrind.json"

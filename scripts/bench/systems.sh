@@ -12,6 +12,8 @@ ACTIVE=()
 # Window 32 needs 32 slots per client (the agent's default is 16); few
 # clients keep the front-door segment small with 1 MiB values.
 AGENT_OPTS=(--clients 4 --slots 32 --max-value 1m)
+# The server's defaults, on the shm fabric.
+SERVER_OPTS=(--fabric shm)
 SHM_SHM=/rdmem-bench-$$-shm
 SHM_TCP=/rdmem-bench-$$-tcp
 # tests/tools/uds_echo (the front-door engineer's): forks its own echo
@@ -72,7 +74,7 @@ start_rdmem() {
 	RDMEM_PORT=$(free_port pair) || die "no free port pair for rdmem-server"
 	start_proc server-rdmem "$CPU_SERVER" "log:listening (shm|verbs)" 20 \
 		"$BIN/rdmem-server" -b 127.0.0.1 -p "$RDMEM_PORT" --tcp-port $((RDMEM_PORT + 1)) \
-		--fabric shm
+		"${SERVER_OPTS[@]}"
 	if is_active rdmem-shm || is_active frontdoor; then
 		SHM_NAMES+=("$SHM_SHM")
 		start_proc agent-shm "$CPU_AGENT" "log:ready:" 20 \
