@@ -49,13 +49,14 @@ EOF
 
 ROUNDS=5 N=10000 OUT=bench-out DOCS=docs/bench SYSTEMS=rdmem-shm,rdmem-tcp,grpc,redis,frontdoor
 CG_CALLS=2000 CALLGRIND=1 CHART=1 CPU_SERVER=1 CPU_CLIENT=0 CPU_AGENT=0
-BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0
+BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0 OPS_ONLY=
 
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) ROUNDS=$2; shift ;;
 	-n) N=$2; shift ;;
 	--systems) SYSTEMS=$2; shift ;;
+	--ops) OPS_ONLY=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--docs) DOCS=$2; shift ;;
 	--no-docs) DOCS= ;;
@@ -146,6 +147,7 @@ run_round() {
 	order=("${order[@]:k}" "${order[@]:0:k}")
 	for spec in "${OPS[@]}"; do
 		read -r op size <<<"$spec"
+		[ -z "$OPS_ONLY" ] || [[ ,$OPS_ONLY, == *,$op,* ]] || continue
 		for w in "${WINDOWS[@]}"; do
 			n=$(calls_for "$size" "$w")
 			for sys in "${order[@]}"; do
