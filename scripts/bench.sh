@@ -44,12 +44,16 @@ usage: scripts/bench.sh [options]
   --bin DIR          RDMemRPC binaries (default $RDMEM_BIN or build)
   --tools DIR        comparison programs (default build/bench)
   --timeout S        one client run's time limit (default 300)
+  --server-opt OPT   one more rdmem-server option (repeatable), e.g. --busy-poll
+  --agent-opt OPT    one more rdmem-agent option (repeatable)
+  --no-placement     skip the placement check (GET under three placements)
 EOF
 }
 
 ROUNDS=5 N=10000 OUT=bench-out DOCS=docs/bench SYSTEMS=rdmem-shm,rdmem-tcp,grpc,redis,frontdoor
 CG_CALLS=2000 CALLGRIND=1 CHART=1 CPU_SERVER=1 CPU_CLIENT=0 CPU_AGENT=0
-BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0 OPS_ONLY=
+BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0 OPS_ONLY= PLACEMENT=1
+EXTRA_SERVER_OPTS=() EXTRA_AGENT_OPTS=()
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -63,13 +67,16 @@ while [ $# -gt 0 ]; do
 	--callgrind-calls) CG_CALLS=$2; shift ;;
 	--no-callgrind) CALLGRIND=0 ;;
 	--no-chart) CHART=0 ;;
-	--smoke) SMOKE=1 ROUNDS=1 N=300 CALLGRIND=0 CHART=0 DOCS= ;;
+	--smoke) SMOKE=1 ROUNDS=1 N=300 CALLGRIND=0 CHART=0 DOCS= PLACEMENT=0 ;;
 	--cpu-server) CPU_SERVER=$2; shift ;;
 	--cpu-client) CPU_CLIENT=$2; shift ;;
 	--cpu-agent) CPU_AGENT=$2; shift ;;
 	--bin) BIN=$2; shift ;;
 	--tools) TOOLS=$2; shift ;;
 	--timeout) RUN_TIMEOUT=$2; shift ;;
+	--server-opt) EXTRA_SERVER_OPTS+=("$2"); shift ;;
+	--agent-opt) EXTRA_AGENT_OPTS+=("$2"); shift ;;
+	--no-placement) PLACEMENT=0 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -134,6 +141,7 @@ json.dump({
   "loadavg_start": "$LOAD_START", "loadavg_end": open("/proc/loadavg").read().strip(),
   "grpc": sh("pkg-config --modversion grpc++"), "redis": sh("redis-server --version | cut -d' ' -f3"),
   "callgrind_calls": $CG_CALLS if $CALLGRIND else 0,
+  "server_extra": "${EXTRA_SERVER_OPTS[*]}", "agent_extra": "${EXTRA_AGENT_OPTS[*]}",
 }, open(sys.argv[1], "w"), indent=1)
 EOF
 }
@@ -165,6 +173,23 @@ run_round() {
 	fi
 }
 
+# GET 32 B under other placements, so the choice above is backed by figures:
+# everything on one CPU, the agent on the server's CPU, and no pinning.
+placement_check() {
+	local spec name cs cc ca args=() o
+	for o in "${EXTRA_SERVER_OPTS[@]}"; do args+=(--server-opt "$o"); done
+	for o in "${EXTRA_AGENT_OPTS[@]}"; do args+=(--agent-opt "$o"); done
+	for spec in "one-cpu 0 0 0" "agent-on-server-cpu 1 0 1" "unpinned 0-1 0-1 0-1"; do
+		read -r name cs cc ca <<<"$spec"
+		log "placement check: $name (servers $cs, clients $cc, agent $ca)"
+		scripts/bench.sh --ops get --rounds 2 -n "$N" --no-callgrind --no-docs --no-chart \
+			--no-placement --systems "$SYSTEMS" --cpu-server "$cs" --cpu-client "$cc" \
+			--cpu-agent "$ca" --bin "$BIN" --tools "$TOOLS" --out "$OUT/placement/$name" \
+			"${args[@]}" >"$LOGS/placement-$name.log" 2>&1 ||
+			fail "placement check $name failed (log: $LOGS/placement-$name.log)"
+	done
+}
+
 main() {
 	LOAD_START=$(cat /proc/loadavg)
 	log "load before: $LOAD_START ($(nproc) CPUs); placement: servers on CPU $CPU_SERVER," \
@@ -183,6 +208,8 @@ main() {
 		run_round "$r"
 	done
 	stop_all
+	rm -rf "$OUT/placement"
+	[ "$PLACEMENT" = 0 ] || placement_check
 	if [ "$CALLGRIND" = 1 ]; then
 		# shellcheck source=scripts/bench/callgrind.sh
 		. scripts/bench/callgrind.sh

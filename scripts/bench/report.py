@@ -232,6 +232,38 @@ def callgrind_table(out):
     return lines, rows
 
 
+def placement_table(out, summary, meta):
+    """GET 32 B, p50 at window 1 and QPS at window 32, per placement."""
+    pdir = os.path.join(out, "placement")
+    if not os.path.isdir(pdir):
+        return []
+    pl = meta.get("placement", {})
+    cols = [("split (this run): servers CPU %s, clients CPU %s, agent CPU %s" % (
+        pl.get("server"), pl.get("client"), pl.get("agent")), summary)]
+    for name in ("one-cpu", "agent-on-server-cpu", "unpinned"):
+        path = os.path.join(pdir, name, "summary.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                d = json.load(f)
+            p = d["meta"].get("placement", {})
+            cols.append(("%s: servers %s, clients %s, agent %s" % (
+                name, p.get("server"), p.get("client"), p.get("agent")), d["cells"]))
+    out_lines = ["| placement | " + " | ".join(NAMES[s] for s in SYSTEMS) + " |",
+                 "|---|" + "---:|" * len(SYSTEMS)]
+    for label, cells in cols:
+        vals = []
+        for s in SYSTEMS:
+            a, b = get(cells, s, "get", 32, 1, "p50_us"), get(cells, s, "get", 32, 32, "qps")
+            vals.append("–" if a is None else "%s µs / %s/s" % (fmt(a), fmt(b)))
+        out_lines.append("| %s | %s |" % (label, " | ".join(vals)))
+    fd = [(label, get(cells, "frontdoor", "local-ping", 8, 1, "p50_us"),
+           get(cells, "uds", "local-ping", 8, 1, "p50_us")) for label, cells in cols]
+    if any(f[1] is not None for f in fd):
+        out_lines += ["", "| placement | front door p50 µs | Unix socket p50 µs |", "|---|---:|---:|"]
+        out_lines += ["| %s | %s | %s |" % (l, fmt(a), fmt(b)) for l, a, b in fd]
+    return out_lines
+
+
 def chart(out, summary):
     """p50 latency (window 1) and QPS (window 32) per op per system, log scales."""
     cols = list(SYSTEMS) + ["uds"]
@@ -316,6 +348,9 @@ def main():
                    meta.get("grpc") or "–", meta.get("redis") or "–", meta.get("git"),
                    " (uncommitted changes)" if meta.get("git_dirty") else "", meta.get("date")),
                "",
+               ("Extra options: rdmem-server `%s`, rdmem-agent `%s`. " % (
+                   meta.get("server_extra") or "–", meta.get("agent_extra") or "–")
+                if meta.get("server_extra") or meta.get("agent_extra") else "") +
                "Load average at start: `%s`, at end: `%s` (the machine is shared; figures taken under "
                "load are noisy, compare ratios within one run). Placement (taskset): servers on CPU %s, "
                "clients on CPU %s, rdmem-agent on CPU %s. %s rounds, systems taking turns; figures are "
@@ -336,6 +371,11 @@ def main():
                "(%s calls apart), so start-up and connection set-up cancel out; stable on a "
                "noisy machine. Spinning while waiting counts too." % meta.get("callgrind_calls", "?"),
                ""] + cg_lines + [""]
+    pt = placement_table(out, summary, meta)
+    if pt:
+        md += ["## Placement check (GET 32 B: p50 at window 1 / QPS at window 32)", "",
+               "The same GET measured with other process placements (2 rounds each), to show "
+               "how much the choice matters on this machine.", ""] + pt + [""]
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
     for t in tgts:
         md.append("| %s | %s | %s |" % (t["target"], t["measured"],

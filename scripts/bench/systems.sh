@@ -13,7 +13,8 @@ ACTIVE=()
 # clients keep the front-door segment small with 1 MiB values.
 AGENT_OPTS=(--clients 4 --slots 32 --max-value 1m)
 # The server's defaults, on the shm fabric.
-SERVER_OPTS=(--fabric shm)
+SERVER_OPTS=(--fabric shm "${EXTRA_SERVER_OPTS[@]}")
+AGENT_OPTS+=("${EXTRA_AGENT_OPTS[@]}")
 SHM_SHM=/rdmem-bench-$$-shm
 SHM_TCP=/rdmem-bench-$$-tcp
 # tests/tools/uds_echo (the front-door engineer's): forks its own echo
