@@ -7,7 +7,7 @@ OPT	?= -O2
 CFLAGS	?= $(OPT) -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
 CPPFLAGS += -Iinclude -I. -Itests
-LDLIBS	+= -lrdmacm -libverbs -luring -lrt -pthread
+LDLIBS	+= -lrdmacm -libverbs -luring -lsodium -lrt -pthread
 
 FABRIC_SRCS := $(wildcard fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
@@ -71,6 +71,9 @@ unit: all
 # Real verbs: the rxe suite in a qemu VM running Soft-RoCE (scripts/test-rxe.sh).
 test-rxe: $(TOOLS)
 	scripts/test-rxe.sh -b $(B)
+
+demo:
+	scripts/demo.sh
 
 asan:
 	$(MAKE) B=build/asan CC=clang OPT=-O1 \

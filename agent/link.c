@@ -2,9 +2,11 @@
 #include "agent/link.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "rdmem/util.h"
 
@@ -35,6 +37,16 @@ int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uin
 	    !rdmem_remote_ok(&w->objpool, 0))
 		return -EPROTO;
 	return 0;
+}
+
+/* Our clock in the high half (the server refuses stale ones), random below. */
+static uint64_t rdmem_link_nonce(void)
+{
+	uint32_t r;
+
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint32_t)rdmem_now_ns();
+	return (uint64_t)time(NULL) << 32 | r;
 }
 
 static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
@@ -82,8 +94,10 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	h.resp_bytes = l->resp_bytes;
 	h.resp = (struct rdmem_remote){ (uintptr_t)l->mr_resp.addr, l->mr_resp.rkey,
 					(uint32_t)l->mr_resp.len };
-	if (getrandom(&h.nonce, sizeof(h.nonce), 0) != sizeof(h.nonce))
-		h.nonce = rdmem_now_ns();
+	h.nonce = rdmem_link_nonce();
+	if (cfg->auth)
+		rdmem_auth_mac(cfg->auth, "agent", &h, offsetof(struct rdmem_xchg_hello, proof),
+			       NULL, 0, h.proof, sizeof(h.proof));
 	memset(&peer, 0, sizeof(peer));
 	ret = rdmem_fab_connect(l->conn, &h, sizeof(h), &peer, &len, cfg->timeout_ms);
 	if (ret == -ECONNREFUSED && len >= sizeof(peer.r) && peer.r.magic == RDMEM_XCHG_MAGIC) {
@@ -100,6 +114,14 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 			  cfg->port, len);
 		return -EPROTO;
 	}
+	/* Mutual authentication: a server without the secret is not ours. */
+	if (cfg->auth && rdmem_auth_verify(cfg->auth, "server", &h.nonce, sizeof(h.nonce), &peer.w,
+					   offsetof(struct rdmem_xchg_welcome, proof),
+					   peer.w.proof, sizeof(peer.w.proof)) < 0) {
+		rdmem_err("server %s:%u did not prove the shared secret: refusing it", cfg->host,
+			  cfg->port);
+		return -EACCES;
+	}
 	l->w = peer.w;
 	l->slots = peer.w.ring_slots;
 	l->slot_bytes = peer.w.slot_bytes;
@@ -113,7 +135,8 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
 				       .max_recv_wr = cfg->ring_slots,
 				       .max_inline = 64,
-				       .signal_every = 64 };
+				       .signal_every = 64,
+				       .src_addr = cfg->src_addr };
 	struct rdmem_link *l = calloc(1, sizeof(*l));
 	int ret;
 

@@ -27,6 +27,8 @@ struct rdmem_link_config {
 	void *fd_base; /* front-door segment, for zero-copy */
 	size_t fd_len;
 	int timeout_ms;
+	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
+	struct rdmem_auth *auth; /* --secret-file; NULL: none */
 };
 
 struct rdmem_link {

@@ -17,6 +17,7 @@
 #include "agent/path.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
+#include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
@@ -25,6 +26,7 @@ struct rdmem_agent_opts {
 	struct rdmem_agent_config cfg;
 	struct rdmem_frontdoor_config fd;
 	const char *fabric; /* NULL: choose */
+	const char *secret_file;
 	uint32_t port, tcp_port, connect_timeout_ms;
 	int verbose;
 };
@@ -53,6 +55,9 @@ static void rdmem_agent_usage(FILE *f)
 		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
 		"      --connect-timeout MS   connect timeout (default 2000)\n"
 		"      --busy-poll            never sleep when idle (dedicated cores)\n"
+		"      --secret-file PATH     prove this shared secret to the server, and check\n"
+		"                             that the server knows it too (mode 0600 file)\n"
+		"      --source ADDR          local address to dial RDMA from (picks the device)\n"
 		"      --simulate-rdma-down   fault injection: RDMA unavailable\n"
 		"      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
 		"      --simulate-server-pressure ring|objpool\n"
@@ -109,6 +114,7 @@ enum {
 	OPT_TCP_PORT = 256, OPT_FABRIC, OPT_SHM_NAME, OPT_SHM_RESET, OPT_SHM_GROUP, OPT_CLIENTS,
 	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
 	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
+	OPT_SECRET, OPT_SOURCE,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -134,6 +140,8 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "simulate-rdma-op-fail", required_argument, NULL, OPT_SIM_FAIL },
 	{ "simulate-server-pressure", required_argument, NULL, OPT_SIM_PRESSURE },
 	{ "simulate-rdma-errors", required_argument, NULL, OPT_SIM_ERRORS },
+	{ "secret-file", required_argument, NULL, OPT_SECRET },
+	{ "source", required_argument, NULL, OPT_SOURCE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -208,6 +216,8 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case OPT_SHM_GROUP: return rdmem_agent_group(arg, &o->fd.group);
 	case OPT_BUSY: o->cfg.busy_poll = o->fd.busy_poll = 1; return 0;
 	case OPT_SIM_DOWN: o->cfg.sim.rdma_down = 1; return 0;
+	case OPT_SECRET: o->secret_file = arg; return 0;
+	case OPT_SOURCE: o->cfg.source = arg; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case OPT_FORCE:
 		if (rdmem_path_parse(arg, &o->cfg.path.force) == 0)
@@ -284,9 +294,12 @@ static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
 	struct rdmem_tcp_actor_config tc = { o->cfg.server, o->cfg.tcp_port, o->cfg.clients,
 					     o->cfg.slots, o->cfg.connect_timeout_ms,
-					     o->cfg.busy_poll };
+					     o->cfg.busy_poll, NULL };
 	int ret;
 
+	if (o->secret_file && (ret = rdmem_auth_load(o->secret_file, &o->cfg.auth)) < 0)
+		return ret;
+	tc.auth = o->cfg.auth;
 	if ((ret = rdmem_frontdoor_create(&o->fd, &a->fd)) < 0)
 		return ret;
 	if ((ret = rdmem_tcp_actor_start(&tc, a->fd, &a->tcp)) < 0)
@@ -349,5 +362,6 @@ int main(int argc, char **argv)
 		rdmem_err("start failed: %s", strerror(-ret));
 	}
 	rdmem_agent_stop(&a);
+	rdmem_auth_free(o.cfg.auth);
 	return ret == 0 ? 0 : 1;
 }

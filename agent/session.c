@@ -182,9 +182,14 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 static void *rdmem_agent_connector(void *arg)
 {
 	struct rdmem_agent_session *s = arg;
-	struct rdmem_link_config lc = { s->cfg.fabric, s->cfg.server, s->cfg.port,
-					s->cfg.ring_slots, s->cfg.resp_bytes, NULL, 0,
-					s->cfg.connect_timeout_ms };
+	struct rdmem_link_config lc = { .fabric = s->cfg.fabric,
+					.host = s->cfg.server,
+					.port = s->cfg.port,
+					.ring_slots = s->cfg.ring_slots,
+					.resp_bytes = s->cfg.resp_bytes,
+					.timeout_ms = s->cfg.connect_timeout_ms,
+					.src_addr = s->cfg.source,
+					.auth = s->cfg.auth };
 	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
 	struct rdmem_link *l;
 
@@ -479,6 +484,17 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 	return n;
 }
 
+/* Sleep no longer than until the first pending call's deadline. */
+static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
+{
+	uint64_t now = rdmem_now_ns(), first = now + RDMEM_SESSION_BLOCK_MS * 1000000ull;
+	const struct rdmem_agent_call *call;
+
+	for (call = s->pending_head; call; call = call->next)
+		first = RDMEM_MIN(first, call->deadline_ns);
+	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
 static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 {
 	struct pollfd pfd[3] = { { s->in.efd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 } };
@@ -495,7 +511,7 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
 		nfd = 3;
 	}
-	if (poll(pfd, (nfds_t)nfd, RDMEM_SESSION_BLOCK_MS) < 0 && errno != EINTR)
+	if (poll(pfd, (nfds_t)nfd, rdmem_agent_session_block_ms(s)) < 0 && errno != EINTR)
 		rdmem_err("session actor poll: %s", strerror(errno));
 	if (s->rdma && pfd[1].revents)
 		rdmem_fab_ack(s->link->conn);

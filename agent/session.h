@@ -36,6 +36,8 @@ struct rdmem_agent_config {
 	uint32_t clients, slots; /* front-door geometry */
 	int connect_timeout_ms;
 	int busy_poll;
+	const char *source;	 /* --source: local address to dial RDMA from */
+	struct rdmem_auth *auth; /* --secret-file; NULL: none */
 	struct rdmem_simulate sim;
 };
 

@@ -125,6 +125,9 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 		return;
 	ret = rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms,
 				       &a->cli);
+	if (ret == 0 && a->cfg.auth &&
+	    (ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms)) < 0)
+		rdmem_tcp_client_close(a->cli);
 	if (ret < 0) {
 		a->cli = NULL;
 		a->backoff_ns = a->backoff_ns ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
@@ -250,16 +253,30 @@ static void rdmem_tcp_publish_gauges(struct rdmem_tcp_actor *a)
 	atomic_store_explicit(&a->c.waiting, a->nwaiting, memory_order_relaxed);
 }
 
+/* Until the first waiting call's deadline or the next redial, at most the block time. */
+static int rdmem_tcp_block_ms(const struct rdmem_tcp_actor *a)
+{
+	uint64_t now = rdmem_now_ns(), first = now + RDMEM_TCP_BLOCK_MS * 1000000ull;
+	const struct rdmem_agent_call *call;
+
+	for (call = a->wait_head; call; call = call->next)
+		first = RDMEM_MIN(first, call->deadline_ns);
+	if (!a->cli && a->nwaiting)
+		first = RDMEM_MIN(first, a->next_connect_ns);
+	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
 /* Nothing to do: sleep until a call arrives, a reply comes, or a timer is due. */
 static void rdmem_tcp_block(struct rdmem_tcp_actor *a)
 {
 	struct pollfd pfd = { a->in.efd, POLLIN, 0 };
+	int ms = rdmem_tcp_block_ms(a);
 
 	if (!rdmem_queue_prepare_sleep(&a->in))
 		return;
 	if (a->cli)
-		rdmem_tcp_progress(a, RDMEM_TCP_BLOCK_MS);
-	else if (poll(&pfd, 1, RDMEM_TCP_BLOCK_MS) < 0 && errno != EINTR)
+		rdmem_tcp_progress(a, ms);
+	else if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
 		rdmem_err("tcp actor poll: %s", strerror(errno));
 	rdmem_queue_woke(&a->in);
 }

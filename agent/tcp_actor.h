@@ -22,6 +22,7 @@ struct rdmem_tcp_actor_config {
 	uint32_t clients, slots; /* front-door geometry: one TCP call per client slot */
 	int connect_timeout_ms;
 	int busy_poll;
+	struct rdmem_auth *auth; /* --secret-file: prove it first on every connection */
 };
 
 struct rdmem_tcp_actor_stats {

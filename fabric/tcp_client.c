@@ -11,6 +11,8 @@
  */
 #include "fabric/tcp_client.h"
 
+#include "rdmem/auth.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -813,4 +815,36 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 	io_uring_queue_exit(&c->ring);
 	close(c->fd);
 	free(c);
+}
+
+int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms)
+{
+	struct rdmem_auth_tcp tok;
+	struct rdmem_tcp_call call;
+	uint8_t proof[RDMEM_AUTH_MAC];
+	int ret;
+
+	tok.nonce = rdmem_auth_nonce();
+	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
+		       sizeof(tok.mac));
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_AUTH;
+	call.req.path = RDMEM_PATH_TCP;
+	call.req.val_len = sizeof(tok);
+	call.val = &tok;
+	call.reply = proof;
+	call.reply_cap = sizeof(proof);
+	ret = rdmem_tcp_client_call(c, &call, timeout_ms);
+	if (ret < 0)
+		return ret;
+	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(proof) ||
+	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, proof,
+			      sizeof(proof)) < 0) {
+		rdmem_err("tcp: the server %s (status %s)",
+			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
+							 : "refused our proof of the shared secret",
+			  call.rep.status == RDMEM_S_OK ? "ok" : "denied");
+		return -EACCES;
+	}
+	return 0;
 }

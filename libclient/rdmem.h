@@ -218,8 +218,12 @@ static inline int rdmem__att_map(const char *name, struct rdmem_att *a)
 	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ENOENT ? -ECONNREFUSED : -errno;
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE) {
-		rc = st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE ? -EPROTO : -errno;
+	/* An agent creating the segment sizes it right after: wait for that. */
+	while ((rc = fstat(fd, &st)) == 0 && st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE &&
+	       rdmem_now_ns() < give_up)
+		usleep(1000);
+	if (rc < 0 || st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE) {
+		rc = rc < 0 ? -errno : -ECONNREFUSED;
 		close(fd);
 		return rc;
 	}

@@ -75,11 +75,17 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 			rdmem_warn("connect request failed: %s", strerror(-ret));
 		return;
 	}
-	if ((st = rdmem_session_check_hello(&hello, len)) != RDMEM_S_OK) {
-		rdmem_service_count_bad_input(lt->svc);
-		rdmem_warn("connect request from %s: bad private data (%zu bytes): refused",
-			   rdmem_fab_peer(c), len);
-		rdmem_listener_refuse(c, st, "bad session parameters");
+	if ((st = rdmem_session_check_hello(&hello, len, lt->cfg->auth)) != RDMEM_S_OK) {
+		int denied = st == RDMEM_S_DENIED;
+
+		if (denied)
+			rdmem_service_count_auth_failure(lt->svc);
+		else
+			rdmem_service_count_bad_input(lt->svc);
+		rdmem_warn("connect request from %s: %s: refused", rdmem_fab_peer(c),
+			   denied ? "authentication failed" : "bad session parameters");
+		rdmem_listener_refuse(c, st, denied ? "authentication failed"
+						    : "bad session parameters");
 		return;
 	}
 	if ((idx = rdmem_listener_free_index(lt)) < 0) {

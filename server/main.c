@@ -32,6 +32,7 @@ static const char usage_text[] =
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
     "      --busy-poll          session workers never sleep (dedicated cores)\n"
+    "      --secret-file PATH   peers must prove this shared secret (mode 0600 file)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
@@ -54,7 +55,8 @@ enum {
 	OPT_OBJPOOL_SLABS,
 	OPT_OBJECT_TTL,
 	OPT_MAX_SESSIONS,
-	OPT_BUSY_POLL
+	OPT_BUSY_POLL,
+	OPT_SECRET_FILE
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +78,7 @@ static const struct option long_opts[] = {
 	{ "object-ttl", required_argument, NULL, OPT_OBJECT_TTL },
 	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
+	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -207,6 +210,9 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			break;
 		case OPT_BUSY_POLL:
 			cfg->rdma.busy_poll = 1;
+			break;
+		case OPT_SECRET_FILE:
+			cfg->secret_file = optarg;
 			break;
 		case OPT_MAX_VALUE:
 			cfg->svc.max_value = (uint32_t)parse_bytes(

@@ -21,6 +21,7 @@ struct rdmem_server_config {
 	int no_rdma; /* --fabric none */
 	struct rdmem_rdma_config rdma;
 	struct rdmem_service_config svc;
+	const char *secret_file; /* --secret-file: peers must prove it */
 };
 
 struct rdmem_server {
@@ -28,6 +29,7 @@ struct rdmem_server {
 	struct rdmem_service *svc;
 	struct rdmem_tcp_server *tcp;
 	struct rdmem_listener_thread *rdma;
+	struct rdmem_auth *auth;
 	int sigfd; /* SIGINT/SIGTERM, blocked and read here: no work in handlers */
 };
 

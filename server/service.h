@@ -65,6 +65,8 @@ void rdmem_service_tick(struct rdmem_service *svc);
 
 /* Counts one bad input that never reached dispatch (a frame, a descriptor). */
 void rdmem_service_count_bad_input(struct rdmem_service *svc);
+/* Counts one peer refused for not proving the shared secret. */
+void rdmem_service_count_auth_failure(struct rdmem_service *svc);
 
 /* Sessions and their paths report here so STATS can show them. */
 void rdmem_service_session_delta(struct rdmem_service *svc, int delta);

@@ -31,6 +31,7 @@ struct rdmem_service {
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
 	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
 	atomic_uint_fast64_t bad_input;	  /* frames/descriptors refused before dispatch */
+	atomic_uint_fast64_t auth_failures; /* peers that did not prove the secret */
 	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
 	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
 	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */

@@ -10,6 +10,7 @@
 #include "server/session.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -76,7 +77,19 @@ static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 	return RDMEM_DESC_SIZE + s->resp_bytes;
 }
 
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len)
+static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
+{
+	if (!auth)
+		return RDMEM_S_OK;
+	if (rdmem_auth_verify(auth, "agent", h, offsetof(struct rdmem_xchg_hello, proof), NULL, 0,
+			      h->proof, sizeof(h->proof)) < 0 ||
+	    rdmem_auth_fresh(auth, h->nonce) < 0)
+		return RDMEM_S_DENIED;
+	return RDMEM_S_OK;
+}
+
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
+			      struct rdmem_auth *auth)
 {
 	uint64_t need;
 
@@ -91,7 +104,7 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len)
 	need = (uint64_t)h->ring_slots * (RDMEM_DESC_SIZE + h->resp_bytes);
 	if (h->resp.len < need)
 		return RDMEM_S_BAD_REQUEST;
-	return RDMEM_S_OK;
+	return rdmem_session_check_proof(h, auth);
 }
 
 /* ---- regions ----------------------------------------------------------- */
@@ -159,7 +172,10 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
 	w.objpool = rdmem_session_remote(&s->mr_pool);
 	w.ctrl = rdmem_session_remote(&s->mr_ctrl);
-	(void)hello;
+	/* Mutual: the agent learns we hold the secret too, for its nonce. */
+	if (s->cfg->auth)
+		rdmem_auth_mac(s->cfg->auth, "server", &hello->nonce, sizeof(hello->nonce), &w,
+			       offsetof(struct rdmem_xchg_welcome, proof), w.proof, sizeof(w.proof));
 	return rdmem_fab_accept(s->conn, &w, sizeof(w));
 }
 
@@ -478,6 +494,9 @@ static int rdmem_session_step(struct rdmem_session *s, struct rdmem_idle *idle)
 		return got;
 	if ((served = rdmem_session_serve_batch(s)) < 0)
 		return served;
+	/* The agent's path selector and stats read it: keep it current. */
+	if (served)
+		rdmem_session_publish_ctrl(s, rdmem_now_ns());
 	if (rdmem_session_housekeeping(s) < 0)
 		return -ECONNRESET;
 	if (got || served || s->ready_count) {

@@ -23,6 +23,7 @@ struct rdmem_rdma_config {
 	uint32_t max_value;
 	uint32_t max_sessions;
 	int busy_poll;
+	struct rdmem_auth *auth; /* --secret-file; NULL: no authentication */
 };
 
 struct rdmem_session;
@@ -40,7 +41,9 @@ int rdmem_session_finished(struct rdmem_session *s);
 /* Stops the worker if it runs, disconnects, and frees everything. */
 void rdmem_session_close(struct rdmem_session *s);
 
-/* Validates the agent's connect private data; returns 0 or a status. */
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len);
+/* Validates the agent's connect private data (and its proof, with auth);
+ * returns 0 or a status. */
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
+			      struct rdmem_auth *auth);
 
 #endif

@@ -65,8 +65,8 @@ static void format_text(struct rdmem_service *svc, const struct snapshot *s, str
 
 	put(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
 	put(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
-	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\n", ld(&svc->bad_input),
-	    ld(&svc->bad_request));
+	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
+	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	put(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
@@ -90,8 +90,8 @@ static void format_json(struct rdmem_service *svc, const struct snapshot *s, str
 
 	put(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
 	put(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
-	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64, ld(&svc->bad_input),
-	    ld(&svc->bad_request));
+	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
+	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	put(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
 	put(o, ",\"ops\":{");

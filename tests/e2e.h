@@ -24,11 +24,20 @@ struct e2e {
 	rdmem_t *h;
 };
 
+/* Where the server listens and the agent dials: RDMEM_TEST_ADDR (an rxe
+ * address in the Soft-RoCE VM), else loopback. */
+static inline const char *e2e_addr(void)
+{
+	const char *a = getenv("RDMEM_TEST_ADDR");
+
+	return a && *a ? a : "127.0.0.1";
+}
+
 /* Starts rdmem-server with the extra arguments (NULL-terminated). */
 static inline int e2e_server(struct e2e *e, const char *fabric, ...)
 {
 	char port[16], tcp[16];
-	const char *argv[40] = { e->bin[0], "-b", "127.0.0.1", "-p", port, "--tcp-port", tcp,
+	const char *argv[40] = { e->bin[0], "-b", e2e_addr(), "-p", port, "--tcp-port", tcp,
 				 "--fabric", fabric, "--image-dir", e->image_dir };
 	int n = 11;
 	va_list ap;
@@ -49,7 +58,7 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 				  const char *shm, va_list ap)
 {
 	char port[16];
-	const char *argv[40] = { e->bin[1], "-s", "127.0.0.1", "-p", port, "--fabric", e->fabric,
+	const char *argv[40] = { e->bin[1], "-s", e2e_addr(), "-p", port, "--fabric", e->fabric,
 				 "--shm-name", shm, "--clients", e->clients, "--slots", e->slots };
 	int n = 13;
 

@@ -39,6 +39,7 @@ static int client_work(const char *shm, int id, int n, int tolerate_outage)
 			bad += 5; /* a wrong reply is never tolerated */
 		}
 		free(got);
+		got = NULL;
 		if (rc == 0) {
 			e2e_fill(echo_in, sizeof(echo_in), (uint32_t)i);
 			rc = rdmem_echo(h, echo_in, sizeof(echo_in), &got, &len, NULL);

@@ -187,6 +187,8 @@ static void test_lazy_objects_reclaimed(void)
 	for (i = 0; i < 100 && e2e_stat(&e, "rdma.reclaimed") - reclaimed < 8; i++)
 		proc_sleep_ms(10);
 	CHECK_EQ(e2e_stat(&e, "rdma.reclaimed") - reclaimed, 8);
+	for (i = 0; i < 100 && e2e_stat(&e, "server.objects_live") != 0; i++)
+		proc_sleep_ms(10);
 	CHECK_EQ(e2e_stat(&e, "server.objects_live"), 0);
 	CHECK_EQ(e2e_stat(&e, "rdma.reclaim_refused"), 0);
 }

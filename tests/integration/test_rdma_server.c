@@ -31,8 +31,12 @@ struct peer {
 
 static int peer_open(struct peer *p)
 {
-	struct rdmem_link_config cfg = { RDMEM_FAB_SHM, "127.0.0.1", (uint16_t)port, 64, 16384,
-					 NULL, 0, T_TIMEOUT_MS };
+	struct rdmem_link_config cfg = { .fabric = RDMEM_FAB_SHM,
+					 .host = "127.0.0.1",
+					 .port = (uint16_t)port,
+					 .ring_slots = 64,
+					 .resp_bytes = 16384,
+					 .timeout_ms = T_TIMEOUT_MS };
 
 	memset(p, 0, sizeof(*p));
 	if (rdmem_link_open(&cfg, &p->l) < 0)

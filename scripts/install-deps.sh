@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs the Debian 12 packages RDMemRPC builds and tests
+# with, if any is missing. Used by .ci/run and scripts/demo.sh; safe to rerun.
+#   scripts/install-deps.sh [extra packages...]
+set -euo pipefail
+
+pkgs=(build-essential clang pkg-config liburing-dev libibverbs-dev librdmacm-dev
+      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+	exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null
