@@ -51,7 +51,10 @@ start_proc() {
 	local name=$1 cpus=$2 ready=$3 tmo=$4 i pid
 	shift 4
 	log "start $name on CPU $cpus: $*"
-	taskset -c "$cpus" "$@" >"$LOGS/$name.log" 2>&1 &
+	# Truncate here, not in the child: the readiness check below must never
+	# see a line left by an earlier process of the same name.
+	: >"$LOGS/$name.log"
+	taskset -c "$cpus" "$@" >>"$LOGS/$name.log" 2>&1 &
 	pid=$!
 	PIDS[$name]=$pid
 	for ((i = 0; i < tmo * 10; i++)); do
