@@ -123,7 +123,13 @@ run_client() {
 	if [ ${#WARM[@]} -gt 0 ]; then
 		timeout -k 5 "$RUN_TIMEOUT" taskset -c "$CPU_CLIENT" "${WARM[@]}" \
 			>/dev/null 2>>"$LOGS/client-$sys.log" || rc=$?
-		[ "$rc" -eq 0 ] || { fail "$sys $op size $size window $w round $round: warm-up exit $rc"; return 0; }
+		if [ "$rc" -ne 0 ]; then
+			# Counted as a failed round of this cell in the report.
+			printf '{"bench_system":"%s","op":"%s","size":%s,"window":%s,"round":%s,"rc":%s,"req_n":%s,"record":{"warmup_failed":true}}\n' \
+				"$sys" "$op" "$size" "$w" "$round" "$rc" "$n" >>"$RAW"
+			fail "$sys $op size $size window $w round $round: warm-up exit $rc (log: $LOGS/client-$sys.log)"
+			return 0
+		fi
 	fi
 	out=$(timeout -k 5 "$RUN_TIMEOUT" taskset -c "$CPU_CLIENT" "${CMD[@]}" \
 		2>>"$LOGS/client-$sys.log") || rc=$?

@@ -370,10 +370,12 @@ def main():
     if cg_lines:
         md += ["## Instructions per GET (callgrind, GET 32 B)", "",
                "Instructions each process executes per GET, from the difference of two runs "
-               "(%s calls apart), so start-up and connection set-up cancel out. At window 1 "
+               "(%s calls apart at window 1, 10x that at window 32), so start-up and connection "
+               "set-up cancel out. At window 1 "
                "the count includes waiting: spinning and yielding before sleeping and "
                "time-driven checks, which run ~50x longer under valgrind (so these vary run to "
-               "run); at window 32 the actors are busy and the count is mostly work." %
+               "run); at window 32 the actors are busy and the count is mostly work: the "
+               "figure to compare run to run." %
                meta.get("callgrind_calls", "?"), ""] + cg_lines + [""]
     pt = placement_table(out, summary, meta)
     if pt:
