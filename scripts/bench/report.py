@@ -273,26 +273,32 @@ def chart(out, summary):
                or (s == "rdmem-shm" and cell(summary, "frontdoor", "local-ping", 8, 1))]
     if not present:
         return False
-    rows = [(op_label(o, s), [get(summary, sys_, o, s, 1, "p50_us") for sys_ in present],
-             [get(summary, sys_, o, s, 32, "qps") for sys_ in present]) for o, s in OPS]
-    ping = [get(summary, "frontdoor" if s == "rdmem-shm" else s, "local-ping", 8, 1, "p50_us")
-            for s in present]
+    lat = [(op_label(o, s), [get(summary, x, o, s, 1, "p50_us") for x in present]) for o, s in OPS]
+    qps = [(op_label(o, s), [get(summary, x, o, s, 32, "qps") for x in present]) for o, s in OPS]
+    # The front door's round trip sits in the RDMemRPC column, the socket's in its own.
+    ping = [get(summary, "frontdoor" if x == "rdmem-shm" else x, "local-ping", 8, 1, "p50_us")
+            for x in present]
     if any(v is not None for v in ping):
-        rows.append(("local round trip", ping, [None] * len(present)))
-    dat = os.path.join(out, "chart.dat")
-    with open(dat, "w") as f:
-        names = " ".join('"%s"' % NAMES[s] for s in present)
-        f.write("op %s %s\n" % (names, names))  # one header, both panels use it
-        for label, lat, q in rows:
-            f.write('"%s" %s %s\n' % (label, " ".join("NaN" if v is None else "%g" % v for v in lat),
-                                      " ".join("NaN" if v is None else "%g" % v for v in q)))
-    k = len(present)
-    lat_plot = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, i + 2, i + 2)
-                         for i in range(k))
-    qps_plot = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, k + i + 2, k + i + 2)
-                         for i in range(k))
+        lat.append(("front door | UDS", ping))
+    names = " ".join('"%s"' % NAMES[x] for x in present)
+
+    def write(path, rows):
+        with open(path, "w") as f:
+            f.write("op %s\n" % names)
+            for label, vals in rows:
+                f.write('"%s" %s\n' % (label, " ".join("NaN" if v is None else "%g" % v
+                                                        for v in vals)))
+
+    lat_dat, qps_dat = os.path.join(out, "chart-p50.dat"), os.path.join(out, "chart-qps.dat")
+    write(lat_dat, lat)
+    write(qps_dat, qps)
+
+    def plot(dat):
+        return ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, i + 2, i + 2)
+                         for i in range(len(present)))
+
     script = """
-set terminal pngcairo size 1200,1000 font 'DejaVu Sans,11'
+set terminal pngcairo size 1300,1050 font 'DejaVu Sans,11'
 set output '%s'
 set datafile missing 'NaN'
 set style data histograms
@@ -300,9 +306,8 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set logscale y
 set grid ytics mytics
-set key top left
+set key below horizontal noenhanced
 set xtics noenhanced
-set key noenhanced
 set multiplot layout 2,1 title '%s'
 set title 'p50 latency at window 1 (µs, lower is better; median of rounds)'
 set ylabel 'µs'
@@ -311,7 +316,8 @@ set title 'throughput at window 32 (calls/s, higher is better; median of rounds)
 set ylabel 'calls/s'
 plot %s
 unset multiplot
-""" % (os.path.join(out, "chart.png"), "RDMemRPC vs gRPC vs Redis, one host", lat_plot, qps_plot)
+""" % (os.path.join(out, "chart.png"), "RDMemRPC vs gRPC vs Redis, one host (2 vCPUs)",
+       plot(lat_dat), plot(qps_dat))
     gp = os.path.join(out, "chart.gp")
     with open(gp, "w") as f:
         f.write(script)
@@ -335,7 +341,8 @@ def main():
     tgts = targets(summary)
     cg_lines, cg_rows = callgrind_table(out)
     skipped = read_lines(os.path.join(out, "skipped.txt"))
-    failed = read_lines(os.path.join(out, "failed.txt"))
+    # Paths relative to the repository, so the copy under docs/ reads anywhere.
+    failed = [l.replace(os.getcwd() + "/", "") for l in read_lines(os.path.join(out, "failed.txt"))]
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"meta": meta, "cells": summary, "targets": tgts, "callgrind": cg_rows,
                    "skipped": skipped, "failed": failed}, f, indent=1)
