@@ -47,13 +47,15 @@ usage: scripts/bench.sh [options]
   --server-opt OPT   one more rdmem-server option (repeatable), e.g. --busy-poll
   --agent-opt OPT    one more rdmem-agent option (repeatable)
   --no-placement     skip the placement check (GET under three placements)
+  --skip S:OP:SIZE:W one measurement not to take (repeatable), e.g.
+                     rdmem-shm:large-get:1048576:32; listed in the report
 EOF
 }
 
 ROUNDS=5 N=10000 OUT=bench-out DOCS=docs/bench SYSTEMS=rdmem-shm,rdmem-tcp,grpc,redis,frontdoor
 CG_CALLS=2000 CALLGRIND=1 CHART=1 CPU_SERVER=1 CPU_CLIENT=0 CPU_AGENT=0
 BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0 OPS_ONLY= PLACEMENT=1
-EXTRA_SERVER_OPTS=() EXTRA_AGENT_OPTS=()
+EXTRA_SERVER_OPTS=() EXTRA_AGENT_OPTS=() SKIP_CELLS=()
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -77,6 +79,7 @@ while [ $# -gt 0 ]; do
 	--server-opt) EXTRA_SERVER_OPTS+=("$2"); shift ;;
 	--agent-opt) EXTRA_AGENT_OPTS+=("$2"); shift ;;
 	--no-placement) PLACEMENT=0 ;;
+	--skip) SKIP_CELLS+=("$2"); shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -161,6 +164,10 @@ run_round() {
 			for sys in "${order[@]}"; do
 				[ "$sys" = frontdoor ] && continue
 				sys_has_op "$sys" "$op" || continue
+				if printf '%s\n' "${SKIP_CELLS[@]}" | grep -qx "$sys:$op:$size:$w"; then
+					[ "$round" -gt 1 ] || skip "$sys:$op:$size:$w" "--skip given"
+					continue
+				fi
 				run_client "$round" "$sys" "$op" "$size" "$w" "$n"
 			done
 		done
