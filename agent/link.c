@@ -133,7 +133,7 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
 	 * for control-page reads and RECLAIMs. */
 	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
-				       .max_recv_wr = cfg->ring_slots,
+				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,
 				       .max_inline = 64,
 				       .signal_every = 64,
 				       .src_addr = cfg->src_addr };
@@ -148,9 +148,9 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 				&l->conn);
 	if (ret == 0)
 		ret = rdmem_link_regions(l, cfg);
-	/* One receive per response slot: replies never find the queue empty. */
+	/* One receive per response slot, plus the batch that may be owed. */
 	if (ret == 0)
-		ret = rdmem_fab_post_recv(l->conn, (int)l->slots);
+		ret = rdmem_fab_post_recv(l->conn, (int)(l->slots + RDMEM_LINK_RECV_BATCH));
 	if (ret == 0)
 		ret = rdmem_link_handshake(l, cfg);
 	if (ret < 0) {

@@ -17,6 +17,7 @@
 
 #define RDMEM_LINK_RECLAIM_BUFS 8
 #define RDMEM_LINK_RECLAIM_REFS 32 /* object refs per RECLAIM message */
+#define RDMEM_LINK_RECV_BATCH	32 /* receives reposted at a time */
 
 struct rdmem_link_config {
 	enum rdmem_fab_kind fabric;

@@ -49,4 +49,11 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s);
 /* The front door's submit callback: hands a call to the session actor. */
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call);
 
+struct rdmem_agent_counters;
+struct rdmem_call_metrics;
+struct rdmem_agent_gauges;
+/* The actor's counters for the /metrics thread: relaxed atomics, one writer. */
+void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
+				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges);
+
 #endif

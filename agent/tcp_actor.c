@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/metrics.h"
 #include "agent/queue.h"
 #include "fabric/tcp_client.h"
 #include "rdmem/idle.h"
@@ -37,6 +38,7 @@ struct rdmem_tcp_actor {
 	atomic_int stop;
 	pthread_t thread;
 	struct rdmem_tcp_counters c;
+	struct rdmem_call_metrics cm;
 };
 
 static void rdmem_tcp_count(atomic_uint_fast64_t *c, uint64_t n)
@@ -63,6 +65,7 @@ static void rdmem_tcp_complete(struct rdmem_tcp_actor *a, struct rdmem_agent_cal
 		rdmem_tcp_count(&a->c.bytes_in, rep->val_len);
 	}
 	rdmem_tcp_count(status == RDMEM_S_OK ? &a->c.ok : &a->c.failed, 1);
+	rdmem_call_metrics_done(&a->cm, call, RDMEM_PATH_TCP, status);
 	call->path = RDMEM_PATH_TCP;
 	rdmem_frontdoor_complete(a->fd, call, &r);
 }
@@ -383,4 +386,9 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);
 #undef RDMEM_LOAD
+}
+
+struct rdmem_call_metrics *rdmem_tcp_actor_call_metrics(struct rdmem_tcp_actor *a)
+{
+	return &a->cm;
 }

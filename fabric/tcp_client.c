@@ -698,6 +698,27 @@ uint64_t rdmem_tcp_client_protocol_errors(struct rdmem_tcp_client *c)
 
 /* ---- connect and close ---------------------------------------------------- */
 
+/*
+ * A cut link or a vanished host sends no RST: without these the connection
+ * would look alive for the kernel's ~15 minutes of retransmissions. Unacked
+ * data for 3 s, or 3 unanswered probes after 5 s idle, end it, and the
+ * caller redials.
+ */
+static int tcp_client_dead_peer_timers(int fd)
+{
+	int one = 1, idle = 5, intvl = 1, cnt = 3;
+	unsigned user_timeout_ms = 3000;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		       sizeof(user_timeout_ms)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0)
+		return -1;
+	return 0;
+}
+
 static int cli_connect_one(const struct addrinfo *ai, int timeout_ms)
 {
 	struct pollfd p;
@@ -730,7 +751,8 @@ static int cli_connect_one(const struct addrinfo *ai, int timeout_ms)
 	}
 	/* io_uring waits for a blocking socket by itself; O_NONBLOCK was for connect. */
 	if (fcntl(fd, F_SETFL, 0) < 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    tcp_client_dead_peer_timers(fd) < 0) {
 		err = -errno;
 		goto fail;
 	}

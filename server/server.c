@@ -92,7 +92,15 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 		return ret;
 	}
 	ret = server_start_tcp(srv);
-	return ret ? ret : server_start_rdma(srv);
+	if (ret == 0)
+		ret = server_start_rdma(srv);
+	if (ret == 0 && cfg->metrics_port) {
+		struct rdmem_metrics_http_config mc = { cfg->metrics_bind, cfg->metrics_port,
+							rdmem_service_render_metrics, srv->svc };
+
+		ret = rdmem_metrics_http_start(&mc, &srv->metrics);
+	}
+	return ret;
 }
 
 int rdmem_server_run(struct rdmem_server *srv)
@@ -119,6 +127,8 @@ int rdmem_server_run(struct rdmem_server *srv)
 
 void rdmem_server_stop(struct rdmem_server *srv)
 {
+	rdmem_metrics_http_stop(srv->metrics); /* it reads the service */
+	srv->metrics = NULL;
 	rdmem_rdma_listener_stop(srv->rdma);
 	srv->rdma = NULL;
 	rdmem_tcp_server_destroy(srv->tcp);
