@@ -138,4 +138,10 @@ format-check:
 clean:
 	rm -rf build
 
+# `make bench`: the side-by-side benchmark (scripts/bench.sh). Its comparison
+# systems (gRPC, Redis) build only here, so `make`/`make test` need neither.
+include scripts/bench/bench.mk
+bench: all bench-tools
+	scripts/bench.sh
+
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

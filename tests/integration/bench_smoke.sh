@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bench_smoke.sh - part of `make test`: runs the benchmark harness
+# (scripts/bench.sh --smoke: one round, a few hundred calls per run) and checks
+# that it runs and that every value came back right. Timings are not checked.
+# A system whose packages or programs are absent is skipped with the reason.
+# Prints "ok - ..." / "not ok - ..." / "ok - ... # SKIP ..." lines.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bin=${RDMEM_BIN:-$root/build}
+out=$(mktemp -d /tmp/rdmem-bench-smoke.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+systems=(rdmem-shm rdmem-tcp grpc redis frontdoor)
+
+# Runs per system in one smoke round: 5 op/size pairs x 2 windows
+# (frontdoor: local-ping through the front door + the UDS echo).
+expected_runs() { [ "$1" = frontdoor ] && echo 2 || echo 10; }
+
+# The comparison programs build only with their packages; without them the
+# systems are skipped (bench.sh says why).
+tools_deps() {
+	command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null &&
+		pkg-config --exists grpc++ protobuf hiredis
+}
+if tools_deps; then
+	if MAKEFLAGS= make -s -C "$root" bench-tools >"$out/build.log" 2>&1; then
+		echo "ok - bench-tools build"
+	else
+		sed 's/^/# /' "$out/build.log" | tail -n 30
+		echo "not ok - bench-tools build"
+	fi
+else
+	echo "ok - bench-tools build # SKIP gRPC/hiredis dev packages absent (libgrpc++-dev protobuf-compiler-grpc libhiredis-dev)"
+fi
+
+rc=0
+scripts/bench.sh --smoke --bin "$bin" --out "$out/res" >"$out/bench.log" 2>&1 || rc=$?
+if [ "$rc" -eq 0 ]; then
+	echo "ok - bench.sh --smoke exits 0"
+else
+	sed 's/^/# /' "$out/bench.log" | grep -v '^# bench: r1 ' | tail -n 40
+	echo "not ok - bench.sh --smoke exits 0 (exit $rc)"
+fi
+
+ran=0
+# Per system: skipped with its reason, or every run present, exit 0, no failures.
+for s in "${systems[@]}"; do
+	why=$(awk -F'\t' -v s="$s" '$1 == s { print $2; exit }' "$out/res/skipped.txt" 2>/dev/null || true)
+	if [ -n "$why" ]; then
+		# Only the comparison systems depend on optional packages; RDMemRPC's
+		# own programs are built by `make` and must run.
+		case "$s" in
+		grpc | redis) echo "ok - bench smoke: $s # SKIP $why" ;;
+		*) echo "not ok - bench smoke: $s: $why" ;;
+		esac
+		continue
+	fi
+	verdict=$(python3 - "$out/res/raw.jsonl" "$s" "$(expected_runs "$s")" <<'EOF'
+import json, sys
+path, system, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+names = {system} | ({"uds"} if system == "frontdoor" else set())
+try:
+    runs = [json.loads(l) for l in open(path) if l.strip()]
+except OSError:
+    runs = []
+runs = [r for r in runs if r["bench_system"] in names]
+bad = [r for r in runs if r["rc"] != 0 or r["record"].get("failures") != 0
+       or r["record"].get("n") != r["req_n"]]
+if len(runs) != want or bad:
+    print("%d of %d runs recorded, %d bad" % (len(runs), want, len(bad)))
+EOF
+	)
+	ran=$((ran + 1))
+	if [ -z "$verdict" ]; then
+		echo "ok - bench smoke: $s (every value verified)"
+	else
+		echo "not ok - bench smoke: $s: $verdict"
+	fi
+done
+
+for f in results.md summary.json raw.jsonl; do
+	if [ "$ran" -eq 0 ]; then
+		echo "ok - bench smoke writes $f # SKIP no system could run"
+	elif [ -s "$out/res/$f" ]; then
+		echo "ok - bench smoke writes $f"
+	else
+		echo "not ok - bench smoke writes $f"
+	fi
+done
