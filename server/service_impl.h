@@ -3,6 +3,7 @@
 #ifndef RDMEM_SERVER_SERVICE_IMPL_H
 #define RDMEM_SERVER_SERVICE_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,12 @@ struct rdmem_service {
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
+	/* LARGE_GET objects ("big:<n>"), generated once per size and copied after. */
+	pthread_mutex_t big_lock;
+	struct {
+		uint64_t size;
+		uint8_t *bytes;
+	} big[8];
 	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
 	void *stats_ctx;
 	/* For /metrics (server/metrics.c): calls by op and path, dispatch time
