@@ -28,7 +28,7 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan format format-check clean demo test-rxe install uninstall
+.PHONY: all test unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
@@ -80,13 +80,42 @@ test-rxe: $(TOOLS)
 demo:
 	scripts/demo.sh
 
+# The sanitizer runs: the unit and integration suites on instrumented builds.
+# RDMEM_SANITIZER tells tests which (fuzz_smoke.sh leaves fuzzing to make test).
 asan:
-	$(MAKE) B=build/asan CC=clang OPT=-O1 \
+	$(MAKE) B=build/asan CC=clang OPT=-O1 RDMEM_SANITIZER=asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
 tsan:
-	$(MAKE) B=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" test
+	$(MAKE) B=build/tsan CC=clang RDMEM_SANITIZER=tsan CFLAGS="-O1 -g -fsanitize=thread" \
+		LDFLAGS="-fsanitize=thread" test
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c) in their own tree, build/fuzz/: the
+# runtime is instrumented for coverage, ASan and UBSan, the harnesses are
+# linked with libFuzzer. Needs clang's fuzzer runtime (libclang-rt-dev); the
+# normal build never does. Run them with scripts/fuzz.sh.
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS	  := $(patsubst tests/fuzz/%.c,$(B)/%,$(FUZZ_SRCS))
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+fuzz:
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' | \
+		clang -x c - -fsanitize=fuzzer -o /dev/null 2>/dev/null || \
+		{ echo "make fuzz: clang with libFuzzer (-fsanitize=fuzzer) is needed: install clang and libclang-rt-dev" >&2; exit 1; }
+	$(MAKE) B=build/fuzz CC=clang LDFLAGS= \
+		CFLAGS="-O1 -g -fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-targets
+
+# Regenerates the seed corpus from valid inputs (checked in; deterministic).
+fuzz-seeds: $(B)/tests/fuzz_mkseeds
+	$(B)/tests/fuzz_mkseeds tests/fuzz/corpus
+$(B)/tests/fuzz_mkseeds: $(B)/obj/tests/fuzz/mkseeds.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
+
+fuzz-targets: $(FUZZERS)
+$(B)/fuzz_%: $(B)/obj/tests/fuzz/fuzz_%.o $(LIBS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $^ $(LDFLAGS) $(LDLIBS) -o $@
 
 # `make install [PREFIX=/usr/local] [DESTDIR=...]`: the three programs, the
 # client header (as <rdmem.h>, with the headers it includes, under
