@@ -338,7 +338,10 @@ unsigned rdmem_image_expire(struct rdmem_image_store *st, uint64_t now_ns)
 	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
 		struct upload *u = &st->up[i];
 
-		if (u->state == UPLOAD_FREE || now_ns - u->last_ns <= st->timeout_ns)
+		/* now_ns was read before the lock: a chunk applied while we waited
+		 * for it is newer, and unsigned now_ns - last_ns would call it idle. */
+		if (u->state == UPLOAD_FREE || now_ns < u->last_ns ||
+		    now_ns - u->last_ns <= st->timeout_ns)
 			continue;
 		if (u->state == UPLOAD_ACTIVE) {
 			st->stats.timed_out++;

@@ -14,9 +14,10 @@
  * After the store is destroyed no temp file is left.
  *
  * Input: byte 0 picks max_image; then ops: one byte (7 mod 8: expire every
- * upload; else a chunk: id, name, flags, offset, total, hash and data, each
- * either raw or derived from the shadow, so commits with the right hash
- * happen).
+ * upload, or with bit 3 run the idle scan with a clock reading taken before
+ * the last chunk, which must expire nothing; else a chunk: id, name, flags,
+ * offset, total, hash and data, each either raw or derived from the shadow,
+ * so commits with the right hash happen).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,6 +48,7 @@ static char parent[64], dir[96];
 static struct shadow sh[IDS];
 static char finals[MAX_FINAL][RDMEM_IMAGE_NAME_MAX + 1];
 static unsigned nfinals;
+static uint64_t tick_ns; /* a clock reading taken just before the last chunk */
 
 static const uint64_t ids[IDS] = { 1, 2, 3, 4, 5, 6, 0, UINT64_MAX };
 static const uint64_t max_images[] = { 0, 16, 100, 4096, 1u << 20 };
@@ -228,6 +230,9 @@ static void chunk(struct rdmem_image_store *st, struct fz *in)
 		c.hash = fz_u64(in);
 	}
 
+	/* The server's tick reads its clock before it takes the store's lock: a
+	 * reading this old may reach rdmem_image_expire() after this chunk. */
+	tick_ns = rdmem_now_ns();
 	rc = rdmem_image_chunk(st, &c, &ack);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENOENT || rc == -E2BIG || rc == -EBADMSG ||
 		   rc == -EBUSY || rc == -EIO || rc == -ENOSPC);
@@ -324,7 +329,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(rdmem_image_create(dir, max_images[fz_u8(&in) % RDMEM_ARRAY_SIZE(max_images)],
 				      60000, &st) == 0);
 	while (!fz_empty(&in) && ops++ < MAX_OPS) {
-		if (fz_u8(&in) % 8 == 7) {
+		uint8_t op = fz_u8(&in);
+
+		if (op % 8 == 7 && op & 8) {
+			/* A tick whose clock reading predates the last chunk: nothing is idle. */
+			struct rdmem_image_stats a, b;
+
+			rdmem_image_stats(st, &a);
+			FUZZ_CHECK(rdmem_image_expire(st, tick_ns) == 0);
+			rdmem_image_stats(st, &b);
+			FUZZ_CHECK(b.timed_out == a.timed_out && b.active == a.active);
+			check_dirs(0);
+			continue;
+		}
+		if (op % 8 == 7) {
 			/* Every upload idles out: active ones aborted, committed ones forgotten. */
 			rdmem_image_expire(st, rdmem_now_ns() + 120000000000ull);
 			for (i = 0; i < IDS; i++)
