@@ -24,6 +24,7 @@
 #include "rdmem/content.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
+#include "fabric/uring.h"
 
 #define IMG_TMP_MAX (RDMEM_IMAGE_NAME_MAX + 32)
 
@@ -430,6 +431,7 @@ int rdmem_image_create(const char *dir, uint64_t max_image, uint32_t timeout_ms,
 		free(st);
 		return ret;
 	}
+	rdmem_uring_tsan(&st->ring);
 	snprintf(st->dir, sizeof(st->dir), "%s", dir);
 	st->max_image = max_image > UINT32_MAX ? UINT32_MAX : max_image;
 	st->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
