@@ -52,6 +52,7 @@ struct rdmem_rdma {
 	uint32_t reclaim_n;
 	int ctrl_reading;
 	uint64_t ctrl_at;
+	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
 };
@@ -186,6 +187,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 
 	if (span > r->l->slots || call->req.val_len > r->l->w.max_value)
 		return -E2BIG;
+	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns)
+		return -EBUSY;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -369,6 +372,11 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 		return 0;
 	}
 	r->st.replies++;
+	/* Connection grouping: our group's slice ends; hold new requests a while. */
+	if (d.flags & RDMEM_F_YIELD) {
+		r->hold_until_ns = rdmem_now_ns() + (uint64_t)d.hint * 1000;
+		r->st.yields++;
+	}
 	switch (s->owner) {
 	case RDMEM_OWN_RECLAIM:
 		rdmem_rdma_reclaim_reply(r, i, &d);
@@ -569,6 +577,11 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	*out = r->st;
 	out->inflight = r->inflight_slots;
 	out->slots = r->l->slots;
+}
+
+uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r)
+{
+	return r->hold_until_ns;
 }
 
 uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r)

@@ -286,7 +286,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		return 0;
 	}
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
-	if (ret == 0 || ret == -EAGAIN)
+	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
 	if (ret == -E2BIG) {
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
@@ -306,7 +306,13 @@ static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdme
 		rdmem_tcp_actor_submit(s->tcp, call);
 		return;
 	}
-	if (rdmem_agent_session_post(s, call) == -EAGAIN) {
+	switch (rdmem_agent_session_post(s, call)) {
+	case 0:
+		return;
+	case -EBUSY: /* the server holds our group for a moment: wait for it */
+		rdmem_agent_session_pend(s, call);
+		return;
+	default:
 		/* No room in the ring: AUTO takes TCP rather than wait. */
 		if (rdmem_agent_session_auto(s, call) && s->rdma) {
 			rdmem_agent_count(&s->cnt.fallbacks, 1);
@@ -325,8 +331,9 @@ static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 
 	while (s->pending_head) {
 		struct rdmem_agent_call *call = s->pending_head;
+		int ret = rdmem_agent_session_post(s, call);
 
-		if (rdmem_agent_session_post(s, call) == -EAGAIN)
+		if (ret == -EAGAIN || ret == -EBUSY)
 			break;
 		s->pending_head = call->next;
 		if (!s->pending_head)
@@ -516,6 +523,9 @@ static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 
 	for (call = s->pending_head; call; call = call->next)
 		first = RDMEM_MIN(first, call->deadline_ns);
+	/* Calls held for the server's grouping go out when the hold ends. */
+	if (s->pending_head && s->rdma && rdmem_rdma_hold_until(s->rdma) > now)
+		first = RDMEM_MIN(first, rdmem_rdma_hold_until(s->rdma));
 	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
 }
 

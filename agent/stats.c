@@ -82,12 +82,13 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 		  U(s->tcp.unreachable), U(s->tcp.timeouts));
 	rdmem_out(o, "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
 		     "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
-		     "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu\n",
+		     "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, group yields "
+		     "%llu\n",
 		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn));
+		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields));
 	rdmem_out(o, "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
 		     "%u, bytes out %llu in %llu\n",
 		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
@@ -137,12 +138,12 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 		     "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
 		     "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
 		     "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
-		     "\"ctrl_torn\":%llu},",
+		     "\"ctrl_torn\":%llu,\"yields\":%llu},",
 		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn));
+		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields));
 	rdmem_out(o, "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
 		     "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
 		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,

@@ -21,7 +21,7 @@
 #include "server/service_impl.h"
 
 #define SVC_MGET_MAX_KEYS 4096u	      /* bounds the time an MGET holds shard locks */
-#define SVC_STATS_CAP	  (16u << 10) /* the report is ~3 KiB */
+#define SVC_STATS_CAP	  (256u << 10) /* ~3 KiB, plus a line per RDMA session */
 #define SVC_MAX_IMAGE	  (1ull << 30)
 
 struct svc_ctx {
@@ -369,6 +369,13 @@ void rdmem_service_tick(struct rdmem_service *svc)
 		rdmem_image_expire(svc->images, rdmem_now_ns());
 	if (svc->hook)
 		rdmem_hook_reap(svc->hook);
+}
+
+void rdmem_service_set_stats_hook(struct rdmem_service *svc,
+				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx)
+{
+	svc->stats_hook = fn;
+	svc->stats_ctx = ctx;
 }
 
 void rdmem_service_count_auth_failure(struct rdmem_service *svc)

@@ -69,6 +69,10 @@ void rdmem_service_count_bad_input(struct rdmem_service *svc);
 /* Counts one peer refused for not proving the shared secret. */
 void rdmem_service_count_auth_failure(struct rdmem_service *svc);
 
+/* The RDMA side adds its own section to STATS (set before serving). */
+void rdmem_service_set_stats_hook(struct rdmem_service *svc,
+				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx);
+
 /* Sessions and their paths report here so STATS can show them. */
 void rdmem_service_session_delta(struct rdmem_service *svc, int delta);
 

@@ -39,6 +39,8 @@ struct rdmem_service {
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
+	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
+	void *stats_ctx;
 	/* For /metrics (server/metrics.c): calls by op and path, dispatch time
 	 * per path, and the sessions' object pools summed. */
 	atomic_uint_fast64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];

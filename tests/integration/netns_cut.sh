@@ -96,4 +96,6 @@ awk -v cut="$cut_at" -v up="$up_at" -v tmo="$timeout_ms" '
 		((failed_in_cut > 0) && ok_in_cut == 0 && !slow && !hung) ? "ok" : "not ok"
 	      printf "%s - netns: calls succeed again after the link is back\n",
 		((late > 0) && late_ok == late) ? "ok" : "not ok" }' "$log/calls"
-grep -q "lost the connection" "$log/agent.log" && echo "# the agent saw the connection die and redialled"
+if grep -q "lost the connection" "$log/agent.log"; then
+	echo "# the agent saw the connection die and redialled"
+fi
