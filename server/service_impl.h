@@ -3,6 +3,7 @@
 #ifndef RDMEM_SERVER_SERVICE_IMPL_H
 #define RDMEM_SERVER_SERVICE_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,10 @@ struct rdmem_service {
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
+	/* The RDMA side's STATS section. The lock is held while the hook runs,
+	 * so once rdmem_service_set_stats_hook() has cleared it, no thread is
+	 * still inside it (its context may be freed). */
+	pthread_mutex_t stats_lock;
 	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
 	void *stats_ctx;
 	/* For /metrics (server/metrics.c): calls by op and path, dispatch time
