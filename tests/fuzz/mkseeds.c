@@ -612,6 +612,44 @@ static void seeds_service(void)
 	emit("service", "image_upload", &s);
 }
 
+/* ---- fuzz_reply ------------------------------------------------------------
+ * [max_value index][request op u16][request val_len u32][resp_bytes - 64 u16]
+ * [objpool bytes u32][reply descriptor 64]
+ */
+
+static void reply_seed(const char *name, uint8_t max_index, uint16_t op, uint32_t req_len,
+		       uint32_t reply_len, int lazy, uint32_t obj_off, uint32_t pool)
+{
+	struct rdmem_desc d = desc(RDMEM_RING_READY, op, 0, reply_len);
+	struct seed s = { .n = 0 };
+
+	d.path = lazy ? RDMEM_PATH_LAZY : RDMEM_PATH_EAGER;
+	if (lazy) {
+		d.flags = RDMEM_F_OBJREF;
+		d.args.obj = (struct rdmem_objref){ 5, obj_off, reply_len, 0, 3 };
+	}
+	u8(&s, max_index);
+	u16(&s, op);
+	u32(&s, req_len);
+	u16(&s, RDMEM_DEFAULT_RESP_BYTES - RDMEM_DESC_SIZE);
+	u32(&s, pool);
+	put(&s, &d, sizeof(d));
+	emit("reply", name, &s);
+}
+
+static void seeds_reply(void)
+{
+	/* max_value indexes: 0 -> 0, 1 -> 1000, 2 -> 4096, 3 -> 65536, 4 -> 1 MiB. */
+	reply_seed("eager_get", 2, RDMEM_OP_KV_GET, 0, 4096, 0, 0, 1u << 20);
+	reply_seed("eager_over_resp_slot", 3, RDMEM_OP_KV_GET, 0, RDMEM_DEFAULT_RESP_BYTES + 1, 0,
+		   0, 1u << 20);
+	reply_seed("lazy_get", 3, RDMEM_OP_LARGE_GET, 0, 65536, 1, 65536, 1u << 20);
+	reply_seed("lazy_past_pool", 3, RDMEM_OP_LARGE_GET, 0, 65536, 1, (1u << 20) - 100,
+		   1u << 20);
+	reply_seed("echo_max_overlaps", 4, RDMEM_OP_ECHO, 1u << 20, 1u << 20, 1, 0, 2u << 20);
+	reply_seed("echo_small_after_request", 2, RDMEM_OP_ECHO, 1000, 1000, 0, 0, 1u << 20);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -629,5 +667,6 @@ int main(int argc, char **argv)
 	seeds_frontdoor();
 	seeds_image();
 	seeds_service();
+	seeds_reply();
 	return failed;
 }
