@@ -44,7 +44,7 @@ run_design() { # name, server options...
 run_design pooled --shared-pool on --ring-slots 64 --objpool-slabs 8 --group-threshold 64
 run_design private --shared-pool off --group-threshold 1000000
 
-python3 - "$json" "$out" <<'PY'
+python3 - "$json" "$out" <<'PY' | tee "$out/scale.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 best = max(r["qps"] for r in rows if r["design"] == "pooled")
@@ -79,6 +79,7 @@ plot "$out/scale.dat" index 0 using 1:2 with linespoints title "pooled + groupin
      "" index 1 using 1:2 with linespoints title "per-session regions"
 set ylabel "MiB registered per session"
 set logscale y 2
+set key center right
 plot "$out/scale.dat" index 0 using 1:3 with linespoints title "pooled (lease)", \
      "" index 1 using 1:3 with linespoints title "per-session regions"
 unset multiplot
