@@ -64,6 +64,7 @@ struct rdmem_frontdoor {
 	struct rdmem_ring ring;
 	struct rdmem_ring_consumer cons; /* front-door thread only */
 	int busy_poll;
+	uint64_t ring_skip_ns; /* 0: RDMEM_RING_SKIP_NS */
 	struct rdmem_fd_client *clients;
 	struct rdmem_agent_call *calls; /* clients x slots, indexed like the slots */
 	rdmem_frontdoor_submit_fn submit;
@@ -585,6 +586,22 @@ static void *rdmem_frontdoor_main(void *arg)
 	return NULL;
 }
 
+int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx,
+			 int scan)
+{
+	int n;
+
+	/* The consumer state belongs to one thread: the actor's, if it runs. */
+	if (fd->started || !submit)
+		return -EBUSY;
+	fd->submit = submit;
+	fd->submit_ctx = ctx;
+	n = rdmem_frontdoor_drain(fd);
+	if (scan)
+		rdmem_frontdoor_scan(fd, rdmem_now_ns());
+	return n;
+}
+
 int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx)
 {
 	int rc;
@@ -758,6 +775,8 @@ static void rdmem_frontdoor_format(struct rdmem_frontdoor *fd, uint64_t epoch)
 	rdmem_shm_ring_view(fd->base, &fd->geom, &fd->ring);
 	rdmem_ring_format(&fd->ring, 0);
 	rdmem_ring_consumer_init(&fd->cons, 0);
+	if (fd->ring_skip_ns)
+		fd->cons.skip_after_ns = fd->ring_skip_ns;
 	/* Client table and slots are zero (fresh pages): free entries, FREE slots.
 	 * Release: publishes all of the above to clients that acquire RUNNING. */
 	atomic_store_explicit(&h->state, RDMEM_SHM_RUNNING, memory_order_release);
@@ -857,6 +876,7 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 		return -ENOMEM;
 	fd->shm_fd = -1;
 	fd->busy_poll = cfg->busy_poll;
+	fd->ring_skip_ns = cfg->ring_skip_ns;
 	if (rdmem_shm_name_norm(cfg->shm_name ? cfg->shm_name : RDMEM_SHM_DEFAULT_NAME, fd->name,
 				sizeof(fd->name))) {
 		rdmem_err("front door: bad segment name '%s': want /NAME, 1..%d characters, no "

@@ -25,6 +25,10 @@ struct rdmem_frontdoor_config {
 	uint32_t slots;	      /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
 	uint32_t max_value;   /* largest value a call may carry [1 MiB]; sizes slot payloads */
 	int busy_poll;	      /* never block when idle */
+	/* Tests and fuzzers: how long a claimed, unpublished ring position (or a
+	 * scribbled cell) waits before the actor skips or repairs it
+	 * [RDMEM_RING_SKIP_NS]. */
+	uint64_t ring_skip_ns;
 };
 
 /*
@@ -49,6 +53,15 @@ typedef void (*rdmem_frontdoor_submit_fn)(void *ctx, struct rdmem_agent_call *ca
  */
 int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out);
 int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx);
+/*
+ * One round of the actor on the caller's thread, for tests and fuzzers that
+ * drive a front door whose thread was never started: takes up to one batch
+ * of ring entries (each validated, then handed to submit or refused as the
+ * actor would) and, with scan, looks for dead clients. Returns the entries
+ * taken, or -EBUSY while the actor thread runs.
+ */
+int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx,
+			 int scan);
 /*
  * Stops the actor: no call is taken from the ring or handed to submit()
  * afterwards, while the segment stays up so actors still holding calls can

@@ -285,6 +285,18 @@ static void rdmem_rdma_finish(struct rdmem_rdma *r, uint32_t i, uint8_t path)
 
 static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i);
 
+int rdmem_rdma_reply_fits(const struct rdmem_desc *d, const struct rdmem_agent_call *call,
+			  uint32_t resp_bytes, uint64_t objpool_len)
+{
+	uint32_t cap = rdmem_call_reply_cap(call);
+	const struct rdmem_objref *ref = &d->args.obj;
+
+	if (!(d->flags & RDMEM_F_OBJREF))
+		return d->val_len <= resp_bytes && d->val_len <= cap;
+	return ref->length == d->val_len && ref->length <= cap &&
+	       (uint64_t)ref->offset + ref->length <= objpool_len;
+}
+
 /* A LAZY reply: READ the object straight into the client's slot. */
 static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
 {
@@ -294,8 +306,7 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 	uint32_t off = rdmem_call_reply_off(call);
 	struct rdmem_wr wr = { 0 };
 
-	if (ref->length != d->val_len || ref->length > rdmem_call_reply_cap(call) ||
-	    (uint64_t)ref->offset + ref->length > r->l->w.objpool.len) {
+	if (!rdmem_rdma_reply_fits(d, call, r->l->resp_bytes, r->l->w.objpool.len)) {
 		r->st.bad_replies++;
 		rdmem_warn("server sent a bad object reference (%u bytes at %u): refused",
 			   ref->length, ref->offset);
@@ -332,7 +343,7 @@ static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct
 	uint32_t off = rdmem_call_reply_off(call);
 
 	s->rep = rdmem_rdma_reply_of(d, off);
-	if (d->val_len > r->l->resp_bytes || d->val_len > rdmem_call_reply_cap(call)) {
+	if (!rdmem_rdma_reply_fits(d, call, r->l->resp_bytes, r->l->w.objpool.len)) {
 		r->st.bad_replies++;
 		s->rep.status = RDMEM_S_IO;
 		s->rep.val_len = 0;

@@ -10,6 +10,7 @@
  * catches a stale or forged id.
  */
 #include "fabric/tcp_client.h"
+#include "fabric/uring.h"
 
 #include "rdmem/auth.h"
 
@@ -800,6 +801,7 @@ int rdmem_tcp_client_connect(const char *host, uint16_t port, int timeout_ms,
 		free(c);
 		return ret;
 	}
+	rdmem_uring_tsan(&c->ring);
 	c->fd = fd;
 	c->watch_fd = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);

@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh [extra packages...]
 set -euo pipefail
 
-pkgs=(build-essential clang pkg-config liburing-dev libibverbs-dev librdmacm-dev
+pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
       rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,7 @@
 #include "rdmem/content.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
+#include "fabric/uring.h"
 
 #define IMG_TMP_MAX (RDMEM_IMAGE_NAME_MAX + 32)
 
@@ -338,7 +339,10 @@ unsigned rdmem_image_expire(struct rdmem_image_store *st, uint64_t now_ns)
 	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
 		struct upload *u = &st->up[i];
 
-		if (u->state == UPLOAD_FREE || now_ns - u->last_ns <= st->timeout_ns)
+		/* now_ns was read before the lock: a chunk applied while we waited
+		 * for it is newer, and unsigned now_ns - last_ns would call it idle. */
+		if (u->state == UPLOAD_FREE || now_ns < u->last_ns ||
+		    now_ns - u->last_ns <= st->timeout_ns)
 			continue;
 		if (u->state == UPLOAD_ACTIVE) {
 			st->stats.timed_out++;
@@ -427,6 +431,7 @@ int rdmem_image_create(const char *dir, uint64_t max_image, uint32_t timeout_ms,
 		free(st);
 		return ret;
 	}
+	rdmem_uring_tsan(&st->ring);
 	snprintf(st->dir, sizeof(st->dir), "%s", dir);
 	st->max_image = max_image > UINT32_MAX ? UINT32_MAX : max_image;
 	st->timeout_ns = (uint64_t)timeout_ms * 1000000ull;

@@ -208,6 +208,9 @@ void rdmem_rdma_listener_stop(struct rdmem_listener_thread *lt)
 
 	if (!lt)
 		return;
+	/* The TCP loop may still serve STATS: unhook before lt goes (this waits
+	 * for a STATS inside the hook to finish). */
+	rdmem_service_set_stats_hook(lt->svc, NULL, NULL);
 	if (write(lt->stop_efd, &one, sizeof(one)) < 0)
 		rdmem_warn("listener stop signal: %s", strerror(errno));
 	pthread_join(lt->thread, NULL);

@@ -404,8 +404,11 @@ void rdmem_service_tick(struct rdmem_service *svc)
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,
 				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx)
 {
+	/* Servers already run (TCP STATS may be inside the old hook): under the lock. */
+	pthread_mutex_lock(&svc->stats_lock);
 	svc->stats_hook = fn;
 	svc->stats_ctx = ctx;
+	pthread_mutex_unlock(&svc->stats_lock);
 }
 
 void rdmem_service_count_auth_failure(struct rdmem_service *svc)
@@ -456,6 +459,7 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 	if (!svc->cfg.max_image)
 		svc->cfg.max_image = 64u << 20;
 	svc->start_ns = rdmem_now_ns();
+	pthread_mutex_init(&svc->stats_lock, NULL);
 	ret = rdmem_kv_create(cfg->kv_shards, cfg->max_value, &svc->kv);
 	if (!ret && cfg->image_dir)
 		ret = rdmem_image_create(cfg->image_dir, svc->cfg.max_image, cfg->upload_timeout_ms,
@@ -483,5 +487,6 @@ void rdmem_service_destroy(struct rdmem_service *svc)
 	for (size_t i = 0; i < RDMEM_ARRAY_SIZE(svc->big); i++)
 		free(svc->big[i].bytes);
 	pthread_mutex_destroy(&svc->big_lock);
+	pthread_mutex_destroy(&svc->stats_lock);
 	free(svc);
 }

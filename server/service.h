@@ -69,7 +69,8 @@ void rdmem_service_count_bad_input(struct rdmem_service *svc);
 /* Counts one peer refused for not proving the shared secret. */
 void rdmem_service_count_auth_failure(struct rdmem_service *svc);
 
-/* The RDMA side adds its own section to STATS (set before serving). */
+/* The RDMA side adds its own section to STATS. Safe while calls are served;
+ * fn NULL clears it, and returns only once no STATS is inside the old hook. */
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,
 				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx);
 

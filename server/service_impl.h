@@ -46,6 +46,10 @@ struct rdmem_service {
 		uint64_t size;
 		uint8_t *bytes;
 	} big[8];
+	/* The RDMA side's STATS section. The lock is held while the hook runs,
+	 * so once rdmem_service_set_stats_hook() has cleared it, no thread is
+	 * still inside it (its context may be freed). */
+	pthread_mutex_t stats_lock;
 	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
 	void *stats_ctx;
 	/* For /metrics (server/metrics.c): calls by op and path, dispatch time

@@ -269,17 +269,16 @@ static int rdmem_session_refuse(struct rdmem_session *s, uint32_t slot,
 	return rdmem_session_send_reply(s, slot, &rep, 0);
 }
 
-/* Checks what the agent controls beyond the generic descriptor checks. */
-static uint16_t rdmem_session_check_req(const struct rdmem_session *s, uint32_t slot,
-					const struct rdmem_desc *req)
+uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, uint32_t slots,
+				 uint32_t slot_bytes, uint32_t max_value)
 {
-	uint64_t area = (uint64_t)s->slots * s->slot_bytes;
-	uint16_t st = rdmem_desc_check(req, s->cfg->max_value);
+	uint64_t area = (uint64_t)slots * slot_bytes;
+	uint16_t st = rdmem_desc_check(req, max_value);
 
 	if (st)
 		return st;
 	/* A payload starts in its own slot and may span the following ones. */
-	if (req->data_off != (uint64_t)slot * s->slot_bytes)
+	if (req->data_off != (uint64_t)slot * slot_bytes)
 		return RDMEM_S_BAD_REQUEST;
 	if (rdmem_desc_payload_len(req) > area - req->data_off)
 		return RDMEM_S_BAD_REQUEST;
@@ -309,7 +308,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 			   slot);
 		return 0;
 	}
-	st = rdmem_session_check_req(s, slot, &req);
+	st = rdmem_session_check_req(&req, slot, s->slots, s->slot_bytes, s->cfg->max_value);
 	if (st)
 		return rdmem_session_refuse(s, slot, &req, st);
 	if (req.key_len + (uint64_t)req.val_len > s->slot_bytes) {

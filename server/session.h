@@ -88,4 +88,12 @@ struct rdmem_session_info {
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 
+/*
+ * Checks a request taken from ring slot `slot` (< slots) beyond
+ * rdmem_desc_check(): its payload starts in that slot's area and ends inside
+ * the slots x slot_bytes payload region. Returns 0 or a status.
+ */
+uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, uint32_t slots,
+				 uint32_t slot_bytes, uint32_t max_value);
+
 #endif

@@ -116,10 +116,14 @@ static void format_hook(struct rdmem_service *svc, int json, struct out *o)
 {
 	int n;
 
-	if (!svc->stats_hook || o->overflow)
+	pthread_mutex_lock(&svc->stats_lock);
+	if (!svc->stats_hook || o->overflow) {
+		pthread_mutex_unlock(&svc->stats_lock);
 		return;
+	}
 	put(o, json ? ",\"rdma\":" : "rdma:\n");
 	n = o->overflow ? -1 : svc->stats_hook(svc->stats_ctx, json, o->buf + o->len, o->cap - o->len);
+	pthread_mutex_unlock(&svc->stats_lock);
 	if (n < 0)
 		o->overflow = 1;
 	else

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fabric/tcp_frame.h"
+#include "fabric/uring.h"
 #include "rdmem/auth.h"
 #include "rdmem/util.h"
 
@@ -745,6 +746,7 @@ int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_se
 		rdmem_err("tcp %s: io_uring_queue_init: %s", s->name, strerror(-ret));
 		goto fail;
 	}
+	rdmem_uring_tsan(&s->ring);
 	*out = s;
 	return 0;
 fail:

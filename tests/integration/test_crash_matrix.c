@@ -257,7 +257,11 @@ static void test_crash_matrix(void)
 		fprintf(stderr, "  first unclear error: %s\n", rdmem_strerror(sh->first_unclear));
 	CHECK_EQ(sh->overdue, 0);
 	CHECK_EQ(hung, 0);
-	CHECK(sh->ok > sh->calls / 2);
+	/* Most calls succeed. Under make asan/tsan a served call costs several
+	 * times more while a refused one stays cheap, so the count of failures
+	 * inflates (measured: 49% ok under ASan on a loaded 2-vCPU box, 91%
+	 * without): there a quarter must succeed. */
+	CHECK(sh->ok > sh->calls / (getenv("RDMEM_SANITIZER") ? 4 : 2));
 	for (i = 0; i < nreconnect; i++)
 		CHECK(reconnect_ms[i] >= 0 && reconnect_ms[i] < 5000);
 	/* And the system still serves. */

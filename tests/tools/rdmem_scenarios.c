@@ -1507,7 +1507,8 @@ int main(int argc, char **argv)
 	O.n = 1000;
 	O.window = 16;
 	O.seed = 42;
-	for (a = 1; a < argc; a++) {
+	/* Every option takes a value: step over both. */
+	for (a = 1; a < argc; a += 2) {
 		const char *arg = argv[a], *val = a + 1 < argc ? argv[a + 1] : NULL;
 
 		if (!strcmp(arg, "--shm-name") && val)
@@ -1524,7 +1525,6 @@ int main(int argc, char **argv)
 			O.seed = v;
 		else
 			return usage();
-		a++;
 	}
 	if ((rc = rdmem_open(O.shm, &H))) {
 		fprintf(stderr, "rdmem_scenarios: %s: %s\n", O.shm ? O.shm : "/rdmem",

@@ -166,6 +166,20 @@ static int open_session(struct sess *s, const struct opts *o, uint32_t i)
 	return -ETIMEDOUT;
 }
 
+/* Closes sessions [0, n), the last possibly half open, and frees the table. */
+static void close_sessions(struct sess *ss, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!ss[i].l)
+			continue;
+		rdmem_fab_dereg(ss[i].l->conn, &ss[i].src);
+		rdmem_link_close(ss[i].l);
+	}
+	free(ss);
+}
+
 /* Fills the session's free slots with GETs, unless the server asked to hold. */
 static void refill(struct sess *s, uint64_t now)
 {
@@ -290,7 +304,9 @@ int main(int argc, char **argv)
 		int ret = open_session(&ss[i], &o, i);
 
 		if (ret < 0) {
+			/* A refusal is an expected outcome (admission tests): leave cleanly. */
 			fprintf(stderr, "scale_bench: session %u: %s\n", i, strerror(-ret));
+			close_sessions(ss, i + 1);
 			return 1;
 		}
 		reach += ss[i].l->w.req_ring.len + ss[i].l->w.req_payload.len +
@@ -307,10 +323,6 @@ int main(int argc, char **argv)
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
 	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
 	       (unsigned long long)yields, (unsigned long long)wrong, (unsigned long long)errors);
-	for (i = 0; i < o.n; i++) {
-		rdmem_fab_dereg(ss[i].l->conn, &ss[i].src);
-		rdmem_link_close(ss[i].l);
-	}
-	free(ss);
+	close_sessions(ss, o.n);
 	return wrong || errors ? 1 : 0;
 }

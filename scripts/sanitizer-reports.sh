@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# sanitizer-reports.sh DIR - the verdict of a sanitizer run (make asan / make
+# tsan): every process of it (tests, and the servers and agents they start,
+# whose stderr the tests may not show) writes its reports to DIR/<tool>.<pid>
+# (log_path). Prints them and exits 1 if there is any, else one ok line.
+set -u
+dir=$1
+reports=$(find "$dir" -type f 2>/dev/null | sort)
+if [ -z "$reports" ]; then
+	echo "ok - no sanitizer report from any process ($dir)"
+	exit 0
+fi
+echo "not ok - sanitizer reports from $(echo "$reports" | wc -l) processes:"
+for f in $reports; do
+	echo "# ---- $f"
+	grep -E 'WARNING|ERROR|SUMMARY|runtime error|^ +#[0-9] ' "$f" | head -30 | sed 's/^/#   /'
+done
+exit 1
