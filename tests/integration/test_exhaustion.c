@@ -134,7 +134,7 @@ static void test_too_many_clients(void)
 	struct e2e e;
 	rdmem_t *other, *third;
 	int st;
-	pid_t pid;
+	pid_t pid, pid3;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
 	snprintf(e.clients, sizeof(e.clients), "2");
@@ -154,9 +154,10 @@ static void test_too_many_clients(void)
 	}
 	proc_sleep_ms(100);
 	/* The third process (this one holds the first entry) is refused. */
-	if (fork() == 0)
+	pid3 = fork();
+	if (pid3 == 0)
 		_exit(rdmem_open(e.shm, &third) == -EUSERS ? 0 : 1);
-	CHECK_EQ(wait(&st) > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
+	CHECK_EQ(waitpid(pid3, &st, 0) == pid3 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
 	CHECK_EQ(rdmem_ping(e.h, NULL), 0);
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
