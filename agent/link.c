@@ -2,9 +2,13 @@
 #include "agent/link.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "rdmem/util.h"
 
@@ -37,16 +41,52 @@ int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uin
 	return 0;
 }
 
-static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+/* The agent region: response ring + data (resp), then staging, control page
+ * snapshot and RECLAIM buffers (local). */
+static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
-	uint64_t resp = rdmem_link_page_up((uint64_t)l->slots * (RDMEM_DESC_SIZE + l->resp_bytes));
-	uint64_t stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
+	uint64_t resp = rdmem_link_page_up((uint64_t)slots * (RDMEM_DESC_SIZE + resp_bytes));
+	uint64_t stage = rdmem_link_page_up((uint64_t)slots * RDMEM_DESC_SIZE);
 	uint64_t reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
 			   sizeof(struct rdmem_objref);
-	uint64_t local = stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+
+	if (resp_out)
+		*resp_out = resp;
+	return resp + stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+}
+
+/* CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations (the kernel's rule). */
+static int rdmem_link_can_lock_any(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return 0;
+	return !!(d[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
+}
+
+int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
+{
+	struct rlimit rl;
+
+	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) + cfg->fd_len;
+	*limit = 0;
+	if (cfg->fabric != RDMEM_FAB_VERBS || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	*limit = rl.rlim_cur;
+	return *need > *limit && !rdmem_link_can_lock_any();
+}
+
+static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+{
+	uint64_t resp, local, stage;
 	int ret;
 
-	l->region_len = resp + local;
+	l->region_len = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp);
+	local = l->region_len - resp;
+	stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
 	l->region = rdmem_fab_alloc(l->conn, l->region_len);
 	if (!l->region)
 		return -ENOMEM;
@@ -101,6 +141,9 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		return -EPROTO;
 	}
 	l->w = peer.w;
+	l->max_reads = rdmem_fab_max_reads(l->conn);
+	if (cfg->max_reads && cfg->max_reads < l->max_reads)
+		l->max_reads = cfg->max_reads;
 	l->slots = peer.w.ring_slots;
 	l->slot_bytes = peer.w.slot_bytes;
 	return 0;
@@ -113,7 +156,8 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
 				       .max_recv_wr = cfg->ring_slots,
 				       .max_inline = 64,
-				       .signal_every = 64 };
+				       .signal_every = 64,
+				       .src_addr = cfg->source };
 	struct rdmem_link *l = calloc(1, sizeof(*l));
 	int ret;
 

@@ -36,6 +36,8 @@ static void rdmem_agent_usage(FILE *f)
 		"  -s, --server HOST          rdmem-server address (required)\n"
 		"  -p, --port N               server RDMA port (default %u)\n"
 		"      --tcp-port N           server TCP port (default: port + 1)\n"
+	    "      --source ADDR          local address to dial RDMA from (verbs: picks the\n"
+	    "                             RDMA device; default: routing decides)\n"
 		"      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
 		"                             device, else shm for a server on this host, else tcp)\n"
 		"      --shm-name NAME        front-door segment (default /rdmem)\n"
@@ -52,6 +54,8 @@ static void rdmem_agent_usage(FILE *f)
 		"      --ring-slots N         request/response ring slots (default %u)\n"
 		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
 		"      --connect-timeout MS   connect timeout (default 2000)\n"
+	    "      --max-reads N          RDMA READs in flight per link (default and upper\n"
+	    "                             bound: the depth the connection agreed)\n"
 		"      --busy-poll            never sleep when idle (dedicated cores)\n"
 		"      --simulate-rdma-down   fault injection: RDMA unavailable\n"
 		"      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
@@ -109,12 +113,16 @@ enum {
 	OPT_TCP_PORT = 256, OPT_FABRIC, OPT_SHM_NAME, OPT_SHM_RESET, OPT_SHM_GROUP, OPT_CLIENTS,
 	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
 	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
+	OPT_SOURCE,
+	OPT_MAX_READS,
 };
 
 static const struct option rdmem_agent_longopts[] = {
 	{ "server", required_argument, NULL, 's' },
 	{ "port", required_argument, NULL, 'p' },
 	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
+	{ "source", required_argument, NULL, OPT_SOURCE },
+	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
 	{ "shm-name", required_argument, NULL, OPT_SHM_NAME },
 	{ "shm-reset", no_argument, NULL, OPT_SHM_RESET },
@@ -159,6 +167,7 @@ static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *ar
 		{ OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, &cfg->path.error_threshold },
 		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
 		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
+		{ OPT_MAX_READS, "--max-reads", 1, 255, &cfg->max_reads },
 		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
 		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
 		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },
@@ -204,6 +213,9 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case 's': o->cfg.server = arg; return 0;
 	case OPT_FABRIC: o->fabric = arg; return 0;
 	case OPT_SHM_NAME: o->fd.shm_name = arg; return 0;
+	case OPT_SOURCE:
+		o->cfg.source = arg;
+		return 0;
 	case OPT_SHM_RESET: o->fd.reset = 1; return 0;
 	case OPT_SHM_GROUP: return rdmem_agent_group(arg, &o->fd.group);
 	case OPT_BUSY: o->cfg.busy_poll = o->fd.busy_poll = 1; return 0;

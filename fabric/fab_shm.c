@@ -955,6 +955,14 @@ static void shmfab_ack(struct rdmem_conn *conn)
 	}
 }
 
+/* Copies have no depth limit; report what an RC NIC typically agrees on, so
+ * callers run the same READ accounting here as over verbs. */
+static uint32_t shmfab_max_reads(struct rdmem_conn *conn)
+{
+	(void)conn;
+	return SHMFAB_MAX_READS;
+}
+
 static uint32_t shmfab_max_inline(struct rdmem_conn *conn)
 {
 	(void)conn;
@@ -984,6 +992,7 @@ const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.event_fd = shmfab_event_fd,
 	.check = shmfab_check,
 	.max_inline = shmfab_max_inline,
+	.max_reads = shmfab_max_reads,
 	.peer = shmfab_peer,
 	.close = shmfab_close,
 };

@@ -81,7 +81,7 @@ struct rdmem_verbs_conn {
 	uint64_t sq_head; /* oldest WR not known complete */
 	uint64_t sq_tail; /* next post sequence */
 	uint32_t sq_depth, rq_depth, max_send, max_recv, signal_every, unsignaled;
-	uint32_t rq_posted, max_inline, max_sge, max_sge_rd, max_msg;
+	uint32_t rq_posted, max_inline, max_sge, max_sge_rd, max_msg, max_reads;
 	uint8_t resp_res, init_depth;
 	unsigned cq_unacked, flushed;
 	int connected, established, broken, disc_sent;
@@ -379,6 +379,34 @@ static int rdmem_verbs_alloc_arrays(struct rdmem_verbs_conn *c)
 		rdmem_err("verbs: out of memory for the queues of %s", c->peer);
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * The READ depth the connection really got: rdma_cm programs the QP's
+ * max_rd_atomic from the initiator depth we offered and the responder
+ * resources the peer granted (the lower wins; rxe rounds up to a power of
+ * two). Zero would leave every READ waiting forever on rxe and fail it on
+ * a NIC, so it fails the connection instead.
+ */
+static int rdmem_verbs_learn_reads(struct rdmem_verbs_conn *c)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
+	int rc = ibv_query_qp(c->id->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC, &init);
+
+	if (rc) {
+		rdmem_err("verbs: ibv_query_qp(max_rd_atomic) for %s: %s", c->peer, strerror(rc));
+		return -rc;
+	}
+	c->max_reads = qa.max_rd_atomic;
+	if (c->max_reads == 0) {
+		rdmem_err("verbs: %s: the connection allows no RDMA READ in flight (we offered "
+			  "initiator depth %u, responder resources %u)",
+			  c->peer, c->init_depth, c->resp_res);
+		return -EPROTO;
+	}
+	rdmem_debug("verbs: %s: up to %u RDMA READs in flight", c->peer, c->max_reads);
 	return 0;
 }
 
@@ -783,7 +811,7 @@ static int rdmem_verbs_accept(struct rdmem_conn *conn, const void *priv, size_t 
 		return -e;
 	}
 	c->connected = 1; /* rdma_accept moved the QP to RTS */
-	return 0;
+	return rdmem_verbs_learn_reads(c);
 }
 
 static void rdmem_verbs_reject(struct rdmem_conn *conn, const void *priv, size_t len)
@@ -969,6 +997,8 @@ static int rdmem_verbs_connect_event(struct rdmem_verbs_conn *c, const struct rd
 					     "accept", c->peer);
 
 		c->connected = c->established = 1;
+		if (rc == 0)
+			rc = rdmem_verbs_learn_reads(c);
 		if (rc)
 			rdmem_verbs_break(c);
 		return rc ? rc : 1;
@@ -1026,7 +1056,10 @@ static int rdmem_verbs_connect(struct rdmem_conn *conn, const void *priv, size_t
 	} while (rc == 0);
 	if (rc < 0)
 		return rc;
-	rdmem_info("verbs: connected to %s via %s", c->peer, rdmem_verbs_dev(c));
+	rdmem_info("verbs: connected to %s via %s: send queue %u (signal every %u), receive "
+		   "queue %u, inline %u B, %u SGEs, %u READs in flight",
+		   c->peer, rdmem_verbs_dev(c), c->sq_depth, c->signal_every, c->rq_depth,
+		   c->max_inline, c->max_sge, c->max_reads);
 	return 0;
 }
 
@@ -1413,6 +1446,11 @@ static void rdmem_verbs_ack(struct rdmem_conn *conn)
 		rdmem_err("verbs: ibv_get_cq_event for %s: %s", c->peer, strerror(errno));
 }
 
+static uint32_t rdmem_verbs_max_reads(struct rdmem_conn *conn)
+{
+	return rdmem_verbs_conn_of(conn)->max_reads;
+}
+
 static uint32_t rdmem_verbs_max_inline(struct rdmem_conn *conn)
 {
 	return rdmem_verbs_conn_of(conn)->max_inline;
@@ -1446,6 +1484,7 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.event_fd = rdmem_verbs_event_fd,
 	.check = rdmem_verbs_check,
 	.max_inline = rdmem_verbs_max_inline,
+	.max_reads = rdmem_verbs_max_reads,
 	.peer = rdmem_verbs_peer,
 	.close = rdmem_verbs_close,
 };

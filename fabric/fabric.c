@@ -156,6 +156,11 @@ int rdmem_fab_check(struct rdmem_conn *c)
 	return c->ops->check(c);
 }
 
+uint32_t rdmem_fab_max_reads(struct rdmem_conn *c)
+{
+	return c->ops->max_reads(c);
+}
+
 uint32_t rdmem_fab_max_inline(struct rdmem_conn *c)
 {
 	return c->ops->max_inline(c);
