@@ -26,7 +26,7 @@
 
 #define T_TIMEOUT_MS 10000
 #define T_CYCLES     100
-#define T_FD_BYTES   (8u << 20) /* stands in for the front-door segment */
+#define T_FD_BYTES   (4u << 20) /* stands in for the front-door segment */
 
 static struct proc server;
 static unsigned port;
@@ -98,6 +98,9 @@ static void rdma_resources(char *out, size_t cap)
 	n = fread(out, 1, cap - 1, f);
 	out[n] = '\0';
 	pclose(f);
+	for (size_t i = 0; i < n; i++) /* one line, for a '#' comment */
+		if (out[i] == '\n')
+			out[i] = i + 1 < n ? '|' : '\n';
 }
 
 /* One EAGER PING through the link's rings: the QP really carries traffic. */
@@ -200,8 +203,10 @@ int main(int argc, char **argv_main)
 {
 	char bin[512], port_s[16], tcp_s[16], ready[64];
 	const char *fab = argc > 1 ? argv_main[1] : "shm", *env;
-	char *argv[] = { bin,	       "-b",  (char *)addr, "-p",	 port_s,
-			 "--tcp-port", tcp_s, "--fabric",   (char *)fab, NULL };
+	/* A small session (64 slots, 16 slabs): resources are counted, not bytes. */
+	char *argv[] = { bin,	"-b",	    (char *)addr, "-p",		  port_s, "--tcp-port",
+			 tcp_s, "--fabric", (char *)fab,  "--ring-slots", "64",	  "--objpool-slabs",
+			 "16",	NULL };
 
 	rdmem_log_init("test_link_cycles", 0);
 	if (rdmem_fab_kind_parse(fab, &fabric) < 0) {
