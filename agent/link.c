@@ -13,6 +13,11 @@
 #include "rdmem/util.h"
 
 #define RDMEM_PAGE 4096u
+/* Send WRs a ring slot may have outstanding: request payload, descriptor and
+ * state (3), and a LAZY READ; the spare covers control-page READs. RECLAIMs
+ * take a slot of their own. */
+#define RDMEM_LINK_WRS_PER_SLOT 4u
+#define RDMEM_LINK_WR_SPARE	64u
 
 static uint64_t rdmem_link_page_up(uint64_t n)
 {
@@ -149,11 +154,32 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	return 0;
 }
 
+/* A device may grant smaller queues than asked: then the link uses fewer
+ * ring slots, so that every slot's WRs (RDMEM_LINK_WRS_PER_SLOT) and reply
+ * receive fit by construction and a post never finds the queue full. */
+static void rdmem_link_fit_queues(struct rdmem_link *l)
+{
+	uint32_t max_send, max_recv, fit;
+
+	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
+	fit = max_send > RDMEM_LINK_WR_SPARE
+		  ? (max_send - RDMEM_LINK_WR_SPARE) / RDMEM_LINK_WRS_PER_SLOT
+		  : 0;
+	fit = RDMEM_MIN(fit, max_recv);
+	if (fit >= l->slots)
+		return;
+	rdmem_warn("rdma: %s gives a send queue of %u and a receive queue of %u: %u ring slots "
+		   "instead of %u",
+		   rdmem_fab_peer(l->conn), max_send, max_recv, RDMEM_MAX(fit, 1u), l->slots);
+	l->slots = RDMEM_MAX(fit, 1u);
+}
+
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out)
 {
 	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
 	 * for control-page reads and RECLAIMs. */
-	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
+	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
+						      RDMEM_LINK_WR_SPARE,
 				       .max_recv_wr = cfg->ring_slots,
 				       .max_inline = 64,
 				       .signal_every = 64,
@@ -165,8 +191,10 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 		return -ENOMEM;
 	l->slots = cfg->ring_slots;
 	l->resp_bytes = cfg->resp_bytes;
-	ret = rdmem_fab_resolve(cfg->fabric, cfg->host, cfg->port, &attr, cfg->timeout_ms,
-				&l->conn);
+	ret =
+	    rdmem_fab_resolve(cfg->fabric, cfg->host, cfg->port, &attr, cfg->timeout_ms, &l->conn);
+	if (ret == 0)
+		rdmem_link_fit_queues(l);
 	if (ret == 0)
 		ret = rdmem_link_regions(l, cfg);
 	/* One receive per response slot: replies never find the queue empty. */

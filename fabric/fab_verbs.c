@@ -276,10 +276,12 @@ static int rdmem_verbs_size(struct rdmem_verbs_conn *c, const struct rdmem_fab_a
 			    const struct ibv_device_attr *dev)
 {
 	uint32_t want_send = attr && attr->max_send_wr ? attr->max_send_wr : RDMEM_VERBS_DEF_SEND;
-	uint32_t qp_wr = (uint32_t)dev->max_qp_wr;
+	uint32_t qp_wr = (uint32_t)dev->max_qp_wr, want_recv;
+	uint64_t cqe = dev->max_cqe > 0 ? (uint64_t)dev->max_cqe : 0;
 
 	c->max_send = want_send;
 	c->max_recv = attr && attr->max_recv_wr ? attr->max_recv_wr : RDMEM_VERBS_DEF_RECV;
+	want_recv = c->max_recv;
 	c->signal_every = attr && attr->signal_every ? attr->signal_every : RDMEM_VERBS_DEF_SIGNAL;
 	c->signal_every = RDMEM_MIN(c->signal_every, c->max_send);
 	if (qp_wr < 2 || c->signal_every >= qp_wr)
@@ -288,16 +290,27 @@ static int rdmem_verbs_size(struct rdmem_verbs_conn *c, const struct rdmem_fab_a
 		c->max_send = qp_wr - c->signal_every;
 	if (c->max_recv > qp_wr)
 		c->max_recv = qp_wr;
-	if (c->max_send != want_send)
-		rdmem_warn("verbs: %s allows %u WRs per QP: max_send_wr %u clamped to %u",
-			   rdmem_verbs_dev(c), qp_wr, want_send, c->max_send);
+	/* One CQ holds both queues: shrink them in proportion until it can.
+	 * Callers size their protocol to rdmem_fab_queue_caps(). */
+	if ((uint64_t)c->max_send + c->signal_every + c->max_recv > cqe) {
+		uint64_t room = cqe > c->signal_every ? cqe - c->signal_every : 0;
+		uint64_t send = room * c->max_send / ((uint64_t)c->max_send + c->max_recv);
+
+		if (send < 1 || room - send < 1) {
+			rdmem_err("verbs: %s CQs hold %d entries: too few for any queue",
+				  rdmem_verbs_dev(c), dev->max_cqe);
+			return -EINVAL;
+		}
+		c->max_send = (uint32_t)send;
+		c->max_recv = (uint32_t)(room - send);
+	}
+	if (c->max_send != want_send || c->max_recv != want_recv)
+		rdmem_warn("verbs: %s allows %u WRs per QP and %d CQ entries: send queue %u -> %u, "
+			   "receive queue %u -> %u",
+			   rdmem_verbs_dev(c), qp_wr, dev->max_cqe, want_send, c->max_send,
+			   want_recv, c->max_recv);
 	c->sq_depth = c->max_send + c->signal_every;
 	c->rq_depth = c->max_recv;
-	if ((uint64_t)c->sq_depth + c->rq_depth > (uint64_t)dev->max_cqe) {
-		rdmem_err("verbs: %s CQs hold %d entries; %u send + %u receive WRs do not fit",
-			  rdmem_verbs_dev(c), dev->max_cqe, c->sq_depth, c->rq_depth);
-		return -EINVAL;
-	}
 	c->max_sge = (uint32_t)RDMEM_MIN(RDMEM_FAB_MAX_SGE, dev->max_sge);
 	c->max_sge_rd =
 	    (uint32_t)RDMEM_MIN((int)c->max_sge, dev->max_sge_rd ? dev->max_sge_rd : dev->max_sge);
@@ -1451,6 +1464,12 @@ static uint32_t rdmem_verbs_max_reads(struct rdmem_conn *conn)
 	return rdmem_verbs_conn_of(conn)->max_reads;
 }
 
+static void rdmem_verbs_queue_caps(struct rdmem_conn *conn, uint32_t *max_send, uint32_t *max_recv)
+{
+	*max_send = rdmem_verbs_conn_of(conn)->max_send;
+	*max_recv = rdmem_verbs_conn_of(conn)->max_recv;
+}
+
 static uint32_t rdmem_verbs_max_inline(struct rdmem_conn *conn)
 {
 	return rdmem_verbs_conn_of(conn)->max_inline;
@@ -1485,6 +1504,7 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.check = rdmem_verbs_check,
 	.max_inline = rdmem_verbs_max_inline,
 	.max_reads = rdmem_verbs_max_reads,
+	.queue_caps = rdmem_verbs_queue_caps,
 	.peer = rdmem_verbs_peer,
 	.close = rdmem_verbs_close,
 };

@@ -11,6 +11,12 @@
 #include "rdmem/layout.h"
 #include "server/service.h"
 
+/* Send WRs a ring slot's reply may have outstanding (payload, descriptor,
+ * state), and spare room; the listener asks the fabric for this much and a
+ * session serves only as many slots as the granted queues hold. */
+#define RDMEM_SESSION_WRS_PER_SLOT 3u
+#define RDMEM_SESSION_WR_SPARE	   64u
+
 struct rdmem_rdma_config {
 	enum rdmem_fab_kind fabric;
 	const char *addr;

@@ -4,7 +4,8 @@
  * rdmem-server. Afterwards this process holds exactly the file descriptors it
  * held after the first cycle, the server counts 0 sessions, and on verbs the
  * kernel's RDMA resource counts (`rdma resource show`: QPs, CQs, MRs, PDs,
- * cm_ids) are back where they were: nothing leaks on either side.
+ * cm_ids) are back where they were: nothing leaks on either side. Also: a
+ * link asking for more ring slots than the granted queues hold uses fewer.
  *
  *   test_link_cycles [shm|verbs]   (default shm; env RDMEM_TEST_ADDR and
  *   RDMEM_TEST_SOURCE as for the other end-to-end tests)
@@ -132,17 +133,48 @@ static int link_ping(struct rdmem_link *l)
 	return -1;
 }
 
-static int cycle(int *sessions_seen)
+static struct rdmem_link_config link_config(uint32_t slots)
 {
 	struct rdmem_link_config cfg = { .fabric = fabric,
 					 .host = addr,
 					 .port = (uint16_t)port,
-					 .ring_slots = 64,
+					 .ring_slots = slots,
 					 .resp_bytes = 16384,
 					 .fd_base = fd_seg,
 					 .fd_len = T_FD_BYTES,
 					 .timeout_ms = T_TIMEOUT_MS,
 					 .source = source };
+
+	return cfg;
+}
+
+/* Asking for the most ring slots (4096 x 4 send WRs + spare) is more than
+ * the shm fabric grants (16384 WRs, as a device clamps to its max_qp_wr):
+ * the link then uses only the slots whose WRs fit, the server's welcome
+ * agrees, and calls work. On rxe (2^20 WRs) nothing is clamped. */
+static void test_queue_fit(void)
+{
+	struct rdmem_link_config cfg = link_config(RDMEM_MAX_RING_SLOTS);
+	struct rdmem_link *l = NULL;
+	uint32_t max_send, max_recv, fit;
+
+	REQUIRE(rdmem_link_open(&cfg, &l) == 0);
+	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
+	fit = (max_send - 64) / 4 < max_recv ? (max_send - 64) / 4 : max_recv;
+	printf("# asked %u slots: send queue %u, receive queue %u granted, %u slots used\n",
+	       RDMEM_MAX_RING_SLOTS, max_send, max_recv, l->slots);
+	CHECK_EQ(l->slots, fit < RDMEM_MAX_RING_SLOTS ? fit : RDMEM_MAX_RING_SLOTS);
+	CHECK_EQ(l->w.ring_slots, l->slots);
+	if (fabric == RDMEM_FAB_SHM)
+		CHECK(l->slots < RDMEM_MAX_RING_SLOTS); /* the clamp really happened */
+	CHECK_EQ(link_ping(l), 0);
+	rdmem_link_close(l);
+	CHECK_EQ(sessions_become(0), 0);
+}
+
+static int cycle(int *sessions_seen)
+{
+	struct rdmem_link_config cfg = link_config(64);
 	struct rdmem_link *l = NULL;
 	int ret;
 
@@ -203,9 +235,11 @@ int main(int argc, char **argv_main)
 {
 	char bin[512], port_s[16], tcp_s[16], ready[64];
 	const char *fab = argc > 1 ? argv_main[1] : "shm", *env;
-	/* A small session (64 slots, 16 slabs): resources are counted, not bytes. */
+	/* Sessions as large as the server allows (4096 slots) for the queue-fit
+	 * case; the cycles ask for 64 slots and 16 slabs: resources are counted,
+	 * not bytes. */
 	char *argv[] = { bin,	"-b",	    (char *)addr, "-p",		  port_s, "--tcp-port",
-			 tcp_s, "--fabric", (char *)fab,  "--ring-slots", "64",	  "--objpool-slabs",
+			 tcp_s, "--fabric", (char *)fab,  "--ring-slots", "4096", "--objpool-slabs",
 			 "16",	NULL };
 
 	rdmem_log_init("test_link_cycles", 0);
@@ -234,6 +268,7 @@ int main(int argc, char **argv_main)
 		return 1;
 	}
 	RUN(test_100_cycles_leak_nothing);
+	RUN(test_queue_fit);
 	CHECK_EQ(proc_stop(&server, SIGTERM, T_TIMEOUT_MS), 0);
 	munmap(fd_seg, T_FD_BYTES);
 	return check_done();
