@@ -15,14 +15,17 @@
 #                  test_agent_paths (dummy, and veth with the agent on rxe_c via
 #                  --source), test_rdma_server, test_agent_clients,
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
-#                  test_agent_rdma_loss (RDMA listener gone; veth: network cut
-#                  by netem), memlock (agent under a low `ulimit -l`)
+#                  test_agent_rdma_loss (the server's RDMA listener gone, on
+#                  rxe0 and across the veth), memlock (agent under a low
+#                  `ulimit -l`)
 #
 # Usage inside the VM: bash scripts/rxe-suite.sh [CHECK...]   (default: all)
-# Env: RDMEM_RXE_PROG_TIMEOUT (seconds per program, default 300).
+# Env: RDMEM_RXE_PROG_TIMEOUT (seconds per program, default 900: generous,
+# for a host whose 2 cores are shared; the slowest, test_agent_clients, takes
+# ~75 s on a quiet host and ~300 s under a load average of 10).
 set -u
 BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
-T=${RDMEM_RXE_PROG_TIMEOUT:-300}
+T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
  rdma_loss_dummy rdma_loss_veth memlock"
@@ -123,8 +126,17 @@ run_test() { # NAME ENV... -- PROGRAM ARGS...
 	shift
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
+	touch "/tmp/rxe-$name.start"
 	env "${envs[@]}" timeout -k 5 "$T" "$@" >"/tmp/rxe-$name.out" 2>"/tmp/rxe-$name.err"
 	rc=$?
+	# On failure, the tail of every server/agent log the program wrote.
+	if [ "$rc" != 0 ]; then
+		find /tmp -maxdepth 1 -name 'rdmem-test-*.log' -newer "/tmp/rxe-$name.start" |
+			while read -r f; do
+				echo "#   $name: --- $f"
+				tail -n 40 "$f" | sed "s/^/#   $name: | /"
+			done
+	fi
 	relabel "$name" <"/tmp/rxe-$name.out"
 	# info lines stay in the file; warnings, errors and failed checks are shown
 	grep -v ': info: ' "/tmp/rxe-$name.err" | sed "s/^/#   $name: /"
@@ -177,16 +189,14 @@ check_rdma_loss_dummy() {
 	run_test rdma_loss_dummy $(dummy_env) -- "$BIN/tests/test_agent_rdma_loss" verbs
 }
 
-# Also the network under RDMA cut: netem drops every packet leaving veth1 (the
-# agent's rxe_c); TCP between the two addresses goes over lo and is untouched.
+# The same across the veth (agent on rxe_c). The network-cut case of the test
+# is not run here: on rxe in Linux 6.1 a black-holed path (tc netem loss at
+# the sender, or a drop filter at the receiver) never completes the sender's
+# WRs with a retry-exceeded error (none within 60 s, with a 268 ms ACK timeout
+# set), so there is no QP failure to fall back from; calls in flight time out.
+# It runs where RDMEM_TEST_CUT/RDMEM_TEST_HEAL are given (real NICs).
 check_rdma_loss_veth() {
-	# full path: the tests' system() runs busybox sh, whose own tc applet wins
-	local tc
-	tc=$(type -P tc)
-	run_test rdma_loss_veth $(veth_env) \
-		"RDMEM_TEST_CUT=$tc qdisc add dev veth1 root netem loss 100%" \
-		"RDMEM_TEST_HEAL=$tc qdisc del dev veth1 root" \
-		-- "$BIN/tests/test_agent_rdma_loss" verbs
+	run_test rdma_loss_veth $(veth_env) -- "$BIN/tests/test_agent_rdma_loss" verbs
 }
 
 json_path() { # JSON KEY SUBKEY: the number at "KEY":{..."SUBKEY":N
@@ -252,7 +262,7 @@ check_memlock() {
 leftovers() {
 	local p f
 	p=$(for f in /proc/[0-9]*/cmdline; do
-		tr '\0' ' ' <"$f" 2>/dev/null | grep -E '^[^ ]*(rdmem-(server|agent)|tests/(test_|fabric_check))' |
+		{ tr '\0' ' ' <"$f"; } 2>/dev/null | grep -E '^[^ ]*(rdmem-(server|agent)|tests/(test_|fabric_check))' |
 			sed "s|^|${f//[^0-9]/} |"
 	done)
 	[ -z "$p" ] || { echo "not ok - $1: left processes running:"; sed 's/^/#   /' <<<"$p"; }

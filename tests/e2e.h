@@ -82,11 +82,12 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 	argv[n] = NULL;
 	if (proc_start(p, name, (char *const *)argv, "ready:", E2E_READY_MS) < 0)
 		return -1;
-	/* The RDMA link comes up in the background; give it its moment. */
+	/* The RDMA link comes up in the background; give it its moment (up to
+	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial). */
 	if (strcmp(e->fabric, "tcp") != 0) {
 		int i;
 
-		for (i = 0; i < 500 && !proc_log_has(p, "rdma: session"); i++)
+		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++)
 			proc_sleep_ms(10);
 	}
 	return 0;

@@ -7,11 +7,12 @@
  * Cases:
  *   the server comes back without its RDMA listener (--fabric none): the
  *     agent's link is gone and cannot be redialled;
- *   the network under RDMA is cut (env RDMEM_TEST_CUT, a shell command;
- *     RDMEM_TEST_HEAL undoes it): the QP stops getting acknowledgements and
- *     fails when its retries run out. The Soft-RoCE VM suite sets these to
- *     drop every packet leaving the agent's rxe netdev; TCP does not cross it.
- *     Without them the case is skipped (no network under the shm fabric).
+ *   the network under RDMA is cut (env RDMEM_TEST_CUT, a shell command that
+ *     black-holes the RDMA path but not TCP; RDMEM_TEST_HEAL undoes it): the
+ *     QP stops getting acknowledgements and fails when its retries run out.
+ *     Without them the case is skipped: the shm fabric has no network, and
+ *     rxe in Linux 6.1 never reports retries exhausted on a black-holed path
+ *     (see scripts/rxe-suite.sh), so this case is for real NICs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -115,7 +116,12 @@ static void test_network_cut(void)
 	/* The first calls may wait for the QP to give up (retries exhausted);
 	 * the agent then retries them on TCP: they succeed all the same. */
 	t0 = rdmem_now_ns();
-	CHECK_EQ(auto_calls("cut", 1), 0);
+	if (auto_calls("cut", 1) != 0) {
+		/* Later steps would only wait out more deadlines: heal and stop. */
+		CHECK(0);
+		CHECK_EQ(system(heal), 0);
+		return;
+	}
 	printf("# first AUTO put+get after the cut took %.0f ms (QP retries running out); "
 	       "functional figure\n",
 	       (rdmem_now_ns() - t0) / 1e6);
@@ -143,8 +149,9 @@ int main(int argc, char **argv)
 	if (getenv("RDMEM_TEST_CUT") && getenv("RDMEM_TEST_HEAL"))
 		RUN(test_network_cut);
 	else
-		check_skip("test_network_cut", "no network under this fabric to cut (the Soft-RoCE "
-					       "VM suite sets RDMEM_TEST_CUT and RDMEM_TEST_HEAL)");
+		check_skip("test_network_cut",
+			   "RDMEM_TEST_CUT and RDMEM_TEST_HEAL not set (commands "
+			   "that black-hole the RDMA path and undo it)");
 	e2e_fini(&e);
 	return check_done();
 }
