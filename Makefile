@@ -7,7 +7,7 @@ OPT	?= -O2
 CFLAGS	?= $(OPT) -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
 CPPFLAGS += -Iinclude -I. -Itests
-LDLIBS	+= -lrdmacm -libverbs -luring -lrt -pthread
+LDLIBS	+= -lrdmacm -libverbs -luring -lsodium -lrt -pthread
 
 FABRIC_SRCS := $(wildcard fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
@@ -28,7 +28,9 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan format format-check clean demo test-rxe
+.PHONY: all test unit bench asan tsan format format-check clean demo test-rxe install uninstall
+# Keep objects: they are not throw-away intermediates.
+.SECONDARY:
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
 
 $(B)/obj/%.o: %.c
@@ -61,6 +63,9 @@ $(B)/tests/%: $(B)/obj/tests/tools/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
+# The scenario driver's zipfian generator needs libm.
+$(B)/tests/rdmem_scenarios: LDLIBS += -lm
+
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh))
@@ -82,6 +87,48 @@ asan:
 
 tsan:
 	$(MAKE) B=build/tsan CC=clang CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread" test
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the three programs, the
+# client header (as <rdmem.h>, with the headers it includes, under
+# include/rdmem-1 so "shm/" and "rdmem/" do not land in include/), rdmem.pc,
+# man pages and systemd units.
+PREFIX	   ?= /usr/local
+BINDIR	   ?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
+LIBDIR	   ?= $(PREFIX)/lib
+MANDIR	   ?= $(PREFIX)/share/man
+UNITDIR	   ?= $(LIBDIR)/systemd/system
+RDMEM_VERSION := 0.1.0
+CLIENT_HDRS := include/rdmem/wire.h include/rdmem/blob.h include/rdmem/content.h \
+	       include/rdmem/idle.h include/rdmem/util.h shm/segment.h shm/ring.h shm/futex.h
+IHDIR = $(DESTDIR)$(INCLUDEDIR)/rdmem-1
+
+install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem
+	install -d $(DESTDIR)$(BINDIR) $(IHDIR)/rdmem $(IHDIR)/shm $(IHDIR)/libclient \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR)
+	install -m 0755 $^ $(DESTDIR)$(BINDIR)/
+	install -m 0644 libclient/rdmem.h $(IHDIR)/rdmem.h
+	install -m 0644 $(filter include/rdmem/%,$(CLIENT_HDRS)) $(IHDIR)/rdmem/
+	install -m 0644 $(filter shm/%,$(CLIENT_HDRS)) $(IHDIR)/shm/
+	@# The in-tree name too, so sources written against the repository build as they are.
+	printf '/* libclient/rdmem.h: the in-tree name of <rdmem.h>. */\n#include "../rdmem.h"\n' \
+		>$(IHDIR)/libclient/rdmem.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(RDMEM_VERSION)|' libclient/rdmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/rdmem.pc
+	install -m 0644 man/rdmem.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/rdmem-agent.8 man/rdmem-server.8 $(DESTDIR)$(MANDIR)/man8/
+	for u in rdmem-agent rdmem-server; do \
+		sed 's|@BINDIR@|$(BINDIR)|g' systemd/$$u.service.in >$(DESTDIR)$(UNITDIR)/$$u.service && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service || exit 1; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/rdmem-server $(DESTDIR)$(BINDIR)/rdmem-agent $(DESTDIR)$(BINDIR)/rdmem
+	rm -rf $(IHDIR)
+	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/rdmem.pc $(DESTDIR)$(MANDIR)/man1/rdmem.1 \
+		$(DESTDIR)$(MANDIR)/man8/rdmem-agent.8 $(DESTDIR)$(MANDIR)/man8/rdmem-server.8 \
+		$(DESTDIR)$(UNITDIR)/rdmem-agent.service $(DESTDIR)$(UNITDIR)/rdmem-server.service
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -9,6 +9,9 @@
  */
 #include "agent/frontdoor.h"
 
+/* How much earlier than its client the agent gives a call up. */
+#define RDMEM_AGENT_DEADLINE_MARGIN_NS 20000000ull
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -312,6 +315,12 @@ static struct rdmem_agent_call *rdmem_frontdoor_fill_call(struct rdmem_frontdoor
 	/* A past deadline stays (the call expires); none or too far is capped. */
 	if (!deadline || (deadline > now && deadline - now > RDMEM_SHM_MAX_TIMEOUT_NS))
 		deadline = now + RDMEM_SHM_MAX_TIMEOUT_NS;
+	/*
+	 * The agent gives up a little before the client does, so the client
+	 * hears why (-EHOSTUNREACH: no server) instead of a bare -ETIMEDOUT.
+	 */
+	if (deadline > now && deadline - now > 2 * RDMEM_AGENT_DEADLINE_MARGIN_NS)
+		deadline -= RDMEM_AGENT_DEADLINE_MARGIN_NS;
 	call->deadline_ns = deadline;
 	call->client = (uint16_t)c;
 	call->slot = (uint16_t)s;

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rdmem/util.h"
@@ -44,6 +46,16 @@ int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uin
 	    !rdmem_remote_ok(&w->objpool, 0))
 		return -EPROTO;
 	return 0;
+}
+
+/* Our clock in the high half (the server refuses stale ones), random below. */
+static uint64_t rdmem_link_nonce(void)
+{
+	uint32_t r;
+
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint32_t)rdmem_now_ns();
+	return (uint64_t)time(NULL) << 32 | r;
 }
 
 /* The agent region: response ring + data (resp), then staging, control page
@@ -127,8 +139,10 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	h.resp_bytes = l->resp_bytes;
 	h.resp = (struct rdmem_remote){ (uintptr_t)l->mr_resp.addr, l->mr_resp.rkey,
 					(uint32_t)l->mr_resp.len };
-	if (getrandom(&h.nonce, sizeof(h.nonce), 0) != sizeof(h.nonce))
-		h.nonce = rdmem_now_ns();
+	h.nonce = rdmem_link_nonce();
+	if (cfg->auth)
+		rdmem_auth_mac(cfg->auth, "agent", &h, offsetof(struct rdmem_xchg_hello, proof),
+			       NULL, 0, h.proof, sizeof(h.proof));
 	memset(&peer, 0, sizeof(peer));
 	ret = rdmem_fab_connect(l->conn, &h, sizeof(h), &peer, &len, cfg->timeout_ms);
 	if (ret == -ECONNREFUSED && len >= sizeof(peer.r) && peer.r.magic == RDMEM_XCHG_MAGIC) {
@@ -144,6 +158,14 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		rdmem_err("server %s:%u: malformed session parameters (%zu bytes)", cfg->host,
 			  cfg->port, len);
 		return -EPROTO;
+	}
+	/* Mutual authentication: a server without the secret is not ours. */
+	if (cfg->auth && rdmem_auth_verify(cfg->auth, "server", &h.nonce, sizeof(h.nonce), &peer.w,
+					   offsetof(struct rdmem_xchg_welcome, proof),
+					   peer.w.proof, sizeof(peer.w.proof)) < 0) {
+		rdmem_err("server %s:%u did not prove the shared secret: refusing it", cfg->host,
+			  cfg->port);
+		return -EACCES;
 	}
 	l->w = peer.w;
 	l->max_reads = rdmem_fab_max_reads(l->conn);
@@ -165,7 +187,9 @@ static void rdmem_link_fit_queues(struct rdmem_link *l)
 	fit = max_send > RDMEM_LINK_WR_SPARE
 		  ? (max_send - RDMEM_LINK_WR_SPARE) / RDMEM_LINK_WRS_PER_SLOT
 		  : 0;
-	fit = RDMEM_MIN(fit, max_recv);
+	/* slots + RDMEM_LINK_RECV_BATCH receives stay posted */
+	fit =
+	    RDMEM_MIN(fit, max_recv > RDMEM_LINK_RECV_BATCH ? max_recv - RDMEM_LINK_RECV_BATCH : 0);
 	if (fit >= l->slots)
 		return;
 	rdmem_warn("rdma: %s gives a send queue of %u and a receive queue of %u: %u ring slots "
@@ -180,10 +204,10 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	 * for control-page reads and RECLAIMs. */
 	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
 						      RDMEM_LINK_WR_SPARE,
-				       .max_recv_wr = cfg->ring_slots,
+				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,
 				       .max_inline = 64,
 				       .signal_every = 64,
-				       .src_addr = cfg->source };
+				       .src_addr = cfg->src_addr };
 	struct rdmem_link *l = calloc(1, sizeof(*l));
 	int ret;
 
@@ -197,9 +221,9 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 		rdmem_link_fit_queues(l);
 	if (ret == 0)
 		ret = rdmem_link_regions(l, cfg);
-	/* One receive per response slot: replies never find the queue empty. */
+	/* One receive per response slot, plus the batch that may be owed. */
 	if (ret == 0)
-		ret = rdmem_fab_post_recv(l->conn, (int)l->slots);
+		ret = rdmem_fab_post_recv(l->conn, (int)(l->slots + RDMEM_LINK_RECV_BATCH));
 	if (ret == 0)
 		ret = rdmem_link_handshake(l, cfg);
 	if (ret < 0) {

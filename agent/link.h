@@ -17,6 +17,7 @@
 
 #define RDMEM_LINK_RECLAIM_BUFS 8
 #define RDMEM_LINK_RECLAIM_REFS 32 /* object refs per RECLAIM message */
+#define RDMEM_LINK_RECV_BATCH	32 /* receives reposted at a time */
 
 struct rdmem_link_config {
 	enum rdmem_fab_kind fabric;
@@ -27,8 +28,9 @@ struct rdmem_link_config {
 	void *fd_base; /* front-door segment, for zero-copy */
 	size_t fd_len;
 	int timeout_ms;
-	const char *source; /* local address to dial from (verbs: picks the device), or NULL */
-	uint32_t max_reads; /* cap on READs in flight; 0: what the connection agreed */
+	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
+	struct rdmem_auth *auth; /* --secret-file; NULL: none */
+	uint32_t max_reads;	 /* cap on READs in flight; 0: what the connection agreed */
 };
 
 struct rdmem_link {

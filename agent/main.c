@@ -14,9 +14,12 @@
 #include <sys/socket.h>
 
 #include "agent/frontdoor.h"
+#include "agent/metrics.h"
 #include "agent/path.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
+#include "fabric/metrics_http.h"
+#include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
@@ -25,7 +28,10 @@ struct rdmem_agent_opts {
 	struct rdmem_agent_config cfg;
 	struct rdmem_frontdoor_config fd;
 	const char *fabric; /* NULL: choose */
+	const char *secret_file;
 	uint32_t port, tcp_port, connect_timeout_ms;
+	uint32_t metrics_port; /* 0: no /metrics endpoint */
+	const char *metrics_bind;
 	int verbose;
 };
 
@@ -36,8 +42,6 @@ static void rdmem_agent_usage(FILE *f)
 		"  -s, --server HOST          rdmem-server address (required)\n"
 		"  -p, --port N               server RDMA port (default %u)\n"
 		"      --tcp-port N           server TCP port (default: port + 1)\n"
-	    "      --source ADDR          local address to dial RDMA from (verbs: picks the\n"
-	    "                             RDMA device; default: routing decides)\n"
 		"      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
 		"                             device, else shm for a server on this host, else tcp)\n"
 		"      --shm-name NAME        front-door segment (default /rdmem)\n"
@@ -54,13 +58,18 @@ static void rdmem_agent_usage(FILE *f)
 		"      --ring-slots N         request/response ring slots (default %u)\n"
 		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
 		"      --connect-timeout MS   connect timeout (default 2000)\n"
-	    "      --max-reads N          RDMA READs in flight per link (default and upper\n"
-	    "                             bound: the depth the connection agreed)\n"
+		"      --max-reads N          RDMA READs in flight per link (default and upper\n"
+		"                             bound: the depth the connection agreed)\n"
 		"      --busy-poll            never sleep when idle (dedicated cores)\n"
+		"      --secret-file PATH     prove this shared secret to the server, and check\n"
+		"                             that the server knows it too (mode 0600 file)\n"
+		"      --source ADDR          local address to dial RDMA from (picks the device)\n"
 		"      --simulate-rdma-down   fault injection: RDMA unavailable\n"
 		"      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
 		"      --simulate-server-pressure ring|objpool\n"
 		"      --simulate-rdma-errors N       start with N RDMA errors counted\n"
+		"      --metrics-port N       serve Prometheus /metrics on port N (default off)\n"
+		"      --metrics-bind ADDR    address of /metrics (default 127.0.0.1)\n"
 		"  -v, --verbose              debug logging\n"
 		"  -h, --help\n",
 		RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS);
@@ -113,16 +122,14 @@ enum {
 	OPT_TCP_PORT = 256, OPT_FABRIC, OPT_SHM_NAME, OPT_SHM_RESET, OPT_SHM_GROUP, OPT_CLIENTS,
 	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
 	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
-	OPT_SOURCE,
-	OPT_MAX_READS,
+	OPT_METRICS_PORT, OPT_METRICS_BIND,
+	OPT_SECRET, OPT_SOURCE, OPT_MAX_READS,
 };
 
 static const struct option rdmem_agent_longopts[] = {
 	{ "server", required_argument, NULL, 's' },
 	{ "port", required_argument, NULL, 'p' },
 	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
-	{ "source", required_argument, NULL, OPT_SOURCE },
-	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
 	{ "shm-name", required_argument, NULL, OPT_SHM_NAME },
 	{ "shm-reset", no_argument, NULL, OPT_SHM_RESET },
@@ -142,6 +149,11 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "simulate-rdma-op-fail", required_argument, NULL, OPT_SIM_FAIL },
 	{ "simulate-server-pressure", required_argument, NULL, OPT_SIM_PRESSURE },
 	{ "simulate-rdma-errors", required_argument, NULL, OPT_SIM_ERRORS },
+	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
+	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
+	{ "secret-file", required_argument, NULL, OPT_SECRET },
+	{ "source", required_argument, NULL, OPT_SOURCE },
+	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -171,6 +183,7 @@ static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *ar
 		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
 		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
 		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },
+		{ OPT_METRICS_PORT, "--metrics-port", 1, 65535, &o->metrics_port },
 	};
 	uint64_t v;
 	size_t i;
@@ -213,13 +226,20 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case 's': o->cfg.server = arg; return 0;
 	case OPT_FABRIC: o->fabric = arg; return 0;
 	case OPT_SHM_NAME: o->fd.shm_name = arg; return 0;
-	case OPT_SOURCE:
-		o->cfg.source = arg;
-		return 0;
 	case OPT_SHM_RESET: o->fd.reset = 1; return 0;
 	case OPT_SHM_GROUP: return rdmem_agent_group(arg, &o->fd.group);
 	case OPT_BUSY: o->cfg.busy_poll = o->fd.busy_poll = 1; return 0;
 	case OPT_SIM_DOWN: o->cfg.sim.rdma_down = 1; return 0;
+	case OPT_METRICS_BIND:
+		if (rdmem_metrics_bind_ok(arg) == 0) {
+			o->metrics_bind = arg;
+			return 0;
+		}
+		fprintf(stderr, "rdmem-agent: --metrics-bind: '%s' is not a numeric IPv4 or IPv6 "
+				"address\n", arg);
+		return -EINVAL;
+	case OPT_SECRET: o->secret_file = arg; return 0;
+	case OPT_SOURCE: o->cfg.source = arg; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case OPT_FORCE:
 		if (rdmem_path_parse(arg, &o->cfg.path.force) == 0)
@@ -290,28 +310,44 @@ struct rdmem_agent {
 	struct rdmem_frontdoor *fd;
 	struct rdmem_tcp_actor *tcp;
 	struct rdmem_agent_session *session;
+	struct rdmem_agent_metrics_src msrc;
+	struct rdmem_metrics_http *metrics;
 };
 
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
 	struct rdmem_tcp_actor_config tc = { o->cfg.server, o->cfg.tcp_port, o->cfg.clients,
 					     o->cfg.slots, o->cfg.connect_timeout_ms,
-					     o->cfg.busy_poll };
+					     o->cfg.busy_poll, NULL };
 	int ret;
 
+	if (o->secret_file && (ret = rdmem_auth_load(o->secret_file, &o->cfg.auth)) < 0)
+		return ret;
+	tc.auth = o->cfg.auth;
 	if ((ret = rdmem_frontdoor_create(&o->fd, &a->fd)) < 0)
 		return ret;
 	if ((ret = rdmem_tcp_actor_start(&tc, a->fd, &a->tcp)) < 0)
 		return ret;
 	if ((ret = rdmem_agent_session_start(&o->cfg, a->fd, a->tcp, &a->session)) < 0)
 		return ret;
-	return rdmem_frontdoor_start(a->fd, rdmem_agent_session_submit, a->session);
+	if ((ret = rdmem_frontdoor_start(a->fd, rdmem_agent_session_submit, a->session)) < 0)
+		return ret;
+	if (o->metrics_port) {
+		struct rdmem_metrics_http_config mc = { o->metrics_bind, (uint16_t)o->metrics_port,
+							rdmem_agent_metrics_render, &a->msrc };
+
+		a->msrc = (struct rdmem_agent_metrics_src){ a->fd, a->tcp, a->session,
+							    o->cfg.fabric };
+		ret = rdmem_metrics_http_start(&mc, &a->metrics);
+	}
+	return ret;
 }
 
 /* Front door first (no new calls), then the actors that still hold calls,
  * then the segment itself, so every call in flight is answered. */
 static void rdmem_agent_stop(struct rdmem_agent *a)
 {
+	rdmem_metrics_http_stop(a->metrics); /* it reads the actors' counters */
 	if (a->fd)
 		rdmem_frontdoor_stop(a->fd);
 	rdmem_agent_session_stop(a->session);
@@ -361,5 +397,6 @@ int main(int argc, char **argv)
 		rdmem_err("start failed: %s", strerror(-ret));
 	}
 	rdmem_agent_stop(&a);
+	rdmem_auth_free(o.cfg.auth);
 	return ret == 0 ? 0 : 1;
 }

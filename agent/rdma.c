@@ -11,7 +11,6 @@
 
 #define RDMEM_RDMA_CTRL_NS	  10000000ull /* read the control page at least this often */
 #define RDMEM_RDMA_CTRL_CALLS	  64	      /* ... and every this many calls */
-#define RDMEM_RDMA_RECV_BATCH	  32
 #define RDMEM_RDMA_RECLAIM_QUEUE  1024
 #define RDMEM_RDMA_POST_RETRIES	  1000
 
@@ -58,6 +57,7 @@ struct rdmem_rdma {
 	uint32_t *read_q;
 	uint32_t read_head, read_n;
 	uint64_t ctrl_at;
+	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
 };
@@ -192,6 +192,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 
 	if (span > r->l->slots || call->req.val_len > r->l->w.max_value)
 		return -E2BIG;
+	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns)
+		return -EBUSY;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -429,6 +431,11 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 		return 0;
 	}
 	r->st.replies++;
+	/* Connection grouping: our group's slice ends; hold new requests a while. */
+	if (d.flags & RDMEM_F_YIELD) {
+		r->hold_until_ns = rdmem_now_ns() + (uint64_t)d.hint * 1000;
+		r->st.yields++;
+	}
 	switch (s->owner) {
 	case RDMEM_OWN_RECLAIM:
 		rdmem_rdma_reclaim_reply(r, i, &d);
@@ -535,7 +542,8 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
 	for (i = 0; i < n; i++)
 		if ((ret = rdmem_rdma_completion(r, &wc[i])) < 0)
 			return ret;
-	if (r->recv_owed >= RDMEM_RDMA_RECV_BATCH) {
+	/* Batched: the link posted slots + batch, so a reply always finds one. */
+	if (r->recv_owed >= RDMEM_LINK_RECV_BATCH) {
 		if ((ret = rdmem_fab_post_recv(r->l->conn, (int)r->recv_owed)) < 0)
 			return ret;
 		r->recv_owed = 0;
@@ -639,6 +647,11 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	out->inflight = r->inflight_slots;
 	out->reads_max = r->l->max_reads;
 	out->slots = r->l->slots;
+}
+
+uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r)
+{
+	return r->hold_until_ns;
 }
 
 uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r)

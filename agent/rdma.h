@@ -40,6 +40,7 @@ struct rdmem_rdma_stats {
 	uint64_t read_waits; /* LAZY READs that waited for the READ depth or send queue */
 	uint32_t reads_peak; /* most READs in flight at once */
 	uint32_t reads_max;  /* the READ depth: agreed by the connection, capped by config */
+	uint64_t yields; /* replies telling us our group's slice is ending */
 	uint32_t inflight;
 	uint32_t slots;
 };
@@ -51,7 +52,8 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
 
 /*
  * Posts the call on path (EAGER, LAZY or BULK). 0: on its way; -EAGAIN: no
- * free run of slots now (retry after replies); -E2BIG: can never fit;
+ * free run of slots now (retry after replies); -EBUSY: the server asked us to
+ * hold new calls a moment (connection grouping); -E2BIG: can never fit;
  * other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
@@ -66,5 +68,7 @@ int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns);
 void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *out);
 uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r);
+/* When the current hold ends (CLOCK_MONOTONIC ns; 0 or past: none). */
+uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r);
 
 #endif

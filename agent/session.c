@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "agent/link.h"
+#include "agent/metrics.h"
 #include "agent/queue.h"
 #include "agent/rdma.h"
 #include "agent/stats.h"
@@ -50,6 +51,8 @@ struct rdmem_agent_session {
 	int have_ctrl;
 	uint64_t last_error_ns, expire_at, check_at;
 	struct rdmem_agent_counters cnt;
+	struct rdmem_call_metrics cm; /* per op and path, for /metrics */
+	struct rdmem_agent_gauges gauges;
 
 	atomic_int stop;
 	pthread_t thread;
@@ -57,13 +60,34 @@ struct rdmem_agent_session {
 
 /* ---- completing calls ------------------------------------------------------ */
 
+static int rdmem_agent_session_auto(const struct rdmem_agent_session *s,
+				    const struct rdmem_agent_call *call);
+
+/* Ops that only read: a retry elsewhere cannot change the server's state twice. */
+static int rdmem_agent_read_only(uint16_t op)
+{
+	return op == RDMEM_OP_KV_GET || op == RDMEM_OP_KV_MGET || op == RDMEM_OP_PROFILE ||
+	       op == RDMEM_OP_LARGE_GET || op == RDMEM_OP_ECHO || op == RDMEM_OP_PING;
+}
+
 static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,
 				     const struct rdmem_agent_reply *rep, uint8_t path)
 {
 	struct rdmem_agent_session *s = ctx;
 
+	/* The server had no room to place the reply (object pool full): AUTO
+	 * takes the TCP path instead of surfacing the pressure. */
+	if (rep->status == RDMEM_S_BUSY && path != RDMEM_PATH_TCP && !call->tries &&
+	    rdmem_agent_session_auto(s, call) && rdmem_agent_read_only(call->req.op)) {
+		rdmem_agent_count(&s->cnt.fallbacks, 1);
+		call->path = RDMEM_PATH_TCP;
+		call->tries++;
+		rdmem_tcp_actor_submit(s->tcp, call);
+		return;
+	}
 	call->path = path;
 	rdmem_agent_count_done(&s->cnt, path, rep->status);
+	rdmem_call_metrics_done(&s->cm, call, path, rep->status);
 	rdmem_frontdoor_complete(s->fd, call, rep);
 }
 
@@ -214,7 +238,8 @@ static void *rdmem_agent_connector(void *arg)
 					.ring_slots = s->cfg.ring_slots,
 					.resp_bytes = s->cfg.resp_bytes,
 					.timeout_ms = s->cfg.connect_timeout_ms,
-					.source = s->cfg.source,
+					.src_addr = s->cfg.source,
+					.auth = s->cfg.auth,
 					.max_reads = s->cfg.max_reads };
 	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
 	struct rdmem_link *l;
@@ -290,7 +315,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		return 0;
 	}
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
-	if (ret == 0 || ret == -EAGAIN)
+	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
 	if (ret == -E2BIG) {
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
@@ -310,7 +335,13 @@ static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdme
 		rdmem_tcp_actor_submit(s->tcp, call);
 		return;
 	}
-	if (rdmem_agent_session_post(s, call) == -EAGAIN) {
+	switch (rdmem_agent_session_post(s, call)) {
+	case 0:
+		return;
+	case -EBUSY: /* the server holds our group for a moment: wait for it */
+		rdmem_agent_session_pend(s, call);
+		return;
+	default:
 		/* No room in the ring: AUTO takes TCP rather than wait. */
 		if (rdmem_agent_session_auto(s, call) && s->rdma) {
 			rdmem_agent_count(&s->cnt.fallbacks, 1);
@@ -329,8 +360,9 @@ static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 
 	while (s->pending_head) {
 		struct rdmem_agent_call *call = s->pending_head;
+		int ret = rdmem_agent_session_post(s, call);
 
-		if (rdmem_agent_session_post(s, call) == -EAGAIN)
+		if (ret == -EAGAIN || ret == -EBUSY)
 			break;
 		s->pending_head = call->next;
 		if (!s->pending_head)
@@ -512,6 +544,20 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 	return n;
 }
 
+/* Sleep no longer than until the first pending call's deadline. */
+static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
+{
+	uint64_t now = rdmem_now_ns(), first = now + RDMEM_SESSION_BLOCK_MS * 1000000ull;
+	const struct rdmem_agent_call *call;
+
+	for (call = s->pending_head; call; call = call->next)
+		first = RDMEM_MIN(first, call->deadline_ns);
+	/* Calls held for the server's grouping go out when the hold ends. */
+	if (s->pending_head && s->rdma && rdmem_rdma_hold_until(s->rdma) > now)
+		first = RDMEM_MIN(first, rdmem_rdma_hold_until(s->rdma));
+	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
 static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 {
 	struct pollfd pfd[3] = { { s->in.efd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 } };
@@ -528,13 +574,24 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
 		nfd = 3;
 	}
-	if (poll(pfd, (nfds_t)nfd, RDMEM_SESSION_BLOCK_MS) < 0 && errno != EINTR)
+	if (poll(pfd, (nfds_t)nfd, rdmem_agent_session_block_ms(s)) < 0 && errno != EINTR)
 		rdmem_err("session actor poll: %s", strerror(errno));
 	if (s->rdma && pfd[1].revents)
 		rdmem_fab_ack(s->link->conn);
 	if (s->rdma && pfd[2].revents)
 		s->check_at = 0; /* look at the link on the next round */
 	rdmem_queue_woke(&s->in);
+}
+
+/* RDMA state is the actor's own: other threads see it through these gauges. */
+static void rdmem_agent_session_publish(struct rdmem_agent_session *s)
+{
+	struct rdmem_rdma_stats st;
+
+	if (s->rdma)
+		rdmem_rdma_get_stats(s->rdma, &st);
+	rdmem_agent_gauges_publish(&s->gauges, s->rdma ? &st : NULL, s->have_ctrl ? &s->ctrl : NULL,
+				   s->pst.rdma_errors);
 }
 
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
@@ -550,6 +607,8 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
 	rdmem_agent_session_expire(s, rdmem_now_ns());
+	if (work)
+		rdmem_agent_session_publish(s);
 	return work;
 }
 
@@ -577,6 +636,14 @@ void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 
 	if (rdmem_queue_push(&s->in, call) < 0)
 		rdmem_err("session queue sized wrong: call dropped");
+}
+
+void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
+				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges)
+{
+	*cnt = &s->cnt;
+	*calls = &s->cm;
+	*gauges = &s->gauges;
 }
 
 int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,

@@ -27,7 +27,6 @@ struct rdmem_simulate {
 
 struct rdmem_agent_config {
 	const char *server;
-	const char *source; /* local address the RDMA link dials from; NULL: routing decides */
 	uint16_t port;	    /* RDMA */
 	uint16_t tcp_port;  /* TCP fallback */
 	int fabric;	    /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
@@ -38,6 +37,8 @@ struct rdmem_agent_config {
 	uint32_t clients, slots; /* front-door geometry */
 	int connect_timeout_ms;
 	int busy_poll;
+	const char *source;	 /* --source: local address to dial RDMA from */
+	struct rdmem_auth *auth; /* --secret-file; NULL: none */
 	struct rdmem_simulate sim;
 };
 
@@ -48,5 +49,12 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 void rdmem_agent_session_stop(struct rdmem_agent_session *s);
 /* The front door's submit callback: hands a call to the session actor. */
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call);
+
+struct rdmem_agent_counters;
+struct rdmem_call_metrics;
+struct rdmem_agent_gauges;
+/* The actor's counters for the /metrics thread: relaxed atomics, one writer. */
+void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
+				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges);
 
 #endif

@@ -84,19 +84,21 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 		     "timeouts %llu\n",
 		  U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
 		  U(s->tcp.unreachable), U(s->tcp.timeouts));
+	rdmem_out(
+	    o,
+	    "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
+	    "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
+	    "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, group yields "
+	    "%llu, READs in flight at most %u (peak %u, waited %llu)\n",
+	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
+	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
+	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
+	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
+	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
+	    s->rdma.reads_peak, U(s->rdma.read_waits));
 	rdmem_out(o,
-		  "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
-		  "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
-		  "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, READs "
-		  "in flight at most %u (peak %u, waited %llu)\n",
-		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
-		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
-		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
-		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), s->rdma.reads_max,
-		  s->rdma.reads_peak, U(s->rdma.read_waits));
-	rdmem_out(o, "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
-		     "%u, bytes out %llu in %llu\n",
+		  "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
+		  "%u, bytes out %llu in %llu\n",
 		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
 		  s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
 	rdmem_out(o, "frontdoor: clients %u, calls %llu, local pings %llu, bad entries %llu, "
@@ -147,12 +149,13 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 		  "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
 		  "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
 		  "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
-		  "\"ctrl_torn\":%llu,\"reads_max\":%u,\"reads_peak\":%u,\"read_waits\":%llu},",
+		  "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
+		  "\"read_waits\":%llu},",
 		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), s->rdma.reads_max,
+		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
 		  s->rdma.reads_peak, U(s->rdma.read_waits));
 	rdmem_out(o,
 		  "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/metrics.h"
 #include "agent/queue.h"
 #include "fabric/tcp_client.h"
 #include "rdmem/idle.h"
@@ -37,6 +38,7 @@ struct rdmem_tcp_actor {
 	atomic_int stop;
 	pthread_t thread;
 	struct rdmem_tcp_counters c;
+	struct rdmem_call_metrics cm;
 };
 
 static void rdmem_tcp_count(atomic_uint_fast64_t *c, uint64_t n)
@@ -63,6 +65,7 @@ static void rdmem_tcp_complete(struct rdmem_tcp_actor *a, struct rdmem_agent_cal
 		rdmem_tcp_count(&a->c.bytes_in, rep->val_len);
 	}
 	rdmem_tcp_count(status == RDMEM_S_OK ? &a->c.ok : &a->c.failed, 1);
+	rdmem_call_metrics_done(&a->cm, call, RDMEM_PATH_TCP, status);
 	call->path = RDMEM_PATH_TCP;
 	rdmem_frontdoor_complete(a->fd, call, &r);
 }
@@ -125,6 +128,9 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 		return;
 	ret = rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms,
 				       &a->cli);
+	if (ret == 0 && a->cfg.auth &&
+	    (ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms)) < 0)
+		rdmem_tcp_client_close(a->cli);
 	if (ret < 0) {
 		a->cli = NULL;
 		a->backoff_ns = a->backoff_ns ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
@@ -250,16 +256,30 @@ static void rdmem_tcp_publish_gauges(struct rdmem_tcp_actor *a)
 	atomic_store_explicit(&a->c.waiting, a->nwaiting, memory_order_relaxed);
 }
 
+/* Until the first waiting call's deadline or the next redial, at most the block time. */
+static int rdmem_tcp_block_ms(const struct rdmem_tcp_actor *a)
+{
+	uint64_t now = rdmem_now_ns(), first = now + RDMEM_TCP_BLOCK_MS * 1000000ull;
+	const struct rdmem_agent_call *call;
+
+	for (call = a->wait_head; call; call = call->next)
+		first = RDMEM_MIN(first, call->deadline_ns);
+	if (!a->cli && a->nwaiting)
+		first = RDMEM_MIN(first, a->next_connect_ns);
+	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+}
+
 /* Nothing to do: sleep until a call arrives, a reply comes, or a timer is due. */
 static void rdmem_tcp_block(struct rdmem_tcp_actor *a)
 {
 	struct pollfd pfd = { a->in.efd, POLLIN, 0 };
+	int ms = rdmem_tcp_block_ms(a);
 
 	if (!rdmem_queue_prepare_sleep(&a->in))
 		return;
 	if (a->cli)
-		rdmem_tcp_progress(a, RDMEM_TCP_BLOCK_MS);
-	else if (poll(&pfd, 1, RDMEM_TCP_BLOCK_MS) < 0 && errno != EINTR)
+		rdmem_tcp_progress(a, ms);
+	else if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
 		rdmem_err("tcp actor poll: %s", strerror(errno));
 	rdmem_queue_woke(&a->in);
 }
@@ -366,4 +386,9 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);
 #undef RDMEM_LOAD
+}
+
+struct rdmem_call_metrics *rdmem_tcp_actor_call_metrics(struct rdmem_tcp_actor *a)
+{
+	return &a->cm;
 }

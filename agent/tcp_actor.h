@@ -22,6 +22,7 @@ struct rdmem_tcp_actor_config {
 	uint32_t clients, slots; /* front-door geometry: one TCP call per client slot */
 	int connect_timeout_ms;
 	int busy_poll;
+	struct rdmem_auth *auth; /* --secret-file: prove it first on every connection */
 };
 
 struct rdmem_tcp_actor_stats {
@@ -36,5 +37,7 @@ void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a);
 /* Hands a call over; called by the session actor only (single producer). */
 void rdmem_tcp_actor_submit(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call);
 void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor_stats *out);
+/* Per op and latency of the calls TCP finished, for /metrics (relaxed atomics). */
+struct rdmem_call_metrics *rdmem_tcp_actor_call_metrics(struct rdmem_tcp_actor *a);
 
 #endif

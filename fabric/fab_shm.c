@@ -305,19 +305,23 @@ int shmfab_peer_broke(struct shmfab_conn *c)
 
 /* ---- memory ---- */
 
-static void *shmfab_alloc(struct rdmem_conn *conn, size_t len)
+/* Shared allocations (rdmem_fab_alloc_shared): any connection may register them. */
+static pthread_mutex_t shmfab_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shmfab_alloc *shmfab_shared;
+
+/* A page-rounded memfd mapping; NULL (logged) on failure. */
+static struct shmfab_alloc *shmfab_alloc_map(size_t len, const char *whose)
 {
-	struct shmfab_conn *c = (struct shmfab_conn *)conn;
 	struct shmfab_alloc *a;
 	size_t size;
 
 	if (len == 0 || shmfab_round_page(len, &size)) {
-		rdmem_err("shm: alloc of %zu bytes for %s: bad size", len, c->name);
+		rdmem_err("shm: alloc of %zu bytes for %s: bad size", len, whose);
 		return NULL;
 	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
-		rdmem_err("shm: alloc of %zu bytes for %s: out of memory", len, c->name);
+		rdmem_err("shm: alloc of %zu bytes for %s: out of memory", len, whose);
 		return NULL;
 	}
 	if (shmfab_memfd("rdmem-shm-region", size, &a->fd)) {
@@ -326,12 +330,59 @@ static void *shmfab_alloc(struct rdmem_conn *conn, size_t len)
 	}
 	a->addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
 	if (a->addr == MAP_FAILED) {
-		rdmem_err("shm: mapping %zu bytes for %s: %s", size, c->name, strerror(errno));
+		rdmem_err("shm: mapping %zu bytes for %s: %s", size, whose, strerror(errno));
 		shmfab_closefd(a->fd);
 		free(a);
 		return NULL;
 	}
 	a->len = size;
+	return a;
+}
+
+static void *shmfab_alloc_shared(size_t len)
+{
+	struct shmfab_alloc *a = shmfab_alloc_map(len, "a shared pool");
+
+	if (!a)
+		return NULL;
+	pthread_mutex_lock(&shmfab_shared_lock);
+	a->next = shmfab_shared;
+	shmfab_shared = a;
+	pthread_mutex_unlock(&shmfab_shared_lock);
+	return a->addr;
+}
+
+static void shmfab_free_shared(void *p, size_t len)
+{
+	struct shmfab_alloc **pp, *a = NULL;
+
+	(void)len;
+	pthread_mutex_lock(&shmfab_shared_lock);
+	for (pp = &shmfab_shared; *pp; pp = &(*pp)->next) {
+		if ((*pp)->addr == p) {
+			a = *pp;
+			*pp = a->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&shmfab_shared_lock);
+	if (!a) {
+		rdmem_err("shm: free of %p: not a shared pool", p);
+		return;
+	}
+	/* Registrations hold their own fd: peers' mappings stay valid. */
+	shmfab_unmap(a->addr, a->len);
+	shmfab_closefd(a->fd);
+	free(a);
+}
+
+static void *shmfab_alloc(struct rdmem_conn *conn, size_t len)
+{
+	struct shmfab_conn *c = (struct shmfab_conn *)conn;
+	struct shmfab_alloc *a = shmfab_alloc_map(len, c->name);
+
+	if (!a)
+		return NULL;
 	pthread_mutex_lock(&c->lock);
 	a->next = c->allocs;
 	c->allocs = a;
@@ -364,15 +415,29 @@ static void shmfab_free(struct rdmem_conn *conn, void *p, size_t len)
 	free(a);
 }
 
-static struct shmfab_alloc *shmfab_alloc_of(struct shmfab_conn *c, uintptr_t addr, uint64_t len)
+static struct shmfab_alloc *shmfab_alloc_in(struct shmfab_alloc *list, uintptr_t addr,
+					     uint64_t len)
 {
-	for (struct shmfab_alloc *a = c->allocs; a; a = a->next) {
+	for (struct shmfab_alloc *a = list; a; a = a->next) {
 		uintptr_t base = (uintptr_t)a->addr;
 
 		if (addr >= base && addr - base <= a->len && len <= a->len - (addr - base))
 			return a;
 	}
 	return NULL;
+}
+
+/* The memfd mapping holding [addr, addr + len): the conn's own, or a shared pool. */
+static struct shmfab_alloc *shmfab_alloc_of(struct shmfab_conn *c, uintptr_t addr, uint64_t len)
+{
+	struct shmfab_alloc *a = shmfab_alloc_in(c->allocs, addr, len);
+
+	if (!a) {
+		pthread_mutex_lock(&shmfab_shared_lock);
+		a = shmfab_alloc_in(shmfab_shared, addr, len);
+		pthread_mutex_unlock(&shmfab_shared_lock);
+	}
+	return a;
 }
 
 /* The fd the peer gets: read-only regions go as a read-only file
@@ -992,6 +1057,8 @@ const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.connect = shmfab_connect,
 	.alloc = shmfab_alloc,
 	.free = shmfab_free,
+	.alloc_shared = shmfab_alloc_shared,
+	.free_shared = shmfab_free_shared,
 	.reg = shmfab_reg,
 	.dereg = shmfab_dereg,
 	.post = shmfab_post,

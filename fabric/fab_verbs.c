@@ -1108,6 +1108,28 @@ static void rdmem_verbs_free(struct rdmem_conn *conn, void *p, size_t len)
 			  rdmem_verbs_conn_of(conn)->peer, strerror(errno));
 }
 
+/* Any connection registers it in its own PD: plain page-aligned memory. */
+static void *rdmem_verbs_alloc_shared(size_t len)
+{
+	void *p;
+
+	if (len == 0)
+		return NULL;
+	p = mmap(NULL, rdmem_verbs_pages(len), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED) {
+		rdmem_err("verbs: allocating a shared pool of %zu bytes: %s", len, strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+static void rdmem_verbs_free_shared(void *p, size_t len)
+{
+	if (munmap(p, rdmem_verbs_pages(len)))
+		rdmem_err("verbs: freeing a shared pool of %zu bytes: %s", len, strerror(errno));
+}
+
 static void rdmem_verbs_reg_failed(struct rdmem_verbs_conn *c, uint64_t len, int e)
 {
 	struct rlimit rl;
@@ -1492,6 +1514,8 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.connect = rdmem_verbs_connect,
 	.alloc = rdmem_verbs_alloc,
 	.free = rdmem_verbs_free,
+	.alloc_shared = rdmem_verbs_alloc_shared,
+	.free_shared = rdmem_verbs_free_shared,
 	.reg = rdmem_verbs_reg,
 	.dereg = rdmem_verbs_dereg,
 	.post = rdmem_verbs_post,

@@ -104,6 +104,21 @@ void rdmem_fab_free(struct rdmem_conn *c, void *p, size_t len)
 		c->ops->free(c, p, len);
 }
 
+void *rdmem_fab_alloc_shared(enum rdmem_fab_kind kind, size_t len)
+{
+	const struct rdmem_fab_ops *ops = rdmem_fab_ops_of(kind);
+
+	return ops ? ops->alloc_shared(len) : NULL;
+}
+
+void rdmem_fab_free_shared(enum rdmem_fab_kind kind, void *p, size_t len)
+{
+	const struct rdmem_fab_ops *ops = rdmem_fab_ops_of(kind);
+
+	if (ops && p)
+		ops->free_shared(p, len);
+}
+
 int rdmem_fab_reg(struct rdmem_conn *c, void *addr, uint64_t len, unsigned access,
 		  struct rdmem_mr *out)
 {

@@ -21,6 +21,8 @@ struct rdmem_fab_ops {
 		       size_t *peer_len, int timeout_ms);
 	void *(*alloc)(struct rdmem_conn *c, size_t len);
 	void (*free)(struct rdmem_conn *c, void *p, size_t len);
+	void *(*alloc_shared)(size_t len);
+	void (*free_shared)(void *p, size_t len);
 	int (*reg)(struct rdmem_conn *c, void *addr, uint64_t len, unsigned access,
 		   struct rdmem_mr *out);
 	void (*dereg)(struct rdmem_conn *c, struct rdmem_mr *mr);

@@ -11,6 +11,8 @@
  */
 #include "fabric/tcp_client.h"
 
+#include "rdmem/auth.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -696,6 +698,27 @@ uint64_t rdmem_tcp_client_protocol_errors(struct rdmem_tcp_client *c)
 
 /* ---- connect and close ---------------------------------------------------- */
 
+/*
+ * A cut link or a vanished host sends no RST: without these the connection
+ * would look alive for the kernel's ~15 minutes of retransmissions. Unacked
+ * data for 3 s, or 3 unanswered probes after 5 s idle, end it, and the
+ * caller redials.
+ */
+static int tcp_client_dead_peer_timers(int fd)
+{
+	int one = 1, idle = 5, intvl = 1, cnt = 3;
+	unsigned user_timeout_ms = 3000;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+		       sizeof(user_timeout_ms)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0)
+		return -1;
+	return 0;
+}
+
 static int cli_connect_one(const struct addrinfo *ai, int timeout_ms)
 {
 	struct pollfd p;
@@ -728,7 +751,8 @@ static int cli_connect_one(const struct addrinfo *ai, int timeout_ms)
 	}
 	/* io_uring waits for a blocking socket by itself; O_NONBLOCK was for connect. */
 	if (fcntl(fd, F_SETFL, 0) < 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    tcp_client_dead_peer_timers(fd) < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -813,4 +837,36 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 	io_uring_queue_exit(&c->ring);
 	close(c->fd);
 	free(c);
+}
+
+int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms)
+{
+	struct rdmem_auth_tcp tok;
+	struct rdmem_tcp_call call;
+	uint8_t proof[RDMEM_AUTH_MAC];
+	int ret;
+
+	tok.nonce = rdmem_auth_nonce();
+	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
+		       sizeof(tok.mac));
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_AUTH;
+	call.req.path = RDMEM_PATH_TCP;
+	call.req.val_len = sizeof(tok);
+	call.val = &tok;
+	call.reply = proof;
+	call.reply_cap = sizeof(proof);
+	ret = rdmem_tcp_client_call(c, &call, timeout_ms);
+	if (ret < 0)
+		return ret;
+	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(proof) ||
+	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, proof,
+			      sizeof(proof)) < 0) {
+		rdmem_err("tcp: the server %s (status %s)",
+			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
+							 : "refused our proof of the shared secret",
+			  call.rep.status == RDMEM_S_OK ? "ok" : "denied");
+		return -EACCES;
+	}
+	return 0;
 }

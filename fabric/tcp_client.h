@@ -71,6 +71,12 @@ int rdmem_tcp_client_watch(struct rdmem_tcp_client *c, int fd);
  * torn otherwise).
  */
 int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int timeout_ms);
+/*
+ * Proves the shared secret (an AUTH call, include/rdmem/auth.h) and checks the
+ * server's proof in return: 0, or -EACCES when either side lacks the secret.
+ */
+struct rdmem_auth;
+int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms);
 /* Calls submitted and not yet handed back (withdrawn ones included until their reply). */
 int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c);
 /* Replies that broke the protocol (unknown req_id, bad header): each closed the connection. */

@@ -112,6 +112,8 @@ struct rdmem_rpc {
 	uint32_t timeout_ms; /* 0: the handle's default */
 	void *rbuf;	     /* reply value goes here; NULL: a malloc'd copy in rval */
 	uint32_t rcap;
+	uint8_t inplace; /* no rbuf: rval points into the call's slot, no copy at all;
+			  * the slot stays ours until rdmem_rpc_free() */
 	/* result: valid once rdmem_poll() returned 1 or rdmem_wait() returned */
 	int rc;		 /* 0 or -errno */
 	uint16_t status; /* wire status */
@@ -129,6 +131,7 @@ struct rdmem_rpc {
 	uint32_t seq_;
 	int state_;
 	int owns_rval_;
+	struct rdmem_att *held_; /* inplace: the attachment whose slot_ we still hold */
 	uint64_t start_ns_;
 	uint64_t deadline_ns_;
 };
@@ -218,8 +221,12 @@ static inline int rdmem__att_map(const char *name, struct rdmem_att *a)
 	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ENOENT ? -ECONNREFUSED : -errno;
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE) {
-		rc = st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE ? -EPROTO : -errno;
+	/* An agent creating the segment sizes it right after: wait for that. */
+	while ((rc = fstat(fd, &st)) == 0 && st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE &&
+	       rdmem_now_ns() < give_up)
+		usleep(1000);
+	if (rc < 0 || st.st_size < (off_t)RDMEM_SHM_HEADER_SIZE) {
+		rc = rc < 0 ? -errno : -ECONNREFUSED;
 		close(fd);
 		return rc;
 	}
@@ -433,6 +440,14 @@ static inline void rdmem_rpc_free(struct rdmem_rpc *c)
 {
 	if (c->owns_rval_)
 		free(c->rval);
+	if (c->held_) {
+		/* Relaxed: FREE publishes nothing to the agent; the slot is ours again. */
+		atomic_store_explicit(&rdmem__slot(c->held_, c->slot_)->state, RDMEM_SLOT_FREE,
+				      memory_order_relaxed);
+		rdmem__slot_release(c->held_, c->slot_);
+		rdmem__att_put(c->held_);
+		c->held_ = NULL;
+	}
 	c->rval = NULL;
 	c->owns_rval_ = 0;
 }
@@ -643,6 +658,14 @@ static inline void rdmem__finish(rdmem_t *h, struct rdmem_rpc *c)
 			else if (d.val_len)
 				memcpy(c->rbuf, payload + d.data_off, d.val_len);
 			c->rval = c->rbuf;
+		} else if (c->inplace && rc == 0) {
+			/* The reply stays where the agent (or the NIC) put it: no copy.
+			 * The slot and the mapping stay ours until rdmem_rpc_free(). */
+			c->rval = payload + d.data_off;
+			c->held_ = a;
+			atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+			rdmem__rpc_end(h, c, rc);
+			return;
 		} else if ((c->rval = malloc((size_t)d.val_len + 1)) != NULL) {
 			memcpy(c->rval, payload + d.data_off, d.val_len);
 			((uint8_t *)c->rval)[d.val_len] = 0;

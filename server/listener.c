@@ -1,9 +1,9 @@
 /* listener.c - the RDMA listener thread of rdmem-server.
  *
- * It takes connect requests, checks the agent's private data, refuses
- * clearly when the server is full, and opens a session (own fabric
- * resources and worker) for each agent. Sessions whose worker ended are
- * closed here, so one agent's failure frees only its own resources.
+ * It takes connect requests, checks the agent's private data (and proof),
+ * refuses clearly when the server is full, opens a session on a lease of the
+ * message pool and hands it to a worker. Workers close sessions whose agent
+ * left, and the lease goes back, so one agent's failure frees only its own.
  */
 #include "server/listener.h"
 
@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "rdmem/util.h"
+#include "server/pool.h"
+#include "server/worker.h"
 
 #define RDMEM_LISTENER_POLL_MS 100
 
@@ -24,7 +26,8 @@ struct rdmem_listener_thread {
 	const struct rdmem_rdma_config *cfg;
 	struct rdmem_service *svc;
 	struct rdmem_listener *l;
-	struct rdmem_session **sessions;
+	struct rdmem_pool *pool; /* NULL: each session takes a pool of its own */
+	struct rdmem_workers *workers;
 	uint32_t next_id;
 	int stop_efd;
 	pthread_t thread;
@@ -35,7 +38,7 @@ static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config 
 	/* Up to three WRs per reply (payload, descriptor, state) in flight per slot. */
 	struct rdmem_fab_attr a = { .max_send_wr = RDMEM_SESSION_WRS_PER_SLOT * cfg->ring_slots +
 						   RDMEM_SESSION_WR_SPARE,
-				    .max_recv_wr = cfg->ring_slots,
+				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,
 				    .max_inline = 64,
 				    .signal_every = 64 };
 
@@ -50,24 +53,39 @@ static void rdmem_listener_refuse(struct rdmem_conn *c, uint16_t status, const c
 	rdmem_fab_reject(c, &r, sizeof(r));
 }
 
-static int rdmem_listener_free_index(struct rdmem_listener_thread *lt)
+/* Returns 0 to go on, or the status the request is refused with. */
+static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
+				     const struct rdmem_xchg_hello *hello, size_t len)
 {
-	uint32_t i;
+	uint16_t st = rdmem_session_check_hello(hello, len, lt->cfg->auth);
 
-	for (i = 0; i < lt->cfg->max_sessions; i++)
-		if (!lt->sessions[i])
-			return (int)i;
-	return -1;
+	if (st == RDMEM_S_DENIED) {
+		rdmem_service_count_auth_failure(lt->svc);
+		rdmem_warn("connect request from %s: authentication failed: refused",
+			   rdmem_fab_peer(c));
+		rdmem_listener_refuse(c, st, "authentication failed");
+	} else if (st) {
+		rdmem_service_count_bad_input(lt->svc);
+		rdmem_warn("connect request from %s: bad session parameters (%zu bytes): refused",
+			   rdmem_fab_peer(c), len);
+		rdmem_listener_refuse(c, st, "bad session parameters");
+	} else if (rdmem_workers_sessions(lt->workers) >= lt->cfg->max_sessions) {
+		st = RDMEM_S_BUSY;
+		rdmem_warn("connect request from %s: %u sessions already (--max-sessions): refused",
+			   rdmem_fab_peer(c), lt->cfg->max_sessions);
+		rdmem_listener_refuse(c, st, "too many sessions");
+	}
+	return st;
 }
 
 static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 {
 	struct rdmem_fab_attr attr = rdmem_listener_attr(lt->cfg);
 	struct rdmem_xchg_hello hello;
+	struct rdmem_session *s;
 	struct rdmem_conn *c;
 	size_t len = sizeof(hello);
-	int ret, idx;
-	uint16_t st;
+	int ret;
 
 	memset(&hello, 0, sizeof(hello));
 	ret = rdmem_fab_get_request(lt->l, &attr, &c, &hello, &len);
@@ -76,34 +94,11 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 			rdmem_warn("connect request failed: %s", strerror(-ret));
 		return;
 	}
-	if ((st = rdmem_session_check_hello(&hello, len)) != RDMEM_S_OK) {
-		rdmem_service_count_bad_input(lt->svc);
-		rdmem_warn("connect request from %s: bad private data (%zu bytes): refused",
-			   rdmem_fab_peer(c), len);
-		rdmem_listener_refuse(c, st, "bad session parameters");
+	if (rdmem_listener_admit(lt, c, &hello, len))
 		return;
-	}
-	if ((idx = rdmem_listener_free_index(lt)) < 0) {
-		rdmem_warn("connect request from %s: %u sessions already: refused",
-			   rdmem_fab_peer(c), lt->cfg->max_sessions);
-		rdmem_listener_refuse(c, RDMEM_S_BUSY, "too many sessions");
-		return;
-	}
-	rdmem_session_open(lt->cfg, lt->svc, c, &hello, ++lt->next_id, &lt->sessions[idx]);
-}
-
-static void rdmem_listener_reap(struct rdmem_listener_thread *lt, int all)
-{
-	uint32_t i;
-
-	for (i = 0; i < lt->cfg->max_sessions; i++) {
-		struct rdmem_session *s = lt->sessions[i];
-
-		if (s && (all || rdmem_session_finished(s))) {
-			rdmem_session_close(s);
-			lt->sessions[i] = NULL;
-		}
-	}
+	/* On failure (e.g. no lease free) the session refused the request with a reason. */
+	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0)
+		rdmem_workers_add(lt->workers, s);
 }
 
 static void *rdmem_listener_main(void *arg)
@@ -123,19 +118,56 @@ static void *rdmem_listener_main(void *arg)
 			break;
 		if (pfd[0].revents)
 			rdmem_listener_take(lt);
-		rdmem_listener_reap(lt, 0);
 	}
-	rdmem_listener_reap(lt, 1);
 	return NULL;
+}
+
+/* STATS: the pool's leases, then each worker's groups and sessions. */
+static int rdmem_listener_stats(void *ctx, int json, char *buf, size_t cap)
+{
+	struct rdmem_listener_thread *lt = ctx;
+	uint32_t taken = lt->pool ? rdmem_pool_taken(lt->pool) : rdmem_workers_sessions(lt->workers);
+	uint32_t leases = lt->pool ? lt->pool->cfg.leases : lt->cfg->max_sessions;
+	unsigned long long lease_bytes = lt->pool ? lt->pool->lease_bytes : 0;
+	int n, m;
+
+	if (json)
+		n = snprintf(buf, cap, "{\"shared_pool\":%d,\"leases\":%u,\"leases_taken\":%u,"
+				       "\"lease_bytes\":%llu,\"workers\":",
+			     lt->pool != NULL, leases, taken, lease_bytes);
+	else
+		n = snprintf(buf, cap, "%s pool: %u of %u leases taken, %llu B each\n",
+			     lt->pool ? "shared" : "per-session", taken, leases, lease_bytes);
+	if (n < 0 || (size_t)n >= cap)
+		return -E2BIG;
+	m = rdmem_workers_format(lt->workers, json, buf + n, cap - (size_t)n);
+	if (m < 0 || (json && (size_t)(n + m + 1) >= cap))
+		return -E2BIG;
+	if (json) {
+		buf[n + m++] = '}';
+		buf[n + m] = '\0';
+	}
+	return n + m;
 }
 
 static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 {
 	rdmem_fab_listener_close(lt->l);
+	rdmem_workers_stop(lt->workers); /* closes every session: leases go back */
+	rdmem_pool_destroy(lt->pool);
 	if (lt->stop_efd >= 0)
 		close(lt->stop_efd);
-	free(lt->sessions);
 	free(lt);
+}
+
+static int rdmem_listener_pool(struct rdmem_listener_thread *lt)
+{
+	const struct rdmem_rdma_config *c = lt->cfg;
+	struct rdmem_pool_config pc = { c->fabric, c->max_sessions, c->ring_slots, c->slot_bytes,
+					c->stage_bytes,
+					{ c->objpool_slabs, c->max_value, c->object_ttl_ms } };
+
+	return c->shared_pool ? rdmem_pool_create(&pc, &lt->pool) : 0;
 }
 
 int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
@@ -149,12 +181,11 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 	lt->cfg = cfg;
 	lt->svc = svc;
 	lt->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	lt->sessions = calloc(cfg->max_sessions, sizeof(*lt->sessions));
-	if (lt->stop_efd < 0 || !lt->sessions) {
-		rdmem_listener_free(lt);
-		return -ENOMEM;
-	}
-	ret = rdmem_fab_listen(cfg->fabric, cfg->addr, cfg->port, &lt->l);
+	ret = lt->stop_efd < 0 ? -errno : rdmem_listener_pool(lt);
+	if (ret == 0)
+		ret = rdmem_workers_start(cfg, &lt->workers);
+	if (ret == 0)
+		ret = rdmem_fab_listen(cfg->fabric, cfg->addr, cfg->port, &lt->l);
 	if (ret == 0)
 		ret = -pthread_create(&lt->thread, NULL, rdmem_listener_main, lt);
 	if (ret < 0) {
@@ -163,7 +194,11 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 		rdmem_listener_free(lt);
 		return ret;
 	}
-	rdmem_info("listening %s %s:%u", rdmem_fab_kind_name(cfg->fabric), cfg->addr, cfg->port);
+	rdmem_service_set_stats_hook(svc, rdmem_listener_stats, lt);
+	rdmem_info("listening %s %s:%u (%s pool, %u workers, grouping above %u sessions)",
+		   rdmem_fab_kind_name(cfg->fabric), cfg->addr, cfg->port,
+		   cfg->shared_pool ? "shared" : "per-session", RDMEM_MAX(1u, cfg->workers),
+		   cfg->group_threshold);
 	*out = lt;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
+#include "fabric/metrics_http.h"
 #include "server/server.h"
 
 #define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
@@ -31,10 +32,20 @@ static const char usage_text[] =
     "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
+    "      --shared-pool on|off one message pool leased to sessions (default on), or\n"
+    "                           a private set of regions per session\n"
+    "      --stage-bytes BYTES  largest EAGER reply; bigger go LAZY (default 16k)\n"
+    "      --workers N          threads serving sessions (default 1)\n"
+    "      --group-threshold N  group sessions above this many per worker (default 64)\n"
+    "      --group-size N       sessions per group (default 32)\n"
+    "      --slice-us N         a group's time slice in microseconds (default 500)\n"
     "      --busy-poll          session workers never sleep (dedicated cores)\n"
+    "      --secret-file PATH   peers must prove this shared secret (mode 0600 file)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
+    "      --metrics-port N     serve Prometheus /metrics on port N (default off)\n"
+    "      --metrics-bind ADDR  address of /metrics (default 127.0.0.1)\n"
     "      --verbose            debug logging\n"
     "  -h, --help               this text\n";
 
@@ -54,7 +65,16 @@ enum {
 	OPT_OBJPOOL_SLABS,
 	OPT_OBJECT_TTL,
 	OPT_MAX_SESSIONS,
-	OPT_BUSY_POLL
+	OPT_BUSY_POLL,
+	OPT_METRICS_PORT,
+	OPT_METRICS_BIND,
+	OPT_SHARED_POOL,
+	OPT_STAGE_BYTES,
+	OPT_WORKERS,
+	OPT_GROUP_THRESHOLD,
+	OPT_GROUP_SIZE,
+	OPT_SLICE_US,
+	OPT_SECRET_FILE
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +96,15 @@ static const struct option long_opts[] = {
 	{ "object-ttl", required_argument, NULL, OPT_OBJECT_TTL },
 	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
+	{ "shared-pool", required_argument, NULL, OPT_SHARED_POOL },
+	{ "stage-bytes", required_argument, NULL, OPT_STAGE_BYTES },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "group-threshold", required_argument, NULL, OPT_GROUP_THRESHOLD },
+	{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
+	{ "slice-us", required_argument, NULL, OPT_SLICE_US },
+	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
+	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
+	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -208,6 +237,31 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 		case OPT_BUSY_POLL:
 			cfg->rdma.busy_poll = 1;
 			break;
+		case OPT_SHARED_POOL:
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				die_usage("--shared-pool is on or off, not '%s'", optarg);
+			cfg->rdma.shared_pool = !strcmp(optarg, "on");
+			break;
+		case OPT_STAGE_BYTES:
+			cfg->rdma.stage_bytes = (uint32_t)parse_bytes(optarg, 64, 1u << 20,
+								      "--stage-bytes");
+			break;
+		case OPT_WORKERS:
+			cfg->rdma.workers = (uint32_t)parse_num(optarg, 1, 64, "--workers");
+			break;
+		case OPT_GROUP_THRESHOLD:
+			cfg->rdma.group_threshold = (uint32_t)parse_num(optarg, 1, 1u << 20,
+									"--group-threshold");
+			break;
+		case OPT_GROUP_SIZE:
+			cfg->rdma.group_size = (uint32_t)parse_num(optarg, 1, 4096, "--group-size");
+			break;
+		case OPT_SLICE_US:
+			cfg->rdma.slice_us = (uint32_t)parse_num(optarg, 10, 1000000, "--slice-us");
+			break;
+		case OPT_SECRET_FILE:
+			cfg->secret_file = optarg;
+			break;
 		case OPT_MAX_VALUE:
 			cfg->svc.max_value = (uint32_t)parse_bytes(
 			    optarg, MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, "--max-value");
@@ -221,6 +275,15 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			break;
 		case OPT_VERBOSE:
 			*verbose = 1;
+			break;
+		case OPT_METRICS_PORT:
+			cfg->metrics_port = (uint16_t)parse_num(optarg, 1, 65535, "--metrics-port");
+			break;
+		case OPT_METRICS_BIND:
+			if (rdmem_metrics_bind_ok(optarg) < 0)
+				die_usage("--metrics-bind needs a numeric IPv4 or IPv6 address, "
+					  "not '%s'", optarg);
+			cfg->metrics_bind = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -252,7 +315,13 @@ int main(int argc, char **argv)
 			  .objpool_slabs = 256,
 			  .object_ttl_ms = 10000,
 			  .batch_budget = 32,
-			  .max_sessions = 64 },
+			  .max_sessions = 64,
+			  .shared_pool = 1,
+			  .stage_bytes = RDMEM_DEFAULT_RESP_BYTES,
+			  .workers = 1,
+			  .group_threshold = 64,
+			  .group_size = 32,
+			  .slice_us = 500 },
 		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
 			 .max_image = 64u << 20,
 			 .upload_timeout_ms = 30000 },

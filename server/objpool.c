@@ -14,10 +14,13 @@ static void rdmem_objpool_geometry(const struct rdmem_objpool_config *cfg,
 {
 	uint32_t big = (cfg->max_value + RDMEM_OBJ_SLAB - 1) / RDMEM_OBJ_SLAB * RDMEM_OBJ_SLAB;
 
-	/* Enough large objects for a window of 32 maximum-size LAZY replies. */
+	/* Larger classes scale with the slabs: the default 256 slabs give 32 of
+	 * each, a window of 32 maximum-size LAZY replies. */
+	uint32_t large = RDMEM_MAX(2u, cfg->slab_count / 8);
+
 	size[0] = RDMEM_OBJ_SLAB, count[0] = cfg->slab_count;
-	size[1] = RDMEM_OBJ_MID, count[1] = big > RDMEM_OBJ_MID ? 32 : 0;
-	size[2] = RDMEM_MAX(big, RDMEM_OBJ_SLAB), count[2] = big > RDMEM_OBJ_SLAB ? 32 : 0;
+	size[1] = RDMEM_OBJ_MID, count[1] = big > RDMEM_OBJ_MID ? large : 0;
+	size[2] = RDMEM_MAX(big, RDMEM_OBJ_SLAB), count[2] = big > RDMEM_OBJ_SLAB ? large : 0;
 }
 
 uint64_t rdmem_objpool_area_bytes(const struct rdmem_objpool_config *cfg)

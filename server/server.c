@@ -44,6 +44,7 @@ static int server_start_tcp(struct rdmem_server *srv)
 		.addr = srv->cfg.bind_addr,
 		.port = srv->cfg.tcp_port,
 		.max_value = srv->cfg.svc.max_value,
+		.auth = srv->auth,
 	};
 	int ret;
 
@@ -66,6 +67,7 @@ static int server_start_rdma(struct rdmem_server *srv)
 	srv->cfg.rdma.addr = srv->cfg.bind_addr;
 	srv->cfg.rdma.port = srv->cfg.port;
 	srv->cfg.rdma.max_value = srv->cfg.svc.max_value;
+	srv->cfg.rdma.auth = srv->auth;
 	return rdmem_rdma_listener_start(&srv->cfg.rdma, srv->svc, &srv->rdma);
 }
 
@@ -79,13 +81,26 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 	ret = server_signals(srv);
 	if (ret)
 		return ret;
+	if (cfg->secret_file && (ret = rdmem_auth_load(cfg->secret_file, &srv->auth)) < 0)
+		return ret;
+	if (!srv->auth && (!strcmp(cfg->bind_addr, "0.0.0.0") || !strcmp(cfg->bind_addr, "::")))
+		rdmem_warn("listening on every address with no --secret-file: any host that can "
+			   "reach this one may use and change its data");
 	ret = rdmem_service_create(&cfg->svc, &srv->svc);
 	if (ret) {
 		rdmem_err("cannot start the service: %s", strerror(-ret));
 		return ret;
 	}
 	ret = server_start_tcp(srv);
-	return ret ? ret : server_start_rdma(srv);
+	if (ret == 0)
+		ret = server_start_rdma(srv);
+	if (ret == 0 && cfg->metrics_port) {
+		struct rdmem_metrics_http_config mc = { cfg->metrics_bind, cfg->metrics_port,
+							rdmem_service_render_metrics, srv->svc };
+
+		ret = rdmem_metrics_http_start(&mc, &srv->metrics);
+	}
+	return ret;
 }
 
 int rdmem_server_run(struct rdmem_server *srv)
@@ -112,12 +127,16 @@ int rdmem_server_run(struct rdmem_server *srv)
 
 void rdmem_server_stop(struct rdmem_server *srv)
 {
+	rdmem_metrics_http_stop(srv->metrics); /* it reads the service */
+	srv->metrics = NULL;
 	rdmem_rdma_listener_stop(srv->rdma);
 	srv->rdma = NULL;
 	rdmem_tcp_server_destroy(srv->tcp);
 	srv->tcp = NULL;
 	rdmem_service_destroy(srv->svc);
 	srv->svc = NULL;
+	rdmem_auth_free(srv->auth);
+	srv->auth = NULL;
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	srv->sigfd = -1;

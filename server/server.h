@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "fabric/metrics_http.h"
 #include "server/listener.h"
 #include "server/service.h"
 #include "server/session.h"
@@ -21,6 +22,9 @@ struct rdmem_server_config {
 	int no_rdma; /* --fabric none */
 	struct rdmem_rdma_config rdma;
 	struct rdmem_service_config svc;
+	uint16_t metrics_port;	  /* 0: no /metrics endpoint */
+	const char *metrics_bind; /* NULL: loopback */
+	const char *secret_file; /* --secret-file: peers must prove it */
 };
 
 struct rdmem_server {
@@ -28,6 +32,8 @@ struct rdmem_server {
 	struct rdmem_service *svc;
 	struct rdmem_tcp_server *tcp;
 	struct rdmem_listener_thread *rdma;
+	struct rdmem_metrics_http *metrics;
+	struct rdmem_auth *auth;
 	int sigfd; /* SIGINT/SIGTERM, blocked and read here: no work in handlers */
 };
 

@@ -21,7 +21,7 @@
 #include "server/service_impl.h"
 
 #define SVC_MGET_MAX_KEYS 4096u	      /* bounds the time an MGET holds shard locks */
-#define SVC_STATS_CAP	  (16u << 10) /* the report is ~3 KiB */
+#define SVC_STATS_CAP	  (256u << 10) /* ~3 KiB, plus a line per RDMA session */
 #define SVC_MAX_IMAGE	  (1ull << 30)
 
 struct svc_ctx {
@@ -330,6 +330,7 @@ void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *
 	const struct rdmem_desc *req = call->req;
 	struct svc_ctx x = { svc, call, req, sink, rep };
 	unsigned op = req->op < RDMEM_OP__COUNT ? req->op : 0;
+	uint64_t t0 = rdmem_now_ns();
 	uint16_t st;
 
 	rep->status = RDMEM_S_OK;
@@ -343,8 +344,11 @@ void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *
 	rep->status = st;
 
 	atomic_fetch_add_explicit(&svc->ops[op].calls, 1, memory_order_relaxed);
-	if (req->path < RDMEM_PATH__COUNT)
+	if (req->path < RDMEM_PATH__COUNT) {
 		atomic_fetch_add_explicit(&svc->paths[req->path], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&svc->op_path[op][req->path], 1, memory_order_relaxed);
+		rdmem_hist_add_shared(&svc->lat[req->path], rdmem_now_ns() - t0);
+	}
 	atomic_fetch_add_explicit(&svc->bytes_in, rdmem_desc_payload_len(req),
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&svc->bytes_out, rep->val_len, memory_order_relaxed);
@@ -367,6 +371,18 @@ void rdmem_service_tick(struct rdmem_service *svc)
 		rdmem_hook_reap(svc->hook);
 }
 
+void rdmem_service_set_stats_hook(struct rdmem_service *svc,
+				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx)
+{
+	svc->stats_hook = fn;
+	svc->stats_ctx = ctx;
+}
+
+void rdmem_service_count_auth_failure(struct rdmem_service *svc)
+{
+	atomic_fetch_add_explicit(&svc->auth_failures, 1, memory_order_relaxed);
+}
+
 void rdmem_service_count_bad_input(struct rdmem_service *svc)
 {
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);
@@ -375,6 +391,13 @@ void rdmem_service_count_bad_input(struct rdmem_service *svc)
 void rdmem_service_session_delta(struct rdmem_service *svc, int delta)
 {
 	atomic_fetch_add_explicit(&svc->sessions, delta, memory_order_relaxed);
+}
+
+void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes, int64_t live)
+{
+	atomic_fetch_add_explicit(&svc->pool_used, used, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->pool_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->pool_live, live, memory_order_relaxed);
 }
 
 static int svc_config_ok(const struct rdmem_service_config *cfg)

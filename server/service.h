@@ -10,6 +10,7 @@
 #ifndef RDMEM_SERVER_SERVICE_H
 #define RDMEM_SERVER_SERVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rdmem/wire.h"
@@ -65,8 +66,21 @@ void rdmem_service_tick(struct rdmem_service *svc);
 
 /* Counts one bad input that never reached dispatch (a frame, a descriptor). */
 void rdmem_service_count_bad_input(struct rdmem_service *svc);
+/* Counts one peer refused for not proving the shared secret. */
+void rdmem_service_count_auth_failure(struct rdmem_service *svc);
+
+/* The RDMA side adds its own section to STATS (set before serving). */
+void rdmem_service_set_stats_hook(struct rdmem_service *svc,
+				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx);
 
 /* Sessions and their paths report here so STATS can show them. */
 void rdmem_service_session_delta(struct rdmem_service *svc, int delta);
+
+/* A session's object pool changed by these amounts (bytes used, size, live objects). */
+void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes,
+			      int64_t live);
+
+/* The Prometheus page (an rdmem_metrics_render_fn; ctx is the service). */
+int rdmem_service_render_metrics(void *svc, char *buf, size_t cap);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fabric/metrics.h"
 #include "server/hook.h"
 #include "server/image.h"
 #include "server/kv.h"
@@ -31,12 +32,20 @@ struct rdmem_service {
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
 	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
 	atomic_uint_fast64_t bad_input;	  /* frames/descriptors refused before dispatch */
+	atomic_uint_fast64_t auth_failures; /* peers that did not prove the secret */
 	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
 	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
 	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
+	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
+	void *stats_ctx;
+	/* For /metrics (server/metrics.c): calls by op and path, dispatch time
+	 * per path, and the sessions' object pools summed. */
+	atomic_uint_fast64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
+	struct rdmem_hist lat[RDMEM_PATH__COUNT];
+	atomic_int_fast64_t pool_used, pool_bytes, pool_live;
 };
 
 /* Writes the STATS report (text or JSON); returns its length, or 0 if cap is too small. */

@@ -1,38 +1,28 @@
 /* session.c - the server side of one agent's RDMA session.
  *
- * The worker learns of requests from completions of the agent's WRITE WITH
- * IMMEDIATE (imm = ring slot), serves up to batch_budget of them a round
- * through rdmem_service_dispatch(), and answers each into the agent's
- * response slot with the same state-last publication. Replies that do not
- * fit the response slot (or that the agent asked for by reference) go into
- * the object pool and travel as a reference the agent RDMA-READs.
+ * The session learns of requests from completions of the agent's WRITE WITH
+ * IMMEDIATE (imm = ring slot), serves up to a budget of them a round through
+ * rdmem_service_dispatch(), and answers each into the agent's response slot
+ * with the same state-last publication. Replies that do not fit the response
+ * slot (or that the agent asked for by reference) go into the lease's object
+ * pool and travel as a reference the agent RDMA-READs. A worker thread
+ * (worker.c) drives many sessions; nothing here blocks.
  */
 #include "server/session.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "fabric/dataplane.h"
-#include "rdmem/idle.h"
 #include "rdmem/util.h"
 #include "server/objpool.h"
 
-#define RDMEM_SESSION_RECV_BATCH 32
-#define RDMEM_SESSION_CTRL_NS	 1000000ull   /* control page refresh */
-#define RDMEM_SESSION_SCAN_NS	 100000000ull /* object TTL scan */
-#define RDMEM_SESSION_CHECK_NS	 10000000ull  /* connection check; a syscall, so not every round */
-#define RDMEM_SESSION_POLL_MS	 100
-#define RDMEM_PAGE		 4096u
-
-struct rdmem_session_area {
-	uint64_t off, len;
-};
+#define RDMEM_SESSION_CTRL_NS  1000000ull   /* control page refresh while busy */
+#define RDMEM_SESSION_SCAN_NS  100000000ull /* object TTL scan */
+#define RDMEM_SESSION_CHECK_NS 10000000ull  /* connection check: a syscall, not every round */
 
 struct rdmem_session {
 	const struct rdmem_rdma_config *cfg;
@@ -43,40 +33,47 @@ struct rdmem_session {
 	struct rdmem_remote resp; /* the agent's response ring + data */
 	uint64_t resp_data;	  /* where its response data starts (after its ring) */
 
-	uint8_t *region;
-	uint64_t region_len;
+	struct rdmem_pool *pool;  /* where the lease comes from */
+	struct rdmem_pool *owned; /* the pool when it is ours alone (no shared pool) */
+	struct rdmem_lease lease;
 	struct rdmem_desc *ring;
 	uint8_t *payload;
 	struct rdmem_ctrl *ctrl;
 	uint8_t *staging; /* per slot: reply descriptor, then reply payload */
-	struct rdmem_mr mr_ring, mr_payload, mr_pool, mr_ctrl, mr_staging;
-	struct rdmem_objpool pool;
+	struct rdmem_mr mr_ring, mr_payload, mr_objects, mr_ctrl, mr_staging;
+	struct rdmem_objpool objects;
 
 	uint32_t *ready; /* FIFO of slots whose immediate arrived */
 	uint32_t ready_head, ready_count;
 	uint32_t recv_owed; /* receives consumed and not yet reposted */
+	uint32_t yield_us;  /* > 0: replies tell the agent to hold new calls */
+	uint32_t group, active_group;
 
 	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
-
-	pthread_t thread;
-	int accepted, started;
-	int stop_efd;
-	atomic_int finished; /* set by the worker as it ends; read by the listener */
+	int64_t pool_told[3]; /* used, size, live as last added to the service's sums */
+	int accepted;
 };
-
-static uint64_t rdmem_page_up(uint64_t n)
-{
-	return (n + RDMEM_PAGE - 1) / RDMEM_PAGE * RDMEM_PAGE;
-}
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 {
-	return RDMEM_DESC_SIZE + s->resp_bytes;
+	return RDMEM_DESC_SIZE + s->cfg->stage_bytes;
 }
 
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len)
+static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
+{
+	if (!auth)
+		return RDMEM_S_OK;
+	if (rdmem_auth_verify(auth, "agent", h, offsetof(struct rdmem_xchg_hello, proof), NULL, 0,
+			      h->proof, sizeof(h->proof)) < 0 ||
+	    rdmem_auth_fresh(auth, h->nonce) < 0)
+		return RDMEM_S_DENIED;
+	return RDMEM_S_OK;
+}
+
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
+			      struct rdmem_auth *auth)
 {
 	uint64_t need;
 
@@ -91,50 +88,63 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len)
 	need = (uint64_t)h->ring_slots * (RDMEM_DESC_SIZE + h->resp_bytes);
 	if (h->resp.len < need)
 		return RDMEM_S_BAD_REQUEST;
-	return RDMEM_S_OK;
+	return rdmem_session_check_proof(h, auth);
 }
 
-/* ---- regions ----------------------------------------------------------- */
+/* ---- the lease and its registrations --------------------------------------- */
 
-static int rdmem_session_reg(struct rdmem_session *s, struct rdmem_mr *mr, uint64_t off,
+/* A pool of its own for this session: the classic per-session design. */
+static int rdmem_session_own_pool(struct rdmem_session *s)
+{
+	struct rdmem_pool_config pc = { s->cfg->fabric, 1, s->cfg->ring_slots, s->cfg->slot_bytes,
+					s->cfg->stage_bytes,
+					{ s->cfg->objpool_slabs, s->cfg->max_value,
+					  s->cfg->object_ttl_ms } };
+	int ret = rdmem_pool_create(&pc, &s->owned);
+
+	s->pool = s->owned;
+	return ret;
+}
+
+static int rdmem_session_reg(struct rdmem_session *s, struct rdmem_mr *mr, void *addr,
 			     uint64_t len, unsigned access)
 {
-	return rdmem_fab_reg(s->conn, s->region + off, len, access, mr);
+	return rdmem_fab_reg(s->conn, addr, len, access, mr);
 }
 
-static int rdmem_session_alloc_regions(struct rdmem_session *s)
+static int rdmem_session_take_lease(struct rdmem_session *s)
 {
-	struct rdmem_objpool_config pc = { s->cfg->objpool_slabs, s->cfg->max_value,
-					   s->cfg->object_ttl_ms };
-	uint64_t ring = rdmem_page_up((uint64_t)s->slots * RDMEM_DESC_SIZE);
-	uint64_t payload = rdmem_page_up((uint64_t)s->slots * s->slot_bytes);
-	uint64_t pool = rdmem_page_up(rdmem_objpool_area_bytes(&pc));
-	uint64_t staging = rdmem_page_up((uint64_t)s->slots * rdmem_session_staging_stride(s));
-	uint64_t o_payload = ring, o_pool = o_payload + payload, o_ctrl = o_pool + pool;
-	uint64_t o_staging = o_ctrl + RDMEM_CTRL_BYTES;
+	const struct rdmem_pool_config *pc;
+	struct rdmem_lease *l = &s->lease;
 	int ret;
 
-	s->region_len = o_staging + staging;
-	s->region = rdmem_fab_alloc(s->conn, s->region_len);
-	if (!s->region)
-		return -ENOMEM;
-	s->ring = (struct rdmem_desc *)s->region;
-	s->payload = s->region + o_payload;
-	s->ctrl = (struct rdmem_ctrl *)(s->region + o_ctrl);
-	s->staging = s->region + o_staging;
-	ret = rdmem_objpool_init(&s->pool, &pc, s->region + o_pool);
-	if (ret)
+	if (!s->pool && (ret = rdmem_session_own_pool(s)) < 0)
 		return ret;
-	/* Least access per area: the agent writes requests, reads objects and
-	 * the control page, and never touches the staging area. */
-	if ((ret = rdmem_session_reg(s, &s->mr_ring, 0, ring, RDMEM_ACCESS_REMOTE_WRITE)) ||
-	    (ret = rdmem_session_reg(s, &s->mr_payload, o_payload, payload,
+	if ((ret = rdmem_pool_take(s->pool, l)) < 0)
+		return ret;
+	pc = &s->pool->cfg;
+	s->slots = RDMEM_MIN(s->slots, pc->lease_slots);
+	s->resp_bytes = RDMEM_MIN(s->resp_bytes, pc->stage_bytes);
+	s->ring = (struct rdmem_desc *)l->desc;
+	s->payload = l->payload;
+	s->ctrl = (struct rdmem_ctrl *)l->ctrl;
+	s->staging = l->staging;
+	if ((ret = rdmem_objpool_init(&s->objects, &pc->obj, l->objects)) < 0)
+		return ret;
+	/* Least access per area, and only this lease: the agent writes requests,
+	 * reads objects and the control page, and never touches the staging. */
+	if ((ret = rdmem_session_reg(s, &s->mr_ring, l->desc, l->desc_len,
 				     RDMEM_ACCESS_REMOTE_WRITE)) ||
-	    (ret = rdmem_session_reg(s, &s->mr_pool, o_pool, pool, RDMEM_ACCESS_REMOTE_READ)) ||
-	    (ret = rdmem_session_reg(s, &s->mr_ctrl, o_ctrl, RDMEM_CTRL_BYTES,
+	    (ret = rdmem_session_reg(s, &s->mr_payload, l->payload, l->payload_len,
+				     RDMEM_ACCESS_REMOTE_WRITE)) ||
+	    (ret = rdmem_session_reg(s, &s->mr_objects, l->objects, l->objects_len,
 				     RDMEM_ACCESS_REMOTE_READ)) ||
-	    (ret = rdmem_session_reg(s, &s->mr_staging, o_staging, staging, RDMEM_ACCESS_LOCAL)))
+	    (ret = rdmem_session_reg(s, &s->mr_ctrl, l->ctrl, RDMEM_CTRL_BYTES,
+				     RDMEM_ACCESS_REMOTE_READ)) ||
+	    (ret = rdmem_session_reg(s, &s->mr_staging, l->staging, l->staging_len,
+				     RDMEM_ACCESS_LOCAL)))
 		return ret;
+	s->slot_bytes = pc->slot_bytes;
 	return 0;
 }
 
@@ -157,9 +167,12 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.session_id = s->id;
 	w.req_ring = rdmem_session_remote(&s->mr_ring);
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
-	w.objpool = rdmem_session_remote(&s->mr_pool);
+	w.objpool = rdmem_session_remote(&s->mr_objects);
 	w.ctrl = rdmem_session_remote(&s->mr_ctrl);
-	(void)hello;
+	/* Mutual: the agent learns we hold the secret too, for its nonce. */
+	if (s->cfg->auth)
+		rdmem_auth_mac(s->cfg->auth, "server", &hello->nonce, sizeof(hello->nonce), &w,
+			       offsetof(struct rdmem_xchg_welcome, proof), w.proof, sizeof(w.proof));
 	return rdmem_fab_accept(s->conn, &w, sizeof(w));
 }
 
@@ -189,7 +202,7 @@ static int rdmem_session_reserve(struct rdmem_reply_sink *base, uint32_t len, vo
 		*buf = rdmem_session_staging(s, k->slot) + RDMEM_DESC_SIZE;
 		return 0;
 	}
-	ret = rdmem_objpool_alloc(&s->pool, len, rdmem_now_ns(), &k->ref, buf);
+	ret = rdmem_objpool_alloc(&s->objects, len, rdmem_now_ns(), &k->ref, buf);
 	if (ret == 0) {
 		k->used_objref = 1;
 		s->eager_to_lazy += !k->want_objref;
@@ -199,7 +212,7 @@ static int rdmem_session_reserve(struct rdmem_reply_sink *base, uint32_t len, vo
 
 static int rdmem_session_reclaim(void *ctx, const struct rdmem_objref *ref)
 {
-	return rdmem_objpool_reclaim(&((struct rdmem_session *)ctx)->pool, ref);
+	return rdmem_objpool_reclaim(&((struct rdmem_session *)ctx)->objects, ref);
 }
 
 static int rdmem_session_reap(struct rdmem_session *s);
@@ -223,6 +236,10 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 	};
 	int ret, spins = 0;
 
+	if (s->yield_us) {
+		rep->flags |= RDMEM_F_YIELD;
+		rep->hint = (uint16_t)RDMEM_MIN(s->yield_us, UINT16_MAX);
+	}
 	memcpy(stage, rep, RDMEM_DESC_SIZE);
 	while ((ret = rdmem_dp_publish(s->conn, &m)) == -EAGAIN) {
 		/* Send queue full: completions retire WRs; reap them and retry. */
@@ -322,7 +339,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	return rdmem_session_send_reply(s, slot, &rep, sink.used_objref ? 0 : rep.val_len);
 }
 
-/* ---- completions and the worker loop ------------------------------------ */
+/* ---- completions -------------------------------------------------------- */
 
 static void rdmem_session_ready_push(struct rdmem_session *s, uint32_t slot)
 {
@@ -357,13 +374,36 @@ static int rdmem_session_reap(struct rdmem_session *s)
 		}
 		rdmem_session_ready_push(s, wc[i].imm);
 	}
+	/* Batched, and here (every path that reaps): slots + batch were posted,
+	 * so with at most a batch owed a receive waits for every request. */
+	if (s->recv_owed >= RDMEM_SESSION_RECV_BATCH) {
+		int ret = rdmem_fab_post_recv(s->conn, (int)s->recv_owed);
+
+		if (ret < 0)
+			return ret;
+		s->recv_owed = 0;
+	}
 	return n;
+}
+
+/* The service sums every session's pool for /metrics: it gets the changes. */
+static void rdmem_session_tell_pool(struct rdmem_session *s, int64_t used, int64_t size,
+				    int64_t live)
+{
+	int64_t *t = s->pool_told;
+
+	if (used == t[0] && size == t[1] && live == t[2])
+		return;
+	rdmem_service_pool_delta(s->svc, used - t[0], size - t[1], live - t[2]);
+	t[0] = used;
+	t[1] = size;
+	t[2] = live;
 }
 
 static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 {
 	struct rdmem_ctrl *c = s->ctrl;
-	const struct rdmem_objpool_stats *p = &s->pool.st;
+	const struct rdmem_objpool_stats *p = &s->objects.st;
 
 	/* Advisory snapshot for the agent's path selector: odd seq while
 	 * writing; a reader keeps only copies whose two sequences match. */
@@ -373,12 +413,14 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	c->version = RDMEM_LAYOUT_VERSION;
 	c->ring_slots = s->slots;
 	c->ring_backlog = s->ready_count;
-	c->objpool_bytes = s->pool.area_bytes;
+	c->objpool_bytes = s->objects.area_bytes;
 	c->objpool_used = p->used_bytes;
 	c->objects_live = p->live;
 	c->rdma_state = 1;
 	c->tcp_state = 1;
 	c->session_id = s->id;
+	c->group = s->group;
+	c->active_group = s->active_group;
 	c->completed = s->completed;
 	c->failed = s->failed;
 	c->bad_requests = s->bad;
@@ -396,19 +438,18 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	c->seq_end = ++s->ctrl_seq;
 	c->seq_begin = s->ctrl_seq;
 	s->ctrl_at = now;
+	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
 
-static int rdmem_session_housekeeping(struct rdmem_session *s)
+static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 {
-	uint64_t now = rdmem_now_ns();
-
 	if (now - s->check_at > RDMEM_SESSION_CHECK_NS) {
 		s->check_at = now;
 		if (rdmem_fab_check(s->conn) < 0)
 			return -ECONNRESET;
 	}
 	if (now - s->scan_at > RDMEM_SESSION_SCAN_NS) {
-		uint32_t n = rdmem_objpool_scan(&s->pool, now);
+		uint32_t n = rdmem_objpool_scan(&s->objects, now);
 
 		if (n)
 			rdmem_warn("session %u: %u unreclaimed objects freed by the TTL scan",
@@ -420,12 +461,25 @@ static int rdmem_session_housekeeping(struct rdmem_session *s)
 	return 0;
 }
 
-/* Serves up to batch_budget ready slots; returns how many, or -errno. */
-static int rdmem_session_serve_batch(struct rdmem_session *s)
+/* ---- what a worker drives --------------------------------------------------- */
+
+int rdmem_session_peek(struct rdmem_session *s)
 {
-	uint32_t budget = s->cfg->batch_budget, done = 0;
+	return rdmem_session_reap(s);
+}
+
+uint32_t rdmem_session_backlog(const struct rdmem_session *s)
+{
+	return s->ready_count;
+}
+
+int rdmem_session_poll(struct rdmem_session *s, uint32_t budget)
+{
+	uint32_t done = 0;
 	int ret;
 
+	if ((ret = rdmem_session_reap(s)) < 0)
+		return ret;
 	while (s->ready_count && done < budget) {
 		uint32_t slot = s->ready[s->ready_head];
 
@@ -435,20 +489,16 @@ static int rdmem_session_serve_batch(struct rdmem_session *s)
 			return ret;
 		done++;
 	}
-	if (s->recv_owed >= RDMEM_SESSION_RECV_BATCH) {
-		if ((ret = rdmem_fab_post_recv(s->conn, (int)s->recv_owed)) < 0)
-			return ret;
-		s->recv_owed = 0;
-	}
+	/* The agent's path selector and stats read it: keep it current. */
+	if (done)
+		rdmem_session_publish_ctrl(s, rdmem_now_ns());
+	if ((ret = rdmem_session_housekeeping(s, rdmem_now_ns())) < 0)
+		return ret;
 	return (int)done;
 }
 
-/* Sleeps until a completion, a connection event or a stop request. */
-static int rdmem_session_block(struct rdmem_session *s)
+int rdmem_session_arm(struct rdmem_session *s)
 {
-	struct pollfd pfd[3] = { { rdmem_fab_comp_fd(s->conn), POLLIN, 0 },
-				 { rdmem_fab_event_fd(s->conn), POLLIN, 0 },
-				 { s->stop_efd, POLLIN, 0 } };
 	int ret;
 
 	/* Going idle: leave the agent an up-to-date control page. */
@@ -456,82 +506,76 @@ static int rdmem_session_block(struct rdmem_session *s)
 	if ((ret = rdmem_fab_arm(s->conn)) < 0)
 		return ret;
 	/* A completion that raced with arming is found here, not slept on. */
-	if ((ret = rdmem_session_reap(s)) != 0)
+	if ((ret = rdmem_session_reap(s)) < 0)
 		return ret;
-	ret = poll(pfd, 3, RDMEM_SESSION_POLL_MS);
-	if (ret < 0 && errno != EINTR)
-		return -errno;
-	if (pfd[0].revents)
+	return ret > 0 || s->ready_count;
+}
+
+int rdmem_session_woke(struct rdmem_session *s, int comp_ready, int event_ready)
+{
+	if (comp_ready)
 		rdmem_fab_ack(s->conn);
-	if (pfd[2].revents)
-		return -ESHUTDOWN;
-	if (pfd[1].revents && rdmem_fab_check(s->conn) < 0)
+	if (event_ready && rdmem_fab_check(s->conn) < 0)
 		return -ECONNRESET;
 	return 0;
 }
 
-static int rdmem_session_step(struct rdmem_session *s, struct rdmem_idle *idle)
+int rdmem_session_comp_fd(struct rdmem_session *s)
 {
-	int got, served;
-
-	if ((got = rdmem_session_reap(s)) < 0)
-		return got;
-	if ((served = rdmem_session_serve_batch(s)) < 0)
-		return served;
-	/* The agent's path selector and stats read it: keep it current. */
-	if (served)
-		rdmem_session_publish_ctrl(s, rdmem_now_ns());
-	if (rdmem_session_housekeeping(s) < 0)
-		return -ECONNRESET;
-	if (got || served || s->ready_count) {
-		rdmem_idle_reset(idle);
-		return 0;
-	}
-	if (!rdmem_idle_step(idle, s->cfg->busy_poll))
-		return 0;
-	rdmem_idle_reset(idle);
-	return rdmem_session_block(s);
+	return rdmem_fab_comp_fd(s->conn);
 }
 
-static void *rdmem_session_worker(void *arg)
+int rdmem_session_event_fd(struct rdmem_session *s)
 {
-	struct rdmem_session *s = arg;
-	struct rdmem_idle idle = { 0 };
-	int ret;
+	return rdmem_fab_event_fd(s->conn);
+}
 
-	while ((ret = rdmem_session_step(s, &idle)) >= 0)
-		;
-	if (ret == -ESHUTDOWN)
-		rdmem_info("session %u (%s): stopped", s->id, rdmem_fab_peer(s->conn));
-	else
-		rdmem_info("session %u (%s): ended: %s", s->id, rdmem_fab_peer(s->conn),
-			   strerror(-ret));
-	/* Pairs with the listener's acquire load in rdmem_session_finished(). */
-	atomic_store_explicit(&s->finished, 1, memory_order_release);
-	return NULL;
+void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
+{
+	s->yield_us = hold_us;
+}
+
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active)
+{
+	s->group = group;
+	s->active_group = active;
+}
+
+void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out)
+{
+	out->id = s->id;
+	out->lease = s->lease.index;
+	out->slots = s->slots;
+	out->backlog = s->ready_count;
+	out->objects_live = s->objects.st.live;
+	out->group = s->group;
+	out->completed = s->completed;
+	out->registered_bytes = s->mr_ring.len + s->mr_payload.len + s->mr_objects.len +
+				s->mr_ctrl.len + s->mr_staging.len;
 }
 
 /* ---- open / close ------------------------------------------------------- */
 
 /* Frees the session; a connection never accepted is rejected instead. */
-static void rdmem_session_free(struct rdmem_session *s, int accepted)
+static void rdmem_session_free(struct rdmem_session *s)
 {
-	struct rdmem_mr *mrs[] = { &s->mr_ring, &s->mr_payload, &s->mr_pool, &s->mr_ctrl,
+	struct rdmem_mr *mrs[] = { &s->mr_ring, &s->mr_payload, &s->mr_objects, &s->mr_ctrl,
 				   &s->mr_staging };
-	struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0, "server out of resources" };
+	struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0,
+					 "server full: no lease free" };
 	size_t i;
 
 	for (i = 0; i < RDMEM_ARRAY_SIZE(mrs); i++)
 		rdmem_fab_dereg(s->conn, mrs[i]);
-	rdmem_objpool_fini(&s->pool);
-	if (s->region)
-		rdmem_fab_free(s->conn, s->region, s->region_len);
-	if (accepted)
+	rdmem_session_tell_pool(s, 0, 0, 0);
+	rdmem_objpool_fini(&s->objects);
+	if (s->ring)
+		rdmem_pool_give(s->pool, &s->lease);
+	rdmem_pool_destroy(s->owned);
+	if (s->accepted)
 		rdmem_fab_close(s->conn);
 	else
 		rdmem_fab_reject(s->conn, &why, sizeof(why));
-	if (s->stop_efd >= 0)
-		close(s->stop_efd);
 	free(s->ready);
 	free(s);
 }
@@ -540,15 +584,14 @@ static int rdmem_session_setup(struct rdmem_session *s, const struct rdmem_xchg_
 {
 	int ret;
 
-	if ((ret = rdmem_session_alloc_regions(s)) < 0)
+	if ((ret = rdmem_session_take_lease(s)) < 0)
 		return ret;
 	s->ready = calloc(s->slots, sizeof(*s->ready));
-	s->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!s->ready || s->stop_efd < 0)
+	if (!s->ready)
 		return -ENOMEM;
-	/* One receive per slot: at most one request per slot is ever in flight,
-	 * so immediates never find the receive queue empty. */
-	if ((ret = rdmem_fab_post_recv(s->conn, (int)s->slots)) < 0)
+	/* One receive per slot (at most one request per slot is in flight)
+	 * plus the batch that may be owed: immediates never find none posted. */
+	if ((ret = rdmem_fab_post_recv(s->conn, (int)(s->slots + RDMEM_SESSION_RECV_BATCH))) < 0)
 		return ret;
 	rdmem_session_publish_ctrl(s, rdmem_now_ns());
 	if ((ret = rdmem_session_accept(s, hello)) < 0)
@@ -568,7 +611,10 @@ static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
 	fit = max_send > RDMEM_SESSION_WR_SPARE
 		  ? (max_send - RDMEM_SESSION_WR_SPARE) / RDMEM_SESSION_WRS_PER_SLOT
 		  : 0;
-	fit = RDMEM_MAX(RDMEM_MIN(fit, max_recv), 1u);
+	/* ring_slots + RDMEM_SESSION_RECV_BATCH receives stay posted */
+	fit = RDMEM_MIN(
+	    fit, max_recv > RDMEM_SESSION_RECV_BATCH ? max_recv - RDMEM_SESSION_RECV_BATCH : 0);
+	fit = RDMEM_MAX(fit, 1u);
 	if (fit >= slots)
 		return slots;
 	rdmem_warn("session with %s: send queue %u, receive queue %u: %u ring slots instead of %u",
@@ -577,7 +623,8 @@ static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
 }
 
 int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
-		       struct rdmem_conn *conn, const struct rdmem_xchg_hello *hello, uint32_t id,
+		       struct rdmem_pool *pool, struct rdmem_conn *conn,
+		       const struct rdmem_xchg_hello *hello, uint32_t id,
 		       struct rdmem_session **out)
 {
 	struct rdmem_session *s = calloc(1, sizeof(*s));
@@ -592,46 +639,32 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->cfg = cfg;
 	s->svc = svc;
 	s->conn = conn;
+	s->pool = pool;
 	s->id = id;
-	s->stop_efd = -1;
-	s->slots = rdmem_session_fit_slots(conn, RDMEM_MIN(hello->ring_slots, cfg->ring_slots));
-	s->slot_bytes = cfg->slot_bytes;
+	s->slots = rdmem_session_fit_slots(conn, hello->ring_slots);
 	s->resp_bytes = hello->resp_bytes;
 	s->resp = hello->resp;
 	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;
 	ret = rdmem_session_setup(s, hello);
-	if (ret == 0)
-		ret = -pthread_create(&s->thread, NULL, rdmem_session_worker, s);
 	if (ret < 0) {
 		rdmem_err("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),
 			  strerror(-ret));
-		rdmem_session_free(s, s->accepted);
+		rdmem_session_free(s);
 		return ret;
 	}
-	s->started = 1;
 	rdmem_service_session_delta(svc, 1);
-	rdmem_info("session %u (%s): %u slots x %u B, object pool %llu KiB", id,
-		   rdmem_fab_peer(conn), s->slots, s->slot_bytes,
-		   (unsigned long long)(s->pool.area_bytes >> 10));
+	rdmem_info("session %u (%s): lease %u, %u slots x %u B, object pool %llu KiB", id,
+		   rdmem_fab_peer(conn), s->lease.index, s->slots, s->slot_bytes,
+		   (unsigned long long)(s->objects.area_bytes >> 10));
 	*out = s;
 	return 0;
 }
 
-int rdmem_session_finished(struct rdmem_session *s)
-{
-	/* Pairs with the worker's release store as it ends. */
-	return atomic_load_explicit(&s->finished, memory_order_acquire);
-}
-
 void rdmem_session_close(struct rdmem_session *s)
 {
-	uint64_t one = 1;
-
-	if (s->started) {
-		if (write(s->stop_efd, &one, sizeof(one)) < 0)
-			rdmem_warn("session %u: stop signal: %s", s->id, strerror(errno));
-		pthread_join(s->thread, NULL);
-		rdmem_service_session_delta(s->svc, -1);
-	}
-	rdmem_session_free(s, 1);
+	if (!s)
+		return;
+	rdmem_info("session %u (%s): closed", s->id, rdmem_fab_peer(s->conn));
+	rdmem_service_session_delta(s->svc, -1);
+	rdmem_session_free(s);
 }

@@ -1,6 +1,8 @@
-/* session.h - one agent's RDMA session on the server: its registered
- * regions, object pool, control page and the worker thread that serves its
- * request ring through the shared dispatch.
+/* session.h - one agent's RDMA session on the server: its lease of the
+ * message pool (request ring, payloads, object pool, control page), its
+ * registrations on its own connection, and the steps a worker thread drives
+ * it with: poll (reap completions, serve a batch through the shared
+ * dispatch, answer), arm before sleeping, close.
  */
 #ifndef RDMEM_SERVER_SESSION_H
 #define RDMEM_SERVER_SESSION_H
@@ -9,8 +11,11 @@
 
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
+#include "server/pool.h"
 #include "server/service.h"
 
+/* Receives reposted at a time; a session keeps ring_slots + this many posted. */
+#define RDMEM_SESSION_RECV_BATCH 32
 /* Send WRs a ring slot's reply may have outstanding (payload, descriptor,
  * state), and spare room; the listener asks the fabric for this much and a
  * session serves only as many slots as the granted queues hold. */
@@ -21,32 +26,71 @@ struct rdmem_rdma_config {
 	enum rdmem_fab_kind fabric;
 	const char *addr;
 	uint16_t port;
-	uint32_t ring_slots;	/* request ring slots per session */
+	uint32_t ring_slots;	/* request slots per session: its calls in flight */
 	uint32_t slot_bytes;	/* payload bytes per request slot */
+	uint32_t stage_bytes;	/* largest EAGER reply; bigger ones go LAZY */
 	uint32_t objpool_slabs; /* 64 KiB objects per session */
 	uint32_t object_ttl_ms; /* unreclaimed objects are freed after this */
 	uint32_t batch_budget;	/* READY slots served per round */
 	uint32_t max_value;
 	uint32_t max_sessions;
+	int shared_pool;	 /* one message pool leased to sessions (else one each) */
+	uint32_t workers;	 /* threads serving sessions */
+	uint32_t group_threshold; /* above this many sessions a worker groups them */
+	uint32_t group_size;	 /* sessions served together in a time slice */
+	uint32_t slice_us;	 /* a group's time slice */
 	int busy_poll;
+	struct rdmem_auth *auth; /* --secret-file; NULL: no authentication */
 };
 
 struct rdmem_session;
 
 /*
  * Builds the session for a connect request whose private data was hello:
- * allocates and registers its regions, accepts, and starts its worker.
- * On failure the request is rejected and conn freed.
+ * takes a lease (of pool, or of a pool of its own when pool is NULL),
+ * registers it, accepts. On failure the request is rejected and conn freed.
  */
 int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
-		       struct rdmem_conn *conn, const struct rdmem_xchg_hello *hello, uint32_t id,
+		       struct rdmem_pool *pool, struct rdmem_conn *conn,
+		       const struct rdmem_xchg_hello *hello, uint32_t id,
 		       struct rdmem_session **out);
-/* True once the worker has ended (the agent left or the connection broke). */
-int rdmem_session_finished(struct rdmem_session *s);
-/* Stops the worker if it runs, disconnects, and frees everything. */
+/* Disconnects and gives everything back, the lease included. */
 void rdmem_session_close(struct rdmem_session *s);
 
-/* Validates the agent's connect private data; returns 0 or a status. */
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len);
+/* Validates the agent's connect private data (and its proof, with auth);
+ * returns 0 or a status. */
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
+			      struct rdmem_auth *auth);
+
+/*
+ * One round: reap completions, serve up to budget READY requests, keep the
+ * control page and receives current. Returns the requests served, or -errno
+ * once the session is over (the agent left, the connection broke).
+ */
+int rdmem_session_poll(struct rdmem_session *s, uint32_t budget);
+/* Reaps completions only (a worker peeking at a group that is not active). */
+int rdmem_session_peek(struct rdmem_session *s);
+/* Requests received and not served yet. */
+uint32_t rdmem_session_backlog(const struct rdmem_session *s);
+/*
+ * Before the worker sleeps: refresh the control page and ask for a
+ * completion event. Returns > 0 when work arrived meanwhile (do not sleep),
+ * 0 to sleep, -errno when the session is over.
+ */
+int rdmem_session_arm(struct rdmem_session *s);
+/* After the worker woke on one of the session's fds. */
+int rdmem_session_woke(struct rdmem_session *s, int comp_ready, int event_ready);
+int rdmem_session_comp_fd(struct rdmem_session *s);
+int rdmem_session_event_fd(struct rdmem_session *s);
+/* Replies sent from now on tell the agent to hold new calls for hold_us
+ * (its group's slice is ending); 0 stops that. */
+void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us);
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active);
+
+struct rdmem_session_info {
+	uint32_t id, lease, slots, backlog, objects_live, group;
+	uint64_t completed, registered_bytes;
+};
+void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 
 #endif

@@ -65,8 +65,8 @@ static void format_text(struct rdmem_service *svc, const struct snapshot *s, str
 
 	put(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
 	put(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
-	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\n", ld(&svc->bad_input),
-	    ld(&svc->bad_request));
+	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
+	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	put(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
@@ -90,8 +90,8 @@ static void format_json(struct rdmem_service *svc, const struct snapshot *s, str
 
 	put(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
 	put(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
-	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64, ld(&svc->bad_input),
-	    ld(&svc->bad_request));
+	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
+	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	put(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
 	put(o, ",\"ops\":{");
@@ -107,8 +107,23 @@ static void format_json(struct rdmem_service *svc, const struct snapshot *s, str
 	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
 	put(o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
 	    s->hook.runs, s->hook.failures, s->hook.running);
-	put(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}}\n",
+	put(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
 	    ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
+}
+
+/* The RDMA side's own report (sessions, leases, groups), when it has one. */
+static void format_hook(struct rdmem_service *svc, int json, struct out *o)
+{
+	int n;
+
+	if (!svc->stats_hook || o->overflow)
+		return;
+	put(o, json ? ",\"rdma\":" : "rdma:\n");
+	n = o->overflow ? -1 : svc->stats_hook(svc->stats_ctx, json, o->buf + o->len, o->cap - o->len);
+	if (n < 0)
+		o->overflow = 1;
+	else
+		o->len += (size_t)n;
 }
 
 size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap)
@@ -121,5 +136,8 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 		format_json(svc, &s, &o);
 	else
 		format_text(svc, &s, &o);
+	format_hook(svc, json, &o);
+	if (json)
+		put(&o, "}\n");
 	return o.overflow ? 0 : o.len;
 }

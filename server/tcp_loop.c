@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fabric/tcp_frame.h"
+#include "rdmem/auth.h"
 #include "rdmem/util.h"
 
 #define TCP_RBUF_MIN	 (64u << 10)
@@ -62,6 +63,7 @@ struct conn {
 	int recv_busy;
 	unsigned ops; /* SQEs in flight that name this connection */
 	unsigned bad_logged;
+	int authed;	      /* proved the shared secret (or none is required) */
 	int closing;	      /* no more reads; close once flushed */
 	int dead;	      /* socket shut down; freed when ops == 0 */
 	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
@@ -213,6 +215,7 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	c->srv = s;
 	c->fd = fd;
 	c->rcap = TCP_RBUF_MIN;
+	c->authed = !s->cfg.auth;
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
@@ -274,6 +277,49 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	memcpy(ob->p + sink.hdr_at, &rep, RDMEM_DESC_SIZE);
 	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
 	return 0;
+}
+
+/*
+ * With a secret, the first frame must be AUTH with a fresh proof; we answer
+ * with ours. Anything else, or a wrong proof, is refused, counted, and the
+ * connection closed once the refusal is sent.
+ */
+static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
+{
+	struct rdmem_auth *auth = c->srv->cfg.auth;
+	struct outbuf *ob = &c->out[c->fill];
+	struct rdmem_auth_tcp tok;
+	struct rdmem_desc rep;
+	const char *why = "its first frame is not AUTH";
+	int ret;
+
+	if (req->op != RDMEM_OP_AUTH || req->key_len || req->val_len != sizeof(tok))
+		goto refuse;
+	memcpy(&tok, payload, sizeof(tok));
+	why = "wrong proof";
+	if (rdmem_auth_verify(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
+			      sizeof(tok.mac)) < 0)
+		goto refuse;
+	why = "stale or replayed proof";
+	if (rdmem_auth_fresh(auth, tok.nonce) < 0)
+		goto refuse;
+	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + RDMEM_AUTH_MAC) < 0)
+		return -ENOMEM;
+	rdmem_frame_reply_init(&rep, req);
+	rep.val_len = RDMEM_AUTH_MAC;
+	memcpy(ob->p + ob->len, &rep, RDMEM_DESC_SIZE);
+	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0,
+		       ob->p + ob->len + RDMEM_DESC_SIZE, RDMEM_AUTH_MAC);
+	ob->len += RDMEM_DESC_SIZE + RDMEM_AUTH_MAC;
+	c->authed = 1;
+	return 0;
+refuse:
+	rdmem_warn("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
+		   c->peer, why);
+	rdmem_service_count_auth_failure(c->srv->svc);
+	ret = conn_reply_status(c, req, RDMEM_S_DENIED);
+	conn_close_after_flush(c);
+	return ret;
 }
 
 /* ---- frames --------------------------------------------------------------- */
@@ -339,6 +385,9 @@ static int conn_process(struct conn *c)
 			if (f.len > avail)
 				c->drain = f.len - avail;
 			pos += RDMEM_MIN(f.len, avail);
+		} else if (!c->authed) {
+			ret = conn_authenticate(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
+			pos += f.len;
 		} else {
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;

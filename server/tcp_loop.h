@@ -16,6 +16,7 @@ struct rdmem_tcp_server_config {
 	uint16_t port;	    /* 0: the kernel picks one (see rdmem_tcp_server_port) */
 	uint32_t max_value; /* the service's cap: frames beyond it are refused */
 	unsigned max_conns; /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
+	struct rdmem_auth *auth; /* --secret-file: a connection's first frame must be AUTH */
 };
 
 #define RDMEM_TCP_DEFAULT_MAX_CONNS 1024u

@@ -153,6 +153,13 @@ int rdmem_fab_connect(struct rdmem_conn *c, const void *priv, size_t len, void *
  */
 void *rdmem_fab_alloc(struct rdmem_conn *c, size_t len);
 void rdmem_fab_free(struct rdmem_conn *c, void *p, size_t len);
+/*
+ * Memory every connection of a backend may register, also for remote access:
+ * a server's message pool that sessions lease windows of. Each connection
+ * registers only its window, so the peer reaches nothing else.
+ */
+void *rdmem_fab_alloc_shared(enum rdmem_fab_kind kind, size_t len);
+void rdmem_fab_free_shared(enum rdmem_fab_kind kind, void *p, size_t len);
 int rdmem_fab_reg(struct rdmem_conn *c, void *addr, uint64_t len, unsigned access,
 		  struct rdmem_mr *out);
 void rdmem_fab_dereg(struct rdmem_conn *c, struct rdmem_mr *mr);

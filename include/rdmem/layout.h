@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 
+#include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/wire.h"
 
@@ -54,7 +55,8 @@ struct rdmem_xchg_hello {
 	uint32_t ring_slots; /* slots of our response ring */
 	uint32_t resp_bytes; /* payload bytes per response slot */
 	struct rdmem_remote resp; /* response ring followed by response data */
-	uint64_t nonce;		  /* agent's challenge for the optional secret */
+	uint64_t nonce;		  /* fresh per connect: high half = the agent's clock */
+	uint8_t proof[RDMEM_AUTH_HELLO_MAC]; /* with --secret-file; see auth.h */
 };
 _Static_assert(sizeof(struct rdmem_xchg_hello) <= RDMEM_FAB_CONNECT_PRIV_MAX, "fits RC connect private data");
 
@@ -71,7 +73,7 @@ struct rdmem_xchg_welcome {
 	struct rdmem_remote req_payload;
 	struct rdmem_remote objpool;
 	struct rdmem_remote ctrl;
-	uint64_t nonce; /* server's challenge for the optional secret */
+	uint8_t proof[RDMEM_AUTH_MAC]; /* with --secret-file: the server knows it too */
 };
 _Static_assert(sizeof(struct rdmem_xchg_welcome) <= RDMEM_FAB_ACCEPT_PRIV_MAX, "fits RC accept private data");
 
@@ -101,6 +103,8 @@ struct rdmem_ctrl {
 	uint32_t rdma_state;	 /* 1 = serving */
 	uint32_t tcp_state;	 /* 1 = TCP listener up */
 	uint32_t session_id;
+	uint32_t group;	       /* connection grouping: this session's group */
+	uint32_t active_group; /* the group being served when this was written */
 	uint64_t completed;
 	uint64_t failed;	 /* replies with a non-OK status */
 	uint64_t bad_requests;	 /* refused descriptors */

@@ -48,6 +48,8 @@ enum rdmem_flag {
 	RDMEM_F_OBJREF = 1u << 2,     /* reply: payload is in the server object pool, see args.obj */
 	RDMEM_F_JSON = 1u << 3,	      /* STATS: ask for JSON instead of text */
 	RDMEM_F_WANT_OBJREF = 1u << 4, /* request: reply through the object pool (forced LAZY) */
+	RDMEM_F_YIELD = 1u << 5,       /* reply: this session's time slice is ending; hold new
+					* calls for desc.hint microseconds (connection grouping) */
 };
 
 /* The path a call took; carried in desc.path so the server counts per path. */
@@ -103,7 +105,7 @@ struct rdmem_desc {
 	uint8_t path;	   /* enum rdmem_path the call is travelling on */
 	uint8_t reserved0;
 	uint16_t key_len;  /* key bytes at the start of the payload */
-	uint16_t reserved1;
+	uint16_t hint;	   /* reply with RDMEM_F_YIELD: microseconds to hold new calls */
 	uint32_t val_len;  /* value bytes after the key */
 	uint32_t data_off; /* RDMA: payload offset in the receiver's payload area */
 	uint32_t aux;	   /* op-specific small argument */

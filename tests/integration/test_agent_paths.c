@@ -235,6 +235,38 @@ static void test_fallbacks(void)
 	CHECK_EQ(e2e_ctl(&e, "simulate-bogus 1"), -EINVAL);
 }
 
+/* An in-place reply is read where it landed in the slot, and holds the slot. */
+static void test_inplace_reply(void)
+{
+	struct rdmem_rpc rpc[40];
+	uint8_t v[100000];
+	int i, held = 0;
+
+	e2e_fill(v, sizeof(v), 9);
+	REQUIRE(rdmem_put(e.h, "inplace", 7, v, sizeof(v), NULL) == 0);
+	/* More in-place replies than slots (32): the extra calls wait for a
+	 * slot and, since none is freed, time out; freeing brings them back. */
+	for (i = 0; i < 40; i++) {
+		rdmem_rpc_init(&rpc[i], RDMEM_OP_KV_GET);
+		rpc[i].key = "inplace";
+		rpc[i].key_len = 7;
+		rpc[i].inplace = 1;
+		rpc[i].timeout_ms = 300;
+		if (rdmem_submit(e.h, &rpc[i]) != 0)
+			break;
+		rdmem_wait(e.h, &rpc[i]);
+		if (rpc[i].rc == 0) {
+			held++;
+			CHECK(rpc[i].rlen == sizeof(v) && !memcmp(rpc[i].rval, v, sizeof(v)));
+		}
+	}
+	CHECK_EQ(held, 32);
+	CHECK_EQ(i, 32); /* the 33rd found no slot within its timeout */
+	while (i--)
+		rdmem_rpc_free(&rpc[i]);
+	CHECK_EQ(rdmem_ping(e.h, NULL), 0);
+}
+
 static int submit_get(struct rdmem_rpc *rpc, const char *key)
 {
 	rdmem_rpc_init(rpc, RDMEM_OP_KV_GET);
@@ -365,6 +397,7 @@ int main(int argc, char **argv)
 	RUN(test_lazy_reads_within_depth);
 	RUN(test_fallbacks);
 	RUN(test_async_window_32);
+	RUN(test_inplace_reply);
 	e2e_fini(&e);
 	return check_done();
 }

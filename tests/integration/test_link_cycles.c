@@ -143,7 +143,7 @@ static struct rdmem_link_config link_config(uint32_t slots)
 					 .fd_base = fd_seg,
 					 .fd_len = T_FD_BYTES,
 					 .timeout_ms = T_TIMEOUT_MS,
-					 .source = source };
+					 .src_addr = source };
 
 	return cfg;
 }
@@ -160,7 +160,9 @@ static void test_queue_fit(void)
 
 	REQUIRE(rdmem_link_open(&cfg, &l) == 0);
 	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
-	fit = (max_send - 64) / 4 < max_recv ? (max_send - 64) / 4 : max_recv;
+	fit = (max_send - 64) / 4;
+	if (fit > max_recv - RDMEM_LINK_RECV_BATCH)
+		fit = max_recv - RDMEM_LINK_RECV_BATCH;
 	printf("# asked %u slots: send queue %u, receive queue %u granted, %u slots used\n",
 	       RDMEM_MAX_RING_SLOTS, max_send, max_recv, l->slots);
 	CHECK_EQ(l->slots, fit < RDMEM_MAX_RING_SLOTS ? fit : RDMEM_MAX_RING_SLOTS);

@@ -39,7 +39,7 @@ static int peer_open(struct peer *p)
 					 .ring_slots = 64,
 					 .resp_bytes = 16384,
 					 .timeout_ms = T_TIMEOUT_MS,
-					 .source = source };
+					 .src_addr = source };
 
 	memset(p, 0, sizeof(*p));
 	if (rdmem_link_open(&cfg, &p->l) < 0)

@@ -1,0 +1,76 @@
+/* metrics.h - what rdmem-agent's /metrics page shows beyond agent/stats.h:
+ * per-op outcomes and per-path latency of finished calls (recorded by the
+ * actor that completes them: the session actor for RDMA and agent-local
+ * calls, the TCP actor for TCP), and gauges the session actor publishes
+ * because its RDMA state is its own. Everything is a relaxed atomic with
+ * one writer, so the metrics thread reads without locks or queues.
+ */
+#ifndef RDMEM_AGENT_METRICS_H
+#define RDMEM_AGENT_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/call.h"
+#include "agent/rdma.h"
+#include "fabric/metrics.h"
+#include "rdmem/layout.h"
+#include "rdmem/util.h"
+
+struct rdmem_call_metrics {
+	/* [op][path]; op 0 holds the agent-local ops (stats, ctl) */
+	atomic_uint_fast64_t ok[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
+	atomic_uint_fast64_t failed[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
+	struct rdmem_hist lat[RDMEM_PATH__COUNT]; /* front-door take to completion */
+};
+
+static inline void rdmem_metrics_bump(atomic_uint_fast64_t *c)
+{
+	/* Single writer: a plain load and store is enough, and cheaper than an RMW. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/* Records one finished call; called by the struct's one writer thread only. */
+static inline void rdmem_call_metrics_done(struct rdmem_call_metrics *m,
+					   const struct rdmem_agent_call *call, uint8_t path,
+					   uint16_t status)
+{
+	unsigned op = call->req.op < RDMEM_OP__COUNT ? call->req.op : 0;
+
+	path %= RDMEM_PATH__COUNT;
+	rdmem_metrics_bump(status == RDMEM_S_OK ? &m->ok[op][path] : &m->failed[op][path]);
+	if (call->start_ns)
+		rdmem_hist_add_single(&m->lat[path], rdmem_now_ns() - call->start_ns);
+}
+
+/* RDMA link and server control-page state, as the session actor last saw it. */
+struct rdmem_agent_gauges {
+	atomic_uint_fast64_t have_link, have_ctrl, rdma_error_window;
+	atomic_uint_fast64_t slots_used, slots, posted, lazy_reads, lazy_bytes, bulk_sges,
+	    bulk_bytes, reclaimed, reclaim_refused, late_replies, bad_replies;
+	atomic_uint_fast64_t srv_ring_backlog, srv_ring_slots, srv_pool_used, srv_pool_bytes,
+	    srv_objects_live;
+};
+
+/* Session actor only. rdma and ctrl may be NULL (no link, no page read yet). */
+void rdmem_agent_gauges_publish(struct rdmem_agent_gauges *g, const struct rdmem_rdma_stats *rdma,
+				const struct rdmem_ctrl *ctrl, uint32_t rdma_error_window);
+
+struct rdmem_frontdoor;
+struct rdmem_tcp_actor;
+struct rdmem_agent_session;
+
+/* What the page is rendered from; the render callback's ctx. */
+struct rdmem_agent_metrics_src {
+	struct rdmem_frontdoor *fd;
+	struct rdmem_tcp_actor *tcp;
+	struct rdmem_agent_session *session;
+	int fabric; /* RDMEM_FAB_*, 0 for TCP only */
+};
+
+/* An rdmem_metrics_render_fn (fabric/metrics_http.h). */
+int rdmem_agent_metrics_render(void *ctx, char *buf, size_t cap);
+
+#endif

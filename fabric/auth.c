@@ -1,0 +1,141 @@
+/* auth.c - shared-secret proofs with libsodium (see include/rdmem/auth.h).
+ * libsodium, not hand-written crypto: HMAC-SHA-256, key derivation with
+ * BLAKE2b, constant-time comparison, and its CSPRNG for nonces. */
+#include "rdmem/auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmem/util.h"
+
+#define RDMEM_AUTH_MAX_SECRET 4096
+#define RDMEM_AUTH_SEEN	      4096 /* nonces remembered: far more than a window's logins */
+
+struct rdmem_auth {
+	uint8_t key[crypto_auth_hmacsha256_KEYBYTES];
+	pthread_mutex_t lock; /* the listener and the TCP loop both verify */
+	uint64_t seen[RDMEM_AUTH_SEEN];
+	uint32_t next;
+};
+
+static int rdmem_auth_read(const char *path, uint8_t *buf, size_t cap, size_t *len)
+{
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0) {
+		ret = -errno;
+		rdmem_err("secret file %s: %s", path, strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0 || (st.st_mode & (S_IRWXG | S_IRWXO))) {
+		rdmem_err("secret file %s: readable by others (mode %03o); chmod 600 it", path,
+			  (unsigned)(st.st_mode & 0777));
+		close(fd);
+		return -EPERM;
+	}
+	n = read(fd, buf, cap);
+	if (n < 0)
+		ret = -errno;
+	close(fd);
+	if (ret < 0 || n < RDMEM_AUTH_MIN_SECRET || (size_t)n == cap) {
+		rdmem_err("secret file %s: needs %d to %d bytes of secret", path,
+			  RDMEM_AUTH_MIN_SECRET, RDMEM_AUTH_MAX_SECRET - 1);
+		return ret < 0 ? ret : -EINVAL;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+int rdmem_auth_load(const char *path, struct rdmem_auth **out)
+{
+	uint8_t secret[RDMEM_AUTH_MAX_SECRET];
+	struct rdmem_auth *a;
+	size_t len = 0;
+	int ret;
+
+	if (sodium_init() < 0) {
+		rdmem_err("libsodium failed to initialise");
+		return -EIO;
+	}
+	if ((ret = rdmem_auth_read(path, secret, sizeof(secret), &len)) < 0)
+		return ret;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		sodium_memzero(secret, sizeof(secret));
+		return -ENOMEM;
+	}
+	/* The file may hold text with a newline: hash it to a uniform key. */
+	crypto_generichash(a->key, sizeof(a->key), secret, len, (const uint8_t *)"rdmem-key-v1",
+			   12);
+	sodium_memzero(secret, sizeof(secret));
+	pthread_mutex_init(&a->lock, NULL);
+	*out = a;
+	return 0;
+}
+
+void rdmem_auth_free(struct rdmem_auth *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_destroy(&a->lock);
+	sodium_memzero(a->key, sizeof(a->key));
+	free(a);
+}
+
+uint64_t rdmem_auth_nonce(void)
+{
+	return (uint64_t)time(NULL) << 32 | randombytes_random();
+}
+
+void rdmem_auth_mac(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
+		    const void *m2, size_t l2, uint8_t *out, size_t outlen)
+{
+	uint8_t mac[crypto_auth_hmacsha256_BYTES];
+	crypto_auth_hmacsha256_state st;
+
+	crypto_auth_hmacsha256_init(&st, a->key, sizeof(a->key));
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label) + 1);
+	crypto_auth_hmacsha256_update(&st, m1, l1);
+	if (l2)
+		crypto_auth_hmacsha256_update(&st, m2, l2);
+	crypto_auth_hmacsha256_final(&st, mac);
+	memcpy(out, mac, outlen < sizeof(mac) ? outlen : sizeof(mac));
+}
+
+int rdmem_auth_verify(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
+		      const void *m2, size_t l2, const uint8_t *mac, size_t maclen)
+{
+	uint8_t want[crypto_auth_hmacsha256_BYTES];
+
+	if (maclen > sizeof(want))
+		return -EACCES;
+	rdmem_auth_mac(a, label, m1, l1, m2, l2, want, maclen);
+	return sodium_memcmp(want, mac, maclen) == 0 ? 0 : -EACCES;
+}
+
+int rdmem_auth_fresh(struct rdmem_auth *a, uint64_t nonce)
+{
+	int64_t skew = (int64_t)(nonce >> 32) - (int64_t)time(NULL);
+	uint32_t i;
+	int ret = 0;
+
+	if (skew > RDMEM_AUTH_WINDOW_S || skew < -RDMEM_AUTH_WINDOW_S)
+		return -EACCES;
+	pthread_mutex_lock(&a->lock);
+	for (i = 0; i < RDMEM_AUTH_SEEN && !ret; i++)
+		if (a->seen[i] == nonce)
+			ret = -EACCES;
+	if (!ret)
+		a->seen[a->next++ % RDMEM_AUTH_SEEN] = nonce;
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}

@@ -1,0 +1,48 @@
+/* auth.h - the optional shared secret (--secret-file): proofs of knowing it,
+ * exchanged when a session or a TCP connection starts, in both directions.
+ *
+ * A proof is a truncated HMAC-SHA-256 (libsodium) under a key derived from
+ * the secret, over a label naming who proves and everything the prover sends
+ * (so a proof cannot be moved onto other parameters), including a nonce whose
+ * high 32 bits are the prover's clock: the verifier refuses nonces outside
+ * RDMEM_AUTH_WINDOW_S of its own clock and any nonce it has already seen, so
+ * a recorded proof cannot be replayed.
+ *
+ *   RDMA  agent: hello.proof   = mac("agent", hello without proof)
+ *         server: welcome.proof = mac("server", agent nonce, welcome without proof)
+ *   TCP   first frame AUTH, value struct rdmem_auth_tcp {nonce, mac("agent-tcp", nonce)};
+ *         reply value: mac("server-tcp", nonce); every other op before it is refused.
+ */
+#ifndef RDMEM_AUTH_H
+#define RDMEM_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDMEM_AUTH_HELLO_MAC 8 /* a 64-bit MAC: the 54 bytes of RC connect private data
+				 * hold no more; forging one takes 2^63 connects */
+#define RDMEM_AUTH_MAC	     16
+#define RDMEM_AUTH_WINDOW_S  60
+#define RDMEM_AUTH_MIN_SECRET 16 /* bytes in the secret file */
+
+struct rdmem_auth_tcp {
+	uint64_t nonce;
+	uint8_t mac[RDMEM_AUTH_MAC];
+};
+
+struct rdmem_auth;
+
+/* Reads the secret file; refuses short secrets and files others can read. */
+int rdmem_auth_load(const char *path, struct rdmem_auth **out);
+void rdmem_auth_free(struct rdmem_auth *a);
+/* A fresh nonce: our clock in the high half, random bits in the low half. */
+uint64_t rdmem_auth_nonce(void);
+void rdmem_auth_mac(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
+		    const void *m2, size_t l2, uint8_t *out, size_t outlen);
+/* 0 when mac is right; -EACCES otherwise (constant time). */
+int rdmem_auth_verify(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
+		      const void *m2, size_t l2, const uint8_t *mac, size_t maclen);
+/* 0 for a nonce inside the time window and never seen before; -EACCES else. */
+int rdmem_auth_fresh(struct rdmem_auth *a, uint64_t nonce);
+
+#endif

@@ -1,0 +1,62 @@
+/* pool.h - the server's message pool: one allocation carved into leases,
+ * one lease per session (ScaleRPC's "virtualized mapping", sized by what a
+ * session may have in flight rather than by a private full-size ring).
+ *
+ * A lease is a contiguous block: request descriptors, request payloads, an
+ * object pool for LAZY replies, a control page, and a local staging area for
+ * EAGER replies. The session registers exactly these ranges on its own
+ * connection, so its peer can reach its lease and nothing else, and a lease
+ * comes back to the pool whole when the session ends, whatever killed it.
+ *
+ * Two shapes from one code path: --shared-pool on, one pool for the server
+ * with max-sessions small leases; off, a pool per session holding one lease
+ * of the classic per-session sizes (1024 slots, 256 slabs).
+ */
+#ifndef RDMEM_SERVER_POOL_H
+#define RDMEM_SERVER_POOL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rdmem/fabric.h"
+#include "server/objpool.h"
+
+struct rdmem_pool_config {
+	enum rdmem_fab_kind fabric;
+	uint32_t leases;      /* sessions the pool holds */
+	uint32_t lease_slots; /* request slots per lease: the session's calls in flight */
+	uint32_t slot_bytes;  /* request payload bytes per slot */
+	uint32_t stage_bytes; /* EAGER reply bytes per slot (larger replies go LAZY) */
+	struct rdmem_objpool_config obj; /* per lease */
+};
+
+struct rdmem_lease {
+	uint32_t index;
+	uint8_t *desc;	  /* lease_slots x 64 B: the session's request ring */
+	uint8_t *payload; /* lease_slots x slot_bytes */
+	uint8_t *objects; /* the lease's object pool area */
+	uint8_t *ctrl;	  /* RDMEM_CTRL_BYTES */
+	uint8_t *staging; /* lease_slots x (64 + stage_bytes), never remote */
+	uint64_t desc_len, payload_len, objects_len, staging_len;
+};
+
+struct rdmem_pool {
+	struct rdmem_pool_config cfg;
+	uint8_t *base;
+	uint64_t len, lease_bytes;
+	uint64_t off_payload, off_objects, off_ctrl, off_staging; /* within a lease */
+	pthread_mutex_t lock; /* leases are taken and returned by session setup/teardown */
+	uint8_t *taken;
+	uint32_t ntaken;
+};
+
+int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **out);
+void rdmem_pool_destroy(struct rdmem_pool *p);
+/* Takes a free lease: 0, or -EBUSY when every lease is held. */
+int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out);
+void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l);
+uint32_t rdmem_pool_taken(struct rdmem_pool *p);
+/* Bytes a session registers for remote access: what the peer can reach. */
+uint64_t rdmem_pool_remote_bytes(const struct rdmem_pool *p);
+
+#endif

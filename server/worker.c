@@ -1,0 +1,524 @@
+/* worker.c - worker threads serving many RDMA sessions each, with
+ * connection grouping (see worker.h). */
+#include "server/worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "rdmem/idle.h"
+#include "rdmem/util.h"
+
+#define RDMEM_WORKER_BLOCK_MS	 100
+#define RDMEM_WORKER_PUBLISH_NS 100000000ull /* stats snapshot */
+#define RDMEM_WORKER_MAX_EVENTS 64
+#define RDMEM_WORKER_LIST_MAX	 256 /* sessions listed per worker in STATS */
+
+/* epoll data: the session pointer with the low bit saying which of its fds. */
+#define RDMEM_EV_EVENT 1ull
+
+struct rdmem_worker {
+	struct rdmem_workers *ws;
+	uint32_t index;
+	pthread_t thread;
+	int epfd, bell; /* bell: an eventfd rung when sessions are handed over */
+	pthread_mutex_t lock; /* guards inbox[] and snap[] */
+	struct rdmem_session **inbox;
+	uint32_t ninbox;
+	struct rdmem_session_info *snap; /* published for STATS */
+	uint32_t nsnap;
+	/* owned by the worker thread */
+	struct rdmem_session **sess;
+	uint32_t nsess, cap;
+	uint32_t active, busy_groups;
+	uint64_t slice_start, slice_end, published_at;
+	atomic_uint load;	  /* sessions owned or handed over: placement, admission */
+	atomic_uint groups;	  /* groups now (1 when grouping is off) */
+	atomic_uint active_group; /* the group being served */
+	atomic_ullong slices;	  /* group switches */
+};
+
+struct rdmem_workers {
+	const struct rdmem_rdma_config *cfg;
+	struct rdmem_worker *w;
+	uint32_t n;
+	atomic_int stop;
+};
+
+/* ---- sessions in and out --------------------------------------------------- */
+
+static int rdmem_worker_watch(struct rdmem_worker *w, struct rdmem_session *s, int op)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = (uintptr_t)s } };
+	int ret = epoll_ctl(w->epfd, op, rdmem_session_comp_fd(s), &ev);
+
+	ev.data.u64 = (uintptr_t)s | RDMEM_EV_EVENT;
+	if (ret == 0)
+		ret = epoll_ctl(w->epfd, op, rdmem_session_event_fd(s), &ev);
+	if (ret < 0 && op == EPOLL_CTL_ADD)
+		rdmem_err("worker %u: epoll for a session: %s", w->index, strerror(errno));
+	return ret;
+}
+
+static void rdmem_worker_adopt(struct rdmem_worker *w)
+{
+	struct rdmem_session **in;
+	uint32_t n, i;
+
+	pthread_mutex_lock(&w->lock);
+	in = w->inbox;
+	n = w->ninbox;
+	w->inbox = NULL;
+	w->ninbox = 0;
+	pthread_mutex_unlock(&w->lock);
+	for (i = 0; i < n; i++) {
+		if (w->nsess == w->cap) {
+			uint32_t cap = w->cap ? w->cap * 2 : 16;
+			void *p = realloc(w->sess, cap * sizeof(*w->sess));
+
+			if (!p) {
+				rdmem_err("worker %u: no memory for a session: closing it",
+					  w->index);
+				rdmem_session_close(in[i]);
+				atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+				continue;
+			}
+			w->sess = p;
+			w->cap = cap;
+		}
+		if (rdmem_worker_watch(w, in[i], EPOLL_CTL_ADD) < 0) {
+			rdmem_session_close(in[i]);
+			atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+			continue;
+		}
+		w->sess[w->nsess++] = in[i];
+	}
+	free(in);
+}
+
+static void rdmem_worker_drop(struct rdmem_worker *w, uint32_t i)
+{
+	struct rdmem_session *s = w->sess[i];
+
+	rdmem_worker_watch(w, s, EPOLL_CTL_DEL);
+	rdmem_session_close(s);
+	w->sess[i] = w->sess[--w->nsess];
+	atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+}
+
+/* ---- grouping ----------------------------------------------------------------- */
+
+static int rdmem_worker_grouping(const struct rdmem_worker *w)
+{
+	return w->nsess > w->ws->cfg->group_threshold;
+}
+
+static uint32_t rdmem_worker_ngroups(const struct rdmem_worker *w)
+{
+	uint32_t g = w->ws->cfg->group_size;
+
+	return rdmem_worker_grouping(w) ? (w->nsess + g - 1) / g : 1;
+}
+
+/* Sessions [first, end) of group g. */
+static void rdmem_worker_group_range(const struct rdmem_worker *w, uint32_t g, uint32_t *first,
+				     uint32_t *end)
+{
+	uint32_t size = rdmem_worker_grouping(w) ? w->ws->cfg->group_size : w->nsess;
+
+	*first = RDMEM_MIN(g * size, w->nsess);
+	*end = RDMEM_MIN(*first + size, w->nsess);
+}
+
+/* True when a session of group g has requests waiting (peeks at their CQs). */
+static int rdmem_worker_group_busy(struct rdmem_worker *w, uint32_t g)
+{
+	uint32_t i, end, busy = 0;
+
+	rdmem_worker_group_range(w, g, &i, &end);
+	for (; i < end; i++) {
+		if (rdmem_session_peek(w->sess[i]) < 0)
+			return 1; /* a broken session: the group's poll will close it */
+		busy |= rdmem_session_backlog(w->sess[i]) != 0;
+	}
+	return busy;
+}
+
+static void rdmem_worker_mark_group(struct rdmem_worker *w, uint32_t g, uint32_t yield_us)
+{
+	uint32_t i, end;
+
+	rdmem_worker_group_range(w, g, &i, &end);
+	for (; i < end; i++)
+		rdmem_session_set_yield(w->sess[i], yield_us);
+}
+
+/* Moves to the next group with work; an idle group costs no slice. */
+static void rdmem_worker_switch(struct rdmem_worker *w, uint64_t now)
+{
+	uint32_t n = rdmem_worker_ngroups(w), g, next = w->active, busy = 0, i;
+
+	for (g = 1; g <= n; g++) {
+		uint32_t cand = (w->active + g) % n;
+
+		if (rdmem_worker_group_busy(w, cand)) {
+			if (!busy)
+				next = cand;
+			busy++;
+		}
+	}
+	rdmem_worker_mark_group(w, w->active % n, 0);
+	w->busy_groups = busy;
+	if (next != w->active)
+		atomic_fetch_add_explicit(&w->slices, 1, memory_order_relaxed);
+	w->active = next % n;
+	w->slice_start = now;
+	w->slice_end = now + (uint64_t)w->ws->cfg->slice_us * 1000;
+	for (i = 0; i < w->nsess; i++)
+		rdmem_session_set_group(w->sess[i], i / w->ws->cfg->group_size, w->active);
+	atomic_store_explicit(&w->groups, n, memory_order_relaxed);
+	atomic_store_explicit(&w->active_group, w->active, memory_order_relaxed);
+}
+
+/*
+ * In the last quarter of a slice, replies tell agents how long to hold off:
+ * until half a slice before their group's next turn, so their requests are
+ * already in the ring when it starts (ScaleRPC's warm-up).
+ */
+static void rdmem_worker_maybe_yield(struct rdmem_worker *w, uint64_t now)
+{
+	uint32_t slice = w->ws->cfg->slice_us;
+	uint64_t slice_ns = (uint64_t)slice * 1000;
+
+	if (w->busy_groups > 1 && now + slice_ns / 4 >= w->slice_end)
+		rdmem_worker_mark_group(w, w->active, slice * (w->busy_groups - 1) - slice / 2);
+}
+
+/* ---- serving -------------------------------------------------------------------- */
+
+/* Polls sessions [first, end) once each; returns requests served. */
+static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint32_t end)
+{
+	uint32_t i, work = 0;
+
+	for (i = first; i < end && i < w->nsess;) {
+		int n = rdmem_session_poll(w->sess[i], w->ws->cfg->batch_budget);
+
+		if (n < 0) {
+			rdmem_worker_drop(w, i);
+			end--;
+			continue;
+		}
+		work += (uint32_t)n;
+		i++;
+	}
+	return work;
+}
+
+static uint32_t rdmem_worker_round(struct rdmem_worker *w)
+{
+	uint64_t now = rdmem_now_ns();
+	uint32_t first, end, work;
+
+	if (!rdmem_worker_grouping(w)) {
+		atomic_store_explicit(&w->groups, 1, memory_order_relaxed);
+		return rdmem_worker_serve(w, 0, w->nsess);
+	}
+	if (now >= w->slice_end || w->active >= rdmem_worker_ngroups(w))
+		rdmem_worker_switch(w, now);
+	rdmem_worker_maybe_yield(w, now);
+	rdmem_worker_group_range(w, w->active, &first, &end);
+	work = rdmem_worker_serve(w, first, end);
+	/* The active group ran dry (after a grace for requests still on the way
+	 * at the start of its turn): hand the rest of its slice to a busy one. */
+	if (!work && now > w->slice_start + (uint64_t)w->ws->cfg->slice_us * 200)
+		w->slice_end = now;
+	return work;
+}
+
+/* ---- sleeping ------------------------------------------------------------------- */
+
+static void rdmem_worker_block(struct rdmem_worker *w)
+{
+	struct epoll_event ev[RDMEM_WORKER_MAX_EVENTS];
+	uint32_t i;
+	int n, k;
+
+	for (i = 0; i < w->nsess;) {
+		int ret = rdmem_session_arm(w->sess[i]);
+
+		if (ret > 0)
+			return; /* work arrived while arming: no sleep */
+		if (ret < 0) {
+			rdmem_worker_drop(w, i);
+			continue;
+		}
+		i++;
+	}
+	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, RDMEM_WORKER_BLOCK_MS);
+	for (k = 0; k < n; k++) {
+		uint64_t d = ev[k].data.u64;
+		struct rdmem_session *s = (struct rdmem_session *)(uintptr_t)(d & ~RDMEM_EV_EVENT);
+		uint64_t v;
+
+		if (!s) {
+			if (read(w->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				rdmem_err("worker %u: bell: %s", w->index, strerror(errno));
+			continue;
+		}
+		for (i = 0; i < w->nsess && w->sess[i] != s; i++)
+			;
+		if (i < w->nsess && rdmem_session_woke(s, !(d & RDMEM_EV_EVENT), !!(d & RDMEM_EV_EVENT)) < 0)
+			rdmem_worker_drop(w, i);
+	}
+}
+
+static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now)
+{
+	struct rdmem_session_info *snap = calloc(w->nsess ? w->nsess : 1, sizeof(*snap)), *old;
+	uint32_t i;
+
+	if (!snap)
+		return;
+	for (i = 0; i < w->nsess; i++)
+		rdmem_session_get_info(w->sess[i], &snap[i]);
+	pthread_mutex_lock(&w->lock);
+	old = w->snap;
+	w->snap = snap;
+	w->nsnap = w->nsess;
+	pthread_mutex_unlock(&w->lock);
+	free(old);
+	w->published_at = now;
+}
+
+static void *rdmem_worker_main(void *arg)
+{
+	struct rdmem_worker *w = arg;
+	struct rdmem_idle idle = { 0 };
+
+	while (!atomic_load_explicit(&w->ws->stop, memory_order_acquire)) {
+		uint64_t now = rdmem_now_ns();
+
+		rdmem_worker_adopt(w);
+		if (now - w->published_at > RDMEM_WORKER_PUBLISH_NS)
+			rdmem_worker_publish(w, now);
+		if (rdmem_worker_round(w)) {
+			rdmem_idle_reset(&idle);
+			continue;
+		}
+		if (rdmem_idle_step(&idle, w->ws->cfg->busy_poll)) {
+			rdmem_idle_reset(&idle);
+			rdmem_worker_block(w);
+		}
+	}
+	rdmem_worker_adopt(w);
+	while (w->nsess)
+		rdmem_worker_drop(w, w->nsess - 1);
+	return NULL;
+}
+
+/* ---- the pool of workers ---------------------------------------------------------- */
+
+static int rdmem_worker_init(struct rdmem_workers *ws, struct rdmem_worker *w, uint32_t i)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 0 } };
+
+	w->ws = ws;
+	w->index = i;
+	pthread_mutex_init(&w->lock, NULL);
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->epfd < 0 || w->bell < 0 || epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->bell, &ev) < 0) {
+		rdmem_err("worker %u: epoll/eventfd: %s", i, strerror(errno));
+		return -errno;
+	}
+	return -pthread_create(&w->thread, NULL, rdmem_worker_main, w);
+}
+
+static void rdmem_worker_fini(struct rdmem_worker *w)
+{
+	if (w->epfd >= 0)
+		close(w->epfd);
+	if (w->bell >= 0)
+		close(w->bell);
+	pthread_mutex_destroy(&w->lock);
+	free(w->inbox);
+	free(w->snap);
+	free(w->sess);
+}
+
+int rdmem_workers_start(const struct rdmem_rdma_config *cfg, struct rdmem_workers **out)
+{
+	struct rdmem_workers *ws = calloc(1, sizeof(*ws));
+	uint32_t i;
+	int ret = 0;
+
+	if (!ws)
+		return -ENOMEM;
+	ws->cfg = cfg;
+	ws->n = RDMEM_MAX(1u, cfg->workers);
+	ws->w = calloc(ws->n, sizeof(*ws->w));
+	if (!ws->w) {
+		free(ws);
+		return -ENOMEM;
+	}
+	for (i = 0; i < ws->n; i++)
+		ws->w[i].epfd = ws->w[i].bell = -1;
+	for (i = 0; i < ws->n && ret == 0; i++)
+		if ((ret = rdmem_worker_init(ws, &ws->w[i], i)) < 0)
+			ws->n = i; /* only the started ones get joined */
+	if (ret < 0) {
+		rdmem_workers_stop(ws);
+		return ret;
+	}
+	*out = ws;
+	return 0;
+}
+
+void rdmem_workers_stop(struct rdmem_workers *ws)
+{
+	uint64_t one = 1;
+	uint32_t i;
+
+	if (!ws)
+		return;
+	/* Pairs with the workers' acquire load at the top of their loop. */
+	atomic_store_explicit(&ws->stop, 1, memory_order_release);
+	for (i = 0; i < ws->n; i++)
+		if (write(ws->w[i].bell, &one, sizeof(one)) < 0)
+			rdmem_warn("worker %u: stop bell: %s", i, strerror(errno));
+	for (i = 0; i < ws->n; i++) {
+		pthread_join(ws->w[i].thread, NULL);
+		rdmem_worker_fini(&ws->w[i]);
+	}
+	free(ws->w);
+	free(ws);
+}
+
+void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s)
+{
+	struct rdmem_worker *w = &ws->w[0];
+	struct rdmem_session **in;
+	uint64_t one = 1;
+	uint32_t i;
+
+	for (i = 1; i < ws->n; i++)
+		if (atomic_load_explicit(&ws->w[i].load, memory_order_relaxed) <
+		    atomic_load_explicit(&w->load, memory_order_relaxed))
+			w = &ws->w[i];
+	pthread_mutex_lock(&w->lock);
+	in = realloc(w->inbox, (w->ninbox + 1) * sizeof(*in));
+	if (in) {
+		w->inbox = in;
+		w->inbox[w->ninbox++] = s;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (!in) {
+		rdmem_err("no memory to hand a session to a worker: closing it");
+		rdmem_session_close(s);
+		return;
+	}
+	/* Counted now, so the listener's admission sees it at once. */
+	atomic_fetch_add_explicit(&w->load, 1, memory_order_relaxed);
+	if (write(w->bell, &one, sizeof(one)) < 0)
+		rdmem_warn("worker %u: bell: %s", w->index, strerror(errno));
+}
+
+uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ws->n; i++)
+		n += atomic_load_explicit(&ws->w[i].load, memory_order_relaxed);
+	return n;
+}
+
+/* ---- STATS ---------------------------------------------------------------------- */
+
+struct rdmem_wout {
+	char *buf;
+	size_t cap, len;
+	int overflow;
+};
+
+__attribute__((format(printf, 2, 3))) static void rdmem_wout(struct rdmem_wout *o,
+							     const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->overflow)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->cap - o->len)
+		o->overflow = 1;
+	else
+		o->len += (size_t)n;
+}
+
+static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rdmem_wout *o)
+{
+	uint32_t i;
+
+	if (json)
+		rdmem_wout(o, "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
+			      "\"sessions\":[",
+			   w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
+			   (unsigned long long)atomic_load(&w->slices));
+	else
+		rdmem_wout(o, "worker %u: %u groups, active group %u, %llu slices\n", w->index,
+			   atomic_load(&w->groups), atomic_load(&w->active_group),
+			   (unsigned long long)atomic_load(&w->slices));
+	pthread_mutex_lock(&w->lock);
+	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
+		const struct rdmem_session_info *s = &w->snap[i];
+
+		if (json)
+			rdmem_wout(o, "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
+				      "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
+				      "\"registered_bytes\":%llu}",
+				   i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
+				   s->objects_live, (unsigned long long)s->completed,
+				   (unsigned long long)s->registered_bytes);
+		else
+			rdmem_wout(o, "  session %u: lease %u, group %u, %u slots, backlog %u, "
+				      "%u objects live, %llu calls, %llu B registered\n",
+				   s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
+				   (unsigned long long)s->completed,
+				   (unsigned long long)s->registered_bytes);
+	}
+	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
+		rdmem_wout(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);
+	pthread_mutex_unlock(&w->lock);
+	if (json)
+		rdmem_wout(o, "]}");
+}
+
+int rdmem_workers_format(struct rdmem_workers *ws, int json, char *buf, size_t cap)
+{
+	struct rdmem_wout o = { buf, cap, 0, 0 };
+	uint32_t i;
+
+	if (!cap)
+		return -E2BIG;
+	buf[0] = '\0';
+	if (json)
+		rdmem_wout(&o, "[");
+	for (i = 0; i < ws->n; i++) {
+		if (json && i)
+			rdmem_wout(&o, ",");
+		rdmem_workers_format_one(&ws->w[i], json, &o);
+	}
+	if (json)
+		rdmem_wout(&o, "]");
+	return o.overflow ? -E2BIG : (int)o.len;
+}

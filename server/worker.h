@@ -1,0 +1,34 @@
+/* worker.h - the threads that serve RDMA sessions: a few workers, each
+ * driving many sessions, so hundreds of agents cost hundreds of sessions,
+ * not hundreds of threads on two cores.
+ *
+ * Connection grouping (ScaleRPC): above --group-threshold sessions, a worker
+ * splits its sessions into groups of --group-size and serves one group for a
+ * time slice (--slice-us) before moving to the next group that has work; an
+ * idle group costs no slice. Near the end of a slice, replies carry
+ * RDMEM_F_YIELD with how long the agent should hold new calls, so agents of
+ * other groups do not keep the NIC busy with requests nobody serves yet. On a
+ * real NIC this keeps the set of active QPs (and their cached state) to one
+ * group at a time.
+ */
+#ifndef RDMEM_SERVER_WORKER_H
+#define RDMEM_SERVER_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/session.h"
+
+struct rdmem_workers;
+
+int rdmem_workers_start(const struct rdmem_rdma_config *cfg, struct rdmem_workers **out);
+/* Stops every worker; each closes its sessions. */
+void rdmem_workers_stop(struct rdmem_workers *ws);
+/* Hands a new session to the least busy worker, which owns it from now on. */
+void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s);
+/* Sessions alive now, across workers. */
+uint32_t rdmem_workers_sessions(struct rdmem_workers *ws);
+/* Text or JSON for STATS: workers, groups, the active slice, each session's lease. */
+int rdmem_workers_format(struct rdmem_workers *ws, int json, char *buf, size_t cap);
+
+#endif

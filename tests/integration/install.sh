@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# install.sh - `make install` into a DESTDIR: the files and their modes,
+# libclient/example.c and a <rdmem.h> program built against the installed
+# headers with pkg-config alone and run against the installed daemons, man
+# pages that render and name every option the programs' -h prints, systemd
+# units that systemd-analyze accepts, and `make uninstall` leaving nothing.
+# Needs RDMEM_BIN.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+export RDMEM_BIN=${RDMEM_BIN:-build}
+bdir=$(cd "$RDMEM_BIN" && pwd)
+for tool in cc pkg-config; do
+	if ! command -v $tool >/dev/null; then
+		echo "ok - install # SKIP $tool is not installed"
+		exit 0
+	fi
+done
+tmp=$(mktemp -d /tmp/rdmem-install-test.XXXXXX)
+# shellcheck source=scripts/local-stack.sh
+. scripts/local-stack.sh
+trap 'ls_stop; rm -rf "$tmp"' EXIT
+failed=0
+expect() {
+	local what=$1
+	shift
+	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
+}
+dest=$tmp/root
+pfx=/usr/local
+mk() { make --no-print-directory -s B="$bdir" "$@"; }
+
+expect "make install DESTDIR=... PREFIX=$pfx" mk install DESTDIR="$dest" PREFIX="$pfx"
+for f in bin/rdmem bin/rdmem-agent bin/rdmem-server; do
+	expect "installed $f (0755)" bash -c "[ \"\$(stat -c %a '$dest$pfx/$f')\" = 755 ]"
+done
+for f in include/rdmem-1/rdmem.h include/rdmem-1/libclient/rdmem.h include/rdmem-1/rdmem/wire.h \
+	include/rdmem-1/rdmem/blob.h include/rdmem-1/rdmem/content.h include/rdmem-1/rdmem/idle.h \
+	include/rdmem-1/rdmem/util.h include/rdmem-1/shm/segment.h include/rdmem-1/shm/ring.h \
+	include/rdmem-1/shm/futex.h lib/pkgconfig/rdmem.pc share/man/man1/rdmem.1 \
+	share/man/man8/rdmem-agent.8 share/man/man8/rdmem-server.8 \
+	lib/systemd/system/rdmem-agent.service lib/systemd/system/rdmem-server.service; do
+	expect "installed $f (0644)" bash -c "[ \"\$(stat -c %a '$dest$pfx/$f')\" = 644 ]"
+done
+expect "nothing installed outside PREFIX" bash -c "[ -z \"\$(find '$dest' -type f ! -path '$dest$pfx/*')\" ]"
+
+# Build against the installed tree only: a copy of the sources outside the repository.
+export PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$dest$pfx/lib/pkgconfig PKG_CONFIG_LIBDIR=
+mkdir -p "$tmp/src"
+cp libclient/example.c "$tmp/src/"
+cat >"$tmp/src/app.c" <<'EOF'
+#include <rdmem.h>
+
+int main(int argc, char **argv)
+{
+	rdmem_t *h = NULL;
+	void *v = NULL;
+	uint32_t len = 0;
+	int rc = rdmem_open(argc > 1 ? argv[1] : "/rdmem-install-none", &h);
+
+	if (rc == 0)
+		rc = rdmem_put(h, "app", 3, "installed", 9, NULL);
+	if (rc == 0)
+		rc = rdmem_get(h, "app", 3, &v, &len, NULL);
+	printf("%s %.*s\n", rdmem_strerror(rc), (int)len, v ? (char *)v : "");
+	free(v);
+	rdmem_close(h);
+	return rc == 0 ? 0 : rc == -ECONNREFUSED ? 3 : 1;
+}
+EOF
+expect "pkg-config knows rdmem" pkg-config --exists rdmem
+expect "Cflags point into the installed tree" \
+	bash -c "[ \"\$(pkg-config --cflags rdmem | tr -d ' ')\" = '-I$dest$pfx/include/rdmem-1' ]"
+cf=$(pkg-config --cflags --libs rdmem)
+# shellcheck disable=SC2086
+expect "libclient/example.c builds with pkg-config only" \
+	bash -c "cd '$tmp/src' && cc $cf -std=c11 -Wall -Wextra -Werror example.c -o example 2>'$tmp/cc1.err'"
+# shellcheck disable=SC2086
+expect "#include <rdmem.h> builds with pkg-config only" \
+	bash -c "cd '$tmp/src' && cc $cf -std=c11 -Wall -Wextra -Werror app.c -o app 2>'$tmp/cc2.err'"
+sed 's/^/#   /' "$tmp"/cc*.err 2>/dev/null || true
+expect "the app links libc only" bash -c "! ldd '$tmp/src/app' | grep -Eq 'rdmacm|ibverbs|uring'"
+set +e
+"$tmp/src/app" >/dev/null 2>&1
+rc=$?
+set -e
+expect "no agent: the app reports -ECONNREFUSED" [ "$rc" = 3 ]
+
+# Run the installed programs together.
+LS_BIN=$dest$pfx/bin
+mkdir -p "$tmp/run"
+if ls_start_server "$tmp/run" && ls_start_agent "$tmp/run" /rdmem-install-$$ --clients 2 --slots 8; then
+	expect "installed example runs against the installed daemons" \
+		bash -c "'$tmp/src/example' /rdmem-install-$$ | grep -qx 'greeting = hello'"
+	expect "installed <rdmem.h> app runs" \
+		bash -c "'$tmp/src/app' /rdmem-install-$$ | grep -qx 'ok installed'"
+	expect "installed rdmem CLI works" bash -c "'$LS_BIN/rdmem' --shm-name /rdmem-install-$$ ping >/dev/null"
+else
+	echo "not ok - installed daemons start" && failed=1
+fi
+ls_stop
+
+# Man pages: render cleanly and name every long option of -h.
+if command -v man >/dev/null; then
+	for m in share/man/man1/rdmem.1 share/man/man8/rdmem-agent.8 share/man/man8/rdmem-server.8; do
+		expect "man $(basename "$m") renders without warnings" \
+			bash -c "[ -z \"\$(MANWIDTH=80 man -l --warnings=w '$dest$pfx/$m' 2>&1 >/dev/null)\" ]"
+	done
+else
+	echo "ok - man pages render # SKIP man is not installed"
+fi
+opts_of() { { "$@" 2>&1 || true; } | grep -oE -- '--[a-z][a-z-]+' | sort -u; }
+man_missing() { # man_missing PAGE PROG ARGS...: options of the usage text the page lacks
+	local page=$1 o
+	shift
+	sed 's/\\-/-/g' "$page" >"$tmp/page.txt" # roff writes "-" as "\-"
+	opts_of "$@" | while read -r o; do grep -qF -- "$o" "$tmp/page.txt" || echo "$o"; done | tr '\n' ' '
+}
+for prog in rdmem-agent:8 rdmem-server:8; do
+	name=${prog%:*}
+	missing=$(man_missing "man/$name.${prog#*:}" "$bdir/$name" -h)
+	expect "man $name names every option of -h${missing:+ (missing: $missing)}" [ -z "$missing" ]
+done
+missing=$(man_missing man/rdmem.1 "$bdir/rdmem") # no command: the usage text
+expect "man rdmem names every option of the usage text${missing:+ (missing: $missing)}" [ -z "$missing" ]
+
+# systemd units: LimitMEMLOCK, restart, hardening, and systemd's own check.
+for u in rdmem-agent rdmem-server; do
+	f=$dest$pfx/lib/systemd/system/$u.service
+	expect "$u.service: ExecStart is the installed binary" grep -q "^ExecStart=$pfx/bin/$u " "$f"
+	expect "$u.service: LimitMEMLOCK=infinity, Restart=on-failure, NoNewPrivileges" \
+		bash -c "grep -qx LimitMEMLOCK=infinity '$f' && grep -qx Restart=on-failure '$f' && grep -qx NoNewPrivileges=yes '$f'"
+done
+if command -v systemd-analyze >/dev/null; then
+	# Installed for real into a private PREFIX so the ExecStart paths exist.
+	mk install PREFIX="$tmp/pfx" >/dev/null
+	expect "systemd-analyze verify accepts both units" \
+		bash -c "MANPATH='$tmp/pfx/share/man' systemd-analyze verify '$tmp/pfx/lib/systemd/system/rdmem-agent.service' '$tmp/pfx/lib/systemd/system/rdmem-server.service' 2>'$tmp/verify.err'"
+	sed 's/^/#   /' "$tmp/verify.err"
+else
+	echo "ok - systemd-analyze verify # SKIP systemd-analyze is not installed"
+fi
+
+expect "make uninstall removes every file" \
+	bash -c "make --no-print-directory -s -C '$root' B='$bdir' uninstall DESTDIR='$dest' PREFIX='$pfx' && [ -z \"\$(find '$dest' -type f)\" ]"
+exit $failed

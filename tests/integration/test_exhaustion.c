@@ -1,0 +1,174 @@
+/* test_exhaustion.c - resources run out: the request ring, the object pool,
+ * the image directory's disk, the front door's client table. Each gives
+ * back-pressure or a clear error, never a crash, a hang, or another
+ * client's call lost.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include "check.h"
+#include "e2e.h"
+
+/* n calls at window w on one path; returns how many failed with each rc. */
+struct tally {
+	int ok, busy, other, other_rc;
+};
+
+static struct tally window_calls(rdmem_t *h, uint16_t op, const char *key, int n, int w,
+				 uint8_t path)
+{
+	struct rdmem_rpc rpc[64];
+	struct tally t = { 0, 0, 0, 0 };
+	int issued = 0, done = 0, i, active[64] = { 0 };
+
+	while (done < n) {
+		for (i = 0; i < w; i++) {
+			if (!active[i] && issued < n) {
+				rdmem_rpc_init(&rpc[i], op);
+				rpc[i].key = key;
+				rpc[i].key_len = (uint32_t)strlen(key);
+				rpc[i].path = path;
+				rpc[i].timeout_ms = 5000;
+				active[i] = rdmem_submit(h, &rpc[i]) == 0;
+				issued++;
+				if (!active[i]) {
+					done++;
+					t.other++;
+				}
+			}
+			if (!active[i] || rdmem_poll(h, &rpc[i]) != 1)
+				continue;
+			active[i] = 0;
+			done++;
+			if (rpc[i].rc == 0)
+				t.ok++;
+			else if (rpc[i].rc == -EBUSY)
+				t.busy++;
+			else
+				t.other++, t.other_rc = rpc[i].rc;
+			rdmem_rpc_free(&rpc[i]);
+		}
+	}
+	return t;
+}
+
+/* 4 ring slots, 32 calls in flight: forced EAGER waits its turn; AUTO spills to TCP. */
+static void test_request_ring_full(void)
+{
+	struct e2e e;
+	struct tally t;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--ring-slots", "4", NULL) == 0);
+	CHECK_EQ(rdmem_put(e.h, "r", 1, "value", 5, NULL), 0);
+	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_EAGER);
+	CHECK_EQ(t.ok, 2000);
+	if (t.other)
+		fprintf(stderr, "  %d calls failed, e.g. %s\n", t.other, rdmem_strerror(t.other_rc));
+	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_AUTO);
+	CHECK_EQ(t.ok, 2000);
+	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0); /* the overflow went TCP */
+	e2e_fini(&e);
+}
+
+/* 12 objects in the pool, 32 LAZY calls in flight: forced LAZY gets a clear
+ * -EBUSY for what does not fit; AUTO takes TCP and every call succeeds. */
+static void test_object_pool_full(void)
+{
+	struct e2e e;
+	struct tally t;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--objpool-slabs", "8", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	t = window_calls(e.h, RDMEM_OP_LARGE_GET, "big:200k", 600, 32, RDMEM_PATH_LAZY);
+	CHECK_EQ(t.ok + t.busy, 600);
+	CHECK_EQ(t.other, 0);
+	printf("# forced LAZY, pool of 12: %d ok, %d -EBUSY\n", t.ok, t.busy);
+	t = window_calls(e.h, RDMEM_OP_LARGE_GET, "big:200k", 600, 32, RDMEM_PATH_AUTO);
+	CHECK_EQ(t.ok, 600);
+	/* Nothing leaked: every object came back. */
+	proc_sleep_ms(100);
+	CHECK_EQ(e2e_stat(&e, "server.objects_live"), 0);
+	e2e_fini(&e);
+}
+
+/* The image directory fills up: -ENOSPC, no partial file, and the next upload works. */
+static void test_image_dir_full(void)
+{
+	static uint8_t img[3u << 20];
+	char dir[128], cmd[256];
+	struct e2e e;
+	int rc;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	snprintf(dir, sizeof(dir), "%s", e.image_dir);
+	if (mount("rdmem-test", dir, "tmpfs", 0, "size=2m") < 0) {
+		check_skip("test_image_dir_full", "cannot mount a small tmpfs here (needs root)");
+		e2e_fini(&e);
+		return;
+	}
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	e2e_fill(img, sizeof(img), 1);
+	rc = rdmem_image_put(e.h, "too-big.jpg", img, sizeof(img), NULL, NULL);
+	CHECK_EQ(rc, -ENOSPC);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s)\"", dir);
+	CHECK_EQ(system(cmd), 0); /* neither the final nor a temp file */
+	CHECK_EQ(rdmem_image_put(e.h, "small.jpg", img, 100000, NULL, NULL), 0);
+	CHECK_EQ(rdmem_put(e.h, "still", 5, "fine", 4, NULL), 0);
+	e2e_stop_agent(&e);
+	proc_stop(&e.server, SIGTERM, 5000);
+	umount(dir);
+	e2e_fini(&e);
+}
+
+/* A full client table refuses the next process clearly; the others go on. */
+static void test_too_many_clients(void)
+{
+	struct e2e e;
+	rdmem_t *other, *third;
+	int st;
+	pid_t pid;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	snprintf(e.clients, sizeof(e.clients), "2");
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	pid = fork();
+	if (pid == 0) {
+		/* Another process takes the second entry and keeps calling. */
+		int i, bad = 0;
+
+		if (rdmem_open(e.shm, &other) < 0)
+			_exit(2);
+		for (i = 0; i < 3000; i++)
+			bad += rdmem_put(other, "o", 1, "v", 1, NULL) != 0;
+		rdmem_close(other);
+		_exit(bad ? 1 : 0);
+	}
+	proc_sleep_ms(100);
+	/* The third process (this one holds the first entry) is refused. */
+	if (fork() == 0)
+		_exit(rdmem_open(e.shm, &third) == -EUSERS ? 0 : 1);
+	CHECK_EQ(wait(&st) > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
+	CHECK_EQ(rdmem_ping(e.h, NULL), 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	e2e_fini(&e);
+}
+
+int main(void)
+{
+	rdmem_log_init("test_exhaustion", 0);
+	RUN(test_request_ring_full);
+	RUN(test_object_pool_full);
+	RUN(test_image_dir_full);
+	RUN(test_too_many_clients);
+	return check_done();
+}

@@ -1,0 +1,158 @@
+/* test_many_sessions.c - one server, hundreds of sessions: 256 sessions at
+ * once with every reply byte-exact; a session flooding at its full lease
+ * does not starve the others; a client killed mid-run gives its leases back;
+ * admission beyond --max-sessions is refused with a reason. The sessions are
+ * real links driven by tests/tools/scale_bench (one process, many links).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "check.h"
+#include "e2e.h"
+#include "fabric/tcp_client.h"
+
+static struct proc server;
+static unsigned port;
+
+static int start_server(const char *max_sessions)
+{
+	char bin[512], p[16], tp[16];
+	char *argv[] = { bin,	       "-b",	       "127.0.0.1",	"-p",	     p,
+			 "--tcp-port", tp,	       "--fabric",	"shm",	     "--ring-slots",
+			 "64",	       "--objpool-slabs", "8",		"--max-sessions", (char *)max_sessions,
+			 NULL };
+
+	port = proc_free_port_pair();
+	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
+	snprintf(p, sizeof(p), "%u", port);
+	snprintf(tp, sizeof(tp), "%u", port + 1);
+	return proc_start(&server, "server", argv, "listening shm", 10000);
+}
+
+/* A number from the server's STATS JSON (e.g. "rdma.leases_taken"), or -1. */
+static long long server_stat(const char *path)
+{
+	struct rdmem_tcp_client *c;
+	struct rdmem_tcp_call call;
+	static char text[1 << 18];
+	long long v = -1;
+
+	if (rdmem_tcp_client_connect("127.0.0.1", (uint16_t)(port + 1), 2000, &c) < 0)
+		return -1;
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_STATS;
+	call.req.flags = RDMEM_F_JSON;
+	call.reply = text;
+	call.reply_cap = sizeof(text) - 1;
+	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
+		text[call.rep.val_len] = '\0';
+		v = e2e_json_num(text, path);
+	}
+	rdmem_tcp_client_close(c);
+	return v;
+}
+
+/* Runs scale_bench with args; its JSON line into out; returns its exit status. */
+static int scale(char *out, size_t cap, const char *args)
+{
+	char cmd[512];
+	FILE *f;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/tests/scale_bench --port %u %s", proc_bin(), port, args);
+	if (!(f = popen(cmd, "r")))
+		return -1;
+	out[0] = '\0';
+	if (!fgets(out, (int)cap, f))
+		out[0] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_256_sessions_byte_exact(void)
+{
+	char line[1024];
+
+	REQUIRE(start_server("300") == 0);
+	CHECK_EQ(scale(line, sizeof(line), "-n 256 --window 4 --seconds 2"), 0);
+	printf("# %s", line);
+	CHECK_EQ(e2e_json_num(line, "sessions"), 256);
+	CHECK(e2e_json_num(line, "ops") > 1000);
+	CHECK_EQ(e2e_json_num(line, "wrong"), 0);
+	CHECK_EQ(e2e_json_num(line, "errors"), 0);
+	/* A lease is a fixed small share of one pool, not a full private region. */
+	CHECK(e2e_json_num(line, "reach_bytes_per_session") < (16ll << 20));
+	proc_stop(&server, SIGTERM, 5000);
+}
+
+/* Session 0 floods at its full lease; the other 15 keep a bounded p99. */
+static void test_flood_does_not_starve(void)
+{
+	char calm[1024], flood[1024];
+	long long p99_calm, p99_flood;
+
+	REQUIRE(start_server("64") == 0);
+	CHECK_EQ(scale(calm, sizeof(calm), "-n 16 --window 1 --seconds 2"), 0);
+	CHECK_EQ(scale(flood, sizeof(flood), "-n 16 --window 1 --flood 64 --seconds 2"), 0);
+	printf("# calm: %s# flood: %s", calm, flood);
+	p99_calm = e2e_json_num(calm, "others_p99_us");
+	p99_flood = e2e_json_num(flood, "others_p99_us");
+	/* Served a batch each in turn: the flooder adds its batch, not its backlog. */
+	CHECK(p99_flood >= 0 && p99_flood < RDMEM_MAX(20 * p99_calm, 50000));
+	proc_stop(&server, SIGTERM, 5000);
+}
+
+/* A client killed mid-run: the server notices and every lease comes back. */
+static void test_killed_client_frees_leases(void)
+{
+	char cmd[256];
+	pid_t pid;
+	int i;
+
+	REQUIRE(start_server("64") == 0);
+	snprintf(cmd, sizeof(cmd), "%s/tests/scale_bench", proc_bin());
+	pid = fork();
+	if (pid == 0) {
+		char p[16];
+
+		snprintf(p, sizeof(p), "%u", port);
+		execl(cmd, cmd, "--port", p, "-n", "32", "--window", "4", "--seconds", "60",
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 500 && server_stat("rdma.leases_taken") != 32; i++)
+		proc_sleep_ms(20);
+	CHECK_EQ(server_stat("rdma.leases_taken"), 32);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	for (i = 0; i < 500 && server_stat("rdma.leases_taken") != 0; i++)
+		proc_sleep_ms(20);
+	CHECK_EQ(server_stat("rdma.leases_taken"), 0);
+	CHECK_EQ(server_stat("sessions"), 0);
+	proc_stop(&server, SIGTERM, 5000);
+}
+
+static void test_admission_refused_clearly(void)
+{
+	char line[1024];
+
+	REQUIRE(start_server("8") == 0);
+	CHECK(scale(line, sizeof(line), "-n 9 --window 1 --seconds 1") != 0);
+	CHECK(proc_log_has(&server, "too many sessions") ||
+	      proc_log_has(&server, "--max-sessions"));
+	CHECK_EQ(scale(line, sizeof(line), "-n 8 --window 1 --seconds 1"), 0);
+	proc_stop(&server, SIGTERM, 5000);
+}
+
+int main(void)
+{
+	rdmem_log_init("test_many_sessions", 0);
+	RUN(test_256_sessions_byte_exact);
+	RUN(test_flood_does_not_starve);
+	RUN(test_killed_client_frees_leases);
+	RUN(test_admission_refused_clearly);
+	return check_done();
+}

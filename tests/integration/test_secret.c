@@ -1,0 +1,182 @@
+/* test_secret.c - the shared secret (--secret-file) on both paths: agents
+ * with it work over RDMA and TCP; agents without it or with another are
+ * refused and counted; an agent with it refuses a server without it; a
+ * replayed proof is refused; a secret file others can read is refused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "e2e.h"
+#include "fabric/tcp_client.h"
+#include "rdmem/auth.h"
+
+static char secret[128], other[128], loose[128];
+
+static void write_secret(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		abort();
+	fchmod(fd, mode);
+	close(fd);
+}
+
+static long long server_auth_failures(struct e2e *e)
+{
+	struct rdmem_tcp_client *c;
+	struct rdmem_auth *a;
+	struct rdmem_tcp_call call;
+	char text[8192];
+	long long v = -1;
+
+	if (rdmem_auth_load(secret, &a) < 0)
+		return -1;
+	if (rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e->port + 1), 2000, &c) == 0) {
+		memset(&call, 0, sizeof(call));
+		call.req.op = RDMEM_OP_STATS;
+		call.req.flags = RDMEM_F_JSON;
+		call.reply = text;
+		call.reply_cap = sizeof(text) - 1;
+		if (rdmem_tcp_client_auth(c, a, 2000) == 0 &&
+		    rdmem_tcp_client_call(c, &call, 2000) == 0 && call.rep.status == RDMEM_S_OK) {
+			text[call.rep.val_len] = '\0';
+			v = e2e_json_num(text, "auth_failures");
+		}
+		rdmem_tcp_client_close(c);
+	}
+	rdmem_auth_free(a);
+	return v;
+}
+
+static void test_with_the_secret(void)
+{
+	struct e2e e;
+	struct rdmem_opts tcp = { RDMEM_PATH_TCP, 2000, NULL };
+	struct rdmem_info info;
+	struct rdmem_opts eager = { RDMEM_PATH_EAGER, 2000, &info };
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--secret-file", secret, NULL) == 0);
+	CHECK_EQ(rdmem_put(e.h, "s", 1, "v", 1, &eager), 0);
+	CHECK_EQ(info.path, RDMEM_PATH_EAGER);
+	CHECK_EQ(rdmem_put(e.h, "s", 1, "w", 1, &tcp), 0);
+	CHECK_EQ(e2e_stat(&e, "link_up"), 1);
+	CHECK_EQ(server_auth_failures(&e), 0);
+	e2e_fini(&e);
+}
+
+/* Without the secret, or with another one: refused on both paths, counted. */
+static void refused_agent(const char *extra)
+{
+	struct rdmem_opts tcp = { RDMEM_PATH_TCP, 1500, NULL };
+	struct rdmem_opts eager = { RDMEM_PATH_EAGER, 500, NULL };
+	struct e2e e;
+	int rc;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
+	REQUIRE((extra ? e2e_agent(&e, "--secret-file", extra, NULL) : e2e_agent(&e, NULL)) == 0);
+	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
+	rc = rdmem_put(e.h, "s", 1, "v", 1, &tcp);
+	CHECK(rc == -EACCES || rc == -EHOSTUNREACH);
+	CHECK_EQ(rdmem_put(e.h, "s", 1, "v", 1, &eager), -EHOSTUNREACH);
+	CHECK(server_auth_failures(&e) >= 2); /* at least one RDMA and one TCP refusal */
+	CHECK(proc_log_has(&e.server, "authentication failed"));
+	e2e_fini(&e);
+}
+
+static void test_without_a_secret(void)
+{
+	refused_agent(NULL);
+}
+
+static void test_with_another_secret(void)
+{
+	refused_agent(other);
+}
+
+/* Mutual: an agent with a secret refuses a server that cannot prove it. */
+static void test_server_without_the_secret(void)
+{
+	struct rdmem_opts tcp = { RDMEM_PATH_TCP, 1000, NULL };
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--secret-file", secret, NULL) == 0);
+	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
+	CHECK_EQ(rdmem_ping(e.h, &tcp), -EHOSTUNREACH);
+	CHECK(proc_log_has(&e.agent, "did not prove the shared secret"));
+	e2e_fini(&e);
+}
+
+/* A proof recorded and sent again on a new connection is refused. */
+static void test_replayed_proof(void)
+{
+	struct rdmem_tcp_client *c;
+	struct rdmem_tcp_call call;
+	struct rdmem_auth_tcp tok;
+	struct rdmem_auth *a;
+	uint8_t reply[64];
+	struct e2e e;
+	int i;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
+	REQUIRE(rdmem_auth_load(secret, &a) == 0);
+	tok.nonce = rdmem_auth_nonce();
+	rdmem_auth_mac(a, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
+		       sizeof(tok.mac));
+	for (i = 0; i < 2; i++) {
+		REQUIRE(rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e.port + 1), 2000, &c) == 0);
+		memset(&call, 0, sizeof(call));
+		call.req.op = RDMEM_OP_AUTH;
+		call.req.val_len = sizeof(tok);
+		call.val = &tok;
+		call.reply = reply;
+		call.reply_cap = sizeof(reply);
+		CHECK_EQ(rdmem_tcp_client_call(c, &call, 2000), 0);
+		CHECK_EQ(call.rep.status, i == 0 ? RDMEM_S_OK : RDMEM_S_DENIED);
+		rdmem_tcp_client_close(c);
+	}
+	rdmem_auth_free(a);
+	e2e_fini(&e);
+}
+
+static void test_loose_secret_file_refused(void)
+{
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	CHECK(e2e_server(&e, "shm", "--secret-file", loose, NULL) < 0);
+	CHECK(proc_log_has(&e.server, "chmod 600"));
+	e2e_fini(&e);
+}
+
+int main(void)
+{
+	snprintf(secret, sizeof(secret), "/tmp/rdmem-secret-%d", (int)getpid());
+	snprintf(other, sizeof(other), "/tmp/rdmem-secret-other-%d", (int)getpid());
+	snprintf(loose, sizeof(loose), "/tmp/rdmem-secret-loose-%d", (int)getpid());
+	write_secret(secret, "correct horse battery staple\n", 0600);
+	write_secret(other, "incorrect donkey battery staple\n", 0600);
+	write_secret(loose, "correct horse battery staple\n", 0644);
+	rdmem_log_init("test_secret", 0);
+	RUN(test_with_the_secret);
+	RUN(test_without_a_secret);
+	RUN(test_with_another_secret);
+	RUN(test_server_without_the_secret);
+	RUN(test_replayed_proof);
+	RUN(test_loose_secret_file_refused);
+	unlink(secret);
+	unlink(other);
+	unlink(loose);
+	return check_done();
+}

@@ -1,0 +1,316 @@
+/* scale_bench.c - many RDMA sessions against one rdmem-server: each session
+ * is a real link (own connection, regions, handshake) driven from this one
+ * process, running GET at a fixed window, every reply checked byte for byte.
+ * Prints one JSON line: sessions, aggregate QPS, p50/p99 latency, the
+ * server's RSS, and the bytes each session registered that its peer can reach.
+ *
+ *   scale_bench --port P -n SESSIONS [--window W] [--seconds S] [--server-pid PID]
+ *               [--flood W] [--fabric shm|verbs] [--addr A]
+ *
+ * --flood W runs session 0 at window W (up to its lease) to show that it
+ * cannot starve the others: their p99 is reported on its own.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "agent/link.h"
+#include "fabric/dataplane.h"
+#include "rdmem/util.h"
+
+#define VALUE_LEN 32
+#define MAX_WIN	  64
+
+struct sess {
+	struct rdmem_link *l;
+	struct rdmem_mr src;
+	uint8_t buf[128]; /* key, then the value for the initial PUT */
+	uint32_t key_len, window;
+	uint64_t free_slots; /* bit k: slot k has no request outstanding */
+	uint32_t seq[MAX_WIN];
+	uint64_t sent_ns[MAX_WIN];
+	uint64_t hold_until;
+	uint8_t want[VALUE_LEN];
+	int flood;
+};
+
+struct opts {
+	const char *addr;
+	enum rdmem_fab_kind fabric;
+	uint16_t port;
+	uint32_t n, window, flood, seconds;
+	int server_pid;
+};
+
+struct samples {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static struct samples all, others;
+static uint64_t wrong, errors, yields, ops;
+
+static void record(struct samples *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 1 << 16;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		if (!s->v)
+			abort();
+	}
+	s->v[s->n++] = x;
+}
+
+static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len)
+{
+	struct rdmem_desc *d = &s->l->stage[slot];
+	struct rdmem_sge sge = { (uintptr_t)s->buf, s->key_len + val_len, s->src.lkey };
+	struct rdmem_dp_msg m = { slot, d, s->l->mr_local.lkey, s->l->w.req_ring, &sge, 1,
+				  s->l->w.req_payload.addr + (uint64_t)slot * s->l->slot_bytes,
+				  s->l->w.req_payload.rkey };
+
+	memset(d, 0, sizeof(*d));
+	d->op = op;
+	d->path = RDMEM_PATH_EAGER;
+	d->key_len = (uint16_t)s->key_len;
+	d->val_len = val_len;
+	d->seq = ++s->seq[slot];
+	d->data_off = slot * s->l->slot_bytes;
+	d->req_id = slot;
+	s->sent_ns[slot] = rdmem_now_ns();
+	s->free_slots &= ~(1ull << slot);
+	return rdmem_dp_publish(s->l->conn, &m);
+}
+
+/* The reply in slot: checked, timed, and the slot freed. */
+static void take_reply(struct sess *s, uint32_t slot, int is_get)
+{
+	uint64_t now = rdmem_now_ns();
+	struct rdmem_desc d;
+
+	if (slot >= MAX_WIN || rdmem_dp_take(&s->l->resp_ring[slot], &d) < 0) {
+		errors++;
+		return;
+	}
+	if (d.seq != s->seq[slot] || d.status != RDMEM_S_OK)
+		errors++;
+	else if (is_get && (d.val_len != VALUE_LEN ||
+			    memcmp(s->l->resp_data + (uint64_t)slot * s->l->resp_bytes, s->want,
+				   VALUE_LEN) != 0))
+		wrong++;
+	if (d.flags & RDMEM_F_YIELD) {
+		/* Our group's slice ends: hold new requests, as the agent does. */
+		s->hold_until = now + (uint64_t)d.hint * 1000;
+		yields++;
+	}
+	s->free_slots |= 1ull << slot;
+	if (!is_get)
+		return;
+	ops++;
+	record(&all, now - s->sent_ns[slot]);
+	if (!s->flood)
+		record(&others, now - s->sent_ns[slot]);
+}
+
+static int drain(struct sess *s, int is_get)
+{
+	struct rdmem_wc wc[32];
+	int n = rdmem_fab_poll(s->l->conn, wc, 32), i;
+
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		if (wc[i].status != RDMEM_WC_SUCCESS)
+			return -EIO;
+		if (wc[i].op != RDMEM_WC_RECV_IMM)
+			continue;
+		if (rdmem_fab_post_recv(s->l->conn, 1) < 0)
+			return -EIO;
+		take_reply(s, wc[i].imm, is_get);
+	}
+	return n;
+}
+
+static int open_session(struct sess *s, const struct opts *o, uint32_t i)
+{
+	struct rdmem_link_config cfg = { .fabric = o->fabric,
+					 .host = o->addr,
+					 .port = o->port,
+					 .ring_slots = MAX_WIN,
+					 .resp_bytes = 4096,
+					 .timeout_ms = 10000 };
+	uint64_t end;
+	int ret;
+
+	if ((ret = rdmem_link_open(&cfg, &s->l)) < 0)
+		return ret;
+	if ((ret = rdmem_fab_reg(s->l->conn, s->buf, sizeof(s->buf), RDMEM_ACCESS_LOCAL,
+				 &s->src)) < 0)
+		return ret;
+	s->free_slots = s->l->slots >= 64 ? ~0ull : (1ull << s->l->slots) - 1;
+	s->key_len = (uint32_t)snprintf((char *)s->buf, 64, "scale-%u", i);
+	memset(s->want, (int)('a' + i % 26), VALUE_LEN);
+	memcpy(s->buf + s->key_len, s->want, VALUE_LEN);
+	if ((ret = send_req(s, 0, RDMEM_OP_KV_PUT, VALUE_LEN)) < 0)
+		return ret;
+	for (end = rdmem_now_ns() + 10000000000ull; rdmem_now_ns() < end;) {
+		if ((ret = drain(s, 0)) < 0)
+			return ret;
+		if (s->free_slots & 1)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
+/* Fills the session's free slots with GETs, unless the server asked to hold. */
+static void refill(struct sess *s, uint64_t now)
+{
+	while (s->hold_until <= now) {
+		uint64_t usable = s->free_slots & ((s->window >= 64) ? ~0ull : (1ull << s->window) - 1);
+
+		if (!usable)
+			return;
+		if (send_req(s, (uint32_t)__builtin_ctzll(usable), RDMEM_OP_KV_GET, 0) < 0) {
+			errors++;
+			return;
+		}
+	}
+}
+
+static void run(struct sess *ss, const struct opts *o)
+{
+	uint64_t end = rdmem_now_ns() + (uint64_t)o->seconds * 1000000000ull;
+	uint32_t i;
+
+	for (i = 0; i < o->n; i++) {
+		ss[i].flood = i == 0 && o->flood;
+		ss[i].window = RDMEM_MIN(ss[i].flood ? o->flood : o->window, ss[i].l->slots);
+	}
+	while (rdmem_now_ns() < end) {
+		uint64_t now = rdmem_now_ns(), before = ops;
+
+		for (i = 0; i < o->n; i++) {
+			if (drain(&ss[i], 1) < 0) {
+				errors++;
+				continue;
+			}
+			refill(&ss[i], now);
+		}
+		/* Nothing came back this pass: let the server run (two cores here). */
+		if (ops == before)
+			sched_yield();
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct_us(struct samples *s, double p)
+{
+	if (!s->n)
+		return 0;
+	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+	return (double)s->v[(size_t)(p * (double)(s->n - 1))] / 1000.0;
+}
+
+static long rss_kb(int pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = { { "port", 1, NULL, 'p' },	  { "window", 1, NULL, 'w' },
+					    { "seconds", 1, NULL, 's' },  { "server-pid", 1, NULL, 'P' },
+					    { "flood", 1, NULL, 'f' },	  { "fabric", 1, NULL, 'F' },
+					    { "addr", 1, NULL, 'a' },	  { NULL, 0, NULL, 0 } };
+	int c;
+
+	*o = (struct opts){ "127.0.0.1", RDMEM_FAB_SHM, 0, 1, 4, 0, 3, 0 };
+	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': o->n = (uint32_t)atoi(optarg); break;
+		case 'p': o->port = (uint16_t)atoi(optarg); break;
+		case 'w': o->window = (uint32_t)atoi(optarg); break;
+		case 's': o->seconds = (uint32_t)atoi(optarg); break;
+		case 'P': o->server_pid = atoi(optarg); break;
+		case 'f': o->flood = (uint32_t)atoi(optarg); break;
+		case 'a': o->addr = optarg; break;
+		case 'F':
+			if (rdmem_fab_kind_parse(optarg, &o->fabric) < 0)
+				return -1;
+			break;
+		default: return -1;
+		}
+	}
+	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct rlimit rl;
+	struct opts o;
+	struct sess *ss;
+	uint64_t reach = 0, t0;
+	uint32_t i;
+	double secs;
+
+	if (parse(argc, argv, &o) < 0) {
+		fprintf(stderr, "usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
+				"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A]\n");
+		return 2;
+	}
+	rdmem_log_init("scale_bench", 0);
+	/* Each session holds a handful of fds. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	ss = calloc(o.n, sizeof(*ss));
+	for (i = 0; ss && i < o.n; i++) {
+		int ret = open_session(&ss[i], &o, i);
+
+		if (ret < 0) {
+			fprintf(stderr, "scale_bench: session %u: %s\n", i, strerror(-ret));
+			return 1;
+		}
+		reach += ss[i].l->w.req_ring.len + ss[i].l->w.req_payload.len +
+			 ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
+	}
+	t0 = rdmem_now_ns();
+	run(ss, &o);
+	secs = (double)(rdmem_now_ns() - t0) / 1e9;
+	printf("{\"sessions\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,\"ops\":%llu,"
+	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
+	       "\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,\"yields\":%llu,"
+	       "\"wrong\":%llu,\"errors\":%llu}\n",
+	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
+	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
+	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
+	       (unsigned long long)yields, (unsigned long long)wrong, (unsigned long long)errors);
+	for (i = 0; i < o.n; i++) {
+		rdmem_fab_dereg(ss[i].l->conn, &ss[i].src);
+		rdmem_link_close(ss[i].l);
+	}
+	free(ss);
+	return wrong || errors ? 1 : 0;
+}
