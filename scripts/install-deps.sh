@@ -6,10 +6,13 @@
 #                                   (make test-rxe): qemu, readelf
 set -euo pipefail
 
+opts=()
 if [ "${1:-}" = --rxe ]; then
 	shift
-	# The guest image itself is built from Debian packages by rxe-vm.sh.
+	# The guest image itself is built from Debian packages by rxe-vm.sh;
+	# qemu's recommends (GUI, audio) are not needed for a headless TCG guest.
 	pkgs=(qemu-system-x86 binutils "$@")
+	opts=(--no-install-recommends)
 else
 	pkgs=(build-essential clang pkg-config liburing-dev libibverbs-dev librdmacm-dev
 	      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
@@ -26,4 +29,4 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get install -y -qq "${opts[@]}" "${missing[@]}" >/dev/null
