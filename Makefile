@@ -74,7 +74,7 @@ unit: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS)
 
 # Real verbs: the rxe suite in a qemu VM running Soft-RoCE (scripts/test-rxe.sh).
-test-rxe: $(TOOLS)
+test-rxe: all
 	scripts/test-rxe.sh -b $(B)
 
 demo:

@@ -2,15 +2,24 @@
 #include "agent/link.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rdmem/util.h"
 
 #define RDMEM_PAGE 4096u
+/* Send WRs a ring slot may have outstanding: request payload, descriptor and
+ * state (3), and a LAZY READ; the spare covers control-page READs. RECLAIMs
+ * take a slot of their own. */
+#define RDMEM_LINK_WRS_PER_SLOT 4u
+#define RDMEM_LINK_WR_SPARE	64u
 
 static uint64_t rdmem_link_page_up(uint64_t n)
 {
@@ -49,16 +58,52 @@ static uint64_t rdmem_link_nonce(void)
 	return (uint64_t)time(NULL) << 32 | r;
 }
 
-static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+/* The agent region: response ring + data (resp), then staging, control page
+ * snapshot and RECLAIM buffers (local). */
+static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
-	uint64_t resp = rdmem_link_page_up((uint64_t)l->slots * (RDMEM_DESC_SIZE + l->resp_bytes));
-	uint64_t stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
+	uint64_t resp = rdmem_link_page_up((uint64_t)slots * (RDMEM_DESC_SIZE + resp_bytes));
+	uint64_t stage = rdmem_link_page_up((uint64_t)slots * RDMEM_DESC_SIZE);
 	uint64_t reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
 			   sizeof(struct rdmem_objref);
-	uint64_t local = stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+
+	if (resp_out)
+		*resp_out = resp;
+	return resp + stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+}
+
+/* CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations (the kernel's rule). */
+static int rdmem_link_can_lock_any(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return 0;
+	return !!(d[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
+}
+
+int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
+{
+	struct rlimit rl;
+
+	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) + cfg->fd_len;
+	*limit = 0;
+	if (cfg->fabric != RDMEM_FAB_VERBS || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	*limit = rl.rlim_cur;
+	return *need > *limit && !rdmem_link_can_lock_any();
+}
+
+static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
+{
+	uint64_t resp, local, stage;
 	int ret;
 
-	l->region_len = resp + local;
+	l->region_len = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp);
+	local = l->region_len - resp;
+	stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
 	l->region = rdmem_fab_alloc(l->conn, l->region_len);
 	if (!l->region)
 		return -ENOMEM;
@@ -123,16 +168,42 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		return -EACCES;
 	}
 	l->w = peer.w;
+	l->max_reads = rdmem_fab_max_reads(l->conn);
+	if (cfg->max_reads && cfg->max_reads < l->max_reads)
+		l->max_reads = cfg->max_reads;
 	l->slots = peer.w.ring_slots;
 	l->slot_bytes = peer.w.slot_bytes;
 	return 0;
+}
+
+/* A device may grant smaller queues than asked: then the link uses fewer
+ * ring slots, so that every slot's WRs (RDMEM_LINK_WRS_PER_SLOT) and reply
+ * receive fit by construction and a post never finds the queue full. */
+static void rdmem_link_fit_queues(struct rdmem_link *l)
+{
+	uint32_t max_send, max_recv, fit;
+
+	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
+	fit = max_send > RDMEM_LINK_WR_SPARE
+		  ? (max_send - RDMEM_LINK_WR_SPARE) / RDMEM_LINK_WRS_PER_SLOT
+		  : 0;
+	/* slots + RDMEM_LINK_RECV_BATCH receives stay posted */
+	fit =
+	    RDMEM_MIN(fit, max_recv > RDMEM_LINK_RECV_BATCH ? max_recv - RDMEM_LINK_RECV_BATCH : 0);
+	if (fit >= l->slots)
+		return;
+	rdmem_warn("rdma: %s gives a send queue of %u and a receive queue of %u: %u ring slots "
+		   "instead of %u",
+		   rdmem_fab_peer(l->conn), max_send, max_recv, RDMEM_MAX(fit, 1u), l->slots);
+	l->slots = RDMEM_MAX(fit, 1u);
 }
 
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out)
 {
 	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
 	 * for control-page reads and RECLAIMs. */
-	struct rdmem_fab_attr attr = { .max_send_wr = 4 * cfg->ring_slots + 64,
+	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
+						      RDMEM_LINK_WR_SPARE,
 				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,
 				       .max_inline = 64,
 				       .signal_every = 64,
@@ -144,8 +215,10 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 		return -ENOMEM;
 	l->slots = cfg->ring_slots;
 	l->resp_bytes = cfg->resp_bytes;
-	ret = rdmem_fab_resolve(cfg->fabric, cfg->host, cfg->port, &attr, cfg->timeout_ms,
-				&l->conn);
+	ret =
+	    rdmem_fab_resolve(cfg->fabric, cfg->host, cfg->port, &attr, cfg->timeout_ms, &l->conn);
+	if (ret == 0)
+		rdmem_link_fit_queues(l);
 	if (ret == 0)
 		ret = rdmem_link_regions(l, cfg);
 	/* One receive per response slot, plus the batch that may be owed. */

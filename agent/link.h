@@ -30,12 +30,14 @@ struct rdmem_link_config {
 	int timeout_ms;
 	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
 	struct rdmem_auth *auth; /* --secret-file; NULL: none */
+	uint32_t max_reads;	 /* cap on READs in flight; 0: what the connection agreed */
 };
 
 struct rdmem_link {
 	struct rdmem_conn *conn;
 	struct rdmem_xchg_welcome w; /* the server's regions, validated */
 	uint32_t slots, slot_bytes, resp_bytes;
+	uint32_t max_reads; /* READs the agent keeps in flight: agreed depth, capped by config */
 	uint8_t *region;
 	uint64_t region_len;
 	struct rdmem_desc *resp_ring;
@@ -49,6 +51,14 @@ struct rdmem_link {
 /* Connects to the server and exchanges regions; logs why on failure. */
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);
 void rdmem_link_close(struct rdmem_link *l);
+
+/*
+ * True when the verbs fabric certainly cannot register what a link needs
+ * (agent region + front-door segment, *need bytes): RLIMIT_MEMLOCK (*limit
+ * bytes) is lower and the process lacks CAP_IPC_LOCK. The pinning rule is the
+ * kernel's; a false answer does not promise the registrations succeed.
+ */
+int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit);
 
 /* Validates the server's accept private data against what we asked for. */
 int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots);

@@ -58,6 +58,8 @@ static void rdmem_agent_usage(FILE *f)
 		"      --ring-slots N         request/response ring slots (default %u)\n"
 		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
 		"      --connect-timeout MS   connect timeout (default 2000)\n"
+		"      --max-reads N          RDMA READs in flight per link (default and upper\n"
+		"                             bound: the depth the connection agreed)\n"
 		"      --busy-poll            never sleep when idle (dedicated cores)\n"
 		"      --secret-file PATH     prove this shared secret to the server, and check\n"
 		"                             that the server knows it too (mode 0600 file)\n"
@@ -121,7 +123,7 @@ enum {
 	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
 	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
 	OPT_METRICS_PORT, OPT_METRICS_BIND,
-	OPT_SECRET, OPT_SOURCE,
+	OPT_SECRET, OPT_SOURCE, OPT_MAX_READS,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -151,6 +153,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET },
 	{ "source", required_argument, NULL, OPT_SOURCE },
+	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -176,6 +179,7 @@ static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *ar
 		{ OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, &cfg->path.error_threshold },
 		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
 		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
+		{ OPT_MAX_READS, "--max-reads", 1, 255, &cfg->max_reads },
 		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
 		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
 		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },

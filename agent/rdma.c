@@ -51,6 +51,11 @@ struct rdmem_rdma {
 	struct rdmem_objref *reclaim_q;
 	uint32_t reclaim_n;
 	int ctrl_reading;
+	/* READs (LAZY and control page) posted and not completed, at most
+	 * l->max_reads; LAZY READs beyond wait their turn in read_q (slots, FIFO). */
+	uint32_t reads_inflight;
+	uint32_t *read_q;
+	uint32_t read_head, read_n;
 	uint64_t ctrl_at;
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
@@ -297,6 +302,62 @@ int rdmem_rdma_reply_fits(const struct rdmem_desc *d, const struct rdmem_agent_c
 	       (uint64_t)ref->offset + ref->length <= objpool_len;
 }
 
+/* At most one queued READ per slot: the queue cannot overflow. */
+static void rdmem_rdma_queue_read(struct rdmem_rdma *r, uint32_t i)
+{
+	r->read_q[(r->read_head + r->read_n++) % r->l->slots] = i;
+	r->st.read_waits++;
+}
+
+/* Posts the LAZY READ of slot i now, or queues it when the agreed READ
+ * depth is used up (a NIC would stall the whole send queue behind it) or
+ * the send queue is full. */
+static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
+{
+	struct rdmem_rdma_slot *s = &r->slot[i];
+	struct rdmem_agent_call *call = s->call;
+	struct rdmem_wr wr = { 0 };
+	int ret = -EAGAIN;
+
+	if (r->reads_inflight < r->l->max_reads) {
+		wr.wr_id = RDMEM_WRID_LAZY | i;
+		wr.op = RDMEM_WR_READ;
+		wr.flags = RDMEM_WR_SIGNALED;
+		wr.remote_addr = r->l->w.objpool.addr + s->ref.offset;
+		wr.rkey = r->l->w.objpool.rkey;
+		wr.nsge = 1;
+		wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + s->rep.data_off),
+						s->ref.length, r->l->mr_fd.lkey };
+		ret = rdmem_fab_post(r->l->conn, &wr, 1);
+	}
+	if (ret == 0) {
+		r->reads_inflight++;
+		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+		return 0;
+	}
+	if (ret != -EAGAIN)
+		return ret;
+	if (!queued)
+		rdmem_rdma_queue_read(r, i);
+	return -EAGAIN;
+}
+
+/* Posts queued LAZY READs, oldest first, while the READ depth allows. */
+static int rdmem_rdma_drain_reads(struct rdmem_rdma *r)
+{
+	while (r->read_n) {
+		int ret = rdmem_rdma_issue_read(r, r->read_q[r->read_head], 1);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret < 0)
+			return ret;
+		r->read_head = (r->read_head + 1) % r->l->slots;
+		r->read_n--;
+	}
+	return 0;
+}
+
 /* A LAZY reply: READ the object straight into the client's slot. */
 static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
 {
@@ -304,7 +365,7 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 	struct rdmem_agent_call *call = s->call;
 	const struct rdmem_objref *ref = &d->args.obj;
 	uint32_t off = rdmem_call_reply_off(call);
-	struct rdmem_wr wr = { 0 };
+	int ret;
 
 	if (!rdmem_rdma_reply_fits(d, call, r->l->resp_bytes, r->l->w.objpool.len)) {
 		r->st.bad_replies++;
@@ -319,21 +380,19 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 	s->ref = *ref;
 	s->rep = rdmem_rdma_reply_of(d, off);
 	s->reading = 1;
-	wr.wr_id = RDMEM_WRID_LAZY | i;
-	wr.op = RDMEM_WR_READ;
-	wr.flags = RDMEM_WR_SIGNALED;
-	wr.remote_addr = r->l->w.objpool.addr + ref->offset;
-	wr.rkey = r->l->w.objpool.rkey;
-	wr.nsge = 1;
-	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + off), ref->length,
-					r->l->mr_fd.lkey };
 	r->st.lazy_reads++;
 	r->st.lazy_bytes += ref->length;
 	if (ref->length == 0) {
 		rdmem_rdma_read_done(r, i); /* nothing to read */
 		return 0;
 	}
-	return rdmem_fab_post(r->l->conn, &wr, 1);
+	/* Queued READs go first: replies are served in the order they came. */
+	if (r->read_n) {
+		rdmem_rdma_queue_read(r, i);
+		return 0;
+	}
+	ret = rdmem_rdma_issue_read(r, i, 0);
+	return ret == -EAGAIN ? 0 : ret; /* -EAGAIN: queued */
 }
 
 static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
@@ -422,6 +481,8 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 	struct rdmem_wr wr = { 0 };
 	int ret;
 
+	if (r->reads_inflight >= r->l->max_reads)
+		return 0; /* housekeeping tries again when a READ completed */
 	wr.wr_id = RDMEM_WRID_CTRL;
 	wr.op = RDMEM_WR_READ;
 	wr.flags = RDMEM_WR_SIGNALED;
@@ -431,6 +492,8 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)r->l->ctrl, sizeof(struct rdmem_ctrl),
 					r->l->mr_local.lkey };
 	if ((ret = rdmem_fab_post(r->l->conn, &wr, 1)) == 0) {
+		r->reads_inflight++;
+		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
 		r->ctrl_reading = 1;
 		r->ctrl_at = now_ns;
 		r->calls_since_ctrl = 0;
@@ -468,11 +531,13 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 		r->recv_owed++;
 		return rdmem_rdma_response(r, wc->imm);
 	case RDMEM_WC_READ:
+		if (r->reads_inflight)
+			r->reads_inflight--;
 		if (wc->wr_id == RDMEM_WRID_CTRL)
 			rdmem_rdma_ctrl_done(r);
 		else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY)
 			rdmem_rdma_read_done(r, (uint32_t)wc->wr_id);
-		return 0;
+		return rdmem_rdma_drain_reads(r);
 	default:
 		return 0;
 	}
@@ -499,8 +564,10 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
 
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 {
-	int ret = 0;
+	int ret = rdmem_rdma_drain_reads(r);
 
+	if (ret < 0)
+		return ret;
 	while (r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
 		;
 	if (r->reclaim_n && ret < 0)
@@ -550,7 +617,8 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 	r->slot = calloc(link->slots, sizeof(*r->slot));
 	r->free_map = calloc(r->nwords, sizeof(uint64_t));
 	r->reclaim_q = calloc(RDMEM_RDMA_RECLAIM_QUEUE, sizeof(*r->reclaim_q));
-	if (!r->slot || !r->free_map || !r->reclaim_q) {
+	r->read_q = calloc(link->slots, sizeof(*r->read_q));
+	if (!r->slot || !r->free_map || !r->reclaim_q || !r->read_q) {
 		rdmem_rdma_destroy(r);
 		return -ENOMEM;
 	}
@@ -580,6 +648,7 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r)
 	free(r->slot);
 	free(r->free_map);
 	free(r->reclaim_q);
+	free(r->read_q);
 	free(r);
 }
 
@@ -587,6 +656,7 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 {
 	*out = r->st;
 	out->inflight = r->inflight_slots;
+	out->reads_max = r->l->max_reads;
 	out->slots = r->l->slots;
 }
 

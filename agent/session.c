@@ -198,9 +198,35 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 	s->cfg.sim.rdma_errors = 0;
 	atomic_store_explicit(&s->cnt.link_up, 1, memory_order_relaxed);
 	rdmem_agent_count(&s->cnt.link_opens, 1);
-	rdmem_info("rdma: session %u with %s:%u over %s: %u slots x %u B", l->w.session_id,
-		   s->cfg.server, s->cfg.port, rdmem_fab_kind_name(s->cfg.fabric), l->slots,
+	rdmem_info("rdma: session %u with %s:%u%s%s over %s: %u slots x %u B", l->w.session_id,
+		   s->cfg.server, s->cfg.port, s->cfg.source ? " from " : "",
+		   s->cfg.source ? s->cfg.source : "", rdmem_fab_kind_name(s->cfg.fabric), l->slots,
 		   l->slot_bytes);
+}
+
+/*
+ * Verbs registers the whole front-door segment (zero copy) and the link's
+ * region, all pinned. Under a locked-memory limit too low for that every dial
+ * would fail the same way, so the agent says so once, plainly, and leaves
+ * RDMA off: AUTO calls go over TCP, forced RDMA paths time out as unreachable.
+ * The limit of a running process is not expected to change: restart it.
+ */
+static int rdmem_agent_memlock_short(struct rdmem_agent_session *s,
+				     const struct rdmem_link_config *lc)
+{
+	uint64_t need, limit;
+
+	if (!rdmem_link_memlock_short(lc, &need, &limit))
+		return 0;
+	rdmem_err("rdma: off: RDMA must pin %llu KiB (front-door segment %llu KiB + link %llu "
+		  "KiB) but the locked-memory limit is %llu KiB and the agent lacks "
+		  "CAP_IPC_LOCK. Every call goes over TCP. Raise the limit (`ulimit -l "
+		  "unlimited`, or LimitMEMLOCK=infinity for a systemd service) or use fewer "
+		  "--clients/--slots, then restart the agent",
+		  (unsigned long long)need / 1024, (unsigned long long)lc->fd_len / 1024,
+		  (unsigned long long)(need - lc->fd_len) / 1024, (unsigned long long)limit / 1024);
+	atomic_store_explicit(&s->cnt.memlock_short, 1, memory_order_relaxed);
+	return 1;
 }
 
 static void *rdmem_agent_connector(void *arg)
@@ -213,11 +239,14 @@ static void *rdmem_agent_connector(void *arg)
 					.resp_bytes = s->cfg.resp_bytes,
 					.timeout_ms = s->cfg.connect_timeout_ms,
 					.src_addr = s->cfg.source,
-					.auth = s->cfg.auth };
+					.auth = s->cfg.auth,
+					.max_reads = s->cfg.max_reads };
 	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
 	struct rdmem_link *l;
 
 	lc.fd_base = rdmem_frontdoor_segment(s->fd, &lc.fd_len);
+	if (rdmem_agent_memlock_short(s, &lc))
+		return NULL; /* no link can ever come up: TCP carries every call */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		struct pollfd pfd = { s->connector_bell.efd, POLLIN, 0 };
 

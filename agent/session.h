@@ -27,12 +27,13 @@ struct rdmem_simulate {
 
 struct rdmem_agent_config {
 	const char *server;
-	uint16_t port;	   /* RDMA */
-	uint16_t tcp_port; /* TCP fallback */
-	int fabric;	   /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
+	uint16_t port;	    /* RDMA */
+	uint16_t tcp_port;  /* TCP fallback */
+	int fabric;	    /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
 	struct rdmem_path_config path;
 	uint32_t ring_slots;
 	uint32_t resp_bytes;
+	uint32_t max_reads;	 /* cap on RDMA READs in flight per link; 0: as agreed */
 	uint32_t clients, slots; /* front-door geometry */
 	int connect_timeout_ms;
 	int busy_poll;

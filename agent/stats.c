@@ -33,6 +33,7 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 	s->link_opens = atomic_load_explicit(&c->link_opens, memory_order_relaxed);
 	s->link_losses = atomic_load_explicit(&c->link_losses, memory_order_relaxed);
 	s->link_up = atomic_load_explicit(&c->link_up, memory_order_relaxed);
+	s->memlock_short = atomic_load_explicit(&c->memlock_short, memory_order_relaxed);
 }
 
 /* An appender that remembers overflow instead of checking every call. */
@@ -71,8 +72,11 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 	rdmem_out(o, "agent: fabric %s, rdma link %s, opens %llu, losses %llu, rdma errors %u "
 		     "(total %llu), fallbacks to tcp %llu, force-path %s\n",
 		  s->fabric ? rdmem_fab_kind_name(s->fabric) : "none (tcp only)",
-		  s->link_up ? "up" : "down", U(s->link_opens), U(s->link_losses), s->rdma_errors,
-		  U(s->rdma_errors_total), U(s->fallbacks), rdmem_path_name(s->force));
+		  s->memlock_short ? "off (locked-memory limit too low)"
+		  : s->link_up	   ? "up"
+				   : "down",
+		  U(s->link_opens), U(s->link_losses), s->rdma_errors, U(s->rdma_errors_total),
+		  U(s->fallbacks), rdmem_path_name(s->force));
 	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
 		rdmem_out(o, "path %-5s calls %llu ok %llu failed %llu\n", rdmem_path_name(p),
 			  U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
@@ -80,17 +84,21 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 		     "timeouts %llu\n",
 		  U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
 		  U(s->tcp.unreachable), U(s->tcp.timeouts));
-	rdmem_out(o, "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
-		     "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
-		     "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, group yields "
-		     "%llu\n",
-		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
-		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
-		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
-		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields));
-	rdmem_out(o, "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
-		     "%u, bytes out %llu in %llu\n",
+	rdmem_out(
+	    o,
+	    "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
+	    "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
+	    "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, group yields "
+	    "%llu, READs in flight at most %u (peak %u, waited %llu)\n",
+	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
+	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
+	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
+	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
+	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
+	    s->rdma.reads_peak, U(s->rdma.read_waits));
+	rdmem_out(o,
+		  "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
+		  "%u, bytes out %llu in %llu\n",
 		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
 		  s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
 	rdmem_out(o, "frontdoor: clients %u, calls %llu, local pings %llu, bad entries %llu, "
@@ -121,12 +129,14 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	const struct rdmem_ctrl *c = &s->ctrl;
 	int p;
 
-	rdmem_out(o, "{\"fabric\":\"%s\",\"link_up\":%u,\"link_opens\":%llu,\"link_losses\":%llu,"
-		     "\"rdma_errors\":%u,\"rdma_errors_total\":%llu,\"fallbacks\":%llu,"
-		     "\"force_path\":\"%s\",\"paths\":{",
-		  s->fabric ? rdmem_fab_kind_name(s->fabric) : "none", s->link_up,
-		  U(s->link_opens), U(s->link_losses), s->rdma_errors, U(s->rdma_errors_total),
-		  U(s->fallbacks), rdmem_path_name(s->force));
+	rdmem_out(
+	    o,
+	    "{\"fabric\":\"%s\",\"link_up\":%u,\"link_opens\":%llu,\"link_losses\":%llu,"
+	    "\"memlock_short\":%u,\"rdma_errors\":%u,\"rdma_errors_total\":%llu,\"fallbacks\":%llu,"
+	    "\"force_path\":\"%s\",\"paths\":{",
+	    s->fabric ? rdmem_fab_kind_name(s->fabric) : "none", s->link_up, U(s->link_opens),
+	    U(s->link_losses), s->memlock_short, s->rdma_errors, U(s->rdma_errors_total),
+	    U(s->fallbacks), rdmem_path_name(s->force));
 	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
 		rdmem_out(o, "\"%s\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu},",
 			  rdmem_path_name(p), U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
@@ -134,18 +144,22 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 		     "\"unreachable\":%llu,\"timeouts\":%llu}},",
 		  U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
 		  U(s->tcp.unreachable), U(s->tcp.timeouts));
-	rdmem_out(o, "\"rdma\":{\"slots_in_use\":%u,\"slots\":%u,\"posted\":%llu,\"replies\":%llu,"
-		     "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
-		     "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
-		     "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
-		     "\"ctrl_torn\":%llu,\"yields\":%llu},",
+	rdmem_out(o,
+		  "\"rdma\":{\"slots_in_use\":%u,\"slots\":%u,\"posted\":%llu,\"replies\":%llu,"
+		  "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
+		  "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
+		  "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
+		  "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
+		  "\"read_waits\":%llu},",
 		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields));
-	rdmem_out(o, "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
-		     "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
+		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
+		  s->rdma.reads_peak, U(s->rdma.read_waits));
+	rdmem_out(o,
+		  "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
+		  "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
 		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
 		  s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
 	rdmem_out(o, "\"frontdoor\":{\"clients\":%u,\"calls\":%llu,\"local_pings\":%llu,"

@@ -145,10 +145,13 @@ static int shmfab_conn_attr(struct shmfab_conn *c, const struct rdmem_fab_attr *
 	uint32_t rq = attr && attr->max_recv_wr ? attr->max_recv_wr : SHMFAB_DEF_QUEUE;
 	uint32_t every = attr ? attr->signal_every : 0;
 
+	/* Granted, not refused, as a device clamps to its max_qp_wr: callers
+	 * size themselves to rdmem_fab_queue_caps(). */
 	if (sq > SHMFAB_MAX_QUEUE || rq > SHMFAB_MAX_QUEUE) {
-		rdmem_err("shm: queue depths send %u / recv %u for %s over the limit %u", sq, rq,
-			  c->name, SHMFAB_MAX_QUEUE);
-		return -EINVAL;
+		rdmem_debug("shm: queue depths send %u / recv %u for %s clamped to %u", sq, rq,
+			    c->name, SHMFAB_MAX_QUEUE);
+		sq = sq > SHMFAB_MAX_QUEUE ? SHMFAB_MAX_QUEUE : sq;
+		rq = rq > SHMFAB_MAX_QUEUE ? SHMFAB_MAX_QUEUE : rq;
 	}
 	c->max_send = sq;
 	c->max_recv = rq;
@@ -1020,6 +1023,22 @@ static void shmfab_ack(struct rdmem_conn *conn)
 	}
 }
 
+/* Copies have no depth limit; report what an RC NIC typically agrees on, so
+ * callers run the same READ accounting here as over verbs. */
+static uint32_t shmfab_max_reads(struct rdmem_conn *conn)
+{
+	(void)conn;
+	return SHMFAB_MAX_READS;
+}
+
+static void shmfab_queue_caps(struct rdmem_conn *conn, uint32_t *max_send, uint32_t *max_recv)
+{
+	const struct shmfab_conn *c = (const struct shmfab_conn *)conn;
+
+	*max_send = c->max_send;
+	*max_recv = c->max_recv;
+}
+
 static uint32_t shmfab_max_inline(struct rdmem_conn *conn)
 {
 	(void)conn;
@@ -1051,6 +1070,8 @@ const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.event_fd = shmfab_event_fd,
 	.check = shmfab_check,
 	.max_inline = shmfab_max_inline,
+	.max_reads = shmfab_max_reads,
+	.queue_caps = shmfab_queue_caps,
 	.peer = shmfab_peer,
 	.close = shmfab_close,
 };

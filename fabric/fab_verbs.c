@@ -81,7 +81,7 @@ struct rdmem_verbs_conn {
 	uint64_t sq_head; /* oldest WR not known complete */
 	uint64_t sq_tail; /* next post sequence */
 	uint32_t sq_depth, rq_depth, max_send, max_recv, signal_every, unsignaled;
-	uint32_t rq_posted, max_inline, max_sge, max_sge_rd, max_msg;
+	uint32_t rq_posted, max_inline, max_sge, max_sge_rd, max_msg, max_reads;
 	uint8_t resp_res, init_depth;
 	unsigned cq_unacked, flushed;
 	int connected, established, broken, disc_sent;
@@ -276,10 +276,12 @@ static int rdmem_verbs_size(struct rdmem_verbs_conn *c, const struct rdmem_fab_a
 			    const struct ibv_device_attr *dev)
 {
 	uint32_t want_send = attr && attr->max_send_wr ? attr->max_send_wr : RDMEM_VERBS_DEF_SEND;
-	uint32_t qp_wr = (uint32_t)dev->max_qp_wr;
+	uint32_t qp_wr = (uint32_t)dev->max_qp_wr, want_recv;
+	uint64_t cqe = dev->max_cqe > 0 ? (uint64_t)dev->max_cqe : 0;
 
 	c->max_send = want_send;
 	c->max_recv = attr && attr->max_recv_wr ? attr->max_recv_wr : RDMEM_VERBS_DEF_RECV;
+	want_recv = c->max_recv;
 	c->signal_every = attr && attr->signal_every ? attr->signal_every : RDMEM_VERBS_DEF_SIGNAL;
 	c->signal_every = RDMEM_MIN(c->signal_every, c->max_send);
 	if (qp_wr < 2 || c->signal_every >= qp_wr)
@@ -288,16 +290,27 @@ static int rdmem_verbs_size(struct rdmem_verbs_conn *c, const struct rdmem_fab_a
 		c->max_send = qp_wr - c->signal_every;
 	if (c->max_recv > qp_wr)
 		c->max_recv = qp_wr;
-	if (c->max_send != want_send)
-		rdmem_warn("verbs: %s allows %u WRs per QP: max_send_wr %u clamped to %u",
-			   rdmem_verbs_dev(c), qp_wr, want_send, c->max_send);
+	/* One CQ holds both queues: shrink them in proportion until it can.
+	 * Callers size their protocol to rdmem_fab_queue_caps(). */
+	if ((uint64_t)c->max_send + c->signal_every + c->max_recv > cqe) {
+		uint64_t room = cqe > c->signal_every ? cqe - c->signal_every : 0;
+		uint64_t send = room * c->max_send / ((uint64_t)c->max_send + c->max_recv);
+
+		if (send < 1 || room - send < 1) {
+			rdmem_err("verbs: %s CQs hold %d entries: too few for any queue",
+				  rdmem_verbs_dev(c), dev->max_cqe);
+			return -EINVAL;
+		}
+		c->max_send = (uint32_t)send;
+		c->max_recv = (uint32_t)(room - send);
+	}
+	if (c->max_send != want_send || c->max_recv != want_recv)
+		rdmem_warn("verbs: %s allows %u WRs per QP and %d CQ entries: send queue %u -> %u, "
+			   "receive queue %u -> %u",
+			   rdmem_verbs_dev(c), qp_wr, dev->max_cqe, want_send, c->max_send,
+			   want_recv, c->max_recv);
 	c->sq_depth = c->max_send + c->signal_every;
 	c->rq_depth = c->max_recv;
-	if ((uint64_t)c->sq_depth + c->rq_depth > (uint64_t)dev->max_cqe) {
-		rdmem_err("verbs: %s CQs hold %d entries; %u send + %u receive WRs do not fit",
-			  rdmem_verbs_dev(c), dev->max_cqe, c->sq_depth, c->rq_depth);
-		return -EINVAL;
-	}
 	c->max_sge = (uint32_t)RDMEM_MIN(RDMEM_FAB_MAX_SGE, dev->max_sge);
 	c->max_sge_rd =
 	    (uint32_t)RDMEM_MIN((int)c->max_sge, dev->max_sge_rd ? dev->max_sge_rd : dev->max_sge);
@@ -379,6 +392,34 @@ static int rdmem_verbs_alloc_arrays(struct rdmem_verbs_conn *c)
 		rdmem_err("verbs: out of memory for the queues of %s", c->peer);
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * The READ depth the connection really got: rdma_cm programs the QP's
+ * max_rd_atomic from the initiator depth we offered and the responder
+ * resources the peer granted (the lower wins; rxe rounds up to a power of
+ * two). Zero would leave every READ waiting forever on rxe and fail it on
+ * a NIC, so it fails the connection instead.
+ */
+static int rdmem_verbs_learn_reads(struct rdmem_verbs_conn *c)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
+	int rc = ibv_query_qp(c->id->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC, &init);
+
+	if (rc) {
+		rdmem_err("verbs: ibv_query_qp(max_rd_atomic) for %s: %s", c->peer, strerror(rc));
+		return -rc;
+	}
+	c->max_reads = qa.max_rd_atomic;
+	if (c->max_reads == 0) {
+		rdmem_err("verbs: %s: the connection allows no RDMA READ in flight (we offered "
+			  "initiator depth %u, responder resources %u)",
+			  c->peer, c->init_depth, c->resp_res);
+		return -EPROTO;
+	}
+	rdmem_debug("verbs: %s: up to %u RDMA READs in flight", c->peer, c->max_reads);
 	return 0;
 }
 
@@ -783,7 +824,7 @@ static int rdmem_verbs_accept(struct rdmem_conn *conn, const void *priv, size_t 
 		return -e;
 	}
 	c->connected = 1; /* rdma_accept moved the QP to RTS */
-	return 0;
+	return rdmem_verbs_learn_reads(c);
 }
 
 static void rdmem_verbs_reject(struct rdmem_conn *conn, const void *priv, size_t len)
@@ -969,6 +1010,8 @@ static int rdmem_verbs_connect_event(struct rdmem_verbs_conn *c, const struct rd
 					     "accept", c->peer);
 
 		c->connected = c->established = 1;
+		if (rc == 0)
+			rc = rdmem_verbs_learn_reads(c);
 		if (rc)
 			rdmem_verbs_break(c);
 		return rc ? rc : 1;
@@ -1026,7 +1069,10 @@ static int rdmem_verbs_connect(struct rdmem_conn *conn, const void *priv, size_t
 	} while (rc == 0);
 	if (rc < 0)
 		return rc;
-	rdmem_info("verbs: connected to %s via %s", c->peer, rdmem_verbs_dev(c));
+	rdmem_info("verbs: connected to %s via %s: send queue %u (signal every %u), receive "
+		   "queue %u, inline %u B, %u SGEs, %u READs in flight",
+		   c->peer, rdmem_verbs_dev(c), c->sq_depth, c->signal_every, c->rq_depth,
+		   c->max_inline, c->max_sge, c->max_reads);
 	return 0;
 }
 
@@ -1435,6 +1481,17 @@ static void rdmem_verbs_ack(struct rdmem_conn *conn)
 		rdmem_err("verbs: ibv_get_cq_event for %s: %s", c->peer, strerror(errno));
 }
 
+static uint32_t rdmem_verbs_max_reads(struct rdmem_conn *conn)
+{
+	return rdmem_verbs_conn_of(conn)->max_reads;
+}
+
+static void rdmem_verbs_queue_caps(struct rdmem_conn *conn, uint32_t *max_send, uint32_t *max_recv)
+{
+	*max_send = rdmem_verbs_conn_of(conn)->max_send;
+	*max_recv = rdmem_verbs_conn_of(conn)->max_recv;
+}
+
 static uint32_t rdmem_verbs_max_inline(struct rdmem_conn *conn)
 {
 	return rdmem_verbs_conn_of(conn)->max_inline;
@@ -1470,6 +1527,8 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.event_fd = rdmem_verbs_event_fd,
 	.check = rdmem_verbs_check,
 	.max_inline = rdmem_verbs_max_inline,
+	.max_reads = rdmem_verbs_max_reads,
+	.queue_caps = rdmem_verbs_queue_caps,
 	.peer = rdmem_verbs_peer,
 	.close = rdmem_verbs_close,
 };

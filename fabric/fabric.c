@@ -171,6 +171,16 @@ int rdmem_fab_check(struct rdmem_conn *c)
 	return c->ops->check(c);
 }
 
+void rdmem_fab_queue_caps(struct rdmem_conn *c, uint32_t *max_send, uint32_t *max_recv)
+{
+	c->ops->queue_caps(c, max_send, max_recv);
+}
+
+uint32_t rdmem_fab_max_reads(struct rdmem_conn *c)
+{
+	return c->ops->max_reads(c);
+}
+
 uint32_t rdmem_fab_max_inline(struct rdmem_conn *c)
 {
 	return c->ops->max_inline(c);

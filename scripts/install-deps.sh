@@ -2,10 +2,21 @@
 # install-deps.sh - installs the Debian 12 packages RDMemRPC builds and tests
 # with, if any is missing. Used by .ci/run and scripts/demo.sh; safe to rerun.
 #   scripts/install-deps.sh [extra packages...]
+#   scripts/install-deps.sh --rxe   what scripts/rxe-vm.sh needs on the host
+#                                   (make test-rxe): qemu, readelf
 set -euo pipefail
 
-pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
-      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
+opts=()
+if [ "${1:-}" = --rxe ]; then
+	shift
+	# The guest image itself is built from Debian packages by rxe-vm.sh;
+	# qemu's recommends (GUI, audio) are not needed for a headless TCG guest.
+	pkgs=(qemu-system-x86 binutils "$@")
+	opts=(--no-install-recommends)
+else
+	pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
+	      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -18,4 +29,4 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq "${missing[@]}" >/dev/null
+apt-get install -y -qq "${opts[@]}" "${missing[@]}" >/dev/null

@@ -34,7 +34,8 @@
 # RXE_DUMMY_IP, RXE_DUMMY_DEV (dummy, both); RXE_VETH_SRV_IP, RXE_VETH_CLI_IP,
 # RXE_VETH_SRV_DEV, RXE_VETH_CLI_DEV (veth, both). The RoCEv2 IPv4 GID is
 # index 1. memlock is unlimited, we are root. Tools: ibv_devinfo, rping,
-# ib_*_lat/bw (perftest), rdma, ip, bash, coreutils, busybox applets.
+# ib_*_lat/bw (perftest), rdma, ip, tc (netem, drop filters), bash, coreutils,
+# busybox applets.
 #
 # Exit status: COMMAND's own; 124 = COMMAND timed out inside the VM;
 # 125 = the VM or the image build failed (no status came back); 2 = usage.
@@ -67,7 +68,10 @@ PKGS="busybox-static bash libtinfo6 libgcc-s1 libc6 coreutils libacl1 libattr1
  libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0
  libkeyutils1 libxtables12"
 # Kernel modules; modprobe --show-depends adds what they need.
-MODS="rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul veth dummy"
+# sch_netem, sch_ingress, cls_matchall, act_gact: to cut the network under
+# RDMA by hand (tc ... netem loss 100%, or a matchall drop filter).
+MODS="rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul veth dummy
+ sch_netem sch_ingress cls_matchall act_gact"
 IMAGE_VERSION=1 # bump when build_image() or the guest init changes the image
 
 log() { echo "[rxe-vm] $*" >&2; }

@@ -599,6 +599,28 @@ static int rdmem_session_setup(struct rdmem_session *s, const struct rdmem_xchg_
 	return 0;
 }
 
+/* A device may grant smaller queues than the listener asked for: serve fewer
+ * slots then, so each slot's reply WRs (payload, descriptor, state) and its
+ * request's receive fit by construction. The welcome tells the agent. */
+static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
+{
+	uint32_t max_send, max_recv, fit;
+
+	rdmem_fab_queue_caps(conn, &max_send, &max_recv);
+	fit = max_send > RDMEM_SESSION_WR_SPARE
+		  ? (max_send - RDMEM_SESSION_WR_SPARE) / RDMEM_SESSION_WRS_PER_SLOT
+		  : 0;
+	/* ring_slots + RDMEM_SESSION_RECV_BATCH receives stay posted */
+	fit = RDMEM_MIN(
+	    fit, max_recv > RDMEM_SESSION_RECV_BATCH ? max_recv - RDMEM_SESSION_RECV_BATCH : 0);
+	fit = RDMEM_MAX(fit, 1u);
+	if (fit >= slots)
+		return slots;
+	rdmem_warn("session with %s: send queue %u, receive queue %u: %u ring slots instead of %u",
+		   rdmem_fab_peer(conn), max_send, max_recv, fit, slots);
+	return fit;
+}
+
 int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
 		       struct rdmem_pool *pool, struct rdmem_conn *conn,
 		       const struct rdmem_xchg_hello *hello, uint32_t id,
@@ -618,7 +640,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->conn = conn;
 	s->pool = pool;
 	s->id = id;
-	s->slots = hello->ring_slots;
+	s->slots = rdmem_session_fit_slots(conn, hello->ring_slots);
 	s->resp_bytes = hello->resp_bytes;
 	s->resp = hello->resp;
 	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;

@@ -33,6 +33,15 @@ static inline const char *e2e_addr(void)
 	return a && *a ? a : "127.0.0.1";
 }
 
+/* The local address the agent dials RDMA from: RDMEM_TEST_SOURCE (the VM's
+ * second rxe device in its veth mode), else none (routing decides). */
+static inline const char *e2e_source(void)
+{
+	const char *a = getenv("RDMEM_TEST_SOURCE");
+
+	return a && *a ? a : NULL;
+}
+
 /* Starts rdmem-server with the extra arguments (NULL-terminated). */
 static inline int e2e_server(struct e2e *e, const char *fabric, ...)
 {
@@ -64,16 +73,21 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 
 	snprintf(e->bin[1], sizeof(e->bin[1]), "%s/rdmem-agent", proc_bin());
 	snprintf(port, sizeof(port), "%u", e->port);
+	if (e2e_source()) {
+		argv[n++] = "--source";
+		argv[n++] = e2e_source();
+	}
 	while (n < 38 && (argv[n] = va_arg(ap, const char *)))
 		n++;
 	argv[n] = NULL;
 	if (proc_start(p, name, (char *const *)argv, "ready:", E2E_READY_MS) < 0)
 		return -1;
-	/* The RDMA link comes up in the background; give it its moment. */
+	/* The RDMA link comes up in the background; give it its moment (up to
+	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial). */
 	if (strcmp(e->fabric, "tcp") != 0) {
 		int i;
 
-		for (i = 0; i < 500 && !proc_log_has(p, "rdma: session"); i++)
+		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++)
 			proc_sleep_ms(10);
 	}
 	return 0;

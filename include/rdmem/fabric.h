@@ -184,6 +184,20 @@ void rdmem_fab_ack(struct rdmem_conn *c); /* consumes a completion event */
 int rdmem_fab_event_fd(struct rdmem_conn *c);
 int rdmem_fab_check(struct rdmem_conn *c);
 uint32_t rdmem_fab_max_inline(struct rdmem_conn *c);
+/*
+ * RDMA READs this connection may have outstanding at once: the initiator
+ * depth the two ends agreed on (verbs: the QP's max_rd_atomic once
+ * connected). A NIC holds further READs, and every WR behind them, in the
+ * send queue until one completes: callers keep at most this many in flight.
+ */
+uint32_t rdmem_fab_max_reads(struct rdmem_conn *c);
+/*
+ * The queue sizes the connection really got (struct rdmem_fab_attr asks;
+ * the device may grant less): WRs one post may hold and receives that may
+ * be posted. Callers size their protocol to these, so the send queue, the
+ * receive queue and the CQ stay within bounds by construction.
+ */
+void rdmem_fab_queue_caps(struct rdmem_conn *c, uint32_t *max_send, uint32_t *max_recv);
 const char *rdmem_fab_peer(struct rdmem_conn *c);
 void rdmem_fab_close(struct rdmem_conn *c); /* disconnects; frees MRs, QP, CQ, PD */
 

@@ -311,6 +311,73 @@ static void test_async_window_32(void)
 	CHECK_EQ(late, 0);
 }
 
+/* 32 LAZY gets in flight on handle h; returns the calls that failed or came
+ * back wrong (each value must be exactly the 64 KiB object, read LAZY). */
+static int lazy_window_32(rdmem_t *h)
+{
+	struct rdmem_rpc rpc[32];
+	int bad = 0, i;
+
+	for (i = 0; i < 32; i++) {
+		rdmem_rpc_init(&rpc[i], RDMEM_OP_LARGE_GET);
+		rpc[i].key = "big:64k";
+		rpc[i].key_len = 7;
+		rpc[i].path = RDMEM_PATH_LAZY;
+		if (rdmem_submit(h, &rpc[i]) < 0) {
+			rpc[i].op = 0; /* not in flight */
+			bad++;
+		}
+	}
+	for (i = 0; i < 32; i++) {
+		if (!rpc[i].op)
+			continue;
+		rdmem_wait(h, &rpc[i]);
+		bad += rpc[i].rc != 0 || rpc[i].rpath != RDMEM_PATH_LAZY ||
+		       rdmem_large_verify("big:64k", rpc[i].rval, rpc[i].rlen) != 0;
+		rdmem_rpc_free(&rpc[i]);
+	}
+	return bad;
+}
+
+/* Many LAZY READs wanted at once: the agent keeps at most the READ depth the
+ * connection agreed in flight (more would stall the send queue behind them on
+ * a NIC); the rest wait their turn. Then the same through a second agent
+ * capped at 2 READs, where most must wait. */
+static void test_lazy_reads_within_depth(void)
+{
+	struct proc agent2 = { 0 };
+	char shm2[80];
+	rdmem_t *h2 = NULL;
+	char *text = NULL;
+	uint32_t len;
+	long long max, peak;
+
+	CHECK_EQ(lazy_window_32(e.h), 0);
+	max = e2e_stat(&e, "rdma.reads_max");
+	peak = e2e_stat(&e, "rdma.reads_peak");
+	printf("# READ depth %lld, peak %lld, waited %lld\n", max, peak,
+	       e2e_stat(&e, "rdma.read_waits"));
+	CHECK(max >= 1 && peak >= 1 && peak <= max);
+
+	snprintf(shm2, sizeof(shm2), "%s-r", e.shm);
+	REQUIRE(e2e_second_agent(&e, &agent2, shm2, "--max-reads", "2", NULL) == 0);
+	if (rdmem_open(shm2, &h2) == 0) {
+		CHECK_EQ(lazy_window_32(h2), 0);
+		REQUIRE(rdmem_agent_stats(h2, 1, &text, &len, NULL) == 0);
+		CHECK_EQ(e2e_json_num(text, "rdma.reads_max"), 2);
+		peak = e2e_json_num(text, "rdma.reads_peak");
+		CHECK(peak >= 1 && peak <= 2);
+		printf("# capped at 2: peak %lld, waited %lld\n", peak,
+		       e2e_json_num(text, "rdma.read_waits"));
+		free(text);
+		rdmem_close(h2);
+	} else {
+		CHECK(0);
+	}
+	proc_stop(&agent2, SIGTERM, 5000);
+	shm_unlink(shm2);
+}
+
 int main(int argc, char **argv)
 {
 	const char *fabric = argc > 1 ? argv[1] : "shm";
@@ -327,6 +394,7 @@ int main(int argc, char **argv)
 	RUN(test_image_upload_every_path);
 	RUN(test_auto_choices);
 	RUN(test_lazy_objects_reclaimed);
+	RUN(test_lazy_reads_within_depth);
 	RUN(test_fallbacks);
 	RUN(test_async_window_32);
 	RUN(test_inplace_reply);

@@ -1,5 +1,5 @@
 /* test_rdma_server.c - the server's RDMA data plane against a hand-driven
- * peer on the shm fabric: a real rdmem-server process, and this test playing
+ * peer: a real rdmem-server process, and this test playing
  * a (sometimes hostile) agent that writes descriptors itself. Checks EAGER
  * and LAZY replies, RECLAIM (ok, repeat, stale, unknown), the TTL scan, the
  * control page, every forged descriptor refused and counted, and that one
@@ -21,6 +21,8 @@
 
 static struct proc server;
 static unsigned port;
+static enum rdmem_fab_kind fabric = RDMEM_FAB_SHM;
+static const char *addr = "127.0.0.1", *source;
 
 struct peer {
 	struct rdmem_link *l;
@@ -31,12 +33,13 @@ struct peer {
 
 static int peer_open(struct peer *p)
 {
-	struct rdmem_link_config cfg = { .fabric = RDMEM_FAB_SHM,
-					 .host = "127.0.0.1",
+	struct rdmem_link_config cfg = { .fabric = fabric,
+					 .host = addr,
 					 .port = (uint16_t)port,
 					 .ring_slots = 64,
 					 .resp_bytes = 16384,
-					 .timeout_ms = T_TIMEOUT_MS };
+					 .timeout_ms = T_TIMEOUT_MS,
+					 .src_addr = source };
 
 	memset(p, 0, sizeof(*p));
 	if (rdmem_link_open(&cfg, &p->l) < 0)
@@ -344,17 +347,27 @@ static void test_sessions_isolated(void)
 	peer_close(&good);
 }
 
-int main(void)
+int main(int argc, char **argv_main)
 {
-	char bin[512], port_s[16];
-	char *argv[] = { bin, "-b", "127.0.0.1", "-p", port_s, "--fabric", "shm",
-			 "--object-ttl", "300", NULL };
+	char bin[512], port_s[16], ready[64];
+	const char *fab = argc > 1 ? argv_main[1] : "shm", *env;
+	char *argv[] = { bin,	     "-b",	  (char *)addr,	  "-p",	 port_s,
+			 "--fabric", (char *)fab, "--object-ttl", "300", NULL };
 
 	rdmem_log_init("test_rdma_server", 0);
+	if (rdmem_fab_kind_parse(fab, &fabric) < 0) {
+		printf("not ok - fabric '%s': shm or verbs\n", fab);
+		return 1;
+	}
+	if ((env = getenv("RDMEM_TEST_ADDR")) && *env)
+		argv[2] = (char *)(addr = env);
+	if ((env = getenv("RDMEM_TEST_SOURCE")) && *env)
+		source = env;
+	snprintf(ready, sizeof(ready), "listening %s", fab);
 	port = proc_free_port_pair();
 	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
 	snprintf(port_s, sizeof(port_s), "%u", port);
-	if (proc_start(&server, "server", argv, "listening shm", T_TIMEOUT_MS) < 0) {
+	if (proc_start(&server, "server", argv, ready, T_TIMEOUT_MS) < 0) {
 		printf("not ok - start rdmem-server\n");
 		return 1;
 	}
