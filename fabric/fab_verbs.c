@@ -1108,15 +1108,20 @@ static void rdmem_verbs_free(struct rdmem_conn *conn, void *p, size_t len)
 			  rdmem_verbs_conn_of(conn)->peer, strerror(errno));
 }
 
-/* Any connection registers it in its own PD: plain page-aligned memory. */
+/*
+ * Any connection registers it in its own PD: plain page-aligned memory.
+ * MAP_NORESERVE: a pool sized for every lease is mostly address space until
+ * sessions take leases (and registration pins what they use); without it the
+ * kernel's overcommit heuristic refuses a pool larger than RAM outright.
+ */
 static void *rdmem_verbs_alloc_shared(size_t len)
 {
 	void *p;
 
 	if (len == 0)
 		return NULL;
-	p = mmap(NULL, rdmem_verbs_pages(len), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		 -1, 0);
+	p = mmap(NULL, rdmem_verbs_pages(len), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
 		rdmem_err("verbs: allocating a shared pool of %zu bytes: %s", len, strerror(errno));
 		return NULL;

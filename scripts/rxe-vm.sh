@@ -291,7 +291,10 @@ add_host_libs() {
 	local X=$1 f so path
 	mkdir -p "$X/.lib"
 	find "$X" -type f \( -perm -u+x -o -name '*.so*' \) | while read -r f; do
-		is_elf "$f" && ldd "$f" 2>/dev/null | awk '/=> \//{print $1, $3}'
+		# if, not &&: a script as the last file must not fail the pipeline
+		if is_elf "$f"; then
+			ldd "$f" 2>/dev/null | awk '/=> \//{print $1, $3}'
+		fi
 	done | sort -u | while read -r so path; do
 		grep -qxF "$so" "$IMG/base-libs.txt" && continue
 		cp -L "$path" "$X/.lib/"

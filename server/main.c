@@ -27,7 +27,7 @@ static const char usage_text[] =
     "      --fabric F           verbs | shm | none: the RDMA listener (default: verbs with\n"
     "                           an RDMA device, else shm for agents on this host)\n"
     "      --batch-budget N     request slots a session drains per round (default 32)\n"
-    "      --ring-slots N       request ring slots per session (default 1024)\n"
+    "      --ring-slots N       request ring slots per session (default 256)\n"
     "      --slot-bytes BYTES   payload bytes per request slot (default 32k)\n"
     "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
