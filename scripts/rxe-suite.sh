@@ -28,7 +28,7 @@ BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
- rdma_loss_dummy rdma_loss_veth memlock"
+ rdma_loss_dummy rdma_loss_veth memlock many_sessions"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -118,6 +118,38 @@ check_broken_detail() {
 }
 
 # ---- integration over --fabric verbs -----------------------------------------
+
+# 64 sessions on one verbs server (leased message pool, worker threads): every
+# session connects, runs GETs with every reply checked, and disconnects; the
+# server ends with every lease back and no session left.
+check_many_sessions() {
+	local port=7480 log=/tmp/rxe-many.server.log spid rc out
+	timeout -k 5 "$T" "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p "$port" --fabric verbs --no-tcp \
+		--ring-slots 64 --objpool-slabs 8 --max-sessions 80 >"$log" 2>&1 &
+	spid=$!
+	if ! wait_for_line "$log" 'listening verbs' 60; then
+		echo "not ok - many_sessions: rdmem-server did not start"
+		sed 's/^/#   many_sessions: | /' "$log"
+		kill "$spid" 2>/dev/null
+		return
+	fi
+	out=$(timeout -k 5 "$T" "$BIN/tests/scale_bench" --fabric verbs --addr "$RXE_DUMMY_IP" \
+		--port "$port" -n 64 --window 2 --seconds 3 --server-pid "$spid" 2>/tmp/rxe-many.err)
+	rc=$?
+	echo "# many_sessions: $out"
+	grep -v ': info: ' /tmp/rxe-many.err | sed 's/^/#   many_sessions: /'
+	status_line many_sessions "$rc" "64 sessions connect, run GETs with every reply checked, disconnect"
+	# The closes reach the server: every session ends (no lease, no worker slot held).
+	for _ in $(seq 100); do
+		[ "$(grep -c ': closed$' "$log")" -ge 64 ] && break
+		sleep 0.1
+	done
+	[ "$(grep -c ': closed$' "$log")" -ge 64 ]
+	status_line many_sessions $? "the server closed all 64 sessions ($(grep -c ': closed$' "$log") closed)"
+	kill "$spid" 2>/dev/null
+	wait "$spid"
+	status_line many_sessions $? "rdmem-server stops cleanly afterwards"
+}
 
 # Runs one test program with the given environment; its case lines become
 # "ok - NAME: case", stderr and the rest become comments.
