@@ -33,6 +33,22 @@ void rdmem_log(int level, const char *fmt, ...)
 	fputs(line, stderr);
 }
 
+void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->overflow)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= t->cap - t->len)
+		t->overflow = 1;
+	else
+		t->len += (size_t)n;
+}
+
 int rdmem_parse_size(const char *s, uint64_t *out)
 {
 	unsigned long long v;

@@ -2,37 +2,12 @@
  * or as one JSON object with RDMEM_F_JSON. Names are stable: scripts and the
  * agent parse them. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "rdmem/util.h"
 #include "server/service_impl.h"
 
-struct out {
-	char *buf;
-	size_t cap;
-	size_t len;
-	int overflow;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct out *o, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (o->overflow)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= o->cap - o->len)
-		o->overflow = 1;
-	else
-		o->len += (size_t)n;
-}
 
 static uint64_t ld(atomic_uint_fast64_t *c)
 {
@@ -59,60 +34,60 @@ static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
 	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
 }
 
-static void format_text(struct rdmem_service *svc, const struct snapshot *s, struct out *o)
+static void format_text(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
 {
 	unsigned i;
 
-	put(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
-	put(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
-	put(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
+	rdmem_text_add(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
+	rdmem_text_add(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
+	rdmem_text_add(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
 	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
-	put(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
+	rdmem_text_add(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		put(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n", rdmem_op_name(i),
+		rdmem_text_add(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n", rdmem_op_name(i),
 		    ld(&svc->ops[i].calls), rdmem_op_name(i), ld(&svc->ops[i].errors));
 	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		put(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i), ld(&svc->paths[i]));
-	put(o,
+		rdmem_text_add(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i), ld(&svc->paths[i]));
+	rdmem_text_add(o,
 	    "uploads.active %" PRIu64 "\nuploads.committed %" PRIu64 "\nuploads.failed %" PRIu64
 	    "\nuploads.timed_out %" PRIu64 "\nuploads.bytes %" PRIu64 "\n",
 	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
-	put(o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
+	rdmem_text_add(o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
 	    s->hook.runs, s->hook.failures, s->hook.running);
-	put(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n", ld(&svc->reclaim_freed),
+	rdmem_text_add(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n", ld(&svc->reclaim_freed),
 	    ld(&svc->reclaim_refused));
 }
 
-static void format_json(struct rdmem_service *svc, const struct snapshot *s, struct out *o)
+static void format_json(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
 {
 	unsigned i;
 
-	put(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
-	put(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
-	put(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
+	rdmem_text_add(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
+	rdmem_text_add(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
+	rdmem_text_add(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
 	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
-	put(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
+	rdmem_text_add(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
 	    ld(&svc->bytes_out));
-	put(o, ",\"ops\":{");
+	rdmem_text_add(o, ",\"ops\":{");
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		put(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}", i > 1 ? "," : "",
+		rdmem_text_add(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}", i > 1 ? "," : "",
 		    rdmem_op_name(i), ld(&svc->ops[i].calls), ld(&svc->ops[i].errors));
-	put(o, "},\"paths\":{");
+	rdmem_text_add(o, "},\"paths\":{");
 	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		put(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i), ld(&svc->paths[i]));
-	put(o,
+		rdmem_text_add(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i), ld(&svc->paths[i]));
+	rdmem_text_add(o,
 	    "},\"uploads\":{\"active\":%" PRIu64 ",\"committed\":%" PRIu64 ",\"failed\":%" PRIu64
 	    ",\"timed_out\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
 	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
-	put(o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
+	rdmem_text_add(o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
 	    s->hook.runs, s->hook.failures, s->hook.running);
-	put(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
+	rdmem_text_add(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
 	    ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
 }
 
 /* The RDMA side's own report (sessions, leases, groups), when it has one. */
-static void format_hook(struct rdmem_service *svc, int json, struct out *o)
+static void format_hook(struct rdmem_service *svc, int json, struct rdmem_text *o)
 {
 	int n;
 
@@ -121,7 +96,7 @@ static void format_hook(struct rdmem_service *svc, int json, struct out *o)
 		pthread_mutex_unlock(&svc->stats_lock);
 		return;
 	}
-	put(o, json ? ",\"rdma\":" : "rdma:\n");
+	rdmem_text_add(o, json ? ",\"rdma\":" : "rdma:\n");
 	n = o->overflow ? -1 : svc->stats_hook(svc->stats_ctx, json, o->buf + o->len, o->cap - o->len);
 	pthread_mutex_unlock(&svc->stats_lock);
 	if (n < 0)
@@ -132,7 +107,7 @@ static void format_hook(struct rdmem_service *svc, int json, struct out *o)
 
 size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap)
 {
-	struct out o = { buf, cap, 0, 0 };
+	struct rdmem_text o = { buf, cap, 0, 0 };
 	struct snapshot s;
 
 	take_snapshot(svc, &s);
@@ -142,6 +117,6 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 		format_text(svc, &s, &o);
 	format_hook(svc, json, &o);
 	if (json)
-		put(&o, "}\n");
+		rdmem_text_add(&o, "}\n");
 	return o.overflow ? 0 : o.len;
 }

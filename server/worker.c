@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,40 +441,17 @@ uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)
 
 /* ---- STATS ---------------------------------------------------------------------- */
 
-struct rdmem_wout {
-	char *buf;
-	size_t cap, len;
-	int overflow;
-};
-
-__attribute__((format(printf, 2, 3))) static void rdmem_wout(struct rdmem_wout *o,
-							     const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (o->overflow)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= o->cap - o->len)
-		o->overflow = 1;
-	else
-		o->len += (size_t)n;
-}
-
-static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rdmem_wout *o)
+static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rdmem_text *o)
 {
 	uint32_t i;
 
 	if (json)
-		rdmem_wout(o, "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
+		rdmem_text_add(o, "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
 			      "\"sessions\":[",
 			   w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
 			   (unsigned long long)atomic_load(&w->slices));
 	else
-		rdmem_wout(o, "worker %u: %u groups, active group %u, %llu slices\n", w->index,
+		rdmem_text_add(o, "worker %u: %u groups, active group %u, %llu slices\n", w->index,
 			   atomic_load(&w->groups), atomic_load(&w->active_group),
 			   (unsigned long long)atomic_load(&w->slices));
 	pthread_mutex_lock(&w->lock);
@@ -483,42 +459,42 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 		const struct rdmem_session_info *s = &w->snap[i];
 
 		if (json)
-			rdmem_wout(o, "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
+			rdmem_text_add(o, "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
 				      "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
 				      "\"registered_bytes\":%llu}",
 				   i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
 				   s->objects_live, (unsigned long long)s->completed,
 				   (unsigned long long)s->registered_bytes);
 		else
-			rdmem_wout(o, "  session %u: lease %u, group %u, %u slots, backlog %u, "
+			rdmem_text_add(o, "  session %u: lease %u, group %u, %u slots, backlog %u, "
 				      "%u objects live, %llu calls, %llu B registered\n",
 				   s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
 				   (unsigned long long)s->completed,
 				   (unsigned long long)s->registered_bytes);
 	}
 	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
-		rdmem_wout(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);
+		rdmem_text_add(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);
 	pthread_mutex_unlock(&w->lock);
 	if (json)
-		rdmem_wout(o, "]}");
+		rdmem_text_add(o, "]}");
 }
 
 int rdmem_workers_format(struct rdmem_workers *ws, int json, char *buf, size_t cap)
 {
-	struct rdmem_wout o = { buf, cap, 0, 0 };
+	struct rdmem_text o = { buf, cap, 0, 0 };
 	uint32_t i;
 
 	if (!cap)
 		return -E2BIG;
 	buf[0] = '\0';
 	if (json)
-		rdmem_wout(&o, "[");
+		rdmem_text_add(&o, "[");
 	for (i = 0; i < ws->n; i++) {
 		if (json && i)
-			rdmem_wout(&o, ",");
+			rdmem_text_add(&o, ",");
 		rdmem_workers_format_one(&ws->w[i], json, &o);
 	}
 	if (json)
-		rdmem_wout(&o, "]");
+		rdmem_text_add(&o, "]");
 	return o.overflow ? -E2BIG : (int)o.len;
 }

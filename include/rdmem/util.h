@@ -38,6 +38,20 @@ static inline void rdmem_cpu_relax(void)
  */
 int rdmem_parse_size(const char *s, uint64_t *out);
 
+/*
+ * A bounded text buffer for reports (STATS, agent-stats): appends until the
+ * buffer is full, then remembers that it overflowed instead of failing each
+ * call, so a report is written straight through and checked once at the end.
+ */
+struct rdmem_text {
+	char *buf;
+	size_t cap, len;
+	int overflow;
+};
+
+void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* ---- logging ------------------------------------------------------------
  * One line per event: "<prog>: <level>: <message>". Errors name what failed,
  * the peer, and errno text; callers pass those in the message.
