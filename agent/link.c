@@ -33,8 +33,7 @@ static int rdmem_remote_ok(const struct rdmem_remote *r, uint64_t need)
 
 int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots)
 {
-	if (len < sizeof(*w) || w->magic != RDMEM_XCHG_MAGIC ||
-	    w->version != RDMEM_LAYOUT_VERSION)
+	if (len < sizeof(*w) || w->magic != RDMEM_XCHG_MAGIC || w->version != RDMEM_LAYOUT_VERSION)
 		return -EPROTO;
 	if (w->ring_slots == 0 || w->ring_slots > asked_slots)
 		return -EPROTO;
@@ -161,8 +160,8 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	}
 	/* Mutual authentication: a server without the secret is not ours. */
 	if (cfg->auth && rdmem_auth_verify(cfg->auth, "server", &h.nonce, sizeof(h.nonce), &peer.w,
-					   offsetof(struct rdmem_xchg_welcome, proof),
-					   peer.w.proof, sizeof(peer.w.proof)) < 0) {
+					   offsetof(struct rdmem_xchg_welcome, proof), peer.w.proof,
+					   sizeof(peer.w.proof)) < 0) {
 		rdmem_err("server %s:%u did not prove the shared secret: refusing it", cfg->host,
 			  cfg->port);
 		return -EACCES;

@@ -37,42 +37,43 @@ struct rdmem_agent_opts {
 
 static void rdmem_agent_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: rdmem-agent -s SERVER [options]\n"
-		"  -s, --server HOST          rdmem-server address (required)\n"
-		"  -p, --port N               server RDMA port (default %u)\n"
-		"      --tcp-port N           server TCP port (default: port + 1)\n"
-		"      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
-		"                             device, else shm for a server on this host, else tcp)\n"
-		"      --shm-name NAME        front-door segment (default /rdmem)\n"
-		"      --shm-reset            take over a segment this agent did not create\n"
-		"      --shm-group GROUP      group owning the segment (mode 0660)\n"
-		"      --clients N            front-door client entries (default 32)\n"
-		"      --slots N              slots per client, at most 64 (default 16); the segment\n"
-		"                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
-		"      --max-value B          largest value a call carries (default 1m)\n"
-		"      --force-path P         auto | eager | lazy | bulk | tcp (default auto)\n"
-		"      --bulk-threshold B     requests this big go BULK (default 8k)\n"
-		"      --large-threshold B    replies expected this big go LAZY (default 8k)\n"
-		"      --error-threshold N    RDMA errors before AUTO uses TCP (default 8)\n"
-		"      --ring-slots N         request/response ring slots (default %u)\n"
-		"      --resp-bytes B         payload bytes per response slot (default 16k)\n"
-		"      --connect-timeout MS   connect timeout (default 2000)\n"
-		"      --max-reads N          RDMA READs in flight per link (default and upper\n"
-		"                             bound: the depth the connection agreed)\n"
-		"      --busy-poll            never sleep when idle (dedicated cores)\n"
-		"      --secret-file PATH     prove this shared secret to the server, and check\n"
-		"                             that the server knows it too (mode 0600 file)\n"
-		"      --source ADDR          local address to dial RDMA from (picks the device)\n"
-		"      --simulate-rdma-down   fault injection: RDMA unavailable\n"
-		"      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
-		"      --simulate-server-pressure ring|objpool\n"
-		"      --simulate-rdma-errors N       start with N RDMA errors counted\n"
-		"      --metrics-port N       serve Prometheus /metrics on port N (default off)\n"
-		"      --metrics-bind ADDR    address of /metrics (default 127.0.0.1)\n"
-		"  -v, --verbose              debug logging\n"
-		"  -h, --help\n",
-		RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS);
+	fprintf(
+	    f,
+	    "usage: rdmem-agent -s SERVER [options]\n"
+	    "  -s, --server HOST          rdmem-server address (required)\n"
+	    "  -p, --port N               server RDMA port (default %u)\n"
+	    "      --tcp-port N           server TCP port (default: port + 1)\n"
+	    "      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
+	    "                             device, else shm for a server on this host, else tcp)\n"
+	    "      --shm-name NAME        front-door segment (default /rdmem)\n"
+	    "      --shm-reset            take over a segment this agent did not create\n"
+	    "      --shm-group GROUP      group owning the segment (mode 0660)\n"
+	    "      --clients N            front-door client entries (default 32)\n"
+	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
+	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
+	    "      --max-value B          largest value a call carries (default 1m)\n"
+	    "      --force-path P         auto | eager | lazy | bulk | tcp (default auto)\n"
+	    "      --bulk-threshold B     requests this big go BULK (default 8k)\n"
+	    "      --large-threshold B    replies expected this big go LAZY (default 8k)\n"
+	    "      --error-threshold N    RDMA errors before AUTO uses TCP (default 8)\n"
+	    "      --ring-slots N         request/response ring slots (default %u)\n"
+	    "      --resp-bytes B         payload bytes per response slot (default 16k)\n"
+	    "      --connect-timeout MS   connect timeout (default 2000)\n"
+	    "      --max-reads N          RDMA READs in flight per link (default and upper\n"
+	    "                             bound: the depth the connection agreed)\n"
+	    "      --busy-poll            never sleep when idle (dedicated cores)\n"
+	    "      --secret-file PATH     prove this shared secret to the server, and check\n"
+	    "                             that the server knows it too (mode 0600 file)\n"
+	    "      --source ADDR          local address to dial RDMA from (picks the device)\n"
+	    "      --simulate-rdma-down   fault injection: RDMA unavailable\n"
+	    "      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
+	    "      --simulate-server-pressure ring|objpool\n"
+	    "      --simulate-rdma-errors N       start with N RDMA errors counted\n"
+	    "      --metrics-port N       serve Prometheus /metrics on port N (default off)\n"
+	    "      --metrics-bind ADDR    address of /metrics (default 127.0.0.1)\n"
+	    "  -v, --verbose              debug logging\n"
+	    "  -h, --help\n",
+	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS);
 }
 
 /* True when host resolves to an address of this machine. */
@@ -119,11 +120,31 @@ static int rdmem_agent_pick_fabric(struct rdmem_agent_opts *o)
 }
 
 enum {
-	OPT_TCP_PORT = 256, OPT_FABRIC, OPT_SHM_NAME, OPT_SHM_RESET, OPT_SHM_GROUP, OPT_CLIENTS,
-	OPT_SLOTS, OPT_MAX_VALUE, OPT_FORCE, OPT_BULK, OPT_LARGE, OPT_ERRORS, OPT_RING, OPT_RESP,
-	OPT_CONNECT, OPT_BUSY, OPT_SIM_DOWN, OPT_SIM_FAIL, OPT_SIM_PRESSURE, OPT_SIM_ERRORS,
-	OPT_METRICS_PORT, OPT_METRICS_BIND,
-	OPT_SECRET, OPT_SOURCE, OPT_MAX_READS,
+	OPT_TCP_PORT = 256,
+	OPT_FABRIC,
+	OPT_SHM_NAME,
+	OPT_SHM_RESET,
+	OPT_SHM_GROUP,
+	OPT_CLIENTS,
+	OPT_SLOTS,
+	OPT_MAX_VALUE,
+	OPT_FORCE,
+	OPT_BULK,
+	OPT_LARGE,
+	OPT_ERRORS,
+	OPT_RING,
+	OPT_RESP,
+	OPT_CONNECT,
+	OPT_BUSY,
+	OPT_SIM_DOWN,
+	OPT_SIM_FAIL,
+	OPT_SIM_PRESSURE,
+	OPT_SIM_ERRORS,
+	OPT_METRICS_PORT,
+	OPT_METRICS_BIND,
+	OPT_SECRET,
+	OPT_SOURCE,
+	OPT_MAX_READS,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -223,29 +244,52 @@ static int rdmem_agent_group(const char *name, gid_t *gid)
 static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 {
 	switch (c) {
-	case 's': o->cfg.server = arg; return 0;
-	case OPT_FABRIC: o->fabric = arg; return 0;
-	case OPT_SHM_NAME: o->fd.shm_name = arg; return 0;
-	case OPT_SHM_RESET: o->fd.reset = 1; return 0;
-	case OPT_SHM_GROUP: return rdmem_agent_group(arg, &o->fd.group);
-	case OPT_BUSY: o->cfg.busy_poll = o->fd.busy_poll = 1; return 0;
-	case OPT_SIM_DOWN: o->cfg.sim.rdma_down = 1; return 0;
+	case 's':
+		o->cfg.server = arg;
+		return 0;
+	case OPT_FABRIC:
+		o->fabric = arg;
+		return 0;
+	case OPT_SHM_NAME:
+		o->fd.shm_name = arg;
+		return 0;
+	case OPT_SHM_RESET:
+		o->fd.reset = 1;
+		return 0;
+	case OPT_SHM_GROUP:
+		return rdmem_agent_group(arg, &o->fd.group);
+	case OPT_BUSY:
+		o->cfg.busy_poll = o->fd.busy_poll = 1;
+		return 0;
+	case OPT_SIM_DOWN:
+		o->cfg.sim.rdma_down = 1;
+		return 0;
 	case OPT_METRICS_BIND:
 		if (rdmem_metrics_bind_ok(arg) == 0) {
 			o->metrics_bind = arg;
 			return 0;
 		}
-		fprintf(stderr, "rdmem-agent: --metrics-bind: '%s' is not a numeric IPv4 or IPv6 "
-				"address\n", arg);
+		fprintf(stderr,
+			"rdmem-agent: --metrics-bind: '%s' is not a numeric IPv4 or IPv6 "
+			"address\n",
+			arg);
 		return -EINVAL;
-	case OPT_SECRET: o->secret_file = arg; return 0;
-	case OPT_SOURCE: o->cfg.source = arg; return 0;
-	case 'v': o->verbose = 1; return 0;
+	case OPT_SECRET:
+		o->secret_file = arg;
+		return 0;
+	case OPT_SOURCE:
+		o->cfg.source = arg;
+		return 0;
+	case 'v':
+		o->verbose = 1;
+		return 0;
 	case OPT_FORCE:
 		if (rdmem_path_parse(arg, &o->cfg.path.force) == 0)
 			return 0;
-		fprintf(stderr, "rdmem-agent: --force-path: '%s' is not auto, eager, lazy, bulk "
-				"or tcp\n", arg);
+		fprintf(stderr,
+			"rdmem-agent: --force-path: '%s' is not auto, eager, lazy, bulk "
+			"or tcp\n",
+			arg);
 		return -EINVAL;
 	case OPT_SIM_PRESSURE:
 		if (strcmp(arg, "ring") == 0)
@@ -253,11 +297,14 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 		else if (strcmp(arg, "objpool") == 0)
 			o->cfg.sim.pressure = RDMEM_PRESSURE_OBJPOOL;
 		else {
-			fprintf(stderr, "rdmem-agent: --simulate-server-pressure: ring or objpool\n");
+			fprintf(stderr,
+				"rdmem-agent: --simulate-server-pressure: ring or objpool\n");
 			return -EINVAL;
 		}
 		return 0;
-	case 'h': rdmem_agent_usage(stdout); exit(0);
+	case 'h':
+		rdmem_agent_usage(stdout);
+		exit(0);
 	}
 	rdmem_agent_usage(stderr);
 	return -EINVAL;
@@ -316,9 +363,11 @@ struct rdmem_agent {
 
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
-	struct rdmem_tcp_actor_config tc = { o->cfg.server, o->cfg.tcp_port, o->cfg.clients,
-					     o->cfg.slots, o->cfg.connect_timeout_ms,
-					     o->cfg.busy_poll, NULL };
+	struct rdmem_tcp_actor_config tc = {
+		o->cfg.server, o->cfg.tcp_port,		  o->cfg.clients,
+		o->cfg.slots,  o->cfg.connect_timeout_ms, o->cfg.busy_poll,
+		NULL
+	};
 	int ret;
 
 	if (o->secret_file && (ret = rdmem_auth_load(o->secret_file, &o->cfg.auth)) < 0)
@@ -336,8 +385,8 @@ static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 		struct rdmem_metrics_http_config mc = { o->metrics_bind, (uint16_t)o->metrics_port,
 							rdmem_agent_metrics_render, &a->msrc };
 
-		a->msrc = (struct rdmem_agent_metrics_src){ a->fd, a->tcp, a->session,
-							    o->cfg.fabric };
+		a->msrc =
+		    (struct rdmem_agent_metrics_src){ a->fd, a->tcp, a->session, o->cfg.fabric };
 		ret = rdmem_metrics_http_start(&mc, &a->metrics);
 	}
 	return ret;

@@ -19,7 +19,7 @@
 struct rdmem_queue {
 	_Alignas(RDMEM_CACHELINE) _Atomic uint32_t head; /* consumer's */
 	_Alignas(RDMEM_CACHELINE) _Atomic uint32_t tail; /* producer's */
-	_Alignas(RDMEM_CACHELINE) atomic_int sleeping;	  /* consumer is about to block */
+	_Alignas(RDMEM_CACHELINE) atomic_int sleeping;	 /* consumer is about to block */
 	uint32_t mask;
 	void **items;
 	int efd; /* doorbell, readable after a push to a sleeping consumer */

@@ -9,10 +9,10 @@
 #include "fabric/dataplane.h"
 #include "rdmem/util.h"
 
-#define RDMEM_RDMA_CTRL_NS	  10000000ull /* read the control page at least this often */
-#define RDMEM_RDMA_CTRL_CALLS	  64	      /* ... and every this many calls */
-#define RDMEM_RDMA_RECLAIM_QUEUE  1024
-#define RDMEM_RDMA_POST_RETRIES	  1000
+#define RDMEM_RDMA_CTRL_NS	 10000000ull /* read the control page at least this often */
+#define RDMEM_RDMA_CTRL_CALLS	 64	     /* ... and every this many calls */
+#define RDMEM_RDMA_RECLAIM_QUEUE 1024
+#define RDMEM_RDMA_POST_RETRIES	 1000
 
 /* wr_id of signalled WRs: kind in the high half, slot in the low half. */
 #define RDMEM_WRID_LAZY ((uint64_t)1 << 32)
@@ -273,8 +273,10 @@ static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 
 static struct rdmem_agent_reply rdmem_rdma_reply_of(const struct rdmem_desc *d, uint32_t data_off)
 {
-	struct rdmem_agent_reply rep = { d->status, d->flags, d->val_len, data_off, d->aux,
-					 { d->args.raw[0], d->args.raw[1], d->args.raw[2] } };
+	struct rdmem_agent_reply rep = {
+		d->status, d->flags, d->val_len,
+		data_off,  d->aux,   { d->args.raw[0], d->args.raw[1], d->args.raw[2] }
+	};
 	return rep;
 }
 

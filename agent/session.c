@@ -23,12 +23,12 @@
 #include "rdmem/util.h"
 #include "shm/segment.h"
 
-#define RDMEM_SESSION_BLOCK_MS	   50
-#define RDMEM_SESSION_EXPIRE_NS	   1000000ull	 /* deadline checks */
-#define RDMEM_SESSION_CHECK_NS	   10000000ull	 /* link check: a syscall, so not every round */
-#define RDMEM_ERROR_COOLDOWN_NS	   5000000000ull /* forget RDMA errors after this */
-#define RDMEM_REDIAL_MIN_NS	   50000000ull
-#define RDMEM_REDIAL_MAX_NS	   2000000000ull
+#define RDMEM_SESSION_BLOCK_MS	50
+#define RDMEM_SESSION_EXPIRE_NS 1000000ull    /* deadline checks */
+#define RDMEM_SESSION_CHECK_NS	10000000ull   /* link check: a syscall, so not every round */
+#define RDMEM_ERROR_COOLDOWN_NS 5000000000ull /* forget RDMA errors after this */
+#define RDMEM_REDIAL_MIN_NS	50000000ull
+#define RDMEM_REDIAL_MAX_NS	2000000000ull
 
 struct rdmem_agent_session {
 	struct rdmem_agent_config cfg;
@@ -277,8 +277,8 @@ static void rdmem_agent_session_refresh_state(struct rdmem_agent_session *s)
 	uint32_t ring = s->rdma ? rdmem_rdma_ring_used_pct(s->rdma) : 0, pool = 0;
 
 	if (s->have_ctrl && s->ctrl.ring_slots) {
-		ring = RDMEM_MAX(ring, (uint32_t)((uint64_t)s->ctrl.ring_backlog * 100 /
-						  s->ctrl.ring_slots));
+		ring = RDMEM_MAX(
+		    ring, (uint32_t)((uint64_t)s->ctrl.ring_backlog * 100 / s->ctrl.ring_slots));
 		if (s->ctrl.objpool_bytes)
 			pool = (uint32_t)(s->ctrl.objpool_used * 100 / s->ctrl.objpool_bytes);
 	}
@@ -383,8 +383,8 @@ static void rdmem_agent_session_expire(struct rdmem_agent_session *s, uint64_t n
 	while ((call = *pp)) {
 		if (now >= call->deadline_ns) {
 			*pp = call->next;
-			rdmem_agent_session_fail(s, call, s->rdma ? RDMEM_S_TIMEOUT
-								  : RDMEM_S_UNREACHABLE);
+			rdmem_agent_session_fail(s, call,
+						 s->rdma ? RDMEM_S_TIMEOUT : RDMEM_S_UNREACHABLE);
 			continue;
 		}
 		s->pending_tail = call;
@@ -491,8 +491,8 @@ static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_
 	if (arg)
 		*arg++ = '\0';
 	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
-		     ? RDMEM_S_BAD_REQUEST
-		     : RDMEM_S_OK;
+		 ? RDMEM_S_BAD_REQUEST
+		 : RDMEM_S_OK;
 	if (st == RDMEM_S_OK) {
 		rdmem_info("agent-ctl: %s %s", line, arg ? arg : "");
 		/* A one-shot error burst lands in the count the selector reads. */
@@ -639,7 +639,8 @@ void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 }
 
 void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
-				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges)
+				 struct rdmem_call_metrics **calls,
+				 struct rdmem_agent_gauges **gauges)
 {
 	*cnt = &s->cnt;
 	*calls = &s->cm;

@@ -27,9 +27,9 @@ struct rdmem_simulate {
 
 struct rdmem_agent_config {
 	const char *server;
-	uint16_t port;	    /* RDMA */
-	uint16_t tcp_port;  /* TCP fallback */
-	int fabric;	    /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
+	uint16_t port;	   /* RDMA */
+	uint16_t tcp_port; /* TCP fallback */
+	int fabric;	   /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */
 	struct rdmem_path_config path;
 	uint32_t ring_slots;
 	uint32_t resp_bytes;
@@ -55,6 +55,7 @@ struct rdmem_call_metrics;
 struct rdmem_agent_gauges;
 /* The actor's counters for the /metrics thread: relaxed atomics, one writer. */
 void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
-				 struct rdmem_call_metrics **calls, struct rdmem_agent_gauges **gauges);
+				 struct rdmem_call_metrics **calls,
+				 struct rdmem_agent_gauges **gauges);
 
 #endif

@@ -45,21 +45,23 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 	const struct rdmem_ctrl *c = &s->ctrl;
 	int p;
 
-	rdmem_text_add(o, "agent: fabric %s, rdma link %s, opens %llu, losses %llu, rdma errors %u "
-		     "(total %llu), fallbacks to tcp %llu, force-path %s\n",
-		  s->fabric ? rdmem_fab_kind_name(s->fabric) : "none (tcp only)",
-		  s->memlock_short ? "off (locked-memory limit too low)"
-		  : s->link_up	   ? "up"
-				   : "down",
-		  U(s->link_opens), U(s->link_losses), s->rdma_errors, U(s->rdma_errors_total),
-		  U(s->fallbacks), rdmem_path_name(s->force));
+	rdmem_text_add(o,
+		       "agent: fabric %s, rdma link %s, opens %llu, losses %llu, rdma errors %u "
+		       "(total %llu), fallbacks to tcp %llu, force-path %s\n",
+		       s->fabric ? rdmem_fab_kind_name(s->fabric) : "none (tcp only)",
+		       s->memlock_short ? "off (locked-memory limit too low)"
+		       : s->link_up	? "up"
+					: "down",
+		       U(s->link_opens), U(s->link_losses), s->rdma_errors, U(s->rdma_errors_total),
+		       U(s->fallbacks), rdmem_path_name(s->force));
 	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
 		rdmem_text_add(o, "path %-5s calls %llu ok %llu failed %llu\n", rdmem_path_name(p),
-			  U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
-	rdmem_text_add(o, "path tcp   calls %llu ok %llu failed %llu retried %llu unreachable %llu "
-		     "timeouts %llu\n",
-		  U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
-		  U(s->tcp.unreachable), U(s->tcp.timeouts));
+			       U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
+	rdmem_text_add(o,
+		       "path tcp   calls %llu ok %llu failed %llu retried %llu unreachable %llu "
+		       "timeouts %llu\n",
+		       U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
+		       U(s->tcp.unreachable), U(s->tcp.timeouts));
 	rdmem_text_add(
 	    o,
 	    "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
@@ -73,31 +75,36 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
 	    s->rdma.reads_peak, U(s->rdma.read_waits));
 	rdmem_text_add(o,
-		  "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
-		  "%u, bytes out %llu in %llu\n",
-		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
-		  s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
-	rdmem_text_add(o, "frontdoor: clients %u, calls %llu, local pings %llu, bad entries %llu, "
-		     "skipped %llu, dead clients %llu, dropped replies %llu\n",
-		  s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
-		  U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+		       "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
+		       "%u, bytes out %llu in %llu\n",
+		       s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
+		       s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
+	rdmem_text_add(o,
+		       "frontdoor: clients %u, calls %llu, local pings %llu, bad entries %llu, "
+		       "skipped %llu, dead clients %llu, dropped replies %llu\n",
+		       s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
+		       U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
 	rdmem_text_add(o, "simulate: rdma-down %s, op-fail %u, pressure %s\n",
-		  s->sim.rdma_down ? "on" : "off", s->sim.op_fail,
-		  rdmem_pressure_names[s->sim.pressure % 3]);
+		       s->sim.rdma_down ? "on" : "off", s->sim.op_fail,
+		       rdmem_pressure_names[s->sim.pressure % 3]);
 	if (!s->have_ctrl)
 		return;
-	rdmem_text_add(o, "server control page: session %u, ring backlog %u/%u, object pool %llu/%llu B "
-		     "(%u live), completed %llu failed %llu bad %llu eager->lazy %llu\n",
-		  c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used),
-		  U(c->objpool_bytes), c->objects_live, U(c->completed), U(c->failed),
-		  U(c->bad_requests), U(c->eager_to_lazy));
-	rdmem_text_add(o, "server objects: alloc %llu reclaim %llu repeat %llu stale %llu timeout %llu "
-		     "full %llu; bulk requests %llu (%llu B); service ewma eager %llu lazy %llu "
-		     "bulk %llu ns\n",
-		  U(c->obj_alloc), U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale),
-		  U(c->obj_timeout), U(c->obj_full), U(c->bulk_requests), U(c->bulk_bytes),
-		  U(c->ewma_ns[RDMEM_PATH_EAGER]), U(c->ewma_ns[RDMEM_PATH_LAZY]),
-		  U(c->ewma_ns[RDMEM_PATH_BULK]));
+	rdmem_text_add(
+	    o,
+	    "server control page: session %u, ring backlog %u/%u, object pool %llu/%llu B "
+	    "(%u live), completed %llu failed %llu bad %llu eager->lazy %llu\n",
+	    c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used), U(c->objpool_bytes),
+	    c->objects_live, U(c->completed), U(c->failed), U(c->bad_requests),
+	    U(c->eager_to_lazy));
+	rdmem_text_add(
+	    o,
+	    "server objects: alloc %llu reclaim %llu repeat %llu stale %llu timeout %llu "
+	    "full %llu; bulk requests %llu (%llu B); service ewma eager %llu lazy %llu "
+	    "bulk %llu ns\n",
+	    U(c->obj_alloc), U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale),
+	    U(c->obj_timeout), U(c->obj_full), U(c->bulk_requests), U(c->bulk_bytes),
+	    U(c->ewma_ns[RDMEM_PATH_EAGER]), U(c->ewma_ns[RDMEM_PATH_LAZY]),
+	    U(c->ewma_ns[RDMEM_PATH_BULK]));
 }
 
 static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_text *o)
@@ -115,47 +122,53 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    U(s->fallbacks), rdmem_path_name(s->force));
 	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
 		rdmem_text_add(o, "\"%s\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu},",
-			  rdmem_path_name(p), U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
-	rdmem_text_add(o, "\"tcp\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu,\"retried\":%llu,"
-		     "\"unreachable\":%llu,\"timeouts\":%llu}},",
-		  U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
-		  U(s->tcp.unreachable), U(s->tcp.timeouts));
+			       rdmem_path_name(p), U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
 	rdmem_text_add(o,
-		  "\"rdma\":{\"slots_in_use\":%u,\"slots\":%u,\"posted\":%llu,\"replies\":%llu,"
-		  "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
-		  "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
-		  "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
-		  "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
-		  "\"read_waits\":%llu},",
-		  s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
-		  U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
-		  U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
-		  U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-		  U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
-		  s->rdma.reads_peak, U(s->rdma.read_waits));
+		       "\"tcp\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu,\"retried\":%llu,"
+		       "\"unreachable\":%llu,\"timeouts\":%llu}},",
+		       U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
+		       U(s->tcp.unreachable), U(s->tcp.timeouts));
+	rdmem_text_add(
+	    o,
+	    "\"rdma\":{\"slots_in_use\":%u,\"slots\":%u,\"posted\":%llu,\"replies\":%llu,"
+	    "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
+	    "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
+	    "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
+	    "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
+	    "\"read_waits\":%llu},",
+	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
+	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
+	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
+	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
+	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
+	    s->rdma.reads_peak, U(s->rdma.read_waits));
 	rdmem_text_add(o,
-		  "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
-		  "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
-		  s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
-		  s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
-	rdmem_text_add(o, "\"frontdoor\":{\"clients\":%u,\"calls\":%llu,\"local_pings\":%llu,"
-		     "\"bad_entries\":%llu,\"skipped\":%llu,\"dead_clients\":%llu,\"dropped\":%llu},",
-		  s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
-		  U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+		       "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
+		       "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
+		       s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
+		       s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
+	rdmem_text_add(
+	    o,
+	    "\"frontdoor\":{\"clients\":%u,\"calls\":%llu,\"local_pings\":%llu,"
+	    "\"bad_entries\":%llu,\"skipped\":%llu,\"dead_clients\":%llu,\"dropped\":%llu},",
+	    s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
+	    U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
 	rdmem_text_add(o, "\"simulate\":{\"rdma_down\":%d,\"op_fail\":%u,\"pressure\":\"%s\"}",
-		  s->sim.rdma_down, s->sim.op_fail, rdmem_pressure_names[s->sim.pressure % 3]);
+		       s->sim.rdma_down, s->sim.op_fail, rdmem_pressure_names[s->sim.pressure % 3]);
 	if (s->have_ctrl)
-		rdmem_text_add(o, ",\"server\":{\"session\":%u,\"ring_backlog\":%u,\"ring_slots\":%u,"
-			     "\"objpool_used\":%llu,\"objpool_bytes\":%llu,\"objects_live\":%u,"
-			     "\"completed\":%llu,\"failed\":%llu,\"bad_requests\":%llu,"
-			     "\"eager_to_lazy\":%llu,\"obj_alloc\":%llu,\"obj_reclaim\":%llu,"
-			     "\"obj_repeat\":%llu,\"obj_stale\":%llu,\"obj_timeout\":%llu,"
-			     "\"obj_full\":%llu,\"bulk_requests\":%llu,\"bulk_bytes\":%llu}",
-			  c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used),
-			  U(c->objpool_bytes), c->objects_live, U(c->completed), U(c->failed),
-			  U(c->bad_requests), U(c->eager_to_lazy), U(c->obj_alloc),
-			  U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale), U(c->obj_timeout),
-			  U(c->obj_full), U(c->bulk_requests), U(c->bulk_bytes));
+		rdmem_text_add(o,
+			       ",\"server\":{\"session\":%u,\"ring_backlog\":%u,\"ring_slots\":%u,"
+			       "\"objpool_used\":%llu,\"objpool_bytes\":%llu,\"objects_live\":%u,"
+			       "\"completed\":%llu,\"failed\":%llu,\"bad_requests\":%llu,"
+			       "\"eager_to_lazy\":%llu,\"obj_alloc\":%llu,\"obj_reclaim\":%llu,"
+			       "\"obj_repeat\":%llu,\"obj_stale\":%llu,\"obj_timeout\":%llu,"
+			       "\"obj_full\":%llu,\"bulk_requests\":%llu,\"bulk_bytes\":%llu}",
+			       c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used),
+			       U(c->objpool_bytes), c->objects_live, U(c->completed), U(c->failed),
+			       U(c->bad_requests), U(c->eager_to_lazy), U(c->obj_alloc),
+			       U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale),
+			       U(c->obj_timeout), U(c->obj_full), U(c->bulk_requests),
+			       U(c->bulk_bytes));
 	rdmem_text_add(o, "}\n");
 }
 

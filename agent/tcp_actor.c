@@ -14,15 +14,15 @@
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 
-#define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull	/* 50 ms */
-#define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull	/* 2 s */
+#define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
+#define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull /* 2 s */
 #define RDMEM_TCP_BLOCK_MS	 50
 #define RDMEM_TCP_DONE_BATCH	 64
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
 	atomic_uint_fast64_t calls, ok, failed, retried, unreachable, timeouts, connects,
-		disconnects, bytes_out, bytes_in;
+	    disconnects, bytes_out, bytes_in;
 	atomic_uint connected, inflight, waiting;
 };
 
@@ -126,15 +126,16 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 
 	if (now < a->next_connect_ns)
 		return;
-	ret = rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms,
-				       &a->cli);
+	ret =
+	    rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms, &a->cli);
 	if (ret == 0 && a->cfg.auth &&
 	    (ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms)) < 0)
 		rdmem_tcp_client_close(a->cli);
 	if (ret < 0) {
 		a->cli = NULL;
-		a->backoff_ns = a->backoff_ns ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
-					      : RDMEM_TCP_BACKOFF_MIN_NS;
+		a->backoff_ns = a->backoff_ns
+				    ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
+				    : RDMEM_TCP_BACKOFF_MIN_NS;
 		a->next_connect_ns = rdmem_now_ns() + a->backoff_ns;
 		return;
 	}
@@ -251,7 +252,8 @@ static int rdmem_tcp_drain_inbox(struct rdmem_tcp_actor *a)
 
 static void rdmem_tcp_publish_gauges(struct rdmem_tcp_actor *a)
 {
-	atomic_store_explicit(&a->c.inflight, a->cli ? (unsigned)rdmem_tcp_client_inflight(a->cli) : 0,
+	atomic_store_explicit(&a->c.inflight,
+			      a->cli ? (unsigned)rdmem_tcp_client_inflight(a->cli) : 0,
 			      memory_order_relaxed);
 	atomic_store_explicit(&a->c.waiting, a->nwaiting, memory_order_relaxed);
 }
@@ -354,9 +356,9 @@ void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a)
 		rdmem_tcp_client_close(a->cli);
 	rdmem_tcp_drain_inbox(a);
 	while ((call = rdmem_tcp_wait_pop(a)))
-		rdmem_frontdoor_complete(a->fd, call,
-					 &(struct rdmem_agent_reply){ RDMEM_S_SHUTDOWN, 0, 0, 0, 0,
-								      { 0, 0, 0 } });
+		rdmem_frontdoor_complete(
+		    a->fd, call,
+		    &(struct rdmem_agent_reply){ RDMEM_S_SHUTDOWN, 0, 0, 0, 0, { 0, 0, 0 } });
 	rdmem_queue_fini(&a->in);
 	free(a->tcalls);
 	free(a);

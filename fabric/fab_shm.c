@@ -415,8 +415,7 @@ static void shmfab_free(struct rdmem_conn *conn, void *p, size_t len)
 	free(a);
 }
 
-static struct shmfab_alloc *shmfab_alloc_in(struct shmfab_alloc *list, uintptr_t addr,
-					     uint64_t len)
+static struct shmfab_alloc *shmfab_alloc_in(struct shmfab_alloc *list, uintptr_t addr, uint64_t len)
 {
 	for (struct shmfab_alloc *a = list; a; a = a->next) {
 		uintptr_t base = (uintptr_t)a->addr;

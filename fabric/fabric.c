@@ -7,8 +7,10 @@
 static const struct rdmem_fab_ops *rdmem_fab_ops_of(enum rdmem_fab_kind kind)
 {
 	switch (kind) {
-	case RDMEM_FAB_VERBS: return &rdmem_fab_verbs_ops;
-	case RDMEM_FAB_SHM: return &rdmem_fab_shm_ops;
+	case RDMEM_FAB_VERBS:
+		return &rdmem_fab_verbs_ops;
+	case RDMEM_FAB_SHM:
+		return &rdmem_fab_shm_ops;
 	}
 	return NULL;
 }

@@ -866,7 +866,7 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 			      sizeof(proof)) < 0) {
 		rdmem_err("tcp: the server %s (status %s)",
 			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
-							 : "refused our proof of the shared secret",
+							: "refused our proof of the shared secret",
 			  call.rep.status == RDMEM_S_OK ? "ok" : "denied");
 		return -EACCES;
 	}

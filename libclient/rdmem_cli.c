@@ -642,7 +642,7 @@ struct bench {
 	uint8_t **expect; /* get: the value of key i; put: one value for all */
 	uint64_t nvals;
 	struct rdmem_rpc *rpc;
-	uint64_t *kidx; /* key index of the call in window place w */
+	uint64_t *kidx;	 /* key index of the call in window place w */
 	char (*key)[17]; /* key i: "bench:%010u", 16 bytes, formatted before timing */
 	uint64_t *lat;
 	uint64_t done, failures, timeouts, wrong, late, paths[RDMEM_PATH__COUNT];

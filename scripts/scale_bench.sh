@@ -4,8 +4,8 @@
 # (tests/tools/scale_bench: one process, one real link per session), in one
 # run, two server designs side by side:
 #   pooled   --shared-pool on, leases of 64 slots + 8 slabs, grouping above 64
-#   private  --shared-pool off, full per-session regions (1024 slots, 256
-#            slabs), no grouping: the classic RC design
+#   private  --shared-pool off, full per-session regions of the server's
+#            defaults (256 slots, 256 slabs), no grouping: the classic RC design
 # Prints a Markdown table, writes JSON and a PNG chart (gnuplot) to OUT.
 #   scripts/scale_bench.sh [OUT] [SECONDS]
 set -euo pipefail

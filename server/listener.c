@@ -126,14 +126,16 @@ static void *rdmem_listener_main(void *arg)
 static int rdmem_listener_stats(void *ctx, int json, char *buf, size_t cap)
 {
 	struct rdmem_listener_thread *lt = ctx;
-	uint32_t taken = lt->pool ? rdmem_pool_taken(lt->pool) : rdmem_workers_sessions(lt->workers);
+	uint32_t taken =
+	    lt->pool ? rdmem_pool_taken(lt->pool) : rdmem_workers_sessions(lt->workers);
 	uint32_t leases = lt->pool ? lt->pool->cfg.leases : lt->cfg->max_sessions;
 	unsigned long long lease_bytes = lt->pool ? lt->pool->lease_bytes : 0;
 	int n, m;
 
 	if (json)
-		n = snprintf(buf, cap, "{\"shared_pool\":%d,\"leases\":%u,\"leases_taken\":%u,"
-				       "\"lease_bytes\":%llu,\"workers\":",
+		n = snprintf(buf, cap,
+			     "{\"shared_pool\":%d,\"leases\":%u,\"leases_taken\":%u,"
+			     "\"lease_bytes\":%llu,\"workers\":",
 			     lt->pool != NULL, leases, taken, lease_bytes);
 	else
 		n = snprintf(buf, cap, "%s pool: %u of %u leases taken, %llu B each\n",
@@ -163,9 +165,10 @@ static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 static int rdmem_listener_pool(struct rdmem_listener_thread *lt)
 {
 	const struct rdmem_rdma_config *c = lt->cfg;
-	struct rdmem_pool_config pc = { c->fabric, c->max_sessions, c->ring_slots, c->slot_bytes,
-					c->stage_bytes,
-					{ c->objpool_slabs, c->max_value, c->object_ttl_ms } };
+	struct rdmem_pool_config pc = {
+		c->fabric,     c->max_sessions, c->ring_slots,
+		c->slot_bytes, c->stage_bytes,	{ c->objpool_slabs, c->max_value, c->object_ttl_ms }
+	};
 
 	return c->shared_pool ? rdmem_pool_create(&pc, &lt->pool) : 0;
 }

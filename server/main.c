@@ -209,30 +209,31 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->svc.image_hook = optarg;
 			break;
 		case OPT_BATCH:
-			cfg->rdma.batch_budget = (uint32_t)parse_num(optarg, 1, 1024, "--batch-budget");
+			cfg->rdma.batch_budget =
+			    (uint32_t)parse_num(optarg, 1, 1024, "--batch-budget");
 			break;
 		case OPT_FABRIC:
 			parse_fabric(optarg, cfg);
 			break;
 		case OPT_RING_SLOTS:
-			cfg->rdma.ring_slots = (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS,
-								   "--ring-slots");
+			cfg->rdma.ring_slots =
+			    (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS, "--ring-slots");
 			break;
 		case OPT_SLOT_BYTES:
-			cfg->rdma.slot_bytes = (uint32_t)parse_bytes(optarg, 1024, 1u << 20,
-								     "--slot-bytes");
+			cfg->rdma.slot_bytes =
+			    (uint32_t)parse_bytes(optarg, 1024, 1u << 20, "--slot-bytes");
 			break;
 		case OPT_OBJPOOL_SLABS:
-			cfg->rdma.objpool_slabs = (uint32_t)parse_num(optarg, 1, 65536,
-								      "--objpool-slabs");
+			cfg->rdma.objpool_slabs =
+			    (uint32_t)parse_num(optarg, 1, 65536, "--objpool-slabs");
 			break;
 		case OPT_OBJECT_TTL:
-			cfg->rdma.object_ttl_ms = (uint32_t)parse_num(optarg, 10, 86400000,
-								      "--object-ttl");
+			cfg->rdma.object_ttl_ms =
+			    (uint32_t)parse_num(optarg, 10, 86400000, "--object-ttl");
 			break;
 		case OPT_MAX_SESSIONS:
-			cfg->rdma.max_sessions = (uint32_t)parse_num(optarg, 1, 4096,
-								     "--max-sessions");
+			cfg->rdma.max_sessions =
+			    (uint32_t)parse_num(optarg, 1, 4096, "--max-sessions");
 			break;
 		case OPT_BUSY_POLL:
 			cfg->rdma.busy_poll = 1;
@@ -243,15 +244,15 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->rdma.shared_pool = !strcmp(optarg, "on");
 			break;
 		case OPT_STAGE_BYTES:
-			cfg->rdma.stage_bytes = (uint32_t)parse_bytes(optarg, 64, 1u << 20,
-								      "--stage-bytes");
+			cfg->rdma.stage_bytes =
+			    (uint32_t)parse_bytes(optarg, 64, 1u << 20, "--stage-bytes");
 			break;
 		case OPT_WORKERS:
 			cfg->rdma.workers = (uint32_t)parse_num(optarg, 1, 64, "--workers");
 			break;
 		case OPT_GROUP_THRESHOLD:
-			cfg->rdma.group_threshold = (uint32_t)parse_num(optarg, 1, 1u << 20,
-									"--group-threshold");
+			cfg->rdma.group_threshold =
+			    (uint32_t)parse_num(optarg, 1, 1u << 20, "--group-threshold");
 			break;
 		case OPT_GROUP_SIZE:
 			cfg->rdma.group_size = (uint32_t)parse_num(optarg, 1, 4096, "--group-size");
@@ -282,7 +283,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 		case OPT_METRICS_BIND:
 			if (rdmem_metrics_bind_ok(optarg) < 0)
 				die_usage("--metrics-bind needs a numeric IPv4 or IPv6 address, "
-					  "not '%s'", optarg);
+					  "not '%s'",
+					  optarg);
 			cfg->metrics_bind = optarg;
 			break;
 		case 'h':

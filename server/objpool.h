@@ -25,7 +25,7 @@ struct rdmem_objpool_config {
 };
 
 struct rdmem_objpool_class {
-	uint32_t size;	    /* bytes per object */
+	uint32_t size; /* bytes per object */
 	uint32_t count;
 	uint32_t first_id;  /* object ids of this class: first_id .. first_id + count - 1 */
 	uint64_t area_off;  /* where its objects start in the pool area */

@@ -24,7 +24,7 @@ struct rdmem_server_config {
 	struct rdmem_service_config svc;
 	uint16_t metrics_port;	  /* 0: no /metrics endpoint */
 	const char *metrics_bind; /* NULL: loopback */
-	const char *secret_file; /* --secret-file: peers must prove it */
+	const char *secret_file;  /* --secret-file: peers must prove it */
 };
 
 struct rdmem_server {

@@ -20,7 +20,7 @@
 #include "server/profile.h"
 #include "server/service_impl.h"
 
-#define SVC_MGET_MAX_KEYS 4096u	      /* bounds the time an MGET holds shard locks */
+#define SVC_MGET_MAX_KEYS 4096u	       /* bounds the time an MGET holds shard locks */
 #define SVC_STATS_CAP	  (256u << 10) /* ~3 KiB, plus a line per RDMA session */
 #define SVC_MAX_IMAGE	  (1ull << 30)
 

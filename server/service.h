@@ -78,8 +78,7 @@ void rdmem_service_set_stats_hook(struct rdmem_service *svc,
 void rdmem_service_session_delta(struct rdmem_service *svc, int delta);
 
 /* A session's object pool changed by these amounts (bytes used, size, live objects). */
-void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes,
-			      int64_t live);
+void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes, int64_t live);
 
 /* The Prometheus page (an rdmem_metrics_render_fn; ctx is the service). */
 int rdmem_service_render_metrics(void *svc, char *buf, size_t cap);

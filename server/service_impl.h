@@ -32,11 +32,11 @@ struct rdmem_service {
 	uint64_t start_ns;
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
 	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
-	atomic_uint_fast64_t bad_input;	  /* frames/descriptors refused before dispatch */
+	atomic_uint_fast64_t bad_input;	    /* frames/descriptors refused before dispatch */
 	atomic_uint_fast64_t auth_failures; /* peers that did not prove the secret */
-	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
-	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
-	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
+	atomic_uint_fast64_t bad_request;   /* calls answered BAD_REQUEST by dispatch */
+	atomic_uint_fast64_t bytes_in;	    /* request key + value bytes */
+	atomic_uint_fast64_t bytes_out;	    /* reply value bytes */
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;

@@ -72,8 +72,7 @@ static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rd
 	return RDMEM_S_OK;
 }
 
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
-			      struct rdmem_auth *auth)
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, struct rdmem_auth *auth)
 {
 	uint64_t need;
 
@@ -96,18 +95,22 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
 /* A pool of its own for this session: the classic per-session design. */
 static int rdmem_session_own_pool(struct rdmem_session *s)
 {
-	struct rdmem_pool_config pc = { s->cfg->fabric, 1, s->cfg->ring_slots, s->cfg->slot_bytes,
-					s->cfg->stage_bytes,
-					{ s->cfg->objpool_slabs, s->cfg->max_value,
-					  s->cfg->object_ttl_ms } };
+	struct rdmem_pool_config pc = {
+		s->cfg->fabric,
+		1,
+		s->cfg->ring_slots,
+		s->cfg->slot_bytes,
+		s->cfg->stage_bytes,
+		{ s->cfg->objpool_slabs, s->cfg->max_value, s->cfg->object_ttl_ms }
+	};
 	int ret = rdmem_pool_create(&pc, &s->owned);
 
 	s->pool = s->owned;
 	return ret;
 }
 
-static int rdmem_session_reg(struct rdmem_session *s, struct rdmem_mr *mr, void *addr,
-			     uint64_t len, unsigned access)
+static int rdmem_session_reg(struct rdmem_session *s, struct rdmem_mr *mr, void *addr, uint64_t len,
+			     unsigned access)
 {
 	return rdmem_fab_reg(s->conn, addr, len, access, mr);
 }
@@ -172,7 +175,8 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	/* Mutual: the agent learns we hold the secret too, for its nonce. */
 	if (s->cfg->auth)
 		rdmem_auth_mac(s->cfg->auth, "server", &hello->nonce, sizeof(hello->nonce), &w,
-			       offsetof(struct rdmem_xchg_welcome, proof), w.proof, sizeof(w.proof));
+			       offsetof(struct rdmem_xchg_welcome, proof), w.proof,
+			       sizeof(w.proof));
 	return rdmem_fab_accept(s->conn, &w, sizeof(w));
 }
 
@@ -630,7 +634,8 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	int ret;
 
 	if (!s) {
-		struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0, "out of memory" };
+		struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0,
+						 "out of memory" };
 
 		rdmem_fab_reject(conn, &why, sizeof(why));
 		return -ENOMEM;

@@ -34,11 +34,11 @@ struct rdmem_rdma_config {
 	uint32_t batch_budget;	/* READY slots served per round */
 	uint32_t max_value;
 	uint32_t max_sessions;
-	int shared_pool;	 /* one message pool leased to sessions (else one each) */
-	uint32_t workers;	 /* threads serving sessions */
+	int shared_pool;	  /* one message pool leased to sessions (else one each) */
+	uint32_t workers;	  /* threads serving sessions */
 	uint32_t group_threshold; /* above this many sessions a worker groups them */
-	uint32_t group_size;	 /* sessions served together in a time slice */
-	uint32_t slice_us;	 /* a group's time slice */
+	uint32_t group_size;	  /* sessions served together in a time slice */
+	uint32_t slice_us;	  /* a group's time slice */
 	int busy_poll;
 	struct rdmem_auth *auth; /* --secret-file; NULL: no authentication */
 };

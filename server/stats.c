@@ -8,7 +8,6 @@
 #include "rdmem/util.h"
 #include "server/service_impl.h"
 
-
 static uint64_t ld(atomic_uint_fast64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
@@ -40,50 +39,62 @@ static void format_text(struct rdmem_service *svc, const struct snapshot *s, str
 
 	rdmem_text_add(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
 	rdmem_text_add(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
-	rdmem_text_add(o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
+	rdmem_text_add(
+	    o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
 	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	rdmem_text_add(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
-	    ld(&svc->bytes_out));
+		       ld(&svc->bytes_out));
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		rdmem_text_add(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n", rdmem_op_name(i),
-		    ld(&svc->ops[i].calls), rdmem_op_name(i), ld(&svc->ops[i].errors));
+		rdmem_text_add(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n",
+			       rdmem_op_name(i), ld(&svc->ops[i].calls), rdmem_op_name(i),
+			       ld(&svc->ops[i].errors));
 	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		rdmem_text_add(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i), ld(&svc->paths[i]));
-	rdmem_text_add(o,
+		rdmem_text_add(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i),
+			       ld(&svc->paths[i]));
+	rdmem_text_add(
+	    o,
 	    "uploads.active %" PRIu64 "\nuploads.committed %" PRIu64 "\nuploads.failed %" PRIu64
 	    "\nuploads.timed_out %" PRIu64 "\nuploads.bytes %" PRIu64 "\n",
 	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
-	rdmem_text_add(o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
+	rdmem_text_add(
+	    o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
 	    s->hook.runs, s->hook.failures, s->hook.running);
-	rdmem_text_add(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n", ld(&svc->reclaim_freed),
-	    ld(&svc->reclaim_refused));
+	rdmem_text_add(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n",
+		       ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
 }
 
 static void format_json(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
 {
 	unsigned i;
 
-	rdmem_text_add(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s, s->sessions);
-	rdmem_text_add(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys, s->kv_bytes);
-	rdmem_text_add(o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
+	rdmem_text_add(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s,
+		       s->sessions);
+	rdmem_text_add(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys,
+		       s->kv_bytes);
+	rdmem_text_add(
+	    o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
 	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
 	rdmem_text_add(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
-	    ld(&svc->bytes_out));
+		       ld(&svc->bytes_out));
 	rdmem_text_add(o, ",\"ops\":{");
 	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		rdmem_text_add(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}", i > 1 ? "," : "",
-		    rdmem_op_name(i), ld(&svc->ops[i].calls), ld(&svc->ops[i].errors));
+		rdmem_text_add(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+			       i > 1 ? "," : "", rdmem_op_name(i), ld(&svc->ops[i].calls),
+			       ld(&svc->ops[i].errors));
 	rdmem_text_add(o, "},\"paths\":{");
 	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		rdmem_text_add(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i), ld(&svc->paths[i]));
+		rdmem_text_add(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i),
+			       ld(&svc->paths[i]));
 	rdmem_text_add(o,
-	    "},\"uploads\":{\"active\":%" PRIu64 ",\"committed\":%" PRIu64 ",\"failed\":%" PRIu64
-	    ",\"timed_out\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
-	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
-	rdmem_text_add(o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
+		       "},\"uploads\":{\"active\":%" PRIu64 ",\"committed\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"timed_out\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+		       s->img.active, s->img.committed, s->img.failed, s->img.timed_out,
+		       s->img.bytes);
+	rdmem_text_add(
+	    o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
 	    s->hook.runs, s->hook.failures, s->hook.running);
 	rdmem_text_add(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
-	    ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
+		       ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
 }
 
 /* The RDMA side's own report (sessions, leases, groups), when it has one. */
@@ -97,7 +108,8 @@ static void format_hook(struct rdmem_service *svc, int json, struct rdmem_text *
 		return;
 	}
 	rdmem_text_add(o, json ? ",\"rdma\":" : "rdma:\n");
-	n = o->overflow ? -1 : svc->stats_hook(svc->stats_ctx, json, o->buf + o->len, o->cap - o->len);
+	n = o->overflow ? -1
+			: svc->stats_hook(svc->stats_ctx, json, o->buf + o->len, o->cap - o->len);
 	pthread_mutex_unlock(&svc->stats_lock);
 	if (n < 0)
 		o->overflow = 1;

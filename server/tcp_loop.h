@@ -12,10 +12,10 @@
 struct rdmem_tcp_server;
 
 struct rdmem_tcp_server_config {
-	const char *addr;   /* numeric IPv4/IPv6 address to bind */
-	uint16_t port;	    /* 0: the kernel picks one (see rdmem_tcp_server_port) */
-	uint32_t max_value; /* the service's cap: frames beyond it are refused */
-	unsigned max_conns; /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
+	const char *addr;	 /* numeric IPv4/IPv6 address to bind */
+	uint16_t port;		 /* 0: the kernel picks one (see rdmem_tcp_server_port) */
+	uint32_t max_value;	 /* the service's cap: frames beyond it are refused */
+	unsigned max_conns;	 /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
 	struct rdmem_auth *auth; /* --secret-file: a connection's first frame must be AUTH */
 };
 

@@ -15,10 +15,10 @@
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 
-#define RDMEM_WORKER_BLOCK_MS	 100
+#define RDMEM_WORKER_BLOCK_MS	100
 #define RDMEM_WORKER_PUBLISH_NS 100000000ull /* stats snapshot */
 #define RDMEM_WORKER_MAX_EVENTS 64
-#define RDMEM_WORKER_LIST_MAX	 256 /* sessions listed per worker in STATS */
+#define RDMEM_WORKER_LIST_MAX	256 /* sessions listed per worker in STATS */
 
 /* epoll data: the session pointer with the low bit saying which of its fds. */
 #define RDMEM_EV_EVENT 1ull
@@ -27,7 +27,7 @@ struct rdmem_worker {
 	struct rdmem_workers *ws;
 	uint32_t index;
 	pthread_t thread;
-	int epfd, bell; /* bell: an eventfd rung when sessions are handed over */
+	int epfd, bell;	      /* bell: an eventfd rung when sessions are handed over */
 	pthread_mutex_t lock; /* guards inbox[] and snap[] */
 	struct rdmem_session **inbox;
 	uint32_t ninbox;
@@ -274,7 +274,8 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		}
 		for (i = 0; i < w->nsess && w->sess[i] != s; i++)
 			;
-		if (i < w->nsess && rdmem_session_woke(s, !(d & RDMEM_EV_EVENT), !!(d & RDMEM_EV_EVENT)) < 0)
+		if (i < w->nsess &&
+		    rdmem_session_woke(s, !(d & RDMEM_EV_EVENT), !!(d & RDMEM_EV_EVENT)) < 0)
 			rdmem_worker_drop(w, i);
 	}
 }
@@ -446,31 +447,35 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 	uint32_t i;
 
 	if (json)
-		rdmem_text_add(o, "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
-			      "\"sessions\":[",
-			   w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
-			   (unsigned long long)atomic_load(&w->slices));
+		rdmem_text_add(o,
+			       "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
+			       "\"sessions\":[",
+			       w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
+			       (unsigned long long)atomic_load(&w->slices));
 	else
 		rdmem_text_add(o, "worker %u: %u groups, active group %u, %llu slices\n", w->index,
-			   atomic_load(&w->groups), atomic_load(&w->active_group),
-			   (unsigned long long)atomic_load(&w->slices));
+			       atomic_load(&w->groups), atomic_load(&w->active_group),
+			       (unsigned long long)atomic_load(&w->slices));
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
 		const struct rdmem_session_info *s = &w->snap[i];
 
 		if (json)
-			rdmem_text_add(o, "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
-				      "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
-				      "\"registered_bytes\":%llu}",
-				   i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
-				   s->objects_live, (unsigned long long)s->completed,
-				   (unsigned long long)s->registered_bytes);
+			rdmem_text_add(o,
+				       "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
+				       "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
+				       "\"registered_bytes\":%llu}",
+				       i ? "," : "", s->id, s->lease, s->group, s->slots,
+				       s->backlog, s->objects_live,
+				       (unsigned long long)s->completed,
+				       (unsigned long long)s->registered_bytes);
 		else
-			rdmem_text_add(o, "  session %u: lease %u, group %u, %u slots, backlog %u, "
-				      "%u objects live, %llu calls, %llu B registered\n",
-				   s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
-				   (unsigned long long)s->completed,
-				   (unsigned long long)s->registered_bytes);
+			rdmem_text_add(o,
+				       "  session %u: lease %u, group %u, %u slots, backlog %u, "
+				       "%u objects live, %llu calls, %llu B registered\n",
+				       s->id, s->lease, s->group, s->slots, s->backlog,
+				       s->objects_live, (unsigned long long)s->completed,
+				       (unsigned long long)s->registered_bytes);
 	}
 	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
 		rdmem_text_add(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);

@@ -14,34 +14,33 @@
 static int check_case_failed;
 static int check_cases_failed;
 
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			check_case_failed = 1;                                             \
-			fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, \
-				#cond);                                                    \
-		}                                                                          \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			check_case_failed = 1;                                                     \
+			fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                                     \
-	do {                                                                               \
-		long long check_a_ = (long long)(a), check_b_ = (long long)(b);            \
-		if (check_a_ != check_b_) {                                                \
-			check_case_failed = 1;                                             \
-			fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n",      \
-				__FILE__, __LINE__, #a, check_a_, #b, check_b_);           \
-		}                                                                          \
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		long long check_a_ = (long long)(a), check_b_ = (long long)(b);                    \
+		if (check_a_ != check_b_) {                                                        \
+			check_case_failed = 1;                                                     \
+			fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n", __FILE__,    \
+				__LINE__, #a, check_a_, #b, check_b_);                             \
+		}                                                                                  \
 	} while (0)
 
 /* Stops the case early where going on would only crash. Evaluates cond once. */
-#define REQUIRE(cond)                                                                      \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			check_case_failed = 1;                                             \
-			fprintf(stderr, "  %s:%d: REQUIRE(%s) failed\n", __FILE__,         \
-				__LINE__, #cond);                                          \
-			return;                                                            \
-		}                                                                          \
+#define REQUIRE(cond)                                                                              \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			check_case_failed = 1;                                                     \
+			fprintf(stderr, "  %s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__,       \
+				#cond);                                                            \
+			return;                                                                    \
+		}                                                                                  \
 	} while (0)
 
 static inline void check_run(const char *name, void (*fn)(void))

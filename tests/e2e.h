@@ -46,8 +46,9 @@ static inline const char *e2e_source(void)
 static inline int e2e_server(struct e2e *e, const char *fabric, ...)
 {
 	char port[16], tcp[16];
-	const char *argv[40] = { e->bin[0], "-b", e2e_addr(), "-p", port, "--tcp-port", tcp,
-				 "--fabric", fabric, "--image-dir", e->image_dir };
+	const char *argv[40] = { e->bin[0], "-b",	   e2e_addr(),	"-p",
+				 port,	    "--tcp-port",  tcp,		"--fabric",
+				 fabric,    "--image-dir", e->image_dir };
 	int n = 11;
 	va_list ap;
 
@@ -63,12 +64,13 @@ static inline int e2e_server(struct e2e *e, const char *fabric, ...)
 }
 
 /* Starts rdmem-agent on the private segment with the extra arguments. */
-static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *name,
-				  const char *shm, va_list ap)
+static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *name, const char *shm,
+				  va_list ap)
 {
 	char port[16];
-	const char *argv[40] = { e->bin[1], "-s", e2e_addr(), "-p", port, "--fabric", e->fabric,
-				 "--shm-name", shm, "--clients", e->clients, "--slots", e->slots };
+	const char *argv[40] = { e->bin[1],  "-s",	e2e_addr(),   "-p", port,
+				 "--fabric", e->fabric, "--shm-name", shm,  "--clients",
+				 e->clients, "--slots", e->slots };
 	int n = 13;
 
 	snprintf(e->bin[1], sizeof(e->bin[1]), "%s/rdmem-agent", proc_bin());

@@ -19,10 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDMEM_AUTH_HELLO_MAC 8 /* a 64-bit MAC: the 54 bytes of RC connect private data
+#define RDMEM_AUTH_HELLO_MAC                                                                       \
+	8 /* a 64-bit MAC: the 54 bytes of RC connect private data
 				 * hold no more; forging one takes 2^63 connects */
-#define RDMEM_AUTH_MAC	     16
-#define RDMEM_AUTH_WINDOW_S  60
+#define RDMEM_AUTH_MAC	      16
+#define RDMEM_AUTH_WINDOW_S   60
 #define RDMEM_AUTH_MIN_SECRET 16 /* bytes in the secret file */
 
 struct rdmem_auth_tcp {

@@ -25,10 +25,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RDMEM_BLOB_MAGIC   0x31424452u /* "RDB1" */
-#define RDMEM_BLOB_VERSION 1
-#define RDMEM_BLOB_HDR	   16u
-#define RDMEM_BLOB_ARRAY_ENT 16u
+#define RDMEM_BLOB_MAGIC	0x31424452u /* "RDB1" */
+#define RDMEM_BLOB_VERSION	1
+#define RDMEM_BLOB_HDR		16u
+#define RDMEM_BLOB_ARRAY_ENT	16u
 #define RDMEM_BLOB_PROFILE_BODY 32u
 #define RDMEM_BLOB_TAG_ENT	8u
 #define RDMEM_BLOB_COUNTER_ENT	16u
@@ -89,8 +89,7 @@ static inline uint32_t rdmem_blob_append(struct rdmem_blob_writer *w, const void
 	return off;
 }
 
-static inline void rdmem_blob_put_header(struct rdmem_blob_writer *w, uint16_t kind,
-					 uint32_t count)
+static inline void rdmem_blob_put_header(struct rdmem_blob_writer *w, uint16_t kind, uint32_t count)
 {
 	uint16_t k = kind, v = RDMEM_BLOB_VERSION;
 

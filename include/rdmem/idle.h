@@ -24,7 +24,7 @@
 
 #include "rdmem/util.h"
 
-#define RDMEM_IDLE_SPINS   64
+#define RDMEM_IDLE_SPINS    64
 #define RDMEM_IDLE_YIELD_NS 50000ull
 
 struct rdmem_idle {

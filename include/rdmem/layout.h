@@ -52,13 +52,14 @@ struct rdmem_xchg_hello {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t flags;
-	uint32_t ring_slots; /* slots of our response ring */
-	uint32_t resp_bytes; /* payload bytes per response slot */
-	struct rdmem_remote resp; /* response ring followed by response data */
-	uint64_t nonce;		  /* fresh per connect: high half = the agent's clock */
+	uint32_t ring_slots;		     /* slots of our response ring */
+	uint32_t resp_bytes;		     /* payload bytes per response slot */
+	struct rdmem_remote resp;	     /* response ring followed by response data */
+	uint64_t nonce;			     /* fresh per connect: high half = the agent's clock */
 	uint8_t proof[RDMEM_AUTH_HELLO_MAC]; /* with --secret-file; see auth.h */
 };
-_Static_assert(sizeof(struct rdmem_xchg_hello) <= RDMEM_FAB_CONNECT_PRIV_MAX, "fits RC connect private data");
+_Static_assert(sizeof(struct rdmem_xchg_hello) <= RDMEM_FAB_CONNECT_PRIV_MAX,
+	       "fits RC connect private data");
 
 /* Accept private data, server -> agent (RC accept carries at most 196 bytes). */
 struct rdmem_xchg_welcome {
@@ -75,7 +76,8 @@ struct rdmem_xchg_welcome {
 	struct rdmem_remote ctrl;
 	uint8_t proof[RDMEM_AUTH_MAC]; /* with --secret-file: the server knows it too */
 };
-_Static_assert(sizeof(struct rdmem_xchg_welcome) <= RDMEM_FAB_ACCEPT_PRIV_MAX, "fits RC accept private data");
+_Static_assert(sizeof(struct rdmem_xchg_welcome) <= RDMEM_FAB_ACCEPT_PRIV_MAX,
+	       "fits RC accept private data");
 
 /* Reject private data: why the server refused the session. */
 struct rdmem_xchg_reject {
@@ -84,7 +86,8 @@ struct rdmem_xchg_reject {
 	uint16_t reserved;
 	char reason[40];
 };
-_Static_assert(sizeof(struct rdmem_xchg_reject) <= RDMEM_FAB_REJECT_PRIV_MAX, "fits reject private data");
+_Static_assert(sizeof(struct rdmem_xchg_reject) <= RDMEM_FAB_REJECT_PRIV_MAX,
+	       "fits reject private data");
 
 /*
  * Control page: written by the session's server worker, RDMA-READ by the
@@ -96,27 +99,27 @@ struct rdmem_ctrl {
 	uint32_t magic;
 	uint32_t version;
 	uint32_t ring_slots;
-	uint32_t ring_backlog;	 /* READY slots not yet taken by the worker */
+	uint32_t ring_backlog; /* READY slots not yet taken by the worker */
 	uint64_t objpool_bytes;
-	uint64_t objpool_used;	 /* bytes held by live objects */
+	uint64_t objpool_used; /* bytes held by live objects */
 	uint32_t objects_live;
-	uint32_t rdma_state;	 /* 1 = serving */
-	uint32_t tcp_state;	 /* 1 = TCP listener up */
+	uint32_t rdma_state; /* 1 = serving */
+	uint32_t tcp_state;  /* 1 = TCP listener up */
 	uint32_t session_id;
 	uint32_t group;	       /* connection grouping: this session's group */
 	uint32_t active_group; /* the group being served when this was written */
 	uint64_t completed;
-	uint64_t failed;	 /* replies with a non-OK status */
-	uint64_t bad_requests;	 /* refused descriptors */
-	uint64_t eager_to_lazy;	 /* replies that did not fit the reply slot */
+	uint64_t failed;		     /* replies with a non-OK status */
+	uint64_t bad_requests;		     /* refused descriptors */
+	uint64_t eager_to_lazy;		     /* replies that did not fit the reply slot */
 	uint64_t ewma_ns[RDMEM_PATH__COUNT]; /* service time per path */
 	uint64_t obj_alloc;
 	uint64_t obj_reclaim;
-	uint64_t obj_repeat;	 /* repeated RECLAIM of a freed object: harmless */
-	uint64_t obj_stale;	 /* RECLAIM with a wrong generation: refused */
-	uint64_t obj_timeout;	 /* freed by the TTL scan */
-	uint64_t obj_full;	 /* allocation failed: pool full */
-	uint64_t bulk_requests;	 /* requests whose payload spanned several slots */
+	uint64_t obj_repeat;	/* repeated RECLAIM of a freed object: harmless */
+	uint64_t obj_stale;	/* RECLAIM with a wrong generation: refused */
+	uint64_t obj_timeout;	/* freed by the TTL scan */
+	uint64_t obj_full;	/* allocation failed: pool full */
+	uint64_t bulk_requests; /* requests whose payload spanned several slots */
 	uint64_t bulk_bytes;
 	uint64_t seq_end;
 };

@@ -50,7 +50,7 @@ struct rdmem_text {
 };
 
 void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- logging ------------------------------------------------------------
  * One line per event: "<prog>: <level>: <message>". Errors name what failed,
@@ -63,13 +63,13 @@ extern int rdmem_log_level;
 void rdmem_log_init(const char *prog, int verbose);
 void rdmem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define rdmem_err(...)	 rdmem_log(RDMEM_LOG_ERROR, __VA_ARGS__)
-#define rdmem_warn(...)	 rdmem_log(RDMEM_LOG_WARN, __VA_ARGS__)
-#define rdmem_info(...)	 rdmem_log(RDMEM_LOG_INFO, __VA_ARGS__)
-#define rdmem_debug(...)                                          \
-	do {                                                      \
-		if (rdmem_log_level >= RDMEM_LOG_DEBUG)           \
-			rdmem_log(RDMEM_LOG_DEBUG, __VA_ARGS__);  \
+#define rdmem_err(...)	rdmem_log(RDMEM_LOG_ERROR, __VA_ARGS__)
+#define rdmem_warn(...) rdmem_log(RDMEM_LOG_WARN, __VA_ARGS__)
+#define rdmem_info(...) rdmem_log(RDMEM_LOG_INFO, __VA_ARGS__)
+#define rdmem_debug(...)                                                                           \
+	do {                                                                                       \
+		if (rdmem_log_level >= RDMEM_LOG_DEBUG)                                            \
+			rdmem_log(RDMEM_LOG_DEBUG, __VA_ARGS__);                                   \
 	} while (0)
 
 #endif

@@ -17,10 +17,10 @@
 /* The wire is little-endian and read in place; we run on LE hosts only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RDMemRPC needs a little-endian host");
 
-#define RDMEM_WIRE_VERSION 1
-#define RDMEM_DESC_SIZE	   64
-#define RDMEM_FRAME_MAGIC  0x314d4452u /* "RDM1": desc.state of every TCP frame */
-#define RDMEM_MAX_KEY	   1024u       /* bytes; keys are short by contract */
+#define RDMEM_WIRE_VERSION	1
+#define RDMEM_DESC_SIZE		64
+#define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
+#define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */
 #define RDMEM_DEFAULT_MAX_VALUE (1u << 20)
 #define RDMEM_MAX_VALUE_LIMIT	(64u << 20) /* ceiling for --max-value */
 #define RDMEM_DEFAULT_PORT	7471	    /* RDMA; TCP fallback is port + 1 */
@@ -45,8 +45,8 @@ enum rdmem_op {
 enum rdmem_flag {
 	RDMEM_F_IMG_INIT = 1u << 0,   /* IMAGE_CHUNK: first chunk, args.image.total valid */
 	RDMEM_F_IMG_COMMIT = 1u << 1, /* IMAGE_CHUNK: last chunk, args.image.hash valid */
-	RDMEM_F_OBJREF = 1u << 2,     /* reply: payload is in the server object pool, see args.obj */
-	RDMEM_F_JSON = 1u << 3,	      /* STATS: ask for JSON instead of text */
+	RDMEM_F_OBJREF = 1u << 2, /* reply: payload is in the server object pool, see args.obj */
+	RDMEM_F_JSON = 1u << 3,	  /* STATS: ask for JSON instead of text */
 	RDMEM_F_WANT_OBJREF = 1u << 4, /* request: reply through the object pool (forced LAZY) */
 	RDMEM_F_YIELD = 1u << 5,       /* reply: this session's time slice is ending; hold new
 					* calls for desc.hint microseconds (connection grouping) */
@@ -82,9 +82,9 @@ enum rdmem_status {
 
 /* Object reference of a LAZY reply; also one RECLAIM entry. */
 struct rdmem_objref {
-	uint32_t object_id;  /* index in the server's object table */
-	uint32_t offset;     /* byte offset in the object pool area */
-	uint32_t length;     /* payload bytes */
+	uint32_t object_id; /* index in the server's object table */
+	uint32_t offset;    /* byte offset in the object pool area */
+	uint32_t length;    /* payload bytes */
 	uint32_t reserved;
 	uint64_t generation; /* bumped on every reuse of object_id */
 };
@@ -97,12 +97,12 @@ struct rdmem_image_args {
 };
 
 struct rdmem_desc {
-	uint32_t state;	   /* ring: slot state, written last; TCP: RDMEM_FRAME_MAGIC */
-	uint32_t seq;	   /* per-slot sequence, echoed in the reply */
-	uint16_t op;	   /* enum rdmem_op */
-	uint16_t flags;	   /* enum rdmem_flag */
-	uint16_t status;   /* reply: enum rdmem_status */
-	uint8_t path;	   /* enum rdmem_path the call is travelling on */
+	uint32_t state;	 /* ring: slot state, written last; TCP: RDMEM_FRAME_MAGIC */
+	uint32_t seq;	 /* per-slot sequence, echoed in the reply */
+	uint16_t op;	 /* enum rdmem_op */
+	uint16_t flags;	 /* enum rdmem_flag */
+	uint16_t status; /* reply: enum rdmem_status */
+	uint8_t path;	 /* enum rdmem_path the call is travelling on */
 	uint8_t reserved0;
 	uint16_t key_len;  /* key bytes at the start of the payload */
 	uint16_t hint;	   /* reply with RDMEM_F_YIELD: microseconds to hold new calls */
@@ -145,19 +145,32 @@ static inline int rdmem_status_errno(unsigned status)
 static inline uint16_t rdmem_errno_status(int err)
 {
 	switch (err) {
-	case 0: return RDMEM_S_OK;
-	case -ENOENT: return RDMEM_S_NOT_FOUND;
-	case -E2BIG: return RDMEM_S_TOO_BIG;
-	case -EBUSY: return RDMEM_S_BUSY;
-	case -ETIMEDOUT: return RDMEM_S_TIMEOUT;
-	case -ESTALE: return RDMEM_S_STALE;
-	case -EHOSTUNREACH: return RDMEM_S_UNREACHABLE;
-	case -ENOSPC: return RDMEM_S_NO_SPACE;
-	case -EBADMSG: return RDMEM_S_MISMATCH;
-	case -ESHUTDOWN: return RDMEM_S_SHUTDOWN;
-	case -EACCES: return RDMEM_S_DENIED;
-	case -EINVAL: return RDMEM_S_BAD_REQUEST;
-	default: return RDMEM_S_IO;
+	case 0:
+		return RDMEM_S_OK;
+	case -ENOENT:
+		return RDMEM_S_NOT_FOUND;
+	case -E2BIG:
+		return RDMEM_S_TOO_BIG;
+	case -EBUSY:
+		return RDMEM_S_BUSY;
+	case -ETIMEDOUT:
+		return RDMEM_S_TIMEOUT;
+	case -ESTALE:
+		return RDMEM_S_STALE;
+	case -EHOSTUNREACH:
+		return RDMEM_S_UNREACHABLE;
+	case -ENOSPC:
+		return RDMEM_S_NO_SPACE;
+	case -EBADMSG:
+		return RDMEM_S_MISMATCH;
+	case -ESHUTDOWN:
+		return RDMEM_S_SHUTDOWN;
+	case -EACCES:
+		return RDMEM_S_DENIED;
+	case -EINVAL:
+		return RDMEM_S_BAD_REQUEST;
+	default:
+		return RDMEM_S_IO;
 	}
 }
 

@@ -111,8 +111,8 @@ static inline struct lat_summary lat_summarize(struct lat_stats *s)
 }
 
 /* Prints the record every client prints; names must not need JSON escaping. */
-static inline void lat_print_json(FILE *f, struct lat_stats *s, const char *system,
-				  const char *op, uint64_t size, unsigned window)
+static inline void lat_print_json(FILE *f, struct lat_stats *s, const char *system, const char *op,
+				  uint64_t size, unsigned window)
 {
 	struct lat_summary r = lat_summarize(s);
 

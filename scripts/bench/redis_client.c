@@ -195,7 +195,8 @@ int main(int argc, char **argv)
 	lat_begin(&st);
 	rc = rb_run(&b, b.o.n, &st);
 	lat_end(&st);
-	st.failures = b.failures + (rc < 0) + (rb_verify_puts(&b, b.o.warmup > b.o.n ? b.o.warmup : b.o.n) < 0);
+	st.failures = b.failures + (rc < 0) +
+		      (rb_verify_puts(&b, b.o.warmup > b.o.n ? b.o.warmup : b.o.n) < 0);
 	lat_print_json(stdout, &st, b.o.system, b.o.op_name, b.o.size, b.o.window);
 	redisFree(b.c);
 	lat_free(&st);

@@ -32,12 +32,12 @@ struct bench_opts {
 	int port;
 	enum bench_op op;
 	const char *op_name;
-	uint64_t size;	   /* value or object bytes */
-	unsigned window;   /* calls outstanding */
-	uint64_t n;	   /* measured calls */
-	uint64_t warmup;   /* calls before measuring */
-	unsigned keys;	   /* distinct keys cycled through */
-	uint64_t seed;	   /* varies PUT values between runs */
+	uint64_t size;	 /* value or object bytes */
+	unsigned window; /* calls outstanding */
+	uint64_t n;	 /* measured calls */
+	uint64_t warmup; /* calls before measuring */
+	unsigned keys;	 /* distinct keys cycled through */
+	uint64_t seed;	 /* varies PUT values between runs */
 };
 
 static inline int bench_op_parse(const char *s, enum bench_op *op, uint64_t *def_size)
@@ -110,15 +110,19 @@ static inline void bench_usage(const char *prog)
 }
 
 /* Parses the command line shared by every client; returns 0 or -1 (usage shown). */
-static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
-				   const char *system)
+static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o, const char *system)
 {
 	static const struct option lo[] = {
-		{ "host", required_argument, NULL, 'H' }, { "port", required_argument, NULL, 'p' },
-		{ "op", required_argument, NULL, 'o' },	  { "size", required_argument, NULL, 's' },
-		{ "window", required_argument, NULL, 'w' }, { "warmup", required_argument, NULL, 'W' },
-		{ "keys", required_argument, NULL, 'k' }, { "seed", required_argument, NULL, 'S' },
-		{ "system", required_argument, NULL, 'y' }, { "help", no_argument, NULL, 'h' },
+		{ "host", required_argument, NULL, 'H' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "op", required_argument, NULL, 'o' },
+		{ "size", required_argument, NULL, 's' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "warmup", required_argument, NULL, 'W' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "system", required_argument, NULL, 'y' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t def_size = 0, size = 0;
@@ -135,17 +139,39 @@ static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 	o->seed = (uint64_t)getpid();
 	while ((c = getopt_long(argc, argv, "n:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'H': o->host = optarg; break;
-		case 'p': o->port = atoi(optarg); break;
-		case 'o': o->op_name = optarg; break;
-		case 's': size = bench_parse_size(optarg); break;
-		case 'w': o->window = (unsigned)atoi(optarg); break;
-		case 'n': o->n = strtoull(optarg, NULL, 10); break;
-		case 'W': warmup = atoll(optarg); break;
-		case 'k': o->keys = (unsigned)atoi(optarg); break;
-		case 'S': o->seed = strtoull(optarg, NULL, 10); break;
-		case 'y': o->system = optarg; break;
-		default: bench_usage(argv[0]); return -1;
+		case 'H':
+			o->host = optarg;
+			break;
+		case 'p':
+			o->port = atoi(optarg);
+			break;
+		case 'o':
+			o->op_name = optarg;
+			break;
+		case 's':
+			size = bench_parse_size(optarg);
+			break;
+		case 'w':
+			o->window = (unsigned)atoi(optarg);
+			break;
+		case 'n':
+			o->n = strtoull(optarg, NULL, 10);
+			break;
+		case 'W':
+			warmup = atoll(optarg);
+			break;
+		case 'k':
+			o->keys = (unsigned)atoi(optarg);
+			break;
+		case 'S':
+			o->seed = strtoull(optarg, NULL, 10);
+			break;
+		case 'y':
+			o->system = optarg;
+			break;
+		default:
+			bench_usage(argv[0]);
+			return -1;
 		}
 	}
 	if (optind != argc || o->port <= 0 || o->port > 65535 || o->window < 1 ||

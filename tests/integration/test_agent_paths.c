@@ -49,7 +49,8 @@ static void test_kv_every_path_every_size(void)
 			CHECK(got && memcmp(got, val, sizes[i]) == 0);
 			free(got);
 			CHECK_EQ(rdmem_del(e.h, key, (uint32_t)strlen(key), &o), 0);
-			CHECK_EQ(rdmem_get(e.h, key, (uint32_t)strlen(key), &got, &len, &o), -ENOENT);
+			CHECK_EQ(rdmem_get(e.h, key, (uint32_t)strlen(key), &got, &len, &o),
+				 -ENOENT);
 		}
 	}
 	free(val);

@@ -36,8 +36,8 @@ static struct shared *sh;
 
 static int clear_error(int rc)
 {
-	return rc == -ETIMEDOUT || rc == -EHOSTUNREACH || rc == -ESHUTDOWN ||
-	       rc == -ECONNREFUSED || rc == -EBUSY;
+	return rc == -ETIMEDOUT || rc == -EHOSTUNREACH || rc == -ESHUTDOWN || rc == -ECONNREFUSED ||
+	       rc == -EBUSY;
 }
 
 /* Accounts one finished call; a non-zero rc must be one of the clear errors. */
@@ -202,8 +202,8 @@ static void restart_agent(void)
 
 static void test_crash_matrix(void)
 {
-	unsigned seed = getenv("RDMEM_SEED") ? (unsigned)atoi(getenv("RDMEM_SEED"))
-					     : (unsigned)rdmem_now_ns();
+	unsigned seed =
+	    getenv("RDMEM_SEED") ? (unsigned)atoi(getenv("RDMEM_SEED")) : (unsigned)rdmem_now_ns();
 	pid_t pids[WORKERS];
 	long reconnect_ms[8];
 	int nreconnect = 0, i, hung = 0, kills = 0;
@@ -237,7 +237,8 @@ static void test_crash_matrix(void)
 	for (i = 0; i < WORKERS; i++) {
 		int waited;
 
-		for (waited = 0; waited < 5000 && waitpid(pids[i], NULL, WNOHANG) == 0; waited += 10)
+		for (waited = 0; waited < 5000 && waitpid(pids[i], NULL, WNOHANG) == 0;
+		     waited += 10)
 			proc_sleep_ms(10);
 		if (waited >= 5000) {
 			hung++;
@@ -249,7 +250,8 @@ static void test_crash_matrix(void)
 	       (unsigned long long)sh->calls, (unsigned long long)sh->ok,
 	       (unsigned long long)sh->clear_errors, kills, nreconnect);
 	for (i = 0; i < nreconnect; i++)
-		printf("# agent back on RDMA %ld ms after server restart %d\n", reconnect_ms[i], i + 1);
+		printf("# agent back on RDMA %ld ms after server restart %d\n", reconnect_ms[i],
+		       i + 1);
 	CHECK_EQ(sh->wrong, 0);
 	CHECK_EQ(sh->lost_puts, 0);
 	CHECK_EQ(sh->unclear, 0);

@@ -69,7 +69,8 @@ static void test_request_ring_full(void)
 	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_EAGER);
 	CHECK_EQ(t.ok, 2000);
 	if (t.other)
-		fprintf(stderr, "  %d calls failed, e.g. %s\n", t.other, rdmem_strerror(t.other_rc));
+		fprintf(stderr, "  %d calls failed, e.g. %s\n", t.other,
+			rdmem_strerror(t.other_rc));
 	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_AUTO);
 	CHECK_EQ(t.ok, 2000);
 	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0); /* the overflow went TCP */

@@ -20,9 +20,21 @@ static unsigned port;
 static int start_server(const char *max_sessions)
 {
 	char bin[512], p[16], tp[16];
-	char *argv[] = { bin,	       "-b",	       "127.0.0.1",	"-p",	     p,
-			 "--tcp-port", tp,	       "--fabric",	"shm",	     "--ring-slots",
-			 "64",	       "--objpool-slabs", "8",		"--max-sessions", (char *)max_sessions,
+	char *argv[] = { bin,
+			 "-b",
+			 "127.0.0.1",
+			 "-p",
+			 p,
+			 "--tcp-port",
+			 tp,
+			 "--fabric",
+			 "shm",
+			 "--ring-slots",
+			 "64",
+			 "--objpool-slabs",
+			 "8",
+			 "--max-sessions",
+			 (char *)max_sessions,
 			 NULL };
 
 	port = proc_free_port_pair();

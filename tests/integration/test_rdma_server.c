@@ -59,7 +59,11 @@ static void peer_close(struct peer *p)
 static int peer_send(struct peer *p, uint32_t i, struct rdmem_desc *d, uint32_t payload)
 {
 	struct rdmem_sge sge = { (uintptr_t)p->buf, payload, p->src.lkey };
-	struct rdmem_dp_msg m = { i, &p->l->stage[i], p->l->mr_local.lkey, p->l->w.req_ring, &sge,
+	struct rdmem_dp_msg m = { i,
+				  &p->l->stage[i],
+				  p->l->mr_local.lkey,
+				  p->l->w.req_ring,
+				  &sge,
 				  payload ? 1 : 0,
 				  p->l->w.req_payload.addr + (uint64_t)i * p->l->slot_bytes,
 				  p->l->w.req_payload.rkey };

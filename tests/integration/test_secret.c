@@ -135,7 +135,8 @@ static void test_replayed_proof(void)
 	rdmem_auth_mac(a, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
 		       sizeof(tok.mac));
 	for (i = 0; i < 2; i++) {
-		REQUIRE(rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e.port + 1), 2000, &c) == 0);
+		REQUIRE(rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e.port + 1), 2000, &c) ==
+			0);
 		memset(&call, 0, sizeof(call));
 		call.req.op = RDMEM_OP_AUTH;
 		call.req.val_len = sizeof(tok);

@@ -69,7 +69,12 @@ static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len
 {
 	struct rdmem_desc *d = &s->l->stage[slot];
 	struct rdmem_sge sge = { (uintptr_t)s->buf, s->key_len + val_len, s->src.lkey };
-	struct rdmem_dp_msg m = { slot, d, s->l->mr_local.lkey, s->l->w.req_ring, &sge, 1,
+	struct rdmem_dp_msg m = { slot,
+				  d,
+				  s->l->mr_local.lkey,
+				  s->l->w.req_ring,
+				  &sge,
+				  1,
 				  s->l->w.req_payload.addr + (uint64_t)slot * s->l->slot_bytes,
 				  s->l->w.req_payload.rkey };
 
@@ -148,8 +153,8 @@ static int open_session(struct sess *s, const struct opts *o, uint32_t i)
 
 	if ((ret = rdmem_link_open(&cfg, &s->l)) < 0)
 		return ret;
-	if ((ret = rdmem_fab_reg(s->l->conn, s->buf, sizeof(s->buf), RDMEM_ACCESS_LOCAL,
-				 &s->src)) < 0)
+	if ((ret = rdmem_fab_reg(s->l->conn, s->buf, sizeof(s->buf), RDMEM_ACCESS_LOCAL, &s->src)) <
+	    0)
 		return ret;
 	s->free_slots = s->l->slots >= 64 ? ~0ull : (1ull << s->l->slots) - 1;
 	s->key_len = (uint32_t)snprintf((char *)s->buf, 64, "scale-%u", i);
@@ -184,7 +189,8 @@ static void close_sessions(struct sess *ss, uint32_t n)
 static void refill(struct sess *s, uint64_t now)
 {
 	while (s->hold_until <= now) {
-		uint64_t usable = s->free_slots & ((s->window >= 64) ? ~0ull : (1ull << s->window) - 1);
+		uint64_t usable =
+		    s->free_slots & ((s->window >= 64) ? ~0ull : (1ull << s->window) - 1);
 
 		if (!usable)
 			return;
@@ -253,27 +259,44 @@ static long rss_kb(int pid)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = { { "port", 1, NULL, 'p' },	  { "window", 1, NULL, 'w' },
-					    { "seconds", 1, NULL, 's' },  { "server-pid", 1, NULL, 'P' },
-					    { "flood", 1, NULL, 'f' },	  { "fabric", 1, NULL, 'F' },
-					    { "addr", 1, NULL, 'a' },	  { NULL, 0, NULL, 0 } };
+	static const struct option lo[] = {
+		{ "port", 1, NULL, 'p' },    { "window", 1, NULL, 'w' },
+		{ "seconds", 1, NULL, 's' }, { "server-pid", 1, NULL, 'P' },
+		{ "flood", 1, NULL, 'f' },   { "fabric", 1, NULL, 'F' },
+		{ "addr", 1, NULL, 'a' },    { NULL, 0, NULL, 0 }
+	};
 	int c;
 
 	*o = (struct opts){ "127.0.0.1", RDMEM_FAB_SHM, 0, 1, 4, 0, 3, 0 };
 	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
 		switch (c) {
-		case 'n': o->n = (uint32_t)atoi(optarg); break;
-		case 'p': o->port = (uint16_t)atoi(optarg); break;
-		case 'w': o->window = (uint32_t)atoi(optarg); break;
-		case 's': o->seconds = (uint32_t)atoi(optarg); break;
-		case 'P': o->server_pid = atoi(optarg); break;
-		case 'f': o->flood = (uint32_t)atoi(optarg); break;
-		case 'a': o->addr = optarg; break;
+		case 'n':
+			o->n = (uint32_t)atoi(optarg);
+			break;
+		case 'p':
+			o->port = (uint16_t)atoi(optarg);
+			break;
+		case 'w':
+			o->window = (uint32_t)atoi(optarg);
+			break;
+		case 's':
+			o->seconds = (uint32_t)atoi(optarg);
+			break;
+		case 'P':
+			o->server_pid = atoi(optarg);
+			break;
+		case 'f':
+			o->flood = (uint32_t)atoi(optarg);
+			break;
+		case 'a':
+			o->addr = optarg;
+			break;
 		case 'F':
 			if (rdmem_fab_kind_parse(optarg, &o->fabric) < 0)
 				return -1;
 			break;
-		default: return -1;
+		default:
+			return -1;
 		}
 	}
 	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN ? 0 : -1;
@@ -289,8 +312,9 @@ int main(int argc, char **argv)
 	double secs;
 
 	if (parse(argc, argv, &o) < 0) {
-		fprintf(stderr, "usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
-				"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A]\n");
+		fprintf(stderr,
+			"usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
+			"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A]\n");
 		return 2;
 	}
 	rdmem_log_init("scale_bench", 0);

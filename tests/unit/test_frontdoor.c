@@ -16,17 +16,6 @@
 #include "libclient/rdmem.h"
 #include "tests/check.h"
 
-/* check.h's REQUIRE evaluates its condition twice; ours run system calls. */
-#undef REQUIRE
-#define REQUIRE(cond)                                                                              \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			check_case_failed = 1;                                                     \
-			fprintf(stderr, "  %s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__,       \
-				#cond);                                                            \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
 #include "tests/frontdoor_loopback.h"
 
 static char shm_name[64];

@@ -15,18 +15,6 @@
 #include "shm/ring.h"
 #include "tests/check.h"
 
-/* check.h's REQUIRE evaluates its condition twice; ours run system calls. */
-#undef REQUIRE
-#define REQUIRE(cond)                                                                              \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			check_case_failed = 1;                                                     \
-			fprintf(stderr, "  %s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__,       \
-				#cond);                                                            \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
-
 #define PRODUCERS    8
 #define PER_PRODUCER 100000u
 #define TEST_SKIP_NS 2000000ull /* 2 ms: short, so stalled tests stay fast */
