@@ -75,10 +75,12 @@ set logscale x 2
 set xlabel "sessions"
 set ylabel "aggregate GET QPS (window 4)"
 set key bottom left
+set yrange [0:*]
 plot "$out/scale.dat" index 0 using 1:2 with linespoints title "pooled + grouping", \
      "" index 1 using 1:2 with linespoints title "per-session regions"
 set ylabel "MiB registered per session"
 set logscale y 2
+set yrange [*:*]
 set key center right
 plot "$out/scale.dat" index 0 using 1:3 with linespoints title "pooled (lease)", \
      "" index 1 using 1:3 with linespoints title "per-session regions"
