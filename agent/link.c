@@ -2,13 +2,10 @@
 #include "agent/link.h"
 
 #include <errno.h>
-#include <linux/capability.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,28 +68,10 @@ static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uin
 	return resp + stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
 }
 
-/* CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations (the kernel's rule). */
-static int rdmem_link_can_lock_any(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-
-	if (syscall(SYS_capget, &h, d) < 0)
-		return 0;
-	return !!(d[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
-}
-
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
 {
-	struct rlimit rl;
-
 	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) + cfg->fd_len;
-	*limit = 0;
-	if (cfg->fabric != RDMEM_FAB_VERBS || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
-	    rl.rlim_cur == RLIM_INFINITY)
-		return 0;
-	*limit = rl.rlim_cur;
-	return *need > *limit && !rdmem_link_can_lock_any();
+	return cfg->fabric == RDMEM_FAB_VERBS && rdmem_memlock_limit(limit) && *need > *limit;
 }
 
 static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)

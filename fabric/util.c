@@ -2,9 +2,13 @@
 #include "rdmem/util.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 int rdmem_log_level = RDMEM_LOG_INFO;
 static const char *rdmem_log_prog = "rdmem";
@@ -82,4 +86,26 @@ int rdmem_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+static int rdmem_can_lock_any(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return 0;
+	return !!(d[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
+}
+
+int rdmem_memlock_limit(uint64_t *limit_bytes)
+{
+	struct rlimit rl;
+
+	*limit_bytes = 0;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rdmem_can_lock_any())
+		return 0;
+	*limit_bytes = rl.rlim_cur;
+	return 1;
 }

@@ -16,8 +16,8 @@
 #                  --source), test_rdma_server, test_agent_clients,
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, on
-#                  rxe0 and across the veth), memlock (agent under a low
-#                  `ulimit -l`)
+#                  rxe0 and across the veth), memlock (agent, then server,
+#                  under a low `ulimit -l`)
 #
 # Usage inside the VM: bash scripts/rxe-suite.sh [CHECK...]   (default: all)
 # Env: RDMEM_RXE_PROG_TIMEOUT (seconds per program, default 900: generous,
@@ -28,7 +28,7 @@ BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
- rdma_loss_dummy rdma_loss_veth memlock many_sessions"
+ rdma_loss_dummy rdma_loss_veth memlock memlock_server many_sessions"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -286,6 +286,36 @@ check_memlock() {
 		echo "not ok - memlock: agent under a 64 MiB limit did not start"
 	fi
 	grep -h 'error' /tmp/rxe-memlock-agent2.log | sed 's/^/#   memlock (64 MiB): /'
+	kill "$AGENT_PID" "$spid" 2>/dev/null
+	wait 2>/dev/null
+}
+
+# The server pins a lease per session. Under a limit that holds none it says
+# so once at start, naming `ulimit -l` and how many sessions fit; a session's
+# failed registration is refused, and its agent's calls go over TCP.
+check_memlock_server() {
+	local cli="$BIN/rdmem --shm-name /rxe-memlock-srv" slog=/tmp/rxe-memlock-srv.log st v n spid
+	timeout -k 5 "$T" "$BIN/tests/memlock_exec" 1024 "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" \
+		-p 7483 --tcp-port 7484 --fabric verbs --max-sessions 8 >"$slog" 2>&1 &
+	spid=$!
+	wait_for_line "$slog" 'listening tcp' 30 || echo "not ok - memlock_server: server did not start"
+	n=$(grep -c 'ulimit -l' "$slog")
+	grep -q '0 of --max-sessions 8 sessions can register' "$slog" && [ "$n" = 1 ]
+	status_line memlock_server $? "limit 1024 KiB: one error at start naming \`ulimit -l\` and 0 of 8 sessions"
+	grep 'ulimit -l' "$slog" | sed 's/^/#   memlock_server: /'
+	"$BIN/rdmem-agent" -s "$RXE_DUMMY_IP" -p 7483 --tcp-port 7484 --fabric verbs --clients 1 \
+		--slots 2 --shm-name /rxe-memlock-srv >/tmp/rxe-memlock-srv-agent.log 2>&1 &
+	AGENT_PID=$!
+	if wait_for_line /tmp/rxe-memlock-srv-agent.log 'ready:' 30; then
+		$cli put ms hello >/dev/null 2>&1 && v=$($cli get ms 2>/dev/null) && [ "$v" = hello ]
+		status_line memlock_server $? "AUTO put and get succeed"
+		st=$($cli agent-stats --json 2>/dev/null)
+		[ "$(json_top "$st" link_up)" = 0 ] && [ "$(json_path "$st" tcp ok)" -ge 2 ] 2>/dev/null
+		status_line memlock_server $? "no RDMA link; the calls went over TCP (tcp ok $(json_path "$st" tcp ok))"
+	else
+		echo "not ok - memlock_server: agent did not start"
+	fi
+	grep -h 'error' "$slog" | tail -n +2 | head -3 | sed 's/^/#   memlock_server (server): /'
 	kill "$AGENT_PID" "$spid" 2>/dev/null
 	wait 2>/dev/null
 }

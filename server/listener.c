@@ -164,13 +164,34 @@ static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 
 static int rdmem_listener_pool(struct rdmem_listener_thread *lt)
 {
-	const struct rdmem_rdma_config *c = lt->cfg;
-	struct rdmem_pool_config pc = {
-		c->fabric,     c->max_sessions, c->ring_slots,
-		c->slot_bytes, c->stage_bytes,	{ c->objpool_slabs, c->max_value, c->object_ttl_ms }
-	};
+	struct rdmem_pool_config pc = rdmem_session_pool_config(lt->cfg, lt->cfg->max_sessions);
 
-	return c->shared_pool ? rdmem_pool_create(&pc, &lt->pool) : 0;
+	return lt->cfg->shared_pool ? rdmem_pool_create(&pc, &lt->pool) : 0;
+}
+
+/*
+ * Every session pins its lease for the NIC, and the pins of all sessions
+ * count against one locked-memory limit: say at start how many sessions
+ * the limit holds, not at the first session past it (whose registration
+ * fails; that agent then works over TCP).
+ */
+static void rdmem_listener_memlock_check(const struct rdmem_rdma_config *c)
+{
+	struct rdmem_pool_config pc = rdmem_session_pool_config(c, 1);
+	uint64_t lease = rdmem_pool_lease_size(&pc), limit, fit;
+
+	if (c->fabric != RDMEM_FAB_VERBS || !rdmem_memlock_limit(&limit))
+		return;
+	fit = limit / lease;
+	if (fit >= c->max_sessions)
+		return;
+	rdmem_err("rdma: the locked-memory limit is %llu KiB and each session pins %llu KiB: "
+		  "%llu of --max-sessions %u sessions can register, the rest are refused "
+		  "(their agents use TCP). Raise the limit (`ulimit -l unlimited`, or "
+		  "LimitMEMLOCK=infinity for a systemd service), or lower --ring-slots, "
+		  "--objpool-slabs or --max-sessions",
+		  (unsigned long long)limit / 1024, (unsigned long long)lease / 1024,
+		  (unsigned long long)fit, c->max_sessions);
 }
 
 int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
@@ -183,6 +204,7 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 		return -ENOMEM;
 	lt->cfg = cfg;
 	lt->svc = svc;
+	rdmem_listener_memlock_check(cfg);
 	lt->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ret = lt->stop_efd < 0 ? -errno : rdmem_listener_pool(lt);
 	if (ret == 0)

@@ -32,6 +32,14 @@ static void rdmem_pool_geometry(struct rdmem_pool *p)
 	p->lease_bytes = p->off_staging + staging;
 }
 
+uint64_t rdmem_pool_lease_size(const struct rdmem_pool_config *cfg)
+{
+	struct rdmem_pool p = { .cfg = *cfg };
+
+	rdmem_pool_geometry(&p);
+	return p.lease_bytes;
+}
+
 int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **out)
 {
 	struct rdmem_pool *p = calloc(1, sizeof(*p));

@@ -56,6 +56,8 @@ void rdmem_pool_destroy(struct rdmem_pool *p);
 int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out);
 void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l);
 uint32_t rdmem_pool_taken(struct rdmem_pool *p);
+/* Bytes one lease of this configuration holds: what a session registers. */
+uint64_t rdmem_pool_lease_size(const struct rdmem_pool_config *cfg);
 /* Bytes a session registers for remote access: what the peer can reach. */
 uint64_t rdmem_pool_remote_bytes(const struct rdmem_pool *p);
 

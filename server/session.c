@@ -92,17 +92,23 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, stru
 
 /* ---- the lease and its registrations --------------------------------------- */
 
+struct rdmem_pool_config rdmem_session_pool_config(const struct rdmem_rdma_config *c,
+						   uint32_t leases)
+{
+	return (struct rdmem_pool_config){
+		.fabric = c->fabric,
+		.leases = leases,
+		.lease_slots = c->ring_slots,
+		.slot_bytes = c->slot_bytes,
+		.stage_bytes = c->stage_bytes,
+		.obj = { c->objpool_slabs, c->max_value, c->object_ttl_ms },
+	};
+}
+
 /* A pool of its own for this session: the classic per-session design. */
 static int rdmem_session_own_pool(struct rdmem_session *s)
 {
-	struct rdmem_pool_config pc = {
-		s->cfg->fabric,
-		1,
-		s->cfg->ring_slots,
-		s->cfg->slot_bytes,
-		s->cfg->stage_bytes,
-		{ s->cfg->objpool_slabs, s->cfg->max_value, s->cfg->object_ttl_ms }
-	};
+	struct rdmem_pool_config pc = rdmem_session_pool_config(s->cfg, 1);
 	int ret = rdmem_pool_create(&pc, &s->owned);
 
 	s->pool = s->owned;

@@ -45,6 +45,10 @@ struct rdmem_rdma_config {
 
 struct rdmem_session;
 
+/* Leases sized by the server's options, leases of them: one per session. */
+struct rdmem_pool_config rdmem_session_pool_config(const struct rdmem_rdma_config *cfg,
+						   uint32_t leases);
+
 /*
  * Builds the session for a connect request whose private data was hello:
  * takes a lease (of pool, or of a pool of its own when pool is NULL),

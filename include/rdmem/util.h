@@ -39,6 +39,13 @@ static inline void rdmem_cpu_relax(void)
 int rdmem_parse_size(const char *s, uint64_t *out);
 
 /*
+ * The locked-memory limit registrations count against: 1 with *limit_bytes
+ * set when RLIMIT_MEMLOCK is finite and the process lacks CAP_IPC_LOCK (which
+ * lifts it, the kernel's rule); 0 when nothing limits what it may pin.
+ */
+int rdmem_memlock_limit(uint64_t *limit_bytes);
+
+/*
  * A bounded text buffer for reports (STATS, agent-stats): appends until the
  * buffer is full, then remembers that it overflowed instead of failing each
  * call, so a report is written straight through and checked once at the end.
