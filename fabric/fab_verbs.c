@@ -801,22 +801,35 @@ static int rdmem_verbs_get_request(struct rdmem_listener *listener,
 	return 0;
 }
 
+/* The connection parameters both sides send: framed private data, READ depths, retries. */
+static int rdmem_verbs_conn_param(struct rdmem_verbs_conn *c, uint8_t *buf, const void *priv,
+				  size_t len, size_t max, const char *what,
+				  struct rdma_conn_param *p)
+{
+	int n = rdmem_verbs_frame(buf, priv, len, max, what, c->peer);
+
+	if (n < 0)
+		return n;
+	*p = (struct rdma_conn_param){ 0 };
+	p->private_data = buf;
+	p->private_data_len = (uint8_t)n;
+	p->responder_resources = c->resp_res;
+	p->initiator_depth = c->init_depth;
+	p->retry_count = RDMEM_VERBS_RETRY;
+	p->rnr_retry_count = RDMEM_VERBS_RETRY;
+	return 0;
+}
+
 static int rdmem_verbs_accept(struct rdmem_conn *conn, const void *priv, size_t len)
 {
 	struct rdmem_verbs_conn *c = rdmem_verbs_conn_of(conn);
 	uint8_t buf[RDMEM_VERBS_PRIV_BUF];
-	struct rdma_conn_param p = { 0 };
+	struct rdma_conn_param p;
 	int n;
 
-	n = rdmem_verbs_frame(buf, priv, len, RDMEM_FAB_ACCEPT_PRIV_MAX, "accept", c->peer);
+	n = rdmem_verbs_conn_param(c, buf, priv, len, RDMEM_FAB_ACCEPT_PRIV_MAX, "accept", &p);
 	if (n < 0)
 		return n;
-	p.private_data = buf;
-	p.private_data_len = (uint8_t)n;
-	p.responder_resources = c->resp_res;
-	p.initiator_depth = c->init_depth;
-	p.retry_count = RDMEM_VERBS_RETRY;
-	p.rnr_retry_count = RDMEM_VERBS_RETRY;
 	if (rdma_accept(c->id, &p)) {
 		int e = errno;
 
@@ -1039,19 +1052,13 @@ static int rdmem_verbs_connect(struct rdmem_conn *conn, const void *priv, size_t
 {
 	struct rdmem_verbs_conn *c = rdmem_verbs_conn_of(conn);
 	uint8_t buf[RDMEM_VERBS_PRIV_BUF];
-	struct rdma_conn_param p = { 0 };
+	struct rdma_conn_param p;
 	struct rdma_cm_event *ev;
 	int n, rc;
 
-	n = rdmem_verbs_frame(buf, priv, len, RDMEM_FAB_CONNECT_PRIV_MAX, "connect", c->peer);
+	n = rdmem_verbs_conn_param(c, buf, priv, len, RDMEM_FAB_CONNECT_PRIV_MAX, "connect", &p);
 	if (n < 0)
 		return n;
-	p.private_data = buf;
-	p.private_data_len = (uint8_t)n;
-	p.responder_resources = c->resp_res;
-	p.initiator_depth = c->init_depth;
-	p.retry_count = RDMEM_VERBS_RETRY;
-	p.rnr_retry_count = RDMEM_VERBS_RETRY;
 	if (rdma_connect(c->id, &p)) {
 		rc = -errno;
 		rdmem_err("verbs: rdma_connect %s: %s", c->peer, strerror(-rc));
