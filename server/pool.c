@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
@@ -48,12 +47,12 @@ int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **o
 		return -ENOMEM;
 	p->cfg = *cfg;
 	rdmem_pool_geometry(p);
-	p->len = p->lease_bytes * cfg->leases;
+	/* Memory comes per lease at take time: an idle lease costs nothing. */
 	p->taken = calloc(cfg->leases, 1);
-	/* Pages are touched only as leases are used: an idle lease costs address space. */
-	p->base = p->taken ? rdmem_fab_alloc_shared(cfg->fabric, p->len) : NULL;
-	if (!p->base) {
+	p->mem = calloc(cfg->leases, sizeof(*p->mem));
+	if (!p->taken || !p->mem) {
 		free(p->taken);
+		free(p->mem);
 		free(p);
 		return -ENOMEM;
 	}
@@ -64,18 +63,23 @@ int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **o
 
 void rdmem_pool_destroy(struct rdmem_pool *p)
 {
+	uint32_t i;
+
 	if (!p)
 		return;
-	rdmem_fab_free_shared(p->cfg.fabric, p->base, p->len);
+	/* Sessions give their leases back first; this only covers a leak. */
+	for (i = 0; i < p->cfg.leases; i++)
+		if (p->mem[i])
+			rdmem_fab_free_shared(p->cfg.fabric, p->mem[i], p->lease_bytes);
 	pthread_mutex_destroy(&p->lock);
+	free(p->mem);
 	free(p->taken);
 	free(p);
 }
 
-static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, struct rdmem_lease *l)
+static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, uint8_t *b,
+			    struct rdmem_lease *l)
 {
-	uint8_t *b = p->base + (uint64_t)i * p->lease_bytes;
-
 	l->index = i;
 	l->desc = b;
 	l->payload = b + p->off_payload;
@@ -88,38 +92,65 @@ static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, struct rdmem
 	l->staging_len = p->lease_bytes - p->off_staging;
 }
 
-int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out)
+/* Marks a free lease taken; returns its index, or cfg.leases when none is free. */
+static uint32_t rdmem_pool_claim(struct rdmem_pool *p)
 {
 	uint32_t i;
-	int ret = -EBUSY;
 
 	pthread_mutex_lock(&p->lock);
-	for (i = 0; i < p->cfg.leases; i++) {
-		if (!p->taken[i]) {
-			p->taken[i] = 1;
-			p->ntaken++;
-			ret = 0;
-			break;
-		}
+	for (i = 0; i < p->cfg.leases && p->taken[i]; i++)
+		;
+	if (i < p->cfg.leases) {
+		p->taken[i] = 1;
+		p->ntaken++;
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (ret == 0) {
-		rdmem_pool_fill(p, i, out);
-		/* A new session starts from a clean ring and control page. */
-		memset(out->desc, 0, out->desc_len);
-		memset(out->ctrl, 0, RDMEM_CTRL_BYTES);
+	return i;
+}
+
+/* Unmarks lease i; returns the memory it held (NULL if it was not taken). */
+static uint8_t *rdmem_pool_unclaim(struct rdmem_pool *p, uint32_t i)
+{
+	uint8_t *mem = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (i < p->cfg.leases && p->taken[i]) {
+		mem = p->mem[i];
+		p->mem[i] = NULL;
+		p->taken[i] = 0;
+		p->ntaken--;
 	}
-	return ret;
+	pthread_mutex_unlock(&p->lock);
+	return mem;
+}
+
+int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out)
+{
+	uint32_t i = rdmem_pool_claim(p);
+	uint8_t *mem;
+
+	if (i == p->cfg.leases)
+		return -EBUSY;
+	/* Fresh memory, never the last tenant's: see pool.h. Mapped outside the
+	 * lock (a syscall); the lease is ours already. */
+	mem = rdmem_fab_alloc_shared(p->cfg.fabric, p->lease_bytes);
+	if (!mem) {
+		rdmem_pool_unclaim(p, i);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->mem[i] = mem;
+	pthread_mutex_unlock(&p->lock);
+	rdmem_pool_fill(p, i, mem, out);
+	return 0;
 }
 
 void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l)
 {
-	pthread_mutex_lock(&p->lock);
-	if (l->index < p->cfg.leases && p->taken[l->index]) {
-		p->taken[l->index] = 0;
-		p->ntaken--;
-	}
-	pthread_mutex_unlock(&p->lock);
+	uint8_t *mem = rdmem_pool_unclaim(p, l->index);
+
+	if (mem)
+		rdmem_fab_free_shared(p->cfg.fabric, mem, p->lease_bytes);
 }
 
 uint32_t rdmem_pool_taken(struct rdmem_pool *p)

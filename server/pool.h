@@ -11,6 +11,15 @@
  * Two shapes from one code path: --shared-pool on, one pool for the server
  * with max-sessions small leases; off, a pool per session holding one lease
  * of the classic per-session sizes (1024 slots, 256 slabs).
+ *
+ * Hygiene: a lease's memory is mapped when the lease is taken and unmapped
+ * when it is given back, so every tenant starts from memory no other session
+ * ever wrote: fresh anonymous pages (verbs) or a fresh memfd (shm). Zeroing
+ * in place would not do: on verbs a page still pinned by a registration keeps
+ * its old bytes in the NIC's view whatever the CPU does to its mapping, and on
+ * shm a previous peer may still map the old memfd. The cost follows what a
+ * session touched (the kernel frees and zero-fills those pages), not the
+ * lease size, and a free lease costs no memory at all.
  */
 #ifndef RDMEM_SERVER_POOL_H
 #define RDMEM_SERVER_POOL_H
@@ -42,18 +51,24 @@ struct rdmem_lease {
 
 struct rdmem_pool {
 	struct rdmem_pool_config cfg;
-	uint8_t *base;
-	uint64_t len, lease_bytes;
+	uint64_t lease_bytes;
 	uint64_t off_payload, off_objects, off_ctrl, off_staging; /* within a lease */
 	pthread_mutex_t lock; /* leases are taken and returned by session setup/teardown */
+	uint8_t **mem;	      /* per lease: its memory while taken, else NULL */
 	uint8_t *taken;
 	uint32_t ntaken;
 };
 
 int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **out);
 void rdmem_pool_destroy(struct rdmem_pool *p);
-/* Takes a free lease: 0, or -EBUSY when every lease is held. */
+/* Takes a free lease on fresh, all-zero memory: 0, -EBUSY when every lease
+ * is held, or -ENOMEM. */
 int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out);
+/*
+ * Gives the lease back and unmaps its memory. Call only once nothing can
+ * reach it any more: the session's registrations are gone and its
+ * connection is closed (a NIC then neither reads nor writes the pages).
+ */
 void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l);
 uint32_t rdmem_pool_taken(struct rdmem_pool *p);
 /* Bytes one lease of this configuration holds: what a session registers. */

@@ -68,6 +68,7 @@ static int server_start_rdma(struct rdmem_server *srv)
 	srv->cfg.rdma.port = srv->cfg.port;
 	srv->cfg.rdma.max_value = srv->cfg.svc.max_value;
 	srv->cfg.rdma.auth = srv->auth;
+	srv->cfg.rdma.tcp_up = srv->tcp != NULL; /* started before this (--no-tcp: not at all) */
 	return rdmem_rdma_listener_start(&srv->cfg.rdma, srv->svc, &srv->rdma);
 }
 

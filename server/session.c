@@ -426,7 +426,7 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	c->objpool_used = p->used_bytes;
 	c->objects_live = p->live;
 	c->rdma_state = 1;
-	c->tcp_state = 1;
+	c->tcp_state = s->cfg->tcp_up ? 1 : 0; /* the agent's TCP fallback exists or not */
 	c->session_id = s->id;
 	c->group = s->group;
 	c->active_group = s->active_group;
@@ -578,13 +578,14 @@ static void rdmem_session_free(struct rdmem_session *s)
 		rdmem_fab_dereg(s->conn, mrs[i]);
 	rdmem_session_tell_pool(s, 0, 0, 0);
 	rdmem_objpool_fini(&s->objects);
-	if (s->ring)
-		rdmem_pool_give(s->pool, &s->lease);
-	rdmem_pool_destroy(s->owned);
 	if (s->accepted)
 		rdmem_fab_close(s->conn);
 	else
 		rdmem_fab_reject(s->conn, &why, sizeof(why));
+	/* Only now, with no registration and no connection left to reach it. */
+	if (s->ring)
+		rdmem_pool_give(s->pool, &s->lease);
+	rdmem_pool_destroy(s->owned);
 	free(s->ready);
 	free(s);
 }

@@ -40,6 +40,7 @@ struct rdmem_rdma_config {
 	uint32_t group_size;	  /* sessions served together in a time slice */
 	uint32_t slice_us;	  /* a group's time slice */
 	int busy_poll;
+	int tcp_up;		 /* the TCP fallback listener runs (not --no-tcp) */
 	struct rdmem_auth *auth; /* --secret-file; NULL: no authentication */
 };
 
