@@ -477,6 +477,13 @@ int rdmem_session_peek(struct rdmem_session *s)
 	return rdmem_session_reap(s);
 }
 
+int rdmem_session_tick(struct rdmem_session *s)
+{
+	int ret = rdmem_session_reap(s);
+
+	return ret < 0 ? ret : rdmem_session_housekeeping(s, rdmem_now_ns());
+}
+
 uint32_t rdmem_session_backlog(const struct rdmem_session *s)
 {
 	return s->ready_count;

@@ -75,6 +75,10 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
 int rdmem_session_poll(struct rdmem_session *s, uint32_t budget);
 /* Reaps completions only (a worker peeking at a group that is not active). */
 int rdmem_session_peek(struct rdmem_session *s);
+/* Upkeep of a session the worker may not be polling (another group's): reaps
+ * completions, checks the connection, refreshes the control page, runs the
+ * object TTL scan. Returns -errno once the session is over. */
+int rdmem_session_tick(struct rdmem_session *s);
 /* Requests received and not served yet. */
 uint32_t rdmem_session_backlog(const struct rdmem_session *s);
 /*

@@ -17,6 +17,11 @@
 
 #define RDMEM_WORKER_BLOCK_MS	100
 #define RDMEM_WORKER_PUBLISH_NS 100000000ull /* stats snapshot */
+/* Every session's liveness and upkeep, whatever its group and however the
+ * worker waits: a session whose connection closed or broke is closed within
+ * this (plus the fabric's own notice: shm sees the socket's EOF at once,
+ * verbs the CM's DISCONNECTED event). */
+#define RDMEM_WORKER_SWEEP_NS	100000000ull
 #define RDMEM_WORKER_MAX_EVENTS 64
 #define RDMEM_WORKER_LIST_MAX	256 /* sessions listed per worker in STATS */
 
@@ -37,7 +42,7 @@ struct rdmem_worker {
 	struct rdmem_session **sess;
 	uint32_t nsess, cap;
 	uint32_t active, busy_groups;
-	uint64_t slice_start, slice_end, published_at;
+	uint64_t slice_start, slice_end, published_at, swept_at;
 	atomic_uint load;	  /* sessions owned or handed over: placement, admission */
 	atomic_uint groups;	  /* groups now (1 when grouping is off) */
 	atomic_uint active_group; /* the group being served */
@@ -242,6 +247,27 @@ static uint32_t rdmem_worker_round(struct rdmem_worker *w)
 	return work;
 }
 
+/*
+ * Only the active group is polled while grouping, and under --busy-poll (or
+ * while any group keeps the worker busy) the worker never sleeps on the
+ * sessions' event fds: without this a killed agent's session in another
+ * group would hold its lease for good and new agents would find the server
+ * full. One check per session per sweep: a syscall each, 10 a second.
+ */
+static void rdmem_worker_sweep(struct rdmem_worker *w, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->nsess;) {
+		if (rdmem_session_tick(w->sess[i]) < 0) {
+			rdmem_worker_drop(w, i);
+			continue;
+		}
+		i++;
+	}
+	w->swept_at = now;
+}
+
 /* ---- sleeping ------------------------------------------------------------------- */
 
 static void rdmem_worker_block(struct rdmem_worker *w)
@@ -307,6 +333,8 @@ static void *rdmem_worker_main(void *arg)
 		uint64_t now = rdmem_now_ns();
 
 		rdmem_worker_adopt(w);
+		if (now - w->swept_at > RDMEM_WORKER_SWEEP_NS)
+			rdmem_worker_sweep(w, now);
 		if (now - w->published_at > RDMEM_WORKER_PUBLISH_NS)
 			rdmem_worker_publish(w, now);
 		if (rdmem_worker_round(w)) {
