@@ -1,4 +1,4 @@
-/* pool.c - leases carved out of one message-pool allocation. */
+/* pool.c - a message pool's leases: taken on fresh memory, given back unmapped. */
 #include "server/pool.h"
 
 #include <errno.h>

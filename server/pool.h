@@ -1,5 +1,5 @@
-/* pool.h - the server's message pool: one allocation carved into leases,
- * one lease per session (ScaleRPC's "virtualized mapping", sized by what a
+/* pool.h - the server's message pool: a fixed number of leases of one
+ * geometry, one lease per session (ScaleRPC's "virtualized mapping", sized by what a
  * session may have in flight rather than by a private full-size ring).
  *
  * A lease is a contiguous block: request descriptors, request payloads, an
