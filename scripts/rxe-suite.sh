@@ -28,7 +28,7 @@ BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
- rdma_loss_dummy rdma_loss_veth memlock memlock_server many_sessions"
+ rdma_loss_dummy rdma_loss_veth memlock memlock_server many_sessions lease_hygiene session_reap"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -204,6 +204,18 @@ check_paths_veth() {
 # RECLAIM repeat/stale/unknown, TTL, control page, an access violation.
 check_rdma_server() {
 	run_test rdma_server $(dummy_env) -- "$BIN/tests/test_rdma_server" verbs
+}
+
+# A reused lease shows nothing of its previous tenant (registered fresh
+# memory); the control page's tcp_state with and without --no-tcp.
+check_lease_hygiene() {
+	run_test lease_hygiene $(dummy_env) -- "$BIN/tests/test_lease_hygiene" verbs
+}
+
+# A kill -9'd agent's session closes within 1 s (CM DISCONNECTED, read by the
+# workers' sweep) under grouping, busy-poll and two workers.
+check_session_reap() {
+	run_test session_reap $(dummy_env) -- "$BIN/tests/test_session_reap" verbs
 }
 
 # 32 client processes, a killed client, agent restart and kill, server restart.
