@@ -30,12 +30,15 @@ struct rdmem_rdma_slot {
 	struct rdmem_agent_call *call;
 	struct rdmem_agent_reply rep; /* saved while the LAZY read runs */
 	struct rdmem_objref ref;
+	uint64_t post_no; /* rdmem_rdma.posts when the request went out */
+	uint64_t read_no; /* the same for the LAZY READ in flight */
 	uint32_t seq;
 	uint16_t span; /* slots in the run starting here */
 	uint8_t owner;
 	uint8_t reading; /* LAZY read into the client's slot in flight */
 	uint8_t path;
 	uint8_t reclaim_buf;
+	uint8_t held; /* past its deadline, waiting for its request WRs to complete */
 };
 
 struct rdmem_rdma {
@@ -57,6 +60,16 @@ struct rdmem_rdma {
 	uint32_t *read_q;
 	uint32_t read_head, read_n;
 	uint64_t ctrl_at;
+	uint64_t ctrl_no; /* posts when the control-page READ in flight went out */
+	/*
+	 * Send-queue progress (finding: a timed-out call's slot must not go
+	 * back to the client while a WR may still read it). Every post of
+	 * ours gets the next number; a signalled READ completing proves every
+	 * WR posted before it completed too (an RC send queue completes in
+	 * order), so the NIC reads no request buffer of posts <= done_no.
+	 */
+	uint64_t posts, done_no;
+	uint64_t fence_need;	/* a timed-out call waits for done_no to reach this */
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
@@ -145,7 +158,25 @@ static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
 		if ((ret = rdmem_rdma_progress(r)) < 0)
 			return ret;
 	}
+	if (ret == 0)
+		r->posts++;
 	return ret;
+}
+
+/* A signalled READ went out: account it; returns its post number. */
+static uint64_t rdmem_rdma_read_posted(struct rdmem_rdma *r)
+{
+	r->reads_inflight++;
+	r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+	return ++r->posts;
+}
+
+/* A READ posted as number no completed: so did every post up to it. */
+static void rdmem_rdma_read_completed(struct rdmem_rdma *r, uint64_t no)
+{
+	if (r->reads_inflight)
+		r->reads_inflight--;
+	r->done_no = RDMEM_MAX(r->done_no, no);
 }
 
 static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *req,
@@ -210,6 +241,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 		return ret;
 	}
 	call->ring_slot = i;
+	r->slot[i].post_no = r->posts;
+	r->slot[i].held = 0;
 	r->st.posted++;
 	r->calls_since_ctrl++;
 	if (path == RDMEM_PATH_BULK) {
@@ -333,8 +366,7 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		ret = rdmem_fab_post(r->l->conn, &wr, 1);
 	}
 	if (ret == 0) {
-		r->reads_inflight++;
-		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+		s->read_no = rdmem_rdma_read_posted(r);
 		return 0;
 	}
 	if (ret != -EAGAIN)
@@ -494,8 +526,7 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)r->l->ctrl, sizeof(struct rdmem_ctrl),
 					r->l->mr_local.lkey };
 	if ((ret = rdmem_fab_post(r->l->conn, &wr, 1)) == 0) {
-		r->reads_inflight++;
-		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+		r->ctrl_no = rdmem_rdma_read_posted(r);
 		r->ctrl_reading = 1;
 		r->ctrl_at = now_ns;
 		r->calls_since_ctrl = 0;
@@ -533,12 +564,16 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 		r->recv_owed++;
 		return rdmem_rdma_response(r, wc->imm);
 	case RDMEM_WC_READ:
-		if (r->reads_inflight)
-			r->reads_inflight--;
-		if (wc->wr_id == RDMEM_WRID_CTRL)
+		if (wc->wr_id == RDMEM_WRID_CTRL) {
+			rdmem_rdma_read_completed(r, r->ctrl_no);
 			rdmem_rdma_ctrl_done(r);
-		else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY)
+		} else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY &&
+			   (uint32_t)wc->wr_id < r->l->slots) {
+			rdmem_rdma_read_completed(r, r->slot[(uint32_t)wc->wr_id].read_no);
 			rdmem_rdma_read_done(r, (uint32_t)wc->wr_id);
+		} else {
+			rdmem_rdma_read_completed(r, 0);
+		}
 		return rdmem_rdma_drain_reads(r);
 	default:
 		return 0;
@@ -574,8 +609,10 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 		;
 	if (r->reclaim_n && ret < 0)
 		return ret;
-	if (!r->ctrl_reading && (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS ||
-				 now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
+	/* A timed-out call waits for proof that its request left: a READ posted after it. */
+	if (!r->ctrl_reading &&
+	    (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS || r->fence_need > r->done_no ||
+	     now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
 		return rdmem_rdma_read_ctrl(r, now_ns);
 	return 0;
 }
@@ -596,6 +633,22 @@ void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 		/* A call whose READ is still landing in its slot cannot be let go. */
 		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
 			continue;
+		/*
+		 * Nor one whose request WRs may still run: the payload WRITE
+		 * gathers from the client's slot (no copy), and a NIC may read
+		 * it any time until the WR completes (RNR and transport retries
+		 * can go on for ever). Once the client has its slot back it
+		 * writes the next request there, which that WR would then send
+		 * under this call's descriptor. Housekeeping posts a READ; its
+		 * completion proves this post completed (RC completes in order).
+		 */
+		if (s->post_no > r->done_no) {
+			r->fence_need = RDMEM_MAX(r->fence_need, s->post_no);
+			if (!s->held)
+				r->st.timeouts_held++;
+			s->held = 1;
+			continue;
+		}
 		s->owner = RDMEM_OWN_ORPHAN;
 		r->ops->done(r->ctx, s->call, &rep, s->path);
 		s->call = NULL;

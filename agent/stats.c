@@ -135,13 +135,13 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
 	    "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
 	    "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
-	    "\"read_waits\":%llu},",
+	    "\"read_waits\":%llu,\"timeouts_held\":%llu},",
 	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
 	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
-	    s->rdma.reads_peak, U(s->rdma.read_waits));
+	    s->rdma.reads_peak, U(s->rdma.read_waits), U(s->rdma.timeouts_held));
 	rdmem_text_add(o,
 		       "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
 		       "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
