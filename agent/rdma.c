@@ -69,7 +69,10 @@ struct rdmem_rdma {
 	 * order), so the NIC reads no request buffer of posts <= done_no.
 	 */
 	uint64_t posts, done_no;
-	uint64_t fence_need;	/* a timed-out call waits for done_no to reach this */
+	uint64_t fence_need; /* a timed-out call waits for done_no to reach this */
+	/* Liveness: the last sign the path works (a completion, or a READ
+	 * posted with none in flight), and how long READs may go without one. */
+	uint64_t alive_ns, stall_ns;
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
@@ -166,7 +169,8 @@ static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
 /* A signalled READ went out: account it; returns its post number. */
 static uint64_t rdmem_rdma_read_posted(struct rdmem_rdma *r)
 {
-	r->reads_inflight++;
+	if (r->reads_inflight++ == 0)
+		r->alive_ns = rdmem_now_ns();
 	r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
 	return ++r->posts;
 }
@@ -559,6 +563,7 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 			  rdmem_wc_status_name(wc->status));
 		return -EIO;
 	}
+	r->alive_ns = rdmem_now_ns(); /* packets got through */
 	switch (wc->op) {
 	case RDMEM_WC_RECV_IMM:
 		r->recv_owed++;
@@ -599,6 +604,38 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
 	return n;
 }
 
+/*
+ * Liveness: the path is dead when READs are in flight and nothing at all
+ * completed for stall_ns (--rdma-stall-ms). A NIC answers a READ without
+ * the server's CPU, and replies to earlier calls count as signs of life
+ * too, so a long send queue of BULK writes that the server keeps answering
+ * does not trip it. The control-page READ that housekeeping posts anyway
+ * (every RDMEM_RDMA_CTRL_NS while the actor runs) is the probe: this adds
+ * no RDMA operation. A black-holed RC QP may retry for ever (rxe never
+ * reports retries exhausted); this does not wait for it. Completions
+ * already in the CQ are reaped first, so an actor that was itself
+ * descheduled for a while does not blame the path.
+ */
+static int rdmem_rdma_stalled(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	int i, n = 0;
+
+	/* alive_ns may be a little after now_ns (taken later): no underflow. */
+	if (!r->reads_inflight || now_ns <= r->alive_ns + r->stall_ns)
+		return 0;
+	for (i = 0; i < 64 && (n = rdmem_rdma_progress(r)) > 0; i++)
+		;
+	if (n < 0)
+		return n;
+	if (!r->reads_inflight || rdmem_now_ns() <= r->alive_ns + r->stall_ns)
+		return 0;
+	rdmem_err("RDMA to %s: nothing completed in %llu ms with %u READs in flight: the path "
+		  "is dead (--rdma-stall-ms)",
+		  rdmem_fab_peer(r->l->conn), (unsigned long long)r->stall_ns / 1000000,
+		  r->reads_inflight);
+	return -ETIMEDOUT;
+}
+
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 {
 	int ret = rdmem_rdma_drain_reads(r);
@@ -608,6 +645,8 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 	while (r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
 		;
 	if (r->reclaim_n && ret < 0)
+		return ret;
+	if ((ret = rdmem_rdma_stalled(r, now_ns)) < 0)
 		return ret;
 	/* A timed-out call waits for proof that its request left: a READ posted after it. */
 	if (!r->ctrl_reading &&
@@ -680,6 +719,7 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 	for (i = 0; i < link->slots; i++)
 		r->free_map[i / 64] |= 1ull << (i % 64);
 	r->ctrl_at = rdmem_now_ns();
+	r->stall_ns = RDMEM_RDMA_STALL_DEFAULT_MS * 1000000ull;
 	*out = r;
 	return 0;
 }
@@ -713,6 +753,12 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	out->inflight = r->inflight_slots;
 	out->reads_max = r->l->max_reads;
 	out->slots = r->l->slots;
+}
+
+void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms)
+{
+	if (ms)
+		r->stall_ns = (uint64_t)ms * 1000000ull;
 }
 
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r)

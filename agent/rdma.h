@@ -61,7 +61,8 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
 /* Reaps completions; returns how many, or -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);
-/* Sends queued RECLAIMs and starts a control-page read if one is due. */
+/* Sends queued RECLAIMs and starts a control-page read if one is due.
+ * -ETIMEDOUT: a READ has been stuck long enough that the path is dead. */
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
 /* Starts a control-page read now unless one is in flight; ops->ctrl reports it. */
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
@@ -72,6 +73,10 @@ int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns);
 void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *out);
 uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r);
+/* Liveness: READs in flight with nothing completing for this long mean the
+ * path is dead (housekeeping then returns -ETIMEDOUT). 0 keeps the default. */
+#define RDMEM_RDMA_STALL_DEFAULT_MS 500
+void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms);
 /* When the current hold ends (CLOCK_MONOTONIC ns; 0 or past: none). */
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r);
 

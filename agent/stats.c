@@ -32,6 +32,7 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 	s->rdma_errors_total = atomic_load_explicit(&c->rdma_errors, memory_order_relaxed);
 	s->link_opens = atomic_load_explicit(&c->link_opens, memory_order_relaxed);
 	s->link_losses = atomic_load_explicit(&c->link_losses, memory_order_relaxed);
+	s->link_stalls = atomic_load_explicit(&c->link_stalls, memory_order_relaxed);
 	s->link_up = atomic_load_explicit(&c->link_up, memory_order_relaxed);
 	s->memlock_short = atomic_load_explicit(&c->memlock_short, memory_order_relaxed);
 }
@@ -84,6 +85,7 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 		       "skipped %llu, dead clients %llu, dropped replies %llu\n",
 		       s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
 		       U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+	rdmem_text_add(o, "liveness: links dropped for a dead path %llu\n", U(s->link_stalls));
 	rdmem_text_add(o, "simulate: rdma-down %s, op-fail %u, pressure %s\n",
 		       s->sim.rdma_down ? "on" : "off", s->sim.op_fail,
 		       rdmem_pressure_names[s->sim.pressure % 3]);
@@ -153,6 +155,7 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    "\"bad_entries\":%llu,\"skipped\":%llu,\"dead_clients\":%llu,\"dropped\":%llu},",
 	    s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
 	    U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+	rdmem_text_add(o, "\"link_stalls\":%llu,", U(s->link_stalls));
 	rdmem_text_add(o, "\"simulate\":{\"rdma_down\":%d,\"op_fail\":%u,\"pressure\":\"%s\"}",
 		       s->sim.rdma_down, s->sim.op_fail, rdmem_pressure_names[s->sim.pressure % 3]);
 	if (s->have_ctrl)
