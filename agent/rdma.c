@@ -70,8 +70,10 @@ struct rdmem_rdma {
 	 */
 	uint64_t posts, done_no;
 	uint64_t fence_need; /* a timed-out call waits for done_no to reach this */
-	/* Liveness: the last sign the path works (a completion, or a READ
-	 * posted with none in flight), and how long READs may go without one. */
+	/* Liveness: signs the path works (completions, and READs posted with
+	 * none in flight) are counted, and stamped alive_ns by housekeeping
+	 * (no clock read per completion); READs may go stall_ns without one. */
+	uint64_t signs, signs_seen;
 	uint64_t alive_ns, stall_ns;
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
@@ -170,7 +172,7 @@ static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
 static uint64_t rdmem_rdma_read_posted(struct rdmem_rdma *r)
 {
 	if (r->reads_inflight++ == 0)
-		r->alive_ns = rdmem_now_ns();
+		r->signs++; /* its clock starts now */
 	r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
 	return ++r->posts;
 }
@@ -563,7 +565,7 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 			  rdmem_wc_status_name(wc->status));
 		return -EIO;
 	}
-	r->alive_ns = rdmem_now_ns(); /* packets got through */
+	r->signs++; /* packets got through */
 	switch (wc->op) {
 	case RDMEM_WC_RECV_IMM:
 		r->recv_owed++;
@@ -616,18 +618,27 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
  * already in the CQ are reaped first, so an actor that was itself
  * descheduled for a while does not blame the path.
  */
+static int rdmem_rdma_new_signs(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	if (r->signs == r->signs_seen)
+		return 0;
+	r->signs_seen = r->signs;
+	r->alive_ns = now_ns;
+	return 1;
+}
+
 static int rdmem_rdma_stalled(struct rdmem_rdma *r, uint64_t now_ns)
 {
 	int i, n = 0;
 
-	/* alive_ns may be a little after now_ns (taken later): no underflow. */
-	if (!r->reads_inflight || now_ns <= r->alive_ns + r->stall_ns)
+	if (rdmem_rdma_new_signs(r, now_ns) || !r->reads_inflight ||
+	    now_ns <= r->alive_ns + r->stall_ns)
 		return 0;
 	for (i = 0; i < 64 && (n = rdmem_rdma_progress(r)) > 0; i++)
 		;
 	if (n < 0)
 		return n;
-	if (!r->reads_inflight || rdmem_now_ns() <= r->alive_ns + r->stall_ns)
+	if (rdmem_rdma_new_signs(r, rdmem_now_ns()) || !r->reads_inflight)
 		return 0;
 	rdmem_err("RDMA to %s: nothing completed in %llu ms with %u READs in flight: the path "
 		  "is dead (--rdma-stall-ms)",
