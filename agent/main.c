@@ -61,6 +61,9 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --connect-timeout MS   connect timeout (default 2000)\n"
 	    "      --max-reads N          RDMA READs in flight per link (default and upper\n"
 	    "                             bound: the depth the connection agreed)\n"
+	    "      --rdma-stall-ms MS     RDMA READs in flight and nothing completing for this\n"
+	    "                             long: the path is dead, calls move to TCP and the\n"
+	    "                             link is redialled (default %u)\n"
 	    "      --busy-poll            never sleep when idle (dedicated cores)\n"
 	    "      --secret-file PATH     prove this shared secret to the server, and check\n"
 	    "                             that the server knows it too (mode 0600 file)\n"
@@ -73,7 +76,7 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --metrics-bind ADDR    address of /metrics (default 127.0.0.1)\n"
 	    "  -v, --verbose              debug logging\n"
 	    "  -h, --help\n",
-	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS);
+	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS, RDMEM_RDMA_STALL_DEFAULT_MS);
 }
 
 /* True when host resolves to an address of this machine. */
@@ -145,6 +148,7 @@ enum {
 	OPT_SECRET,
 	OPT_SOURCE,
 	OPT_MAX_READS,
+	OPT_STALL,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -175,6 +179,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "secret-file", required_argument, NULL, OPT_SECRET },
 	{ "source", required_argument, NULL, OPT_SOURCE },
 	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
+	{ "rdma-stall-ms", required_argument, NULL, OPT_STALL },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -201,6 +206,7 @@ static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *ar
 		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
 		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
 		{ OPT_MAX_READS, "--max-reads", 1, 255, &cfg->max_reads },
+		{ OPT_STALL, "--rdma-stall-ms", 50, 600000, &cfg->stall_ms },
 		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
 		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
 		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },

@@ -120,6 +120,8 @@ static void render_paths(struct rdmem_prom *o, struct rdmem_agent_counters *c,
 	    LD(c->link_opens));
 	one(o, "rdmem_agent_rdma_link_losses_total", "counter", "RDMA sessions lost.",
 	    LD(c->link_losses));
+	one(o, "rdmem_agent_rdma_link_stalls_total", "counter",
+	    "RDMA sessions dropped by the liveness check (--rdma-stall-ms).", LD(c->link_stalls));
 }
 
 static void render_rdma(struct rdmem_prom *o, struct rdmem_agent_gauges *g)

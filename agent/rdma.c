@@ -30,12 +30,15 @@ struct rdmem_rdma_slot {
 	struct rdmem_agent_call *call;
 	struct rdmem_agent_reply rep; /* saved while the LAZY read runs */
 	struct rdmem_objref ref;
+	uint64_t post_no; /* rdmem_rdma.posts when the request went out */
+	uint64_t read_no; /* the same for the LAZY READ in flight */
 	uint32_t seq;
 	uint16_t span; /* slots in the run starting here */
 	uint8_t owner;
 	uint8_t reading; /* LAZY read into the client's slot in flight */
 	uint8_t path;
 	uint8_t reclaim_buf;
+	uint8_t held; /* past its deadline, waiting for its request WRs to complete */
 };
 
 struct rdmem_rdma {
@@ -57,6 +60,21 @@ struct rdmem_rdma {
 	uint32_t *read_q;
 	uint32_t read_head, read_n;
 	uint64_t ctrl_at;
+	uint64_t ctrl_no; /* posts when the control-page READ in flight went out */
+	/*
+	 * Send-queue progress (finding: a timed-out call's slot must not go
+	 * back to the client while a WR may still read it). Every post of
+	 * ours gets the next number; a signalled READ completing proves every
+	 * WR posted before it completed too (an RC send queue completes in
+	 * order), so the NIC reads no request buffer of posts <= done_no.
+	 */
+	uint64_t posts, done_no;
+	uint64_t fence_need; /* a timed-out call waits for done_no to reach this */
+	/* Liveness: signs the path works (completions, and READs posted with
+	 * none in flight) are counted, and stamped alive_ns by housekeeping
+	 * (no clock read per completion); READs may go stall_ns without one. */
+	uint64_t signs, signs_seen;
+	uint64_t alive_ns, stall_ns;
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
@@ -145,7 +163,26 @@ static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
 		if ((ret = rdmem_rdma_progress(r)) < 0)
 			return ret;
 	}
+	if (ret == 0)
+		r->posts++;
 	return ret;
+}
+
+/* A signalled READ went out: account it; returns its post number. */
+static uint64_t rdmem_rdma_read_posted(struct rdmem_rdma *r)
+{
+	if (r->reads_inflight++ == 0)
+		r->signs++; /* its clock starts now */
+	r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+	return ++r->posts;
+}
+
+/* A READ posted as number no completed: so did every post up to it. */
+static void rdmem_rdma_read_completed(struct rdmem_rdma *r, uint64_t no)
+{
+	if (r->reads_inflight)
+		r->reads_inflight--;
+	r->done_no = RDMEM_MAX(r->done_no, no);
 }
 
 static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *req,
@@ -210,6 +247,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 		return ret;
 	}
 	call->ring_slot = i;
+	r->slot[i].post_no = r->posts;
+	r->slot[i].held = 0;
 	r->st.posted++;
 	r->calls_since_ctrl++;
 	if (path == RDMEM_PATH_BULK) {
@@ -333,8 +372,7 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		ret = rdmem_fab_post(r->l->conn, &wr, 1);
 	}
 	if (ret == 0) {
-		r->reads_inflight++;
-		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+		s->read_no = rdmem_rdma_read_posted(r);
 		return 0;
 	}
 	if (ret != -EAGAIN)
@@ -494,8 +532,7 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)r->l->ctrl, sizeof(struct rdmem_ctrl),
 					r->l->mr_local.lkey };
 	if ((ret = rdmem_fab_post(r->l->conn, &wr, 1)) == 0) {
-		r->reads_inflight++;
-		r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
+		r->ctrl_no = rdmem_rdma_read_posted(r);
 		r->ctrl_reading = 1;
 		r->ctrl_at = now_ns;
 		r->calls_since_ctrl = 0;
@@ -528,17 +565,22 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 			  rdmem_wc_status_name(wc->status));
 		return -EIO;
 	}
+	r->signs++; /* packets got through */
 	switch (wc->op) {
 	case RDMEM_WC_RECV_IMM:
 		r->recv_owed++;
 		return rdmem_rdma_response(r, wc->imm);
 	case RDMEM_WC_READ:
-		if (r->reads_inflight)
-			r->reads_inflight--;
-		if (wc->wr_id == RDMEM_WRID_CTRL)
+		if (wc->wr_id == RDMEM_WRID_CTRL) {
+			rdmem_rdma_read_completed(r, r->ctrl_no);
 			rdmem_rdma_ctrl_done(r);
-		else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY)
+		} else if ((wc->wr_id & ~0xffffffffull) == RDMEM_WRID_LAZY &&
+			   (uint32_t)wc->wr_id < r->l->slots) {
+			rdmem_rdma_read_completed(r, r->slot[(uint32_t)wc->wr_id].read_no);
 			rdmem_rdma_read_done(r, (uint32_t)wc->wr_id);
+		} else {
+			rdmem_rdma_read_completed(r, 0);
+		}
 		return rdmem_rdma_drain_reads(r);
 	default:
 		return 0;
@@ -564,6 +606,47 @@ int rdmem_rdma_progress(struct rdmem_rdma *r)
 	return n;
 }
 
+/*
+ * Liveness: the path is dead when READs are in flight and nothing at all
+ * completed for stall_ns (--rdma-stall-ms). A NIC answers a READ without
+ * the server's CPU, and replies to earlier calls count as signs of life
+ * too, so a long send queue of BULK writes that the server keeps answering
+ * does not trip it. The control-page READ that housekeeping posts anyway
+ * (every RDMEM_RDMA_CTRL_NS while the actor runs) is the probe: this adds
+ * no RDMA operation. A black-holed RC QP may retry for ever (rxe never
+ * reports retries exhausted); this does not wait for it. Completions
+ * already in the CQ are reaped first, so an actor that was itself
+ * descheduled for a while does not blame the path.
+ */
+static int rdmem_rdma_new_signs(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	if (r->signs == r->signs_seen)
+		return 0;
+	r->signs_seen = r->signs;
+	r->alive_ns = now_ns;
+	return 1;
+}
+
+static int rdmem_rdma_stalled(struct rdmem_rdma *r, uint64_t now_ns)
+{
+	int i, n = 0;
+
+	if (rdmem_rdma_new_signs(r, now_ns) || !r->reads_inflight ||
+	    now_ns <= r->alive_ns + r->stall_ns)
+		return 0;
+	for (i = 0; i < 64 && (n = rdmem_rdma_progress(r)) > 0; i++)
+		;
+	if (n < 0)
+		return n;
+	if (rdmem_rdma_new_signs(r, rdmem_now_ns()) || !r->reads_inflight)
+		return 0;
+	rdmem_err("RDMA to %s: nothing completed in %llu ms with %u READs in flight: the path "
+		  "is dead (--rdma-stall-ms)",
+		  rdmem_fab_peer(r->l->conn), (unsigned long long)r->stall_ns / 1000000,
+		  r->reads_inflight);
+	return -ETIMEDOUT;
+}
+
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 {
 	int ret = rdmem_rdma_drain_reads(r);
@@ -574,8 +657,12 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 		;
 	if (r->reclaim_n && ret < 0)
 		return ret;
-	if (!r->ctrl_reading && (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS ||
-				 now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
+	if ((ret = rdmem_rdma_stalled(r, now_ns)) < 0)
+		return ret;
+	/* A timed-out call waits for proof that its request left: a READ posted after it. */
+	if (!r->ctrl_reading &&
+	    (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS || r->fence_need > r->done_no ||
+	     now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
 		return rdmem_rdma_read_ctrl(r, now_ns);
 	return 0;
 }
@@ -596,6 +683,22 @@ void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 		/* A call whose READ is still landing in its slot cannot be let go. */
 		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
 			continue;
+		/*
+		 * Nor one whose request WRs may still run: the payload WRITE
+		 * gathers from the client's slot (no copy), and a NIC may read
+		 * it any time until the WR completes (RNR and transport retries
+		 * can go on for ever). Once the client has its slot back it
+		 * writes the next request there, which that WR would then send
+		 * under this call's descriptor. Housekeeping posts a READ; its
+		 * completion proves this post completed (RC completes in order).
+		 */
+		if (s->post_no > r->done_no) {
+			r->fence_need = RDMEM_MAX(r->fence_need, s->post_no);
+			if (!s->held)
+				r->st.timeouts_held++;
+			s->held = 1;
+			continue;
+		}
 		s->owner = RDMEM_OWN_ORPHAN;
 		r->ops->done(r->ctx, s->call, &rep, s->path);
 		s->call = NULL;
@@ -627,6 +730,7 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 	for (i = 0; i < link->slots; i++)
 		r->free_map[i / 64] |= 1ull << (i % 64);
 	r->ctrl_at = rdmem_now_ns();
+	r->stall_ns = RDMEM_RDMA_STALL_DEFAULT_MS * 1000000ull;
 	*out = r;
 	return 0;
 }
@@ -660,6 +764,12 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	out->inflight = r->inflight_slots;
 	out->reads_max = r->l->max_reads;
 	out->slots = r->l->slots;
+}
+
+void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms)
+{
+	if (ms)
+		r->stall_ns = (uint64_t)ms * 1000000ull;
 }
 
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r)

@@ -35,7 +35,9 @@ struct rdmem_rdma_stats {
 	uint64_t posted, replies, lazy_reads, lazy_bytes, bulk_sges, bulk_bytes;
 	uint64_t reclaim_msgs, reclaimed, reclaim_refused;
 	uint64_t late_replies; /* replies for calls that had already timed out */
-	uint64_t bad_replies;  /* refused: slot, sequence, lengths or object ref wrong */
+	/* timed-out calls kept from their client until their request WRs completed */
+	uint64_t timeouts_held;
+	uint64_t bad_replies; /* refused: slot, sequence, lengths or object ref wrong */
 	uint64_t ctrl_reads, ctrl_torn;
 	uint64_t read_waits; /* LAZY READs that waited for the READ depth or send queue */
 	uint32_t reads_peak; /* most READs in flight at once */
@@ -59,15 +61,22 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
 /* Reaps completions; returns how many, or -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);
-/* Sends queued RECLAIMs and starts a control-page read if one is due. */
+/* Sends queued RECLAIMs and starts a control-page read if one is due.
+ * -ETIMEDOUT: a READ has been stuck long enough that the path is dead. */
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
 /* Starts a control-page read now unless one is in flight; ops->ctrl reports it. */
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
-/* Completes calls past their deadline with -ETIMEDOUT; their slots stay
- * reserved until the late reply arrives. */
+/* Completes calls past their deadline with -ETIMEDOUT once their request
+ * WRs are known to have completed (so nothing reads the client's slot after
+ * it is handed back); their ring slots stay reserved until the late reply
+ * arrives. */
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns);
 void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *out);
 uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r);
+/* Liveness: READs in flight with nothing completing for this long mean the
+ * path is dead (housekeeping then returns -ETIMEDOUT). 0 keeps the default. */
+#define RDMEM_RDMA_STALL_DEFAULT_MS 500
+void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms);
 /* When the current hold ends (CLOCK_MONOTONIC ns; 0 or past: none). */
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r);
 

@@ -190,6 +190,7 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 		rdmem_queue_ring(&s->connector_bell);
 		return;
 	}
+	rdmem_rdma_set_stall_ms(s->rdma, s->cfg.stall_ms);
 	s->link = l;
 	/* A new link starts clean, but for errors injected at start-up. */
 	s->pst.rdma_errors = s->cfg.sim.rdma_errors;
@@ -538,6 +539,11 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 			n = -ECONNRESET;
 	}
 	if (n < 0) {
+		/* -ETIMEDOUT: our own liveness check found the path dead
+		 * (rdmem_rdma_housekeeping); the connector redials with backoff
+		 * and RDMA comes back when a dial gets through. */
+		if (n == -ETIMEDOUT)
+			rdmem_agent_count(&s->cnt.link_stalls, 1);
 		rdmem_agent_session_link_lost(s, n);
 		return 1;
 	}

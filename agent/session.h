@@ -34,6 +34,7 @@ struct rdmem_agent_config {
 	uint32_t ring_slots;
 	uint32_t resp_bytes;
 	uint32_t max_reads;	 /* cap on RDMA READs in flight per link; 0: as agreed */
+	uint32_t stall_ms;	 /* --rdma-stall-ms: liveness deadline; 0: the default */
 	uint32_t clients, slots; /* front-door geometry */
 	int connect_timeout_ms;
 	int busy_poll;

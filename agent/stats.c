@@ -32,6 +32,7 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 	s->rdma_errors_total = atomic_load_explicit(&c->rdma_errors, memory_order_relaxed);
 	s->link_opens = atomic_load_explicit(&c->link_opens, memory_order_relaxed);
 	s->link_losses = atomic_load_explicit(&c->link_losses, memory_order_relaxed);
+	s->link_stalls = atomic_load_explicit(&c->link_stalls, memory_order_relaxed);
 	s->link_up = atomic_load_explicit(&c->link_up, memory_order_relaxed);
 	s->memlock_short = atomic_load_explicit(&c->memlock_short, memory_order_relaxed);
 }
@@ -84,6 +85,7 @@ static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_
 		       "skipped %llu, dead clients %llu, dropped replies %llu\n",
 		       s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
 		       U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+	rdmem_text_add(o, "liveness: links dropped for a dead path %llu\n", U(s->link_stalls));
 	rdmem_text_add(o, "simulate: rdma-down %s, op-fail %u, pressure %s\n",
 		       s->sim.rdma_down ? "on" : "off", s->sim.op_fail,
 		       rdmem_pressure_names[s->sim.pressure % 3]);
@@ -135,13 +137,13 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
 	    "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
 	    "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
-	    "\"read_waits\":%llu},",
+	    "\"read_waits\":%llu,\"timeouts_held\":%llu},",
 	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
 	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
 	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
 	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
 	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
-	    s->rdma.reads_peak, U(s->rdma.read_waits));
+	    s->rdma.reads_peak, U(s->rdma.read_waits), U(s->rdma.timeouts_held));
 	rdmem_text_add(o,
 		       "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
 		       "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
@@ -153,6 +155,7 @@ static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_
 	    "\"bad_entries\":%llu,\"skipped\":%llu,\"dead_clients\":%llu,\"dropped\":%llu},",
 	    s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
 	    U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
+	rdmem_text_add(o, "\"link_stalls\":%llu,", U(s->link_stalls));
 	rdmem_text_add(o, "\"simulate\":{\"rdma_down\":%d,\"op_fail\":%u,\"pressure\":\"%s\"}",
 		       s->sim.rdma_down, s->sim.op_fail, rdmem_pressure_names[s->sim.pressure % 3]);
 	if (s->have_ctrl)

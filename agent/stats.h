@@ -21,6 +21,7 @@ struct rdmem_agent_counters {
 	atomic_uint_fast64_t fallbacks; /* RDMA calls retried on TCP */
 	atomic_uint_fast64_t rdma_errors;
 	atomic_uint_fast64_t link_opens, link_losses;
+	atomic_uint_fast64_t link_stalls; /* links dropped by the liveness check */
 	atomic_uint link_up;
 	atomic_uint memlock_short; /* RDMA off: the locked-memory limit is too low */
 };
@@ -30,7 +31,7 @@ struct rdmem_agent_snapshot {
 	struct rdmem_tcp_actor_stats tcp;
 	struct rdmem_rdma_stats rdma;
 	uint64_t calls[RDMEM_PATH__COUNT], ok[RDMEM_PATH__COUNT], failed[RDMEM_PATH__COUNT];
-	uint64_t fallbacks, rdma_errors_total, link_opens, link_losses;
+	uint64_t fallbacks, rdma_errors_total, link_opens, link_losses, link_stalls;
 	uint32_t link_up;
 	uint32_t memlock_short;
 	uint32_t rdma_errors; /* the count the selector compares with --error-threshold */

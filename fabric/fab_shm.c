@@ -182,6 +182,45 @@ static int shmfab_conn_page(struct shmfab_conn *c)
 	return 0;
 }
 
+/* Reads the test-only knobs (fab_shm.h); -EINVAL on a bad value. */
+static int shmfab_test_knobs(struct shmfab_conn *c)
+{
+	const char *delay = getenv("RDMEM_SHM_TEST_DELAY_MS");
+	const char *hole = getenv("RDMEM_SHM_TEST_BLACKHOLE");
+	char *end = NULL;
+	unsigned long ms = 0;
+
+	if (delay && *delay) {
+		errno = 0;
+		ms = strtoul(delay, &end, 10);
+		if (errno || *end || ms > SHMFAB_TEST_MAX_DELAY_MS) {
+			rdmem_err("shm: RDMEM_SHM_TEST_DELAY_MS=%s: want 0..%d (ms)", delay,
+				  SHMFAB_TEST_MAX_DELAY_MS);
+			return -EINVAL;
+		}
+	}
+	if (hole && *hole &&
+	    snprintf(c->test_hole, sizeof(c->test_hole), "%s", hole) >= (int)sizeof(c->test_hole)) {
+		rdmem_err("shm: RDMEM_SHM_TEST_BLACKHOLE: path longer than %zu bytes",
+			  sizeof(c->test_hole) - 1);
+		return -EINVAL;
+	}
+	if (!ms && !c->test_hole[0])
+		return 0;
+	c->test_delay_ns = ms * 1000000ull;
+	c->dq = calloc(c->max_send, sizeof(*c->dq));
+	if (!c->dq)
+		return -ENOMEM;
+	rdmem_warn("shm: TEST MODE on the connection to %s: WRs run %lu ms late%s%s", c->name, ms,
+		   c->test_hole[0] ? ", black hole while this exists: " : "", c->test_hole);
+	return 0;
+}
+
+int shmfab_test_holed(const struct shmfab_conn *c)
+{
+	return c->test_hole[0] && access(c->test_hole, F_OK) == 0;
+}
+
 int shmfab_conn_new(const struct rdmem_fab_attr *attr, int sock, int state, const char *name,
 		    struct shmfab_conn **out)
 {
@@ -208,6 +247,8 @@ int shmfab_conn_new(const struct rdmem_fab_attr *attr, int sock, int state, cons
 		return -rc;
 	}
 	rc = shmfab_conn_attr(c, attr);
+	if (!rc)
+		rc = shmfab_test_knobs(c);
 	if (!rc) {
 		c->cq = calloc((size_t)c->cq_mask + 1, sizeof(*c->cq));
 		rc = c->cq ? shmfab_conn_page(c) : -ENOMEM;
@@ -254,6 +295,7 @@ void shmfab_conn_free(struct shmfab_conn *c)
 	shmfab_closefd(c->page_fd);
 	shmfab_closefd(c->sock);
 	free(c->cq);
+	free(c->dq); /* WRs still held die with the QP, unrun */
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -861,6 +903,38 @@ static int shmfab_run(struct shmfab_conn *c, const struct rdmem_wr *wr)
 	return 0;
 }
 
+/* Test-only: holds a WR to run later; inline data is copied now. */
+static void shmfab_defer(struct shmfab_conn *c, const struct rdmem_wr *wr, uint64_t now)
+{
+	struct shmfab_deferred *d = &c->dq[(c->dq_head + c->dq_n++) % c->max_send];
+	uint64_t total = shmfab_wr_len(wr);
+
+	d->wr = *wr;
+	d->due_ns = now + c->test_delay_ns;
+	if ((wr->flags & RDMEM_WR_INLINE) && wr->op != RDMEM_WR_READ &&
+	    total <= SHMFAB_MAX_INLINE) {
+		shmfab_gather(wr, d->inl);
+		d->wr.nsge = total ? 1 : 0;
+		d->wr.sge[0] = (struct rdmem_sge){ (uintptr_t)d->inl, (uint32_t)total, 0 };
+	}
+}
+
+/* Test-only: runs the held WRs that are due, in order; 1 if one showed a CQE. */
+static int shmfab_run_due(struct shmfab_conn *c)
+{
+	uint64_t now = rdmem_now_ns();
+	int shown = 0;
+
+	if (!c->dq_n || shmfab_test_holed(c))
+		return 0;
+	while (c->dq_n && c->dq[c->dq_head].due_ns <= now) {
+		shown |= shmfab_run(c, &c->dq[c->dq_head].wr);
+		c->dq_head = (c->dq_head + 1) % c->max_send;
+		c->dq_n--;
+	}
+	return shown;
+}
+
 static int shmfab_post_locked(struct shmfab_conn *c, const struct rdmem_wr *wrs, int n)
 {
 	int shown = 0;
@@ -879,9 +953,16 @@ static int shmfab_post_locked(struct shmfab_conn *c, const struct rdmem_wr *wrs,
 	shmfab_peer_broke(c);
 	if (c->broken)
 		return -ECONNRESET;
-	if (c->sq_posted - c->sq_retired + (uint64_t)n > c->max_send)
+	if (c->sq_posted - c->sq_retired + c->dq_n + (uint64_t)n > c->max_send)
 		return -EAGAIN;
-	for (int i = 0; i < n; i++)
+	if (c->dq) {
+		uint64_t now = rdmem_now_ns();
+
+		for (int i = 0; i < n; i++)
+			shmfab_defer(c, &wrs[i], now);
+		shown = shmfab_run_due(c);
+	}
+	for (int i = 0; !c->dq && i < n; i++)
 		shown |= shmfab_run(c, &wrs[i]);
 	if (shown && c->armed_local) {
 		c->armed_local = 0;
@@ -948,6 +1029,8 @@ static int shmfab_poll_recv(struct shmfab_conn *c, struct rdmem_wc *wc, int max)
 	uint64_t limit;
 	int n = 0;
 
+	if (shmfab_test_holed(c))
+		return 0; /* test black hole: nothing arrives */
 	shmfab_peer_broke(c);
 	if (c->broken) {
 		limit = c->rq_frozen;
@@ -978,6 +1061,8 @@ static int shmfab_poll(struct rdmem_conn *conn, struct rdmem_wc *wc, int max)
 	if (max < 0 || (max && !wc))
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
+	if (c->dq)
+		shmfab_run_due(c);
 	n = shmfab_poll_send(c, wc, max);
 	if (n < max)
 		n += shmfab_poll_recv(c, wc + n, max - n);

@@ -138,6 +138,29 @@ struct shmfab_cqe {
 
 enum shmfab_state { SHMFAB_RESOLVED = 1, SHMFAB_REQUESTED, SHMFAB_CONNECTED };
 
+/*
+ * Test-only NIC timing, so CI can show what copying at post time hides.
+ * Read from the environment of the process when a connection is made;
+ * tests set them for the process under test, nothing else does.
+ *   RDMEM_SHM_TEST_DELAY_MS=N   WRs run N ms (at most SHMFAB_TEST_MAX_DELAY_MS)
+ *                               after their post, in order, as a NIC that
+ *                               reads local buffers late; inline data is
+ *                               still copied at post, as a NIC copies it
+ *                               into the WQE.
+ *   RDMEM_SHM_TEST_BLACKHOLE=PATH  while the file PATH exists the network
+ *                               under this process is cut: its WRs do not
+ *                               run (an RC QP retrying for ever), immediates
+ *                               sent to it stay unseen, and connects time
+ *                               out. Removing PATH heals it; the held WRs run.
+ */
+#define SHMFAB_TEST_MAX_DELAY_MS 10000
+
+struct shmfab_deferred {
+	struct rdmem_wr wr;
+	uint64_t due_ns;
+	uint8_t inl[SHMFAB_MAX_INLINE]; /* the inline bytes, copied at post */
+};
+
 struct shmfab_conn {
 	struct rdmem_conn base;
 	pthread_mutex_t lock; /* post, poll, reg... may run on different threads */
@@ -171,6 +194,12 @@ struct shmfab_conn {
 	uint32_t cq_mask;
 	uint64_t cq_head, cq_tail;
 
+	/* test-only deferred execution (see above); dq NULL when off */
+	struct shmfab_deferred *dq;
+	uint32_t dq_head, dq_n;
+	uint64_t test_delay_ns;
+	char test_hole[256];
+
 	struct shmfab_mr mr[SHMFAB_MAX_MRS];
 	struct shmfab_rmr rmr[SHMFAB_MAX_REGIONS];
 	uint32_t nrmr;
@@ -189,6 +218,8 @@ void shmfab_ring(int fd, const char *what, const char *peer);
 /* Logs "shm: <message>: <errno text>"; returns -errno as it was on entry
  * (logging may change errno). */
 int shmfab_syserr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Test-only: 1 while RDMEM_SHM_TEST_BLACKHOLE cuts this process's network. */
+int shmfab_test_holed(const struct shmfab_conn *c);
 /* Validates and takes the doorbell the peer sent (*fd = -1 then). */
 int shmfab_take_doorbell(struct shmfab_conn *c, int *fd);
 

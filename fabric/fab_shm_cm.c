@@ -726,6 +726,11 @@ int shmfab_connect(struct rdmem_conn *cb, const void *priv, size_t len, void *pe
 		rdmem_err("shm: connect to %s: not resolved", c->name);
 		return -EINVAL;
 	}
+	if (shmfab_test_holed(c)) {
+		rdmem_err("shm: connect to %s: timed out (test black hole %s)", c->name,
+			  c->test_hole);
+		return -ETIMEDOUT;
+	}
 	pthread_mutex_lock(&c->lock);
 	n = (ssize_t)shmfab_msg_build(c, SHMFAB_MSG_CONNECT, priv, len, &m, fds, &nfds);
 	rc = shmfab_send_msg(c->sock, &m, (size_t)n, fds, nfds);

@@ -16,7 +16,8 @@
 #                  --source), test_rdma_server, test_agent_clients,
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, on
-#                  rxe0 and across the veth), memlock (agent, then server,
+#                  rxe0 and across the veth; the veth black-holed by tc netem
+#                  and healed), memlock (agent, then server,
 #                  under a low `ulimit -l`)
 #
 # Usage inside the VM: bash scripts/rxe-suite.sh [CHECK...]   (default: all)
@@ -233,14 +234,25 @@ check_rdma_loss_dummy() {
 	run_test rdma_loss_dummy $(dummy_env) -- "$BIN/tests/test_agent_rdma_loss" verbs
 }
 
-# The same across the veth (agent on rxe_c). The network-cut case of the test
-# is not run here: on rxe in Linux 6.1 a black-holed path (tc netem loss at
-# the sender, or a drop filter at the receiver) never completes the sender's
-# WRs with a retry-exceeded error (none within 60 s, with a 268 ms ACK timeout
-# set), so there is no QP failure to fall back from; calls in flight time out.
-# It runs where RDMEM_TEST_CUT/RDMEM_TEST_HEAL are given (real NICs).
+# The same across the veth (agent on rxe_c), and its network-cut case: netem
+# drops every packet leaving either veth end, which carry only RoCE here (TCP
+# between the two addresses of this host goes through lo). On rxe such a
+# black hole never fails a WR (no retry-exceeded within 60 s), so it is the
+# agent's own liveness check (--rdma-stall-ms) that finds the path dead,
+# moves calls to TCP and redials until the heal.
+# Full path: the test runs them with system(), and /bin/sh here is busybox,
+# whose own tc applet would win and knows no netem.
+TC=$(command -v tc || echo /sbin/tc)
+RXE_CUT="$TC qdisc add dev veth1 root netem loss 100% && $TC qdisc add dev veth0 root netem loss 100%"
+RXE_HEAL="$TC qdisc del dev veth1 root; $TC qdisc del dev veth0 root"
 check_rdma_loss_veth() {
-	run_test rdma_loss_veth $(veth_env) -- "$BIN/tests/test_agent_rdma_loss" verbs
+	local rc
+	RDMEM_TEST_CUT=$RXE_CUT RDMEM_TEST_HEAL=$RXE_HEAL \
+		run_test rdma_loss_veth $(veth_env) -- "$BIN/tests/test_agent_rdma_loss" verbs
+	rc=$?
+	# Healed whatever happened, for the checks after this one.
+	eval "$RXE_HEAL" 2>/dev/null
+	return "$rc"
 }
 
 json_path() { # JSON KEY SUBKEY: the number at "KEY":{..."SUBKEY":N
