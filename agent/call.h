@@ -10,8 +10,10 @@
 #ifndef RDMEM_AGENT_CALL_H
 #define RDMEM_AGENT_CALL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "rdmem/util.h"
 #include "rdmem/wire.h"
 
 struct rdmem_agent_call {
@@ -70,6 +72,97 @@ static inline uint32_t rdmem_call_reply_cap(const struct rdmem_agent_call *c)
 static inline int rdmem_call_reply_overlaps(const struct rdmem_agent_call *c)
 {
 	return rdmem_call_reply_off(c) < (uint32_t)(c->val - c->payload) + c->req.val_len;
+}
+
+/*
+ * Exactly-once calls: the agent's identity, bound to each RDMA session and
+ * TCP connection with RDMEM_OP_BIND, and the ids of its non-idempotent calls
+ * (desc.aux with RDMEM_F_CALL_ID). The server answers a retry of an id it ran
+ * with the recorded result. Owned by the TCP actor; the session actor tags
+ * calls and binds its links with it too.
+ */
+struct rdmem_agent_ident {
+	uint64_t agent_id;	  /* random, non-zero; fixed once the actors run */
+	atomic_uint next_call_id; /* 32-bit, wraps; the server extends it */
+	atomic_uint sent_high;	  /* newest id that may have left the agent (valid with sent_any) */
+	atomic_int sent_any;
+	/* The server run (BIND reply args.raw[1]) we bound to last, 0: none:
+	 * told in each BIND, so a server that forgot our window can tell. */
+	atomic_uint_fast64_t server_instance;
+	atomic_uint server_window; /* the window the last BIND reported (0: none) */
+};
+
+/* Ops whose second run would change the server's state again. */
+static inline int rdmem_agent_tracked_op(uint16_t op)
+{
+	return op == RDMEM_OP_KV_PUT || op == RDMEM_OP_KV_DEL || op == RDMEM_OP_IMAGE_CHUNK ||
+	       op == RDMEM_OP_RECLAIM;
+}
+
+/* Gives a call its id once, when it enters the agent; every retry reuses it. */
+static inline void rdmem_agent_ident_tag(struct rdmem_agent_ident *id, struct rdmem_desc *req)
+{
+	req->flags &= (uint16_t)~RDMEM_F_CALL_ID;
+	if (!rdmem_agent_tracked_op(req->op))
+		return;
+	/* relaxed: ids only need to be distinct; the BIND that reads the
+	 * counter sees it by coherence of this one variable. */
+	req->aux = atomic_fetch_add_explicit(&id->next_call_id, 1, memory_order_relaxed);
+	req->flags |= RDMEM_F_CALL_ID;
+}
+
+#define RDMEM_AGENT_FIRST_CALL_ID 1u
+
+/*
+ * A tagged call is about to be sent (before the post, so a BIND racing with
+ * it errs on the safe side). The newest such id is what a server that lost
+ * our window must treat as possibly run: see rdmem_agent_ident_bind_desc().
+ */
+static inline void rdmem_agent_ident_sent(struct rdmem_agent_ident *id, const struct rdmem_desc *d)
+{
+	/* relaxed: a CAS loop on one variable, read by BINDs of either actor. */
+	unsigned cur = atomic_load_explicit(&id->sent_high, memory_order_relaxed);
+
+	if (!(d->flags & RDMEM_F_CALL_ID))
+		return;
+	while ((!atomic_load_explicit(&id->sent_any, memory_order_relaxed) ||
+		(int32_t)(d->aux - cur) > 0) &&
+	       !atomic_compare_exchange_weak_explicit(&id->sent_high, &cur, d->aux,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	atomic_store_explicit(&id->sent_any, 1, memory_order_relaxed);
+}
+
+/* aux: the first id that cannot have reached any server yet (where a new
+ * window of a returning agent starts; older ids are answered STALE there). */
+static inline void rdmem_agent_ident_bind_desc(struct rdmem_agent_ident *id, struct rdmem_desc *d)
+{
+	*d = (struct rdmem_desc){ 0 };
+	d->op = RDMEM_OP_BIND;
+	d->aux = atomic_load_explicit(&id->sent_any, memory_order_relaxed)
+		     ? atomic_load_explicit(&id->sent_high, memory_order_relaxed) + 1
+		     : RDMEM_AGENT_FIRST_CALL_ID;
+	d->args.raw[0] = id->agent_id;
+	d->args.raw[1] = atomic_load_explicit(&id->server_instance, memory_order_relaxed);
+}
+
+/* The BIND reply of one connection ("rdma", "tcp"): says what the retries are. */
+static inline void rdmem_agent_ident_bound(struct rdmem_agent_ident *id, uint16_t status,
+					   uint32_t window, uint64_t instance, const char *via)
+{
+	if (status != RDMEM_S_OK) {
+		rdmem_warn("%s: the server did not bind agent %016llx (status %u): retried "
+			   "PUT/DEL/IMAGE_CHUNK calls on this connection may run twice",
+			   via, (unsigned long long)id->agent_id, status);
+		return;
+	}
+	if (instance)
+		atomic_store_explicit(&id->server_instance, instance, memory_order_relaxed);
+	atomic_store_explicit(&id->server_window, window, memory_order_relaxed);
+	if (!window)
+		rdmem_warn("%s: the server keeps no dedup window (--no-dedup): retried calls may "
+			   "run twice",
+			   via);
 }
 
 #endif

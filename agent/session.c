@@ -44,6 +44,10 @@ struct rdmem_agent_session {
 
 	struct rdmem_link *link;
 	struct rdmem_rdma *rdma;
+	/* Exactly-once: the link carries calls only once its BIND answered. */
+	struct rdmem_agent_ident *ident;
+	struct rdmem_agent_call bind_call;
+	int rdma_bound;
 	struct rdmem_agent_call *pending_head, *pending_tail; /* waiting for a link or slots */
 	struct rdmem_agent_call *stats_wait; /* AGENT_STATS waiting for a fresh control page */
 	struct rdmem_path_state pst;
@@ -129,6 +133,44 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
 }
 
+/* The BIND of a new link answered (or timed out): calls may go. */
+static void rdmem_agent_session_bound(struct rdmem_agent_session *s, uint16_t status,
+				      uint32_t window, uint64_t instance)
+{
+	s->rdma_bound = 1;
+	rdmem_agent_ident_bound(s->ident, status, window, instance, "rdma");
+}
+
+/* A reply came back over RDMA: the server ran the call. */
+static void rdmem_agent_session_rdma_done(void *ctx, struct rdmem_agent_call *call,
+					  const struct rdmem_agent_reply *rep, uint8_t path)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	if (call == &s->bind_call) {
+		rdmem_agent_session_bound(s, rep->status, rep->aux, rep->args[1]);
+		return;
+	}
+	/* Fault injection: the completion is lost after the server ran the call. */
+	if (s->cfg.sim.reply_loss && rep->status != RDMEM_S_TIMEOUT) {
+		s->cfg.sim.reply_loss--;
+		rdmem_agent_session_failed(s, call, -EIO, !rdmem_call_reply_overlaps(call));
+		return;
+	}
+	rdmem_agent_session_done(s, call, rep, path);
+}
+
+static void rdmem_agent_session_rdma_failed(void *ctx, struct rdmem_agent_call *call, int err,
+					    int intact)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	if (call == &s->bind_call)
+		rdmem_agent_session_bound(s, rdmem_errno_status(err), 0, 0);
+	else
+		rdmem_agent_session_failed(s, call, err, intact);
+}
+
 static void rdmem_agent_session_answer_stats(struct rdmem_agent_session *s);
 
 static void rdmem_agent_session_ctrl(void *ctx, const struct rdmem_ctrl *snap)
@@ -141,8 +183,8 @@ static void rdmem_agent_session_ctrl(void *ctx, const struct rdmem_ctrl *snap)
 }
 
 static const struct rdmem_rdma_ops rdmem_agent_session_rdma_ops = {
-	rdmem_agent_session_done,
-	rdmem_agent_session_failed,
+	rdmem_agent_session_rdma_done,
+	rdmem_agent_session_rdma_failed,
 	rdmem_agent_session_ctrl,
 };
 
@@ -160,21 +202,53 @@ static void rdmem_agent_session_pend(struct rdmem_agent_session *s, struct rdmem
 
 /* ---- the link --------------------------------------------------------------- */
 
-static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err)
+/*
+ * Ends the link, then its calls. The QP goes to error first and its send
+ * queue is drained: after that no LAZY READ can still land in a client's
+ * slot (nor a request WRITE still read one), so the calls may be retried on
+ * TCP or handed back. On a NIC outstanding WRs complete with flush errors
+ * only after the move to error; until then they may still run.
+ */
+static void rdmem_agent_session_drop_link(struct rdmem_agent_session *s)
 {
-	rdmem_warn("rdma: lost the link to %s:%u: %s", s->cfg.server, s->cfg.port, strerror(-err));
-	rdmem_agent_count(&s->cnt.link_losses, 1);
+	if (s->link)
+		rdmem_fab_shutdown(s->link->conn);
 	/* Fails (or moves to TCP) every call the link still carried. */
 	rdmem_rdma_destroy(s->rdma);
 	rdmem_link_close(s->link);
 	s->rdma = NULL;
 	s->link = NULL;
+	s->rdma_bound = 0;
+}
+
+static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err)
+{
+	rdmem_warn("rdma: lost the link to %s:%u: %s", s->cfg.server, s->cfg.port, strerror(-err));
+	rdmem_agent_count(&s->cnt.link_losses, 1);
+	rdmem_agent_session_drop_link(s);
 	s->have_ctrl = 0;
 	rdmem_agent_session_answer_stats(s);
 	atomic_store_explicit(&s->cnt.link_up, 0, memory_order_relaxed);
 	/* Pairs with the connector's acquire load of want_link. */
 	atomic_store_explicit(&s->want_link, 1, memory_order_release);
 	rdmem_queue_ring(&s->connector_bell);
+}
+
+/* The first call on a new link binds our identity; the rest wait for its reply. */
+static void rdmem_agent_session_bind(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *b = &s->bind_call;
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	rdmem_agent_ident_bind_desc(s->ident, &b->req);
+	b->payload = b->key = b->val = (uint8_t *)b; /* no payload, no reply bytes */
+	b->forced_path = b->path = RDMEM_PATH_EAGER;
+	b->deadline_ns = rdmem_now_ns() + (uint64_t)s->cfg.connect_timeout_ms * 1000000ull;
+	s->rdma_bound = 0;
+	ret = rdmem_rdma_submit(s->rdma, b, RDMEM_PATH_EAGER);
+	if (ret < 0)
+		rdmem_agent_session_bound(s, rdmem_errno_status(ret), 0, 0);
 }
 
 static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
@@ -192,6 +266,7 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 	}
 	rdmem_rdma_set_stall_ms(s->rdma, s->cfg.stall_ms);
 	s->link = l;
+	rdmem_agent_session_bind(s);
 	/* A new link starts clean, but for errors injected at start-up. */
 	s->pst.rdma_errors = s->cfg.sim.rdma_errors;
 	if (s->cfg.sim.rdma_errors)
@@ -310,11 +385,14 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 
 	if (!s->rdma || s->cfg.sim.rdma_down)
 		return -EAGAIN;
+	if (!s->rdma_bound)
+		return -EBUSY; /* a moment: the link's BIND is on its way */
 	if (s->cfg.sim.op_fail) {
 		s->cfg.sim.op_fail--;
 		rdmem_agent_session_failed(s, call, -EIO, 1);
 		return 0;
 	}
+	rdmem_agent_ident_sent(s->ident, &call->req);
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
 	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
@@ -322,8 +400,9 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
 		return 0;
 	}
-	rdmem_agent_session_failed(s, call, ret, 1);
+	/* The link goes first: nothing of it may touch memory a retry reuses. */
 	rdmem_agent_session_link_lost(s, ret);
+	rdmem_agent_session_failed(s, call, ret, 1);
 	return 0;
 }
 
@@ -464,6 +543,9 @@ static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_c
 	else if (strcmp(cmd, "simulate-rdma-op-fail") == 0 && !rdmem_parse_size(arg, &n) &&
 		 n <= UINT32_MAX)
 		sim->op_fail = (uint32_t)n;
+	else if (strcmp(cmd, "simulate-rdma-reply-loss") == 0 && !rdmem_parse_size(arg, &n) &&
+		 n <= UINT32_MAX)
+		sim->reply_loss = (uint32_t)n;
 	else if (strcmp(cmd, "simulate-rdma-errors") == 0 && !rdmem_parse_size(arg, &n) &&
 		 n <= UINT32_MAX)
 		sim->rdma_errors = (uint32_t)n;
@@ -480,6 +562,17 @@ static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_c
 	return 0;
 }
 
+/* The TCP actor's fault: "simulate-tcp-reply-loss N". */
+static uint16_t rdmem_agent_tcp_ctl(struct rdmem_agent_session *s, const char *arg)
+{
+	uint64_t n;
+
+	if (rdmem_parse_size(arg, &n) || n > UINT32_MAX)
+		return RDMEM_S_BAD_REQUEST;
+	rdmem_tcp_actor_simulate_reply_loss(s->tcp, (uint32_t)n);
+	return RDMEM_S_OK;
+}
+
 /* AGENT_CTL: the key holds "COMMAND ARG", e.g. "simulate-rdma-down on". */
 static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
@@ -491,9 +584,12 @@ static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_
 	arg = strchr(line, ' ');
 	if (arg)
 		*arg++ = '\0';
-	st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
-		 ? RDMEM_S_BAD_REQUEST
-		 : RDMEM_S_OK;
+	if (strcmp(line, "simulate-tcp-reply-loss") == 0)
+		st = rdmem_agent_tcp_ctl(s, arg ? arg : "");
+	else
+		st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
+			 ? RDMEM_S_BAD_REQUEST
+			 : RDMEM_S_OK;
 	if (st == RDMEM_S_OK) {
 		rdmem_info("agent-ctl: %s %s", line, arg ? arg : "");
 		/* A one-shot error burst lands in the count the selector reads. */
@@ -517,6 +613,7 @@ static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem
 		rdmem_agent_session_ctl(s, call);
 		return;
 	default:
+		rdmem_agent_ident_tag(s->ident, &call->req);
 		rdmem_agent_session_route(s, call);
 	}
 }
@@ -665,6 +762,7 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 	s->cfg = *cfg;
 	s->fd = fd;
 	s->tcp = tcp;
+	s->ident = rdmem_tcp_actor_ident(tcp);
 	if (rdmem_queue_init(&s->in, ncalls) < 0 || rdmem_queue_init(&s->connector_bell, 1) < 0) {
 		free(s);
 		return -ENOMEM;
@@ -705,8 +803,7 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 	if ((l = atomic_exchange_explicit(&s->mailbox, NULL, memory_order_acquire)))
 		rdmem_link_close(l);
 	s->cfg.path.force = RDMEM_PATH_TCP; /* nothing may go back to RDMA now */
-	rdmem_rdma_destroy(s->rdma);
-	rdmem_link_close(s->link);
+	rdmem_agent_session_drop_link(s);
 	while ((call = rdmem_queue_pop(&s->in)))
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	while ((call = s->pending_head)) {

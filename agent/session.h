@@ -23,6 +23,8 @@ struct rdmem_simulate {
 	uint32_t op_fail;     /* fail the next N RDMA operations */
 	int pressure;	      /* enum rdmem_pressure: pretend the server is full */
 	uint32_t rdma_errors; /* add N to the RDMA error count once */
+	uint32_t reply_loss;  /* treat the next N RDMA replies as failed completions: the
+			       * server ran the call, the agent retries it (AUTO: on TCP) */
 };
 
 struct rdmem_agent_config {

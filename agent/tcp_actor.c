@@ -7,6 +7,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <time.h>
 
 #include "agent/metrics.h"
 #include "agent/queue.h"
@@ -39,6 +42,8 @@ struct rdmem_tcp_actor {
 	pthread_t thread;
 	struct rdmem_tcp_counters c;
 	struct rdmem_call_metrics cm;
+	struct rdmem_agent_ident ident; /* exactly-once: see call.h */
+	atomic_uint sim_reply_loss; /* fault injection: see rdmem_tcp_actor_simulate_reply_loss */
 };
 
 static void rdmem_tcp_count(atomic_uint_fast64_t *c, uint64_t n)
@@ -120,6 +125,33 @@ static void rdmem_tcp_expire(struct rdmem_tcp_actor *a, uint64_t now)
 
 /* ---- connection ---------------------------------------------------------- */
 
+/* Binds this connection to our identity, so a retry on it runs once. */
+static int rdmem_tcp_bind(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_tcp_call t;
+	int ret;
+
+	memset(&t, 0, sizeof(t));
+	rdmem_agent_ident_bind_desc(&a->ident, &t.req);
+	t.req.path = RDMEM_PATH_TCP;
+	ret = rdmem_tcp_client_call(a->cli, &t, a->cfg.connect_timeout_ms);
+	if (ret < 0) {
+		rdmem_warn("tcp: binding agent %016llx on %s:%u: %s",
+			   (unsigned long long)a->ident.agent_id, a->cfg.host, a->cfg.port,
+			   strerror(-ret));
+		return ret;
+	}
+	if (t.rep.status == RDMEM_S_DENIED) {
+		/* The server wants AUTH first (we have no secret): it closes this
+		 * connection, so none of our calls can go on it. */
+		rdmem_err("tcp: %s:%u refused us: it requires the shared secret (--secret-file)",
+			  a->cfg.host, a->cfg.port);
+		return -EACCES;
+	}
+	rdmem_agent_ident_bound(&a->ident, t.rep.status, t.rep.aux, t.rep.args.raw[1], "tcp");
+	return 0;
+}
+
 static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 {
 	int ret;
@@ -128,8 +160,11 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 		return;
 	ret =
 	    rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms, &a->cli);
-	if (ret == 0 && a->cfg.auth &&
-	    (ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms)) < 0)
+	if (ret == 0 && a->cfg.auth)
+		ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms);
+	if (ret == 0)
+		ret = rdmem_tcp_bind(a);
+	if (ret < 0 && a->cli)
 		rdmem_tcp_client_close(a->cli);
 	if (ret < 0) {
 		a->cli = NULL;
@@ -183,6 +218,7 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 		int ret;
 
 		rdmem_tcp_prepare(a, call);
+		rdmem_agent_ident_sent(&a->ident, &call->req);
 		ret = rdmem_tcp_client_submit(a->cli, rdmem_tcp_slot(a, call));
 		if (ret == 0) {
 			rdmem_tcp_count(&a->c.bytes_out, rdmem_desc_payload_len(&call->req));
@@ -200,28 +236,44 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 	}
 }
 
+/* Takes one injected reply loss, if any is left. */
+static int rdmem_tcp_sim_reply_lost(struct rdmem_tcp_actor *a)
+{
+	/* relaxed: a counter set by agent-ctl, no other data rides on it. */
+	unsigned n = atomic_load_explicit(&a->sim_reply_loss, memory_order_relaxed);
+
+	while (n && !atomic_compare_exchange_weak_explicit(
+			&a->sim_reply_loss, &n, n - 1, memory_order_relaxed, memory_order_relaxed))
+		;
+	return n != 0;
+}
+
 static void rdmem_tcp_finished(struct rdmem_tcp_actor *a, struct rdmem_tcp_call *t, int *lost)
 {
 	struct rdmem_agent_call *call = t->user;
 
 	switch (t->result) {
 	case 0:
+		if (rdmem_tcp_sim_reply_lost(a))
+			break; /* as if the connection broke before this reply */
 		rdmem_tcp_complete(a, call, t->rep.status, &t->rep);
 		return;
 	case -EMSGSIZE:
 		rdmem_tcp_complete(a, call, RDMEM_S_TOO_BIG, NULL);
 		return;
 	default:
-		/* Lost with the connection: safe to send again unless the reply
-		 * had begun overwriting its own request. */
-		*lost = 1;
-		if (rdmem_call_reply_overlaps(call)) {
-			rdmem_tcp_complete(a, call, RDMEM_S_IO, NULL);
-			return;
-		}
-		rdmem_tcp_count(&a->c.retried, 1);
-		rdmem_tcp_wait_push(a, call);
+		break;
 	}
+	/* Lost with the connection: safe to send again (a non-idempotent call
+	 * runs once: the server knows its id) unless the reply had begun
+	 * overwriting its own request. */
+	*lost = 1;
+	if (rdmem_call_reply_overlaps(call)) {
+		rdmem_tcp_complete(a, call, RDMEM_S_IO, NULL);
+		return;
+	}
+	rdmem_tcp_count(&a->c.retried, 1);
+	rdmem_tcp_wait_push(a, call);
 }
 
 /* Drives the connection; returns completions handled. */
@@ -314,6 +366,26 @@ static void *rdmem_tcp_main(void *arg)
 	return NULL;
 }
 
+/* A random agent id: getrandom, or clock and pid when the pool is not ready. */
+static uint64_t rdmem_tcp_agent_id(void)
+{
+	uint64_t id = 0;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+		id = rdmem_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)time(NULL) << 20;
+	return id ? id : 1;
+}
+
+void rdmem_tcp_actor_simulate_reply_loss(struct rdmem_tcp_actor *a, uint32_t n)
+{
+	atomic_store_explicit(&a->sim_reply_loss, n, memory_order_relaxed);
+}
+
+struct rdmem_agent_ident *rdmem_tcp_actor_ident(struct rdmem_tcp_actor *a)
+{
+	return &a->ident;
+}
+
 int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem_frontdoor *fd,
 			  struct rdmem_tcp_actor **out)
 {
@@ -325,6 +397,9 @@ int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem
 		return -ENOMEM;
 	a->cfg = *cfg;
 	a->fd = fd;
+	a->ident.agent_id = rdmem_tcp_agent_id();
+	atomic_init(&a->ident.next_call_id, RDMEM_AGENT_FIRST_CALL_ID);
+	rdmem_info("agent id %016llx (exactly-once calls)", (unsigned long long)a->ident.agent_id);
 	a->tcalls = calloc(ncalls, sizeof(*a->tcalls));
 	if (!a->tcalls || rdmem_queue_init(&a->in, (uint32_t)ncalls) < 0) {
 		free(a->tcalls);

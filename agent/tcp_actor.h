@@ -2,7 +2,8 @@
  *
  * One thread owns the TCP connection (io_uring, many calls pipelined on it),
  * reconnects with backoff when the server goes away, retries calls that
- * were in flight when the connection broke (every op is safe to repeat), and
+ * were in flight when the connection broke (a non-idempotent one carries its
+ * call id, and the server answers a repeat from its dedup window), and
  * fails a call with -EHOSTUNREACH only when its deadline passes with no
  * server to send it to. Replies are received straight into the client's slot.
  */
@@ -37,6 +38,11 @@ void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a);
 /* Hands a call over; called by the session actor only (single producer). */
 void rdmem_tcp_actor_submit(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call);
 void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor_stats *out);
+/* Fault injection: the next n TCP replies are dropped as if the connection
+ * broke after the server ran the call; the calls are sent again on a new one. */
+void rdmem_tcp_actor_simulate_reply_loss(struct rdmem_tcp_actor *a, uint32_t n);
+/* The agent's identity for exactly-once calls; lives as long as the actor. */
+struct rdmem_agent_ident *rdmem_tcp_actor_ident(struct rdmem_tcp_actor *a);
 /* Per op and latency of the calls TCP finished, for /metrics (relaxed atomics). */
 struct rdmem_call_metrics *rdmem_tcp_actor_call_metrics(struct rdmem_tcp_actor *a);
 

@@ -984,6 +984,18 @@ static int shmfab_post(struct rdmem_conn *conn, const struct rdmem_wr *wrs, int 
 	return rc;
 }
 
+/* Every WR ran as a copy when it was posted: once broken, nothing of ours
+ * can land later, which is what the QP's move to error and flush give. */
+static void shmfab_shutdown(struct rdmem_conn *conn)
+{
+	struct shmfab_conn *c = (struct shmfab_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state == SHMFAB_CONNECTED)
+		shmfab_break(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* ---- receive path and completions ---- */
 
 static int shmfab_post_recv(struct rdmem_conn *conn, int n)
@@ -1157,5 +1169,6 @@ const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.max_reads = shmfab_max_reads,
 	.queue_caps = shmfab_queue_caps,
 	.peer = shmfab_peer,
+	.shutdown = shmfab_shutdown,
 	.close = shmfab_close,
 };

@@ -85,6 +85,7 @@ struct rdmem_verbs_conn {
 	uint8_t resp_res, init_depth;
 	unsigned cq_unacked, flushed;
 	int connected, established, broken, disc_sent;
+	int drained; /* the QP is in error and its send queue flushed */
 	char peer[INET6_ADDRSTRLEN + 8];
 };
 
@@ -558,7 +559,8 @@ static void rdmem_verbs_destroy(struct rdmem_verbs_conn *c)
 	int rc;
 
 	if (c->id && c->id->qp) {
-		rdmem_verbs_drain(c);
+		if (!c->drained)
+			rdmem_verbs_drain(c);
 		rdma_destroy_qp(c->id);
 	}
 	rdmem_verbs_dereg_all(c);
@@ -603,6 +605,17 @@ static void rdmem_verbs_break(struct rdmem_verbs_conn *c)
 {
 	c->broken = 1;
 	rdmem_verbs_disconnect(c); /* tells the peer now, not at its next timeout */
+}
+
+static void rdmem_verbs_shutdown(struct rdmem_conn *conn)
+{
+	struct rdmem_verbs_conn *c = rdmem_verbs_conn_of(conn);
+
+	if (c->drained || !c->id || !c->id->qp)
+		return;
+	rdmem_verbs_break(c);
+	rdmem_verbs_drain(c);
+	c->drained = 1;
 }
 
 static void rdmem_verbs_cm_event(struct rdmem_verbs_conn *c, const struct rdma_cm_event *ev)
@@ -1542,5 +1555,6 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.max_reads = rdmem_verbs_max_reads,
 	.queue_caps = rdmem_verbs_queue_caps,
 	.peer = rdmem_verbs_peer,
+	.shutdown = rdmem_verbs_shutdown,
 	.close = rdmem_verbs_close,
 };

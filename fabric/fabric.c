@@ -193,6 +193,12 @@ const char *rdmem_fab_peer(struct rdmem_conn *c)
 	return c->ops->peer(c);
 }
 
+void rdmem_fab_shutdown(struct rdmem_conn *c)
+{
+	if (c)
+		c->ops->shutdown(c);
+}
+
 void rdmem_fab_close(struct rdmem_conn *c)
 {
 	if (c)

@@ -38,6 +38,7 @@ struct rdmem_fab_ops {
 	uint32_t (*max_reads)(struct rdmem_conn *c);
 	void (*queue_caps)(struct rdmem_conn *c, uint32_t *max_send, uint32_t *max_recv);
 	const char *(*peer)(struct rdmem_conn *c);
+	void (*shutdown)(struct rdmem_conn *c);
 	void (*close)(struct rdmem_conn *c);
 };
 

@@ -12,6 +12,7 @@
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
 #include "fabric/metrics_http.h"
+#include "server/dedup.h"
 #include "server/server.h"
 
 #define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
@@ -44,6 +45,12 @@ static const char usage_text[] =
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
+    "      --dedup-window N     non-idempotent calls remembered per agent, so a retry\n"
+    "                           runs once; power of two, 16..65536 (default 4096)\n"
+    "      --dedup-agents N     agents remembered at once, 1..65536 (default 256)\n"
+    "      --dedup-idle MS      forget an agent without connections after MS\n"
+    "                           (default 300000)\n"
+    "      --no-dedup           keep no window: retries may run twice\n"
     "      --metrics-port N     serve Prometheus /metrics on port N (default off)\n"
     "      --metrics-bind ADDR  address of /metrics (default 127.0.0.1)\n"
     "      --verbose            debug logging\n"
@@ -74,7 +81,11 @@ enum {
 	OPT_GROUP_THRESHOLD,
 	OPT_GROUP_SIZE,
 	OPT_SLICE_US,
-	OPT_SECRET_FILE
+	OPT_SECRET_FILE,
+	OPT_DEDUP_WINDOW,
+	OPT_DEDUP_AGENTS,
+	OPT_DEDUP_IDLE,
+	OPT_NO_DEDUP
 };
 
 static const struct option long_opts[] = {
@@ -105,6 +116,10 @@ static const struct option long_opts[] = {
 	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
+	{ "dedup-window", required_argument, NULL, OPT_DEDUP_WINDOW },
+	{ "dedup-agents", required_argument, NULL, OPT_DEDUP_AGENTS },
+	{ "dedup-idle", required_argument, NULL, OPT_DEDUP_IDLE },
+	{ "no-dedup", no_argument, NULL, OPT_NO_DEDUP },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -274,6 +289,25 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->svc.upload_timeout_ms =
 			    (uint32_t)parse_num(optarg, 100, 86400000, "--upload-timeout");
 			break;
+		case OPT_DEDUP_WINDOW:
+			cfg->dedup.window =
+			    (uint32_t)parse_num(optarg, RDMEM_DEDUP_MIN_WINDOW,
+						RDMEM_DEDUP_MAX_WINDOW, "--dedup-window");
+			if (cfg->dedup.window & (cfg->dedup.window - 1))
+				die_usage("--dedup-window must be a power of two, not '%s'",
+					  optarg);
+			break;
+		case OPT_DEDUP_AGENTS:
+			cfg->dedup.max_agents = (uint32_t)parse_num(
+			    optarg, 1, RDMEM_DEDUP_MAX_AGENTS, "--dedup-agents");
+			break;
+		case OPT_DEDUP_IDLE:
+			cfg->dedup.idle_ms =
+			    (uint32_t)parse_num(optarg, 1, 86400000, "--dedup-idle");
+			break;
+		case OPT_NO_DEDUP:
+			cfg->no_dedup = 1;
+			break;
 		case OPT_VERBOSE:
 			*verbose = 1;
 			break;
@@ -327,6 +361,7 @@ int main(int argc, char **argv)
 		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
 			 .max_image = 64u << 20,
 			 .upload_timeout_ms = 30000 },
+		.dedup = RDMEM_DEDUP_DEFAULTS,
 	};
 	struct rdmem_server srv;
 	int verbose = 0, ret;

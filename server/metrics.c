@@ -17,6 +17,27 @@ static void one(struct rdmem_prom *o, const char *name, const char *type, const 
 	rdmem_prom_sample(o, name, "", v);
 }
 
+/* Exactly-once calls (server/dedup.h); nothing with --no-dedup. */
+static void render_dedup(struct rdmem_prom *o, struct rdmem_service *svc)
+{
+	struct rdmem_dedup_stats d;
+
+	if (!svc->dedup)
+		return;
+	rdmem_dedup_get_stats(svc->dedup, &d);
+	one(o, "rdmem_server_dedup_agents", "gauge", "Agents whose dedup window is kept.",
+	    d.agents);
+	one(o, "rdmem_server_dedup_bytes", "gauge", "Memory of the dedup windows.", d.bytes);
+	one(o, "rdmem_server_dedup_replayed_total", "counter",
+	    "Retries answered from the dedup window instead of running again.", d.replayed);
+	one(o, "rdmem_server_dedup_stale_total", "counter",
+	    "Retries older than the dedup window: answered STALE, not run.", d.stale);
+	one(o, "rdmem_server_dedup_bind_refused_total", "counter",
+	    "Agents not tracked: --dedup-agents windows all had live connections.", d.bind_refused);
+	one(o, "rdmem_server_dedup_untracked_total", "counter",
+	    "Calls with a call id on a connection with no dedup window.", LD(svc->untracked));
+}
+
 static void render_calls(struct rdmem_prom *o, struct rdmem_service *svc)
 {
 	char labels[64];
@@ -105,5 +126,6 @@ int rdmem_service_render_metrics(void *ctx, char *buf, size_t cap)
 	one(&o, "rdmem_server_hook_failures_total", "counter",
 	    "Hooks that could not start or exited non-zero.", hook.failures);
 	one(&o, "rdmem_server_hooks_running", "gauge", "Hooks running now.", hook.running);
+	render_dedup(&o, svc);
 	return rdmem_prom_finish(&o);
 }

@@ -88,6 +88,8 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 		rdmem_warn("listening on every address with no --secret-file: any host that can "
 			   "reach this one may use and change its data");
 	ret = rdmem_service_create(&cfg->svc, &srv->svc);
+	if (ret == 0 && (cfg->no_dedup || cfg->dedup.window))
+		ret = rdmem_service_set_dedup(srv->svc, cfg->no_dedup ? NULL : &cfg->dedup);
 	if (ret) {
 		rdmem_err("cannot start the service: %s", strerror(-ret));
 		return ret;

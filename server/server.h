@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "fabric/metrics_http.h"
+#include "server/dedup.h"
 #include "server/listener.h"
 #include "server/service.h"
 #include "server/session.h"
@@ -25,6 +26,9 @@ struct rdmem_server_config {
 	uint16_t metrics_port;	  /* 0: no /metrics endpoint */
 	const char *metrics_bind; /* NULL: loopback */
 	const char *secret_file;  /* --secret-file: peers must prove it */
+	/* Exactly-once: --dedup-window/-agents/-idle; window 0: the defaults. */
+	struct rdmem_dedup_config dedup;
+	int no_dedup; /* --no-dedup */
 };
 
 struct rdmem_server {

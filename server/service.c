@@ -30,6 +30,7 @@ struct svc_ctx {
 	const struct rdmem_desc *req;
 	struct rdmem_reply_sink *sink;
 	struct rdmem_desc *rep;
+	struct rdmem_service_peer *peer; /* NULL: the path binds no identity */
 };
 
 typedef uint16_t (*svc_op_fn)(struct svc_ctx *x);
@@ -250,7 +251,7 @@ static uint16_t op_image_chunk(struct svc_ctx *x)
 		.upload_id = ia->upload_id,
 		.name = x->call->key,
 		.name_len = x->req->key_len,
-		.flags = x->req->flags,
+		.flags = x->req->flags & (RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT), /* not CALL_ID */
 		.offset = ia->offset,
 		.total = ia->total,
 		.hash = ia->hash,
@@ -321,22 +322,54 @@ static uint16_t op_auth(struct svc_ctx *x)
 	return RDMEM_S_BAD_REQUEST;
 }
 
+/* Binds the calling connection to its agent's dedup window (wire.h, RDMEM_OP_BIND). */
+static uint16_t op_bind(struct svc_ctx *x)
+{
+	struct rdmem_service_peer *peer = x->peer;
+	uint64_t id = x->req->args.raw[0];
+	int ret;
+
+	if (x->req->key_len || x->req->val_len || !id || !peer)
+		return RDMEM_S_BAD_REQUEST;
+	x->rep->args.raw[0] = id;
+	if (!x->svc->dedup)
+		return RDMEM_S_OK; /* aux 0: this server keeps no window */
+	if (peer->agent_id)	   /* bound already: the same agent again is harmless */
+		return peer->agent_id == id ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST;
+	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, x->req->args.raw[1], &peer->agent);
+	if (ret == -ENOSPC) {
+		rdmem_warn("dedup: agent %016llx not tracked: --dedup-agents %u agents with live "
+			   "connections are tracked already; its retries may run twice",
+			   (unsigned long long)id,
+			   rdmem_dedup_get_config(x->svc->dedup)->max_agents);
+		return RDMEM_S_NO_SPACE;
+	}
+	if (ret < 0)
+		return RDMEM_S_BUSY;
+	peer->agent_id = id;
+	x->rep->aux = rdmem_dedup_get_config(x->svc->dedup)->window;
+	x->rep->args.raw[1] = rdmem_dedup_instance(x->svc->dedup);
+	return RDMEM_S_OK;
+}
+
 static const struct {
 	svc_op_fn fn;
 	uint16_t flags; /* request flags the op accepts */
 } svc_ops[RDMEM_OP__COUNT] = {
 	[RDMEM_OP_PING] = { op_ping, 0 },
 	[RDMEM_OP_ECHO] = { op_echo, 0 },
-	[RDMEM_OP_KV_PUT] = { op_put, 0 },
+	[RDMEM_OP_KV_PUT] = { op_put, RDMEM_F_CALL_ID },
 	[RDMEM_OP_KV_GET] = { op_get, 0 },
-	[RDMEM_OP_KV_DEL] = { op_del, 0 },
+	[RDMEM_OP_KV_DEL] = { op_del, RDMEM_F_CALL_ID },
 	[RDMEM_OP_KV_MGET] = { op_mget, 0 },
 	[RDMEM_OP_PROFILE] = { op_profile, 0 },
 	[RDMEM_OP_LARGE_GET] = { op_large_get, 0 },
-	[RDMEM_OP_IMAGE_CHUNK] = { op_image_chunk, RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT },
-	[RDMEM_OP_RECLAIM] = { op_reclaim, 0 },
+	[RDMEM_OP_IMAGE_CHUNK] = { op_image_chunk,
+				   RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT | RDMEM_F_CALL_ID },
+	[RDMEM_OP_RECLAIM] = { op_reclaim, RDMEM_F_CALL_ID },
 	[RDMEM_OP_STATS] = { op_stats, RDMEM_F_JSON },
 	[RDMEM_OP_AUTH] = { op_auth, 0 },
+	[RDMEM_OP_BIND] = { op_bind, 0 },
 };
 
 static uint16_t svc_run(struct svc_ctx *x)
@@ -354,26 +387,69 @@ static uint16_t svc_run(struct svc_ctx *x)
 	return svc_ops[req->op].fn(x);
 }
 
-void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
-			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep)
+/* A call the agent tagged for exactly-once, on a connection bound to it. */
+struct svc_ticket {
+	struct rdmem_dedup_agent *agent; /* NULL: not tracked */
+	uint64_t ext;
+};
+
+/*
+ * Looks a tagged call up in its agent's window. Returns 1 when rep is the
+ * answer already (a replay, or a retry the window cannot vouch for), 0 when
+ * the call is to run (tracked when t->agent is set).
+ */
+static int svc_dedup_begin(struct rdmem_service *svc, const struct rdmem_call *call,
+			   struct rdmem_service_peer *peer, struct rdmem_desc *rep,
+			   struct svc_ticket *t)
 {
 	const struct rdmem_desc *req = call->req;
-	struct svc_ctx x = { svc, call, req, sink, rep };
+	struct rdmem_dedup_result rec;
+
+	if (!(req->flags & RDMEM_F_CALL_ID) || req->op >= RDMEM_OP__COUNT ||
+	    !(svc_ops[req->op].flags & RDMEM_F_CALL_ID) || !svc->dedup)
+		return 0;
+	if (!peer || !peer->agent) {
+		atomic_fetch_add_explicit(&svc->untracked, 1, memory_order_relaxed);
+		return 0;
+	}
+	switch (rdmem_dedup_begin(svc->dedup, peer->agent, req->aux, &t->ext, &rec)) {
+	case RDMEM_DEDUP_RUN:
+		t->agent = peer->agent;
+		return 0;
+	case RDMEM_DEDUP_REPLAY:
+		rep->status = rec.status;
+		rep->aux = rec.aux;
+		memcpy(rep->args.raw, rec.args, sizeof(rec.args));
+		return 1;
+	case RDMEM_DEDUP_STALE:
+		rdmem_debug("%s call %u of agent %016llx: older than the dedup window, not run",
+			    rdmem_op_name(req->op), req->aux, (unsigned long long)peer->agent_id);
+		rep->status = RDMEM_S_STALE;
+		return 1;
+	default:
+		rep->status = RDMEM_S_BUSY;
+		return 1;
+	}
+}
+
+static void svc_dedup_end(struct rdmem_service *svc, const struct svc_ticket *t,
+			  const struct rdmem_desc *rep)
+{
+	struct rdmem_dedup_result res = { rep->status, rep->aux, { 0, 0, 0 } };
+
+	if (!t->agent)
+		return;
+	memcpy(res.args, rep->args.raw, sizeof(res.args));
+	rdmem_dedup_end(svc->dedup, t->agent, t->ext, &res);
+}
+
+/* Answered from the dedup window: op counters count runs, so only the path counts it. */
+static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
+		      const struct rdmem_desc *rep, uint64_t t0, int answered)
+{
 	unsigned op = req->op < RDMEM_OP__COUNT ? req->op : 0;
-	uint64_t t0 = rdmem_now_ns();
-	uint16_t st;
+	uint16_t st = rep->status;
 
-	rep->status = RDMEM_S_OK;
-	rep->flags = 0;
-	rep->val_len = 0;
-	rep->aux = 0;
-	memset(&rep->args, 0, sizeof(rep->args));
-	st = svc_run(&x);
-	if (st != RDMEM_S_OK)
-		rep->val_len = 0; /* reserved bytes, if any, are not part of a failed reply */
-	rep->status = st;
-
-	atomic_fetch_add_explicit(&svc->ops[op].calls, 1, memory_order_relaxed);
 	if (req->path < RDMEM_PATH__COUNT) {
 		atomic_fetch_add_explicit(&svc->paths[req->path], 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&svc->op_path[op][req->path], 1, memory_order_relaxed);
@@ -381,6 +457,9 @@ void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *
 	}
 	atomic_fetch_add_explicit(&svc->bytes_in, rdmem_desc_payload_len(req),
 				  memory_order_relaxed);
+	if (answered)
+		return;
+	atomic_fetch_add_explicit(&svc->ops[op].calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&svc->bytes_out, rep->val_len, memory_order_relaxed);
 	if (st != RDMEM_S_OK)
 		atomic_fetch_add_explicit(&svc->ops[op].errors, 1, memory_order_relaxed);
@@ -393,12 +472,56 @@ void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *
 	}
 }
 
+void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
+			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep)
+{
+	rdmem_service_dispatch_peer(svc, call, NULL, sink, rep);
+}
+
+void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
+				 struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
+				 struct rdmem_desc *rep)
+{
+	const struct rdmem_desc *req = call->req;
+	struct svc_ctx x = { svc, call, req, sink, rep, peer };
+	struct svc_ticket t = { NULL, 0 };
+	uint64_t t0 = rdmem_now_ns();
+	int answered;
+
+	rep->status = RDMEM_S_OK;
+	rep->flags = 0;
+	rep->val_len = 0;
+	rep->aux = 0;
+	memset(&rep->args, 0, sizeof(rep->args));
+	answered = svc_dedup_begin(svc, call, peer, rep, &t);
+	if (!answered) {
+		uint16_t st = svc_run(&x);
+
+		if (st != RDMEM_S_OK)
+			rep->val_len =
+			    0; /* reserved bytes, if any, are not part of a failed reply */
+		rep->status = st;
+		svc_dedup_end(svc, &t, rep);
+	}
+	svc_count(svc, req, rep, t0, answered);
+}
+
+void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_peer *peer)
+{
+	if (svc->dedup && peer->agent)
+		rdmem_dedup_unbind(svc->dedup, peer->agent);
+	peer->agent = NULL;
+	peer->agent_id = 0;
+}
+
 void rdmem_service_tick(struct rdmem_service *svc)
 {
 	if (svc->images)
 		rdmem_image_expire(svc->images, rdmem_now_ns());
 	if (svc->hook)
 		rdmem_hook_reap(svc->hook);
+	if (svc->dedup)
+		rdmem_dedup_expire(svc->dedup, rdmem_now_ns());
 }
 
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,
@@ -444,6 +567,18 @@ static int svc_config_ok(const struct rdmem_service_config *cfg)
 	return cfg->max_image <= SVC_MAX_IMAGE;
 }
 
+int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_config *cfg)
+{
+	struct rdmem_dedup *d = NULL;
+	int ret = cfg ? rdmem_dedup_create(cfg, &d) : 0;
+
+	if (ret)
+		return ret;
+	rdmem_dedup_destroy(svc->dedup);
+	svc->dedup = d;
+	return 0;
+}
+
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out)
 {
 	struct rdmem_service *svc;
@@ -466,6 +601,9 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 					 &svc->images);
 	if (!ret && cfg->image_hook)
 		ret = rdmem_hook_create(cfg->image_hook, &svc->hook);
+	if (!ret)
+		ret = rdmem_dedup_create(&(struct rdmem_dedup_config)RDMEM_DEDUP_DEFAULTS,
+					 &svc->dedup);
 	if (ret) {
 		rdmem_service_destroy(svc);
 		return ret;
@@ -483,6 +621,7 @@ void rdmem_service_destroy(struct rdmem_service *svc)
 		return;
 	rdmem_image_destroy(svc->images);
 	rdmem_hook_destroy(svc->hook);
+	rdmem_dedup_destroy(svc->dedup);
 	rdmem_kv_destroy(svc->kv);
 	for (size_t i = 0; i < RDMEM_ARRAY_SIZE(svc->big); i++)
 		free(svc->big[i].bytes);

@@ -26,6 +26,17 @@ struct rdmem_service_config {
 	uint32_t upload_timeout_ms; /* an upload idle this long is abandoned */
 };
 
+/*
+ * Per connection (RDMA session, TCP connection) state of the service, owned
+ * by the path and zero-initialised: the agent identity RDMEM_OP_BIND bound.
+ * Only the connection's own thread uses it. Release it when the connection ends.
+ */
+struct rdmem_dedup_agent;
+struct rdmem_service_peer {
+	struct rdmem_dedup_agent *agent;
+	uint64_t agent_id;
+};
+
 /* Where the reply payload goes. */
 struct rdmem_reply_sink {
 	/*
@@ -60,6 +71,22 @@ void rdmem_service_destroy(struct rdmem_service *svc);
  */
 void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
 			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep);
+/* The same for a call of the connection peer: BIND binds it, and calls with
+ * an id run once per its agent (peer NULL: as rdmem_service_dispatch). */
+void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
+				 struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
+				 struct rdmem_desc *rep);
+
+/*
+ * Exactly-once calls (server/dedup.h): the service starts with the default
+ * window; this replaces it (cfg NULL: none, retries may run twice). Call
+ * before any path serves. Returns 0 or -EINVAL for a config out of range.
+ */
+struct rdmem_dedup_config;
+int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_config *cfg);
+
+/* The connection ended: lets its agent's dedup window expire once idle. */
+void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_peer *peer);
 
 /* Periodic work: abandoned uploads, finished hooks. Call every ~100 ms. */
 void rdmem_service_tick(struct rdmem_service *svc);

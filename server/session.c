@@ -54,6 +54,8 @@ struct rdmem_session {
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
 	int64_t pool_told[3]; /* used, size, live as last added to the service's sums */
 	int accepted;
+	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
+	struct rdmem_service_peer peer;
 };
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
@@ -333,7 +335,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	/* A transport flag: this path consumes it, the service never sees it. */
 	sink.want_objref = !!(req.flags & RDMEM_F_WANT_OBJREF);
 	req.flags &= (uint16_t)~RDMEM_F_WANT_OBJREF;
-	rdmem_service_dispatch(s->svc, &call, &sink.base, &rep);
+	rdmem_service_dispatch_peer(s->svc, &call, &s->peer, &sink.base, &rep);
 	rep.seq = req.seq;
 	rep.req_id = req.req_id;
 	rep.op = req.op;
@@ -593,6 +595,8 @@ static void rdmem_session_free(struct rdmem_session *s)
 	if (s->ring)
 		rdmem_pool_give(s->pool, &s->lease);
 	rdmem_pool_destroy(s->owned);
+	if (s->svc)
+		rdmem_service_peer_release(s->svc, &s->peer);
 	free(s->ready);
 	free(s);
 }

@@ -19,6 +19,8 @@ struct snapshot {
 	struct rdmem_hook_stats hook;
 	int64_t sessions;
 	uint64_t uptime_s;
+	struct rdmem_dedup_stats dd;
+	uint64_t dd_window, dd_untracked;
 };
 
 static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
@@ -31,6 +33,30 @@ static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
 		rdmem_hook_stats(svc->hook, &s->hook);
 	s->sessions = atomic_load_explicit(&svc->sessions, memory_order_relaxed);
 	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
+	if (svc->dedup) {
+		rdmem_dedup_get_stats(svc->dedup, &s->dd);
+		s->dd_window = rdmem_dedup_get_config(svc->dedup)->window;
+	}
+	s->dd_untracked = ld(&svc->untracked);
+}
+
+/* Exactly-once: one line per counter, or one JSON object; names in dedup.h. */
+static void format_dedup(const struct snapshot *s, int json, struct rdmem_text *o)
+{
+	const struct rdmem_dedup_stats *d = &s->dd;
+	const char *fmt =
+	    json ? ",\"dedup\":{\"window\":%" PRIu64 ",\"agents\":%" PRIu64 ",\"bytes\":%" PRIu64
+		   ",\"binds\":%" PRIu64 ",\"bind_refused\":%" PRIu64 ",\"executed\":%" PRIu64
+		   ",\"replayed\":%" PRIu64 ",\"waited\":%" PRIu64 ",\"stale\":%" PRIu64
+		   ",\"expired\":%" PRIu64 ",\"untracked\":%" PRIu64 "}"
+		 : "dedup.window %" PRIu64 "\ndedup.agents %" PRIu64 "\ndedup.bytes %" PRIu64
+		   "\ndedup.binds %" PRIu64 "\ndedup.bind_refused %" PRIu64
+		   "\ndedup.executed %" PRIu64 "\ndedup.replayed %" PRIu64 "\ndedup.waited %" PRIu64
+		   "\ndedup.stale %" PRIu64 "\ndedup.expired %" PRIu64 "\ndedup.untracked %" PRIu64
+		   "\n";
+
+	rdmem_text_add(o, fmt, s->dd_window, d->agents, d->bytes, d->binds, d->bind_refused,
+		       d->executed, d->replayed, d->waited, d->stale, d->expired, s->dd_untracked);
 }
 
 static void format_text(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
@@ -127,6 +153,7 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 		format_json(svc, &s, &o);
 	else
 		format_text(svc, &s, &o);
+	format_dedup(&s, json, &o);
 	format_hook(svc, json, &o);
 	if (json)
 		rdmem_text_add(&o, "}\n");

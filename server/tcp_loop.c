@@ -64,7 +64,9 @@ struct conn {
 	int recv_busy;
 	unsigned ops; /* SQEs in flight that name this connection */
 	unsigned bad_logged;
-	int authed;	      /* proved the shared secret (or none is required) */
+	int authed; /* proved the shared secret (or none is required) */
+	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
+	struct rdmem_service_peer ident;
 	int closing;	      /* no more reads; close once flushed */
 	int dead;	      /* socket shut down; freed when ops == 0 */
 	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
@@ -151,6 +153,7 @@ static void conn_free(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	rdmem_service_peer_release(s->svc, &c->ident);
 	close(c->fd);
 	free(c->rbuf);
 	free(c->out[0].p);
@@ -268,7 +271,7 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
-	rdmem_service_dispatch(c->srv->svc, &call, &sink.base, &rep);
+	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep);
 	if (rep.val_len && !sink.used) {
 		rdmem_err("tcp %s: %s reply claims %u bytes it never reserved", c->srv->name,
 			  rdmem_op_name(req->op), rep.val_len);

@@ -338,7 +338,9 @@ static inline int rdmem_shm_op_allowed(unsigned op)
 {
 	if (rdmem_shm_op_is_local(op))
 		return 1;
-	return op > 0 && op < RDMEM_OP__COUNT && op != RDMEM_OP_RECLAIM && op != RDMEM_OP_AUTH;
+	/* Connection setup ops are the agent's: a client must not bind another identity. */
+	return op > 0 && op < RDMEM_OP__COUNT && op != RDMEM_OP_RECLAIM && op != RDMEM_OP_AUTH &&
+	       op != RDMEM_OP_BIND;
 }
 
 static inline const char *rdmem_shm_op_name(unsigned op)

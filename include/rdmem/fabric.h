@@ -199,6 +199,14 @@ uint32_t rdmem_fab_max_reads(struct rdmem_conn *c);
  */
 void rdmem_fab_queue_caps(struct rdmem_conn *c, uint32_t *max_send, uint32_t *max_recv);
 const char *rdmem_fab_peer(struct rdmem_conn *c);
+/*
+ * Moves the connection to error and waits until no WR posted on it can still
+ * touch local memory (verbs: the QP goes to ERR and a marker WR behind the
+ * send queue flushes; shm: WRs ran at post, so breaking is enough). After it,
+ * memory that outstanding WRs named may be reused; posts fail -ECONNRESET.
+ * Idempotent; close() does it too.
+ */
+void rdmem_fab_shutdown(struct rdmem_conn *c);
 void rdmem_fab_close(struct rdmem_conn *c); /* disconnects; frees MRs, QP, CQ, PD */
 
 #endif

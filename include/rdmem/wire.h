@@ -17,7 +17,7 @@
 /* The wire is little-endian and read in place; we run on LE hosts only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RDMemRPC needs a little-endian host");
 
-#define RDMEM_WIRE_VERSION	1
+#define RDMEM_WIRE_VERSION	2 /* 2: RDMEM_OP_BIND, RDMEM_F_CALL_ID */
 #define RDMEM_DESC_SIZE		64
 #define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
 #define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */
@@ -38,6 +38,16 @@ enum rdmem_op {
 	RDMEM_OP_RECLAIM,
 	RDMEM_OP_STATS,
 	RDMEM_OP_AUTH, /* session setup: challenge-response (see include/rdmem/auth.h) */
+	/*
+	 * Connection setup, first call of an agent on each RDMA session and TCP
+	 * connection: binds the agent's identity for exactly-once calls.
+	 * Request: args.raw[0] = agent id (random, non-zero, fixed for the
+	 * agent's life), aux = the first call id that cannot have reached any
+	 * server yet, args.raw[1] = the server run it bound to last (0: none).
+	 * Reply: aux = the server's window (calls remembered per agent; 0:
+	 * none, retries are at-least-once), args.raw[1] = this server run.
+	 */
+	RDMEM_OP_BIND,
 	RDMEM_OP__COUNT
 };
 
@@ -50,6 +60,8 @@ enum rdmem_flag {
 	RDMEM_F_WANT_OBJREF = 1u << 4, /* request: reply through the object pool (forced LAZY) */
 	RDMEM_F_YIELD = 1u << 5,       /* reply: this session's time slice is ending; hold new
 					* calls for desc.hint microseconds (connection grouping) */
+	RDMEM_F_CALL_ID = 1u << 6,     /* request of PUT, DEL, IMAGE_CHUNK or RECLAIM: aux is the
+				    * agent's call id; a retry with the same id runs once */
 };
 
 /* The path a call took; carried in desc.path so the server counts per path. */
@@ -189,6 +201,7 @@ static inline const char *rdmem_op_name(unsigned op)
 		[RDMEM_OP_RECLAIM] = "reclaim",
 		[RDMEM_OP_STATS] = "stats",
 		[RDMEM_OP_AUTH] = "auth",
+		[RDMEM_OP_BIND] = "bind",
 	};
 	return op > 0 && op < RDMEM_OP__COUNT ? names[op] : "unknown";
 }

@@ -1,0 +1,315 @@
+/* dedup.c - the per-agent windows of completed non-idempotent calls (see dedup.h).
+ *
+ * An agent's window is a ring of `window` entries indexed by call id: id i
+ * lives in entry i % window, so the entry says exactly whether i is in the
+ * window (it holds i), older than it (it holds a larger id), or new. Call
+ * ids travel as 32 bits and are extended to 64 here against the highest id
+ * seen, as RTP extends its sequence numbers: an agent's calls in flight span
+ * far less than 2^31 ids.
+ */
+#include "server/dedup.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmem/util.h"
+
+enum { ENT_EMPTY = 0, ENT_RUNNING, ENT_DONE };
+
+struct dedup_entry {
+	uint64_t id; /* extended call id */
+	struct rdmem_dedup_result res;
+	uint8_t state;
+};
+
+struct rdmem_dedup_agent {
+	uint64_t agent_id;
+	uint32_t refs;		      /* bound connections; under the table lock */
+	atomic_uint_fast64_t last_ns; /* last bind, unbind or call: relaxed, a hint for expiry */
+	pthread_mutex_t lock;	      /* guards what follows */
+	pthread_cond_t cv;	      /* an entry left RUNNING */
+	uint64_t high;		      /* highest extended id claimed */
+	uint64_t floor;		      /* ids below: outcome unknown here */
+	struct dedup_entry *ring;
+	struct rdmem_dedup_agent *next;
+};
+
+struct rdmem_dedup {
+	struct rdmem_dedup_config cfg;
+	uint64_t instance;
+	pthread_mutex_t lock; /* the agent list and refs */
+	struct rdmem_dedup_agent *agents;
+	uint32_t nagents;
+	/* Statistics: relaxed, nothing is published through them. */
+	atomic_uint_fast64_t binds, bind_refused, executed, replayed, waited, stale, expired;
+};
+
+static void dedup_count(atomic_uint_fast64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+int rdmem_dedup_create(const struct rdmem_dedup_config *cfg, struct rdmem_dedup **out)
+{
+	struct rdmem_dedup *d;
+
+	if (cfg->window < RDMEM_DEDUP_MIN_WINDOW || cfg->window > RDMEM_DEDUP_MAX_WINDOW ||
+	    (cfg->window & (cfg->window - 1)) || !cfg->max_agents ||
+	    cfg->max_agents > RDMEM_DEDUP_MAX_AGENTS || !cfg->idle_ms)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->cfg = *cfg;
+	if (getrandom(&d->instance, sizeof(d->instance), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(d->instance))
+		d->instance = rdmem_now_ns() ^ ((uint64_t)getpid() << 32);
+	d->instance |= 1; /* 0 means "none" in a BIND */
+	pthread_mutex_init(&d->lock, NULL);
+	*out = d;
+	return 0;
+}
+
+static void dedup_agent_free(struct rdmem_dedup_agent *a)
+{
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->cv);
+	free(a->ring);
+	free(a);
+}
+
+void rdmem_dedup_destroy(struct rdmem_dedup *d)
+{
+	struct rdmem_dedup_agent *a;
+
+	if (!d)
+		return;
+	while ((a = d->agents)) {
+		d->agents = a->next;
+		dedup_agent_free(a);
+	}
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+const struct rdmem_dedup_config *rdmem_dedup_get_config(const struct rdmem_dedup *d)
+{
+	return &d->cfg;
+}
+
+uint64_t rdmem_dedup_instance(const struct rdmem_dedup *d)
+{
+	return d->instance;
+}
+
+static struct rdmem_dedup_agent *dedup_agent_new(struct rdmem_dedup *d, uint64_t agent_id,
+						 uint32_t next_id, int resumed)
+{
+	struct rdmem_dedup_agent *a = calloc(1, sizeof(*a));
+	pthread_condattr_t ca;
+
+	if (!a || !(a->ring = calloc(d->cfg.window, sizeof(*a->ring)))) {
+		free(a);
+		return NULL;
+	}
+	a->agent_id = agent_id;
+	/* Extended ids start at 2^32 so the first ones extend without wrapping below 0. */
+	a->high = (1ull << 32) + next_id - 1;
+	a->floor = resumed ? a->high + 1 : 0;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return a;
+}
+
+/* The least recently used agent without connections, or NULL. Under d->lock. */
+static struct rdmem_dedup_agent **dedup_lru_idle(struct rdmem_dedup *d)
+{
+	struct rdmem_dedup_agent **pp, **best = NULL;
+
+	for (pp = &d->agents; *pp; pp = &(*pp)->next)
+		if (!(*pp)->refs &&
+		    (!best || atomic_load_explicit(&(*pp)->last_ns, memory_order_relaxed) <
+				  atomic_load_explicit(&(*best)->last_ns, memory_order_relaxed)))
+			best = pp;
+	return best;
+}
+
+static void dedup_unlink(struct rdmem_dedup *d, struct rdmem_dedup_agent **pp)
+{
+	struct rdmem_dedup_agent *a = *pp;
+
+	*pp = a->next;
+	d->nagents--;
+	dedup_count(&d->expired);
+	rdmem_info("dedup: forgot agent %016llx", (unsigned long long)a->agent_id);
+	dedup_agent_free(a);
+}
+
+int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
+		     uint64_t prev_instance, struct rdmem_dedup_agent **out)
+{
+	int resumed = prev_instance == d->instance;
+	struct rdmem_dedup_agent *a, **victim;
+
+	pthread_mutex_lock(&d->lock);
+	for (a = d->agents; a && a->agent_id != agent_id; a = a->next)
+		;
+	if (!a) {
+		if (d->nagents >= d->cfg.max_agents) {
+			victim = dedup_lru_idle(d);
+			if (!victim) {
+				pthread_mutex_unlock(&d->lock);
+				dedup_count(&d->bind_refused);
+				return -ENOSPC;
+			}
+			dedup_unlink(d, victim);
+		}
+		a = dedup_agent_new(d, agent_id, next_id, resumed);
+		if (!a) {
+			pthread_mutex_unlock(&d->lock);
+			return -ENOMEM;
+		}
+		a->next = d->agents;
+		d->agents = a;
+		d->nagents++;
+	}
+	a->refs++;
+	atomic_store_explicit(&a->last_ns, rdmem_now_ns(), memory_order_relaxed);
+	pthread_mutex_unlock(&d->lock);
+	dedup_count(&d->binds);
+	*out = a;
+	return 0;
+}
+
+void rdmem_dedup_unbind(struct rdmem_dedup *d, struct rdmem_dedup_agent *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&d->lock);
+	a->refs--;
+	atomic_store_explicit(&a->last_ns, rdmem_now_ns(), memory_order_relaxed);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* The 64-bit id nearest to the highest seen whose low half is id. */
+static uint64_t dedup_extend(uint64_t high, uint32_t id)
+{
+	return high + (uint64_t)(int64_t)(int32_t)(id - (uint32_t)high);
+}
+
+/* Waits (bounded) for a RUNNING entry to change; 0 when the deadline passed. */
+static int dedup_wait(struct rdmem_dedup_agent *a, const struct timespec *until)
+{
+	return pthread_cond_timedwait(&a->cv, &a->lock, until) != ETIMEDOUT;
+}
+
+static enum rdmem_dedup_verdict dedup_lookup(struct rdmem_dedup *d, struct rdmem_dedup_agent *a,
+					     uint64_t ext, struct rdmem_dedup_result *rec)
+{
+	struct dedup_entry *e = &a->ring[ext & (d->cfg.window - 1)];
+	struct timespec until;
+	int waited = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += RDMEM_DEDUP_WAIT_MS / 1000;
+	for (;;) {
+		if (e->state != ENT_EMPTY && e->id > ext)
+			return RDMEM_DEDUP_STALE; /* a call a window newer took its entry */
+		if (e->state == ENT_DONE && e->id == ext) {
+			*rec = e->res;
+			return RDMEM_DEDUP_REPLAY;
+		}
+		if (e->state != ENT_RUNNING)
+			break;
+		/* Its own first run (or the call a window older) is running on
+		 * another thread: it ends within one op's time. */
+		if (!waited++)
+			dedup_count(&d->waited);
+		if (!dedup_wait(a, &until))
+			return RDMEM_DEDUP_BUSY;
+	}
+	e->id = ext;
+	e->state = ENT_RUNNING;
+	if (ext > a->high)
+		a->high = ext;
+	return RDMEM_DEDUP_RUN;
+}
+
+enum rdmem_dedup_verdict rdmem_dedup_begin(struct rdmem_dedup *d, struct rdmem_dedup_agent *a,
+					   uint32_t id, uint64_t *ext,
+					   struct rdmem_dedup_result *rec)
+{
+	enum rdmem_dedup_verdict v;
+
+	atomic_store_explicit(&a->last_ns, rdmem_now_ns(), memory_order_relaxed);
+	pthread_mutex_lock(&a->lock);
+	*ext = dedup_extend(a->high, id);
+	v = *ext < a->floor ? RDMEM_DEDUP_STALE : dedup_lookup(d, a, *ext, rec);
+	pthread_mutex_unlock(&a->lock);
+	if (v == RDMEM_DEDUP_REPLAY)
+		dedup_count(&d->replayed);
+	else if (v == RDMEM_DEDUP_STALE)
+		dedup_count(&d->stale);
+	return v;
+}
+
+void rdmem_dedup_end(struct rdmem_dedup *d, struct rdmem_dedup_agent *a, uint64_t ext,
+		     const struct rdmem_dedup_result *res)
+{
+	struct dedup_entry *e = &a->ring[ext & (d->cfg.window - 1)];
+
+	pthread_mutex_lock(&a->lock);
+	/* Nothing can take a RUNNING entry, so it is still ours. */
+	if (e->id == ext && e->state == ENT_RUNNING) {
+		e->res = *res;
+		e->state = ENT_DONE;
+	}
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->lock);
+	dedup_count(&d->executed);
+}
+
+void rdmem_dedup_expire(struct rdmem_dedup *d, uint64_t now_ns)
+{
+	uint64_t idle = (uint64_t)d->cfg.idle_ms * 1000000ull;
+	struct rdmem_dedup_agent **pp;
+
+	pthread_mutex_lock(&d->lock);
+	pp = &d->agents;
+	while (*pp) {
+		uint64_t last = atomic_load_explicit(&(*pp)->last_ns, memory_order_relaxed);
+
+		if (!(*pp)->refs && now_ns > last && now_ns - last > idle)
+			dedup_unlink(d, pp);
+		else
+			pp = &(*pp)->next;
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+void rdmem_dedup_get_stats(struct rdmem_dedup *d, struct rdmem_dedup_stats *out)
+{
+#define DEDUP_LD(f) out->f = atomic_load_explicit(&d->f, memory_order_relaxed)
+	pthread_mutex_lock(&d->lock);
+	out->agents = d->nagents;
+	pthread_mutex_unlock(&d->lock);
+	out->bytes = out->agents * (sizeof(struct rdmem_dedup_agent) +
+				    (uint64_t)d->cfg.window * sizeof(struct dedup_entry));
+	DEDUP_LD(binds);
+	DEDUP_LD(bind_refused);
+	DEDUP_LD(executed);
+	DEDUP_LD(replayed);
+	DEDUP_LD(waited);
+	DEDUP_LD(stale);
+	DEDUP_LD(expired);
+#undef DEDUP_LD
+}

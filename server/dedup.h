@@ -1,0 +1,97 @@
+/* dedup.h - exactly-once for non-idempotent calls (PUT, DEL, IMAGE_CHUNK,
+ * RECLAIM): a per-agent window of the calls the server ran, keyed by the
+ * agent's identity (a random 64-bit id the agent binds to each of its RDMA
+ * sessions and TCP connections with RDMEM_OP_BIND) and the call id the agent
+ * put in the request (desc.aux with RDMEM_F_CALL_ID). A retry of a call in
+ * the window is answered with the recorded result instead of running again;
+ * one older than the window is answered RDMEM_S_STALE, never run again.
+ * See docs/architecture.md, "Exactly-once calls".
+ *
+ * Thread-safe: RDMA workers and the TCP loop serve one agent's calls at once.
+ */
+#ifndef RDMEM_SERVER_DEDUP_H
+#define RDMEM_SERVER_DEDUP_H
+
+#include <stdint.h>
+
+#define RDMEM_DEDUP_DEFAULT_WINDOW  4096u  /* calls remembered per agent */
+#define RDMEM_DEDUP_MIN_WINDOW	    16u	   /* power of two, at least this */
+#define RDMEM_DEDUP_MAX_WINDOW	    65536u /* ... and at most this */
+#define RDMEM_DEDUP_DEFAULT_AGENTS  256u   /* agents remembered at once */
+#define RDMEM_DEDUP_MAX_AGENTS	    65536u
+#define RDMEM_DEDUP_DEFAULT_IDLE_MS 300000u /* an agent with no connection is forgotten */
+#define RDMEM_DEDUP_WAIT_MS	    10000u  /* a retry waits this long for its first run */
+
+struct rdmem_dedup_config {
+	uint32_t window;     /* power of two in [MIN_WINDOW, MAX_WINDOW] */
+	uint32_t max_agents; /* 1..MAX_AGENTS */
+	uint32_t idle_ms;    /* >= 1 */
+};
+#define RDMEM_DEDUP_DEFAULTS                                                                       \
+	{                                                                                          \
+		RDMEM_DEDUP_DEFAULT_WINDOW, RDMEM_DEDUP_DEFAULT_AGENTS,                            \
+		    RDMEM_DEDUP_DEFAULT_IDLE_MS                                                    \
+	}
+
+/* What a replay hands back: everything a non-idempotent op puts in its reply
+ * (none of them returns value bytes). */
+struct rdmem_dedup_result {
+	uint16_t status;
+	uint32_t aux;
+	uint64_t args[3];
+};
+
+enum rdmem_dedup_verdict {
+	RDMEM_DEDUP_RUN,    /* new call: run it, then rdmem_dedup_end() */
+	RDMEM_DEDUP_REPLAY, /* ran before: answer with *rec */
+	RDMEM_DEDUP_STALE,  /* older than the window: outcome unknown here */
+	RDMEM_DEDUP_BUSY,   /* its first run did not end within RDMEM_DEDUP_WAIT_MS */
+};
+
+struct rdmem_dedup_stats {
+	uint64_t agents;       /* agents remembered now */
+	uint64_t bytes;	       /* memory their windows take */
+	uint64_t binds;	       /* connections bound */
+	uint64_t bind_refused; /* table full of agents with live connections */
+	uint64_t executed;     /* tracked calls run */
+	uint64_t replayed;     /* retries answered from the record */
+	uint64_t waited;       /* retries that waited for their first run to end */
+	uint64_t stale;	       /* retries older than the window (or than a lost table) */
+	uint64_t expired;      /* agents forgotten: idle, or evicted for a new one */
+};
+
+struct rdmem_dedup;
+struct rdmem_dedup_agent;
+
+int rdmem_dedup_create(const struct rdmem_dedup_config *cfg, struct rdmem_dedup **out);
+void rdmem_dedup_destroy(struct rdmem_dedup *d);
+
+/*
+ * Binds one connection to agent_id (non-zero). next_id is the first id the
+ * agent cannot have sent yet; prev_instance is the instance (see below) the
+ * agent bound to last, 0 for none. When this instance has no window for the
+ * agent but it was bound here before (the window was forgotten), every id
+ * below next_id is of unknown outcome: answered STALE. After a restart
+ * (another instance) nothing the agent ran survived: it starts afresh.
+ * Returns 0 or -ENOSPC (every remembered agent has a live connection).
+ */
+int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
+		     uint64_t prev_instance, struct rdmem_dedup_agent **out);
+/* Random, non-zero, fixed for this table's life: names this server run. */
+uint64_t rdmem_dedup_instance(const struct rdmem_dedup *d);
+/* The connection closed: its agent may be forgotten once idle. */
+void rdmem_dedup_unbind(struct rdmem_dedup *d, struct rdmem_dedup_agent *a);
+
+/* Looks call id up; with RUN the caller owns *ext until rdmem_dedup_end(). */
+enum rdmem_dedup_verdict rdmem_dedup_begin(struct rdmem_dedup *d, struct rdmem_dedup_agent *a,
+					   uint32_t id, uint64_t *ext,
+					   struct rdmem_dedup_result *rec);
+void rdmem_dedup_end(struct rdmem_dedup *d, struct rdmem_dedup_agent *a, uint64_t ext,
+		     const struct rdmem_dedup_result *res);
+
+/* Forgets agents without connections idle longer than idle_ms. */
+void rdmem_dedup_expire(struct rdmem_dedup *d, uint64_t now_ns);
+void rdmem_dedup_get_stats(struct rdmem_dedup *d, struct rdmem_dedup_stats *out);
+const struct rdmem_dedup_config *rdmem_dedup_get_config(const struct rdmem_dedup *d);
+
+#endif
