@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "libclient/rdmem.h"
+#include "rdmem/pctl.h"
 
 #define EXIT_NOT_FOUND 1
 #define EXIT_USAGE     2
@@ -765,18 +766,9 @@ static void bench_account(struct bench *b, struct rdmem_rpc *r, uint64_t k)
 	rdmem_rpc_free(r); /* gives the in-place reply's slot back */
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double pct_us(const struct bench *b, double p)
 {
-	uint64_t i = (uint64_t)(p * (double)(b->done - 1) + 0.5);
-
-	return b->done ? (double)b->lat[i] / 1000.0 : 0.0;
+	return rdmem_pctl_us(b->lat, b->done, p);
 }
 
 static void bench_print(const struct cli *c, struct bench *b, double secs)
@@ -788,7 +780,7 @@ static void bench_print(const struct cli *c, struct bench *b, double secs)
 
 	for (i = 0; i < b->done; i++)
 		sum += (double)b->lat[i];
-	qsort(b->lat, b->done, sizeof(*b->lat), cmp_u64);
+	rdmem_pctl_sort(b->lat, b->done);
 	if (c->json) {
 		printf(
 		    "{\"op\":\"%s\",\"ops\":%" PRIu64 ",\"window\":%" PRIu64 ",\"size\":%" PRIu64

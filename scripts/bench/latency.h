@@ -3,10 +3,9 @@
  * C++) includes it, so a p99 means the same thing for gRPC, Redis and any
  * other system measured by these tools.
  *
- * Percentiles are taken over all measured samples (no interpolation, no
- * histogram buckets) as p = sorted[round(q * (n - 1))], the formula of
- * `rdmem bench` (libclient/rdmem_cli.c) and tests/tools/uds_echo.c, so the
- * RDMemRPC figures and these are computed the same way.
+ * Percentiles come from include/rdmem/pctl.h, the routine `rdmem bench`
+ * (libclient/rdmem_cli.c) and the test tools use, so the RDMemRPC figures
+ * and these are computed the same way.
  *
  * Record (one JSON object on one line, on stdout):
  *   {"system":..,"op":..,"size":..,"window":..,"n":..,"avg_us":..,"p50_us":..,
@@ -19,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "rdmem/pctl.h"
 
 struct lat_stats {
 	uint64_t *ns;	   /* one sample per measured call, in ns */
@@ -70,19 +71,10 @@ static inline void lat_add(struct lat_stats *s, uint64_t t0, uint64_t t1)
 		s->ns[s->n++] = t1 - t0;
 }
 
-static inline int lat_cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Percentile q in [0, 1] of sorted samples, in microseconds. */
 static inline double lat_pct_us(const uint64_t *sorted, size_t n, double q)
 {
-	if (n == 0)
-		return 0.0;
-	return (double)sorted[(size_t)(q * (double)(n - 1) + 0.5)] / 1000.0;
+	return rdmem_pctl_us(sorted, n, q);
 }
 
 struct lat_summary {
@@ -96,7 +88,7 @@ static inline struct lat_summary lat_summarize(struct lat_stats *s)
 	long double sum = 0;
 	size_t i;
 
-	qsort(s->ns, s->n, sizeof(*s->ns), lat_cmp_u64);
+	rdmem_pctl_sort(s->ns, s->n);
 	for (i = 0; i < s->n; i++)
 		sum += s->ns[i];
 	if (s->n) {

@@ -27,6 +27,7 @@
  * performance figure.
  */
 #include "rdmem/fabric.h"
+#include "rdmem/pctl.h"
 #include "rdmem/util.h"
 #include "tests/check.h"
 
@@ -819,13 +820,6 @@ static void case_read(void)
 			rdmem_wc_status_name(cli.p.err_status));
 }
 
-static int fc_cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void case_pingpong(void)
 {
 	static uint64_t t[FC_PINGS];
@@ -851,12 +845,12 @@ static void case_pingpong(void)
 	}
 	CHECK_EQ(done, FC_PINGS);
 	REQUIRE(done == FC_PINGS);
-	qsort(t, FC_PINGS, sizeof(t[0]), fc_cmp_u64);
+	rdmem_pctl_sort(t, FC_PINGS);
 	printf("# ping-pong over %s: %d round trips (8-byte WRITE WITH IMM each way), median "
 	       "%.1f us, p99 %.1f us; a functional figure, not a performance claim (on "
 	       "Soft-RoCE in a VM it measures qemu)\n",
-	       rdmem_fab_kind_name(opt.kind), FC_PINGS, t[FC_PINGS / 2] / 1e3,
-	       t[FC_PINGS * 99 / 100] / 1e3);
+	       rdmem_fab_kind_name(opt.kind), FC_PINGS, rdmem_pctl_us(t, FC_PINGS, 0.5),
+	       rdmem_pctl_us(t, FC_PINGS, 0.99));
 }
 
 static void case_close_main(void)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "libclient/rdmem.h"
+#include "rdmem/pctl.h"
 #include "server/profile.h"
 
 #define MAX_CHECKS    48
@@ -147,19 +148,10 @@ static void lat_add(struct lat *l, uint64_t ns)
 	l->v[l->n++] = ns;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double lat_pct_us(struct lat *l, double p)
 {
-	if (!l->n)
-		return 0;
-	qsort(l->v, l->n, sizeof(*l->v), cmp_u64);
-	return (double)l->v[(uint64_t)(p * (double)(l->n - 1) + 0.5)] / 1000.0;
+	rdmem_pctl_sort(l->v, l->n);
+	return rdmem_pctl_us(l->v, l->n, p);
 }
 
 /* prefix_p50_us, prefix_p99_us (no prefix: p50_us, p99_us). */

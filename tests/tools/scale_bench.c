@@ -20,6 +20,7 @@
 
 #include "agent/link.h"
 #include "fabric/dataplane.h"
+#include "rdmem/pctl.h"
 #include "rdmem/util.h"
 
 #define VALUE_LEN 32
@@ -226,19 +227,10 @@ static void run(struct sess *ss, const struct opts *o)
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double pct_us(struct samples *s, double p)
 {
-	if (!s->n)
-		return 0;
-	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
-	return (double)s->v[(size_t)(p * (double)(s->n - 1))] / 1000.0;
+	rdmem_pctl_sort(s->v, s->n);
+	return rdmem_pctl_us(s->v, s->n, p);
 }
 
 static long rss_kb(int pid)

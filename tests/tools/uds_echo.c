@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rdmem/pctl.h"
 #include "rdmem/util.h"
 
 struct opts {
@@ -60,13 +61,6 @@ static void serve(int fd, uint64_t size)
 		if (io_all(fd, buf, size, 1))
 			break;
 	_exit(0);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -167,8 +161,8 @@ int main(int argc, char **argv)
 	waitpid(pid, &status, 0);
 	for (i = 0; i < o.n; i++)
 		sum += (double)lat[i];
-	qsort(lat, o.n, sizeof(*lat), cmp_u64);
-#define PCT(p) ((double)lat[(uint64_t)((p) * (double)(o.n - 1) + 0.5)] / 1000.0)
+	rdmem_pctl_sort(lat, o.n);
+#define PCT(p) rdmem_pctl_us(lat, o.n, (p))
 	printf(o.json ? "{\"op\":\"uds-echo\",\"ops\":%" PRIu64 ",\"window\":%" PRIu64
 			",\"size\":%" PRIu64 ",\"qps\":%.1f,\"avg_us\":%.2f,\"p50_us\":%.2f"
 			",\"p99_us\":%.2f,\"p999_us\":%.2f}\n"

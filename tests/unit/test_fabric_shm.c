@@ -14,6 +14,7 @@
 #endif
 #include "fabric/fab_shm.h"
 #include "rdmem/fabric.h"
+#include "rdmem/pctl.h"
 #include "rdmem/util.h"
 #include "tests/check.h"
 
@@ -1482,13 +1483,6 @@ static void test_state_last_publication(void)
 
 /* ---- figures ---- */
 
-static int t_cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void test_figures(void)
 {
 	enum { WARM = 200, N = 2000, MB_READS = 64 };
@@ -1519,10 +1513,10 @@ static void test_figures(void)
 	CHECK_EQ(t_post_imm(p.cli.c, T_STOP, 0), 0);
 	CHECK_EQ(t_child_status(pid), 0);
 	t_side_close(&p.cli);
-	qsort(rtt, N, sizeof(rtt[0]), t_cmp_u64);
+	rdmem_pctl_sort(rtt, N);
 	printf("# shm WRITE_IMM ping-pong, 2 processes, busy poll: round trip p50 %.2f us, "
 	       "p99 %.2f us (%d samples)\n",
-	       (double)rtt[N / 2] / 1e3, (double)rtt[N * 99 / 100] / 1e3, N);
+	       rdmem_pctl_us(rtt, N, 0.5), rdmem_pctl_us(rtt, N, 0.99), N);
 
 	T_OK(t_pair_open(&p, NULL, 0, 0));
 	memset(p.srv.s.buf, 1, T_AREA);
