@@ -14,6 +14,7 @@
 
 #include "agent/call.h"
 #include "agent/rdma.h"
+#include "agent/session.h"
 #include "fabric/metrics.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
@@ -45,18 +46,30 @@ static inline void rdmem_call_metrics_done(struct rdmem_call_metrics *m,
 		rdmem_hist_add_single(&m->lat[path], rdmem_now_ns() - call->start_ns);
 }
 
-/* RDMA link and server control-page state, as the session actor last saw it. */
+/* What the session actor owns and the metrics thread shows: RDMA link
+ * stats, the server's control page, fault-injection state. */
+struct rdmem_agent_pub {
+	struct rdmem_rdma_stats rdma; /* zero without a link */
+	struct rdmem_ctrl ctrl;	      /* valid when have_ctrl */
+	struct rdmem_simulate sim;
+	uint32_t rdma_errors; /* the selector's window (--error-threshold) */
+	uint32_t have_ctrl;
+	uint32_t force;
+};
+
+/* rdmem_agent_pub copied as 64-bit relaxed atomic words: no field straddles
+ * a word (each is naturally aligned), so a field is never torn; fields may
+ * be from different rounds, as with separate counters. */
 struct rdmem_agent_gauges {
-	atomic_uint_fast64_t have_link, have_ctrl, rdma_error_window;
-	atomic_uint_fast64_t slots_used, slots, posted, lazy_reads, lazy_bytes, bulk_sges,
-	    bulk_bytes, reclaimed, reclaim_refused, late_replies, bad_replies;
-	atomic_uint_fast64_t srv_ring_backlog, srv_ring_slots, srv_pool_used, srv_pool_bytes,
-	    srv_objects_live;
+	atomic_uint_fast64_t w[(sizeof(struct rdmem_agent_pub) + 7) / 8];
 };
 
 /* Session actor only. rdma and ctrl may be NULL (no link, no page read yet). */
 void rdmem_agent_gauges_publish(struct rdmem_agent_gauges *g, const struct rdmem_rdma_stats *rdma,
-				const struct rdmem_ctrl *ctrl, uint32_t rdma_error_window);
+				const struct rdmem_ctrl *ctrl, uint32_t rdma_error_window,
+				const struct rdmem_simulate *sim, uint8_t force);
+/* Any thread: the last published state. */
+void rdmem_agent_gauges_read(struct rdmem_agent_gauges *g, struct rdmem_agent_pub *out);
 
 struct rdmem_frontdoor;
 struct rdmem_tcp_actor;

@@ -491,6 +491,7 @@ static void rdmem_agent_session_snapshot(struct rdmem_agent_session *s,
 	snap->rdma_errors = s->pst.rdma_errors;
 	snap->have_ctrl = s->have_ctrl;
 	snap->ctrl = s->ctrl;
+	rdmem_agent_snapshot_names(snap);
 }
 
 static void rdmem_agent_session_stats_reply(struct rdmem_agent_session *s,
@@ -694,7 +695,7 @@ static void rdmem_agent_session_publish(struct rdmem_agent_session *s)
 	if (s->rdma)
 		rdmem_rdma_get_stats(s->rdma, &st);
 	rdmem_agent_gauges_publish(&s->gauges, s->rdma ? &st : NULL, s->have_ctrl ? &s->ctrl : NULL,
-				   s->pst.rdma_errors);
+				   s->pst.rdma_errors, &s->cfg.sim, s->cfg.path.force);
 }
 
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)

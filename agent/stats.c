@@ -39,151 +39,143 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 
 static const char *const rdmem_pressure_names[] = { "none", "ring", "objpool" };
 
-#define U(x) ((unsigned long long)(x))
-
-static void rdmem_stats_text(const struct rdmem_agent_snapshot *s, struct rdmem_text *o)
+void rdmem_agent_snapshot_names(struct rdmem_agent_snapshot *s)
 {
-	const struct rdmem_ctrl *c = &s->ctrl;
-	int p;
-
-	rdmem_text_add(o,
-		       "agent: fabric %s, rdma link %s, opens %llu, losses %llu, rdma errors %u "
-		       "(total %llu), fallbacks to tcp %llu, force-path %s\n",
-		       s->fabric ? rdmem_fab_kind_name(s->fabric) : "none (tcp only)",
-		       s->memlock_short ? "off (locked-memory limit too low)"
-		       : s->link_up	? "up"
-					: "down",
-		       U(s->link_opens), U(s->link_losses), s->rdma_errors, U(s->rdma_errors_total),
-		       U(s->fallbacks), rdmem_path_name(s->force));
-	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
-		rdmem_text_add(o, "path %-5s calls %llu ok %llu failed %llu\n", rdmem_path_name(p),
-			       U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
-	rdmem_text_add(o,
-		       "path tcp   calls %llu ok %llu failed %llu retried %llu unreachable %llu "
-		       "timeouts %llu\n",
-		       U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
-		       U(s->tcp.unreachable), U(s->tcp.timeouts));
-	rdmem_text_add(
-	    o,
-	    "rdma: slots in use %u/%u, posted %llu, replies %llu, lazy reads %llu "
-	    "(%llu B), bulk sges %llu (%llu B), reclaim msgs %llu objects %llu refused "
-	    "%llu, late replies %llu, bad replies %llu, ctrl reads %llu torn %llu, group yields "
-	    "%llu, READs in flight at most %u (peak %u, waited %llu)\n",
-	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
-	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
-	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
-	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
-	    s->rdma.reads_peak, U(s->rdma.read_waits));
-	rdmem_text_add(o,
-		       "tcp: connected %u, connects %llu, disconnects %llu, in flight %u, waiting "
-		       "%u, bytes out %llu in %llu\n",
-		       s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
-		       s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
-	rdmem_text_add(o,
-		       "frontdoor: clients %u, calls %llu, local pings %llu, bad entries %llu, "
-		       "skipped %llu, dead clients %llu, dropped replies %llu\n",
-		       s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
-		       U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
-	rdmem_text_add(o, "liveness: links dropped for a dead path %llu\n", U(s->link_stalls));
-	rdmem_text_add(o, "simulate: rdma-down %s, op-fail %u, pressure %s\n",
-		       s->sim.rdma_down ? "on" : "off", s->sim.op_fail,
-		       rdmem_pressure_names[s->sim.pressure % 3]);
-	if (!s->have_ctrl)
-		return;
-	rdmem_text_add(
-	    o,
-	    "server control page: session %u, ring backlog %u/%u, object pool %llu/%llu B "
-	    "(%u live), completed %llu failed %llu bad %llu eager->lazy %llu\n",
-	    c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used), U(c->objpool_bytes),
-	    c->objects_live, U(c->completed), U(c->failed), U(c->bad_requests),
-	    U(c->eager_to_lazy));
-	rdmem_text_add(
-	    o,
-	    "server objects: alloc %llu reclaim %llu repeat %llu stale %llu timeout %llu "
-	    "full %llu; bulk requests %llu (%llu B); service ewma eager %llu lazy %llu "
-	    "bulk %llu ns\n",
-	    U(c->obj_alloc), U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale),
-	    U(c->obj_timeout), U(c->obj_full), U(c->bulk_requests), U(c->bulk_bytes),
-	    U(c->ewma_ns[RDMEM_PATH_EAGER]), U(c->ewma_ns[RDMEM_PATH_LAZY]),
-	    U(c->ewma_ns[RDMEM_PATH_BULK]));
+	s->fabric_name = s->fabric ? rdmem_fab_kind_name(s->fabric) : "tcp";
+	s->force_name = rdmem_path_name(s->force);
+	s->pressure_name = rdmem_pressure_names[(unsigned)s->sim.pressure % 3];
 }
 
-static void rdmem_stats_json(const struct rdmem_agent_snapshot *s, struct rdmem_text *o)
-{
-	const struct rdmem_ctrl *c = &s->ctrl;
-	int p;
+#define S(name, type, f, help) RDMEM_CTR(struct rdmem_agent_snapshot, name, type, f, help)
+#define SRV(name, type, f, help)                                                                   \
+	RDMEM_CTR_IF(struct rdmem_agent_snapshot, RDMEM_AGENT_CTR_CTRL, "server." name, type,      \
+		     ctrl.f, "Server control page: " help)
+#define C RDMEM_CTR_COUNTER
+#define G RDMEM_CTR_GAUGE
+#define PATH(p, P)                                                                                 \
+	S("paths." p ".calls", C, calls[P], "Calls the path selector sent " p "."),                \
+	    S("paths." p ".ok", C, ok[P], "Calls finished OK on " p "."),                          \
+	    S("paths." p ".failed", C, failed[P], "Calls finished with an error on " p ".")
 
-	rdmem_text_add(
-	    o,
-	    "{\"fabric\":\"%s\",\"link_up\":%u,\"link_opens\":%llu,\"link_losses\":%llu,"
-	    "\"memlock_short\":%u,\"rdma_errors\":%u,\"rdma_errors_total\":%llu,\"fallbacks\":%llu,"
-	    "\"force_path\":\"%s\",\"paths\":{",
-	    s->fabric ? rdmem_fab_kind_name(s->fabric) : "none", s->link_up, U(s->link_opens),
-	    U(s->link_losses), s->memlock_short, s->rdma_errors, U(s->rdma_errors_total),
-	    U(s->fallbacks), rdmem_path_name(s->force));
-	for (p = RDMEM_PATH_EAGER; p < RDMEM_PATH_TCP; p++)
-		rdmem_text_add(o, "\"%s\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu},",
-			       rdmem_path_name(p), U(s->calls[p]), U(s->ok[p]), U(s->failed[p]));
-	rdmem_text_add(o,
-		       "\"tcp\":{\"calls\":%llu,\"ok\":%llu,\"failed\":%llu,\"retried\":%llu,"
-		       "\"unreachable\":%llu,\"timeouts\":%llu}},",
-		       U(s->tcp.calls), U(s->tcp.ok), U(s->tcp.failed), U(s->tcp.retried),
-		       U(s->tcp.unreachable), U(s->tcp.timeouts));
-	rdmem_text_add(
-	    o,
-	    "\"rdma\":{\"slots_in_use\":%u,\"slots\":%u,\"posted\":%llu,\"replies\":%llu,"
-	    "\"lazy_reads\":%llu,\"lazy_bytes\":%llu,\"bulk_sges\":%llu,\"bulk_bytes\":%llu,"
-	    "\"reclaim_msgs\":%llu,\"reclaimed\":%llu,\"reclaim_refused\":%llu,"
-	    "\"late_replies\":%llu,\"bad_replies\":%llu,\"ctrl_reads\":%llu,"
-	    "\"ctrl_torn\":%llu,\"yields\":%llu,\"reads_max\":%u,\"reads_peak\":%u,"
-	    "\"read_waits\":%llu,\"timeouts_held\":%llu},",
-	    s->rdma.inflight, s->rdma.slots, U(s->rdma.posted), U(s->rdma.replies),
-	    U(s->rdma.lazy_reads), U(s->rdma.lazy_bytes), U(s->rdma.bulk_sges),
-	    U(s->rdma.bulk_bytes), U(s->rdma.reclaim_msgs), U(s->rdma.reclaimed),
-	    U(s->rdma.reclaim_refused), U(s->rdma.late_replies), U(s->rdma.bad_replies),
-	    U(s->rdma.ctrl_reads), U(s->rdma.ctrl_torn), U(s->rdma.yields), s->rdma.reads_max,
-	    s->rdma.reads_peak, U(s->rdma.read_waits), U(s->rdma.timeouts_held));
-	rdmem_text_add(o,
-		       "\"tcp\":{\"connected\":%u,\"connects\":%llu,\"disconnects\":%llu,"
-		       "\"inflight\":%u,\"waiting\":%u,\"bytes_out\":%llu,\"bytes_in\":%llu},",
-		       s->tcp.connected, U(s->tcp.connects), U(s->tcp.disconnects), s->tcp.inflight,
-		       s->tcp.waiting, U(s->tcp.bytes_out), U(s->tcp.bytes_in));
-	rdmem_text_add(
-	    o,
-	    "\"frontdoor\":{\"clients\":%u,\"calls\":%llu,\"local_pings\":%llu,"
-	    "\"bad_entries\":%llu,\"skipped\":%llu,\"dead_clients\":%llu,\"dropped\":%llu},",
-	    s->fd.attached, U(s->fd.calls), U(s->fd.local_pings), U(s->fd.bad_entries),
-	    U(s->fd.skipped), U(s->fd.dead_clients), U(s->fd.dropped));
-	rdmem_text_add(o, "\"link_stalls\":%llu,", U(s->link_stalls));
-	rdmem_text_add(o, "\"simulate\":{\"rdma_down\":%d,\"op_fail\":%u,\"pressure\":\"%s\"}",
-		       s->sim.rdma_down, s->sim.op_fail, rdmem_pressure_names[s->sim.pressure % 3]);
-	if (s->have_ctrl)
-		rdmem_text_add(o,
-			       ",\"server\":{\"session\":%u,\"ring_backlog\":%u,\"ring_slots\":%u,"
-			       "\"objpool_used\":%llu,\"objpool_bytes\":%llu,\"objects_live\":%u,"
-			       "\"completed\":%llu,\"failed\":%llu,\"bad_requests\":%llu,"
-			       "\"eager_to_lazy\":%llu,\"obj_alloc\":%llu,\"obj_reclaim\":%llu,"
-			       "\"obj_repeat\":%llu,\"obj_stale\":%llu,\"obj_timeout\":%llu,"
-			       "\"obj_full\":%llu,\"bulk_requests\":%llu,\"bulk_bytes\":%llu}",
-			       c->session_id, c->ring_backlog, c->ring_slots, U(c->objpool_used),
-			       U(c->objpool_bytes), c->objects_live, U(c->completed), U(c->failed),
-			       U(c->bad_requests), U(c->eager_to_lazy), U(c->obj_alloc),
-			       U(c->obj_reclaim), U(c->obj_repeat), U(c->obj_stale),
-			       U(c->obj_timeout), U(c->obj_full), U(c->bulk_requests),
-			       U(c->bulk_bytes));
-	rdmem_text_add(o, "}\n");
-}
+/* Groups stay together (JSON nests on them); "paths" comes before "tcp" so
+ * a reader searching "tcp" then "ok" finds the path's figure first. */
+static const struct rdmem_ctr rdmem_agent_ctrs[] = {
+	S("fabric", RDMEM_CTR_LABEL, fabric_name, "The RDMA fabric: verbs, shm, or tcp (none)."),
+	S("link_up", G, link_up, "1 while the RDMA session is up."),
+	S("link_opens", C, link_opens, "RDMA sessions opened."),
+	S("link_losses", C, link_losses, "RDMA sessions lost."),
+	S("link_stalls", C, link_stalls,
+	  "RDMA sessions dropped by the liveness check (--rdma-stall-ms)."),
+	S("memlock_short", G, memlock_short,
+	  "1 when RDMA is off: the locked-memory limit is too low."),
+	S("rdma_errors", C, rdma_errors_total, "RDMA operations that failed."),
+	S("rdma_error_window", G, rdma_errors,
+	  "RDMA errors the path selector compares with --error-threshold."),
+	S("fallbacks", C, fallbacks, "RDMA calls retried on TCP."),
+	S("force_path", RDMEM_CTR_LABEL, force_name, "The path every call takes (--force-path)."),
+	PATH("eager", RDMEM_PATH_EAGER),
+	PATH("lazy", RDMEM_PATH_LAZY),
+	PATH("bulk", RDMEM_PATH_BULK),
+	S("paths.tcp.calls", C, tcp.calls, "Calls sent on TCP (fallbacks included)."),
+	S("paths.tcp.ok", C, tcp.ok, "Calls finished OK on TCP."),
+	S("paths.tcp.failed", C, tcp.failed, "Calls finished with an error on TCP."),
+	S("paths.tcp.retried", C, tcp.retried, "TCP calls sent again after a lost connection."),
+	S("paths.tcp.unreachable", C, tcp.unreachable,
+	  "TCP calls failed with no server to send them to."),
+	S("paths.tcp.timeouts", C, tcp.timeouts, "TCP calls past their deadline."),
+	S("rdma.slots_in_use", G, rdma.inflight, "Server request-ring slots held by calls."),
+	S("rdma.slots", G, rdma.slots, "Server request-ring slots of the session."),
+	S("rdma.posted", C, rdma.posted, "RDMA calls posted on the current link."),
+	S("rdma.replies", C, rdma.replies, "RDMA replies taken on the current link."),
+	S("rdma.lazy_reads", C, rdma.lazy_reads, "LAZY replies RDMA-read on the current link."),
+	S("rdma.lazy_bytes", C, rdma.lazy_bytes,
+	  "Bytes RDMA-read for LAZY replies on the current link."),
+	S("rdma.bulk_sges", C, rdma.bulk_sges,
+	  "Scatter-gather entries of BULK writes on the current link."),
+	S("rdma.bulk_bytes", C, rdma.bulk_bytes,
+	  "Bytes written by BULK requests on the current link."),
+	S("rdma.reclaim_msgs", C, rdma.reclaim_msgs, "RECLAIM messages sent on the current link."),
+	S("rdma.reclaimed", C, rdma.reclaimed,
+	  "Server objects released by RECLAIM on the current link."),
+	S("rdma.reclaim_refused", C, rdma.reclaim_refused,
+	  "RECLAIM entries the server refused (stale) on the current link."),
+	S("rdma.late_replies", C, rdma.late_replies,
+	  "Replies that arrived after their call timed out."),
+	S("rdma.bad_replies", C, rdma.bad_replies,
+	  "Replies refused by the slot, sequence or bounds checks."),
+	S("rdma.ctrl_reads", C, rdma.ctrl_reads, "Server control-page reads."),
+	S("rdma.ctrl_torn", C, rdma.ctrl_torn, "Control-page reads torn by a concurrent update."),
+	S("rdma.yields", C, rdma.yields, "Replies saying this session's group slice is ending."),
+	S("rdma.reads_max", G, rdma.reads_max,
+	  "RDMA READs allowed in flight (agreed depth, capped by --max-reads)."),
+	S("rdma.reads_peak", G, rdma.reads_peak, "Most RDMA READs in flight at once."),
+	S("rdma.read_waits", C, rdma.read_waits,
+	  "LAZY READs that waited for the READ depth or the send queue."),
+	S("rdma.timeouts_held", C, rdma.timeouts_held,
+	  "Timed-out calls held until their request writes completed."),
+	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
+	S("tcp.connects", C, tcp.connects, "TCP connections made."),
+	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),
+	S("tcp.inflight", G, tcp.inflight, "TCP calls on the wire."),
+	S("tcp.waiting", G, tcp.waiting, "TCP calls waiting for a connection or window."),
+	S("tcp.bytes_out", C, tcp.bytes_out, "Request payload bytes sent on TCP."),
+	S("tcp.bytes_in", C, tcp.bytes_in, "Reply payload bytes received on TCP."),
+	S("frontdoor.clients", G, fd.attached, "Local processes attached to the front door."),
+	S("frontdoor.inflight", G, fd.inflight, "Front-door calls not completed yet."),
+	S("frontdoor.calls", C, fd.calls, "Calls taken from the SHM ring."),
+	S("frontdoor.local_pings", C, fd.local_pings, "Local pings answered by the front door."),
+	S("frontdoor.bad_entries", C, fd.bad_entries, "Ring entries refused by validation."),
+	S("frontdoor.skipped", C, fd.skipped,
+	  "Ring positions skipped after a dead or stalled producer."),
+	S("frontdoor.repaired", C, fd.repaired, "Ring cells a client scribbled on, rewritten."),
+	S("frontdoor.dead_clients", C, fd.dead_clients,
+	  "Client entries reclaimed from dead processes."),
+	S("frontdoor.dropped", C, fd.dropped, "Completions for clients that died or gave up."),
+	S("frontdoor.expired", C, fd.expired,
+	  "Calls whose deadline passed before the agent took them."),
+	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
+	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
+	S("simulate.pressure", RDMEM_CTR_LABEL, pressure_name,
+	  "Fault injection: server pressure pretended (none, ring, objpool)."),
+	SRV("session", G, session_id, "this agent's session id."),
+	SRV("ring_backlog", G, ring_backlog, "READY request slots not yet taken."),
+	SRV("ring_slots", G, ring_slots, "ring slots."),
+	SRV("objpool_used", G, objpool_used, "object-pool bytes held by live objects."),
+	SRV("objpool_bytes", G, objpool_bytes, "object-pool size."),
+	SRV("objects_live", G, objects_live, "objects not reclaimed yet."),
+	SRV("completed", C, completed, "calls completed."),
+	SRV("failed", C, failed, "replies with a status other than OK."),
+	SRV("bad_requests", C, bad_requests, "descriptors refused."),
+	SRV("eager_to_lazy", C, eager_to_lazy, "replies too big for the reply slot, sent LAZY."),
+	SRV("obj_alloc", C, obj_alloc, "objects allocated."),
+	SRV("obj_reclaim", C, obj_reclaim, "objects freed by RECLAIM."),
+	SRV("obj_repeat", C, obj_repeat, "repeated RECLAIMs of a freed object (harmless)."),
+	SRV("obj_stale", C, obj_stale, "RECLAIMs with a wrong generation, refused."),
+	SRV("obj_timeout", C, obj_timeout, "objects freed by the TTL scan."),
+	SRV("obj_full", C, obj_full, "allocations failed: pool full."),
+	SRV("bulk_requests", C, bulk_requests, "requests whose payload spanned several slots."),
+	SRV("bulk_bytes", C, bulk_bytes, "bytes of those requests."),
+	SRV("ewma_eager_ns", G, ewma_ns[RDMEM_PATH_EAGER], "EAGER service time, moving average."),
+	SRV("ewma_lazy_ns", G, ewma_ns[RDMEM_PATH_LAZY], "LAZY service time, moving average."),
+	SRV("ewma_bulk_ns", G, ewma_ns[RDMEM_PATH_BULK], "BULK service time, moving average."),
+};
+
+const struct rdmem_ctr_table rdmem_agent_ctr_table = { "agent", rdmem_agent_ctrs,
+						       RDMEM_ARRAY_SIZE(rdmem_agent_ctrs) };
 
 int rdmem_agent_stats_format(const struct rdmem_agent_snapshot *s, int json, char *buf, size_t cap)
 {
 	struct rdmem_text o = { buf, cap, 0, 0 };
+	int first = 1;
 
 	if (!cap)
 		return -E2BIG;
-	if (json)
-		rdmem_stats_json(s, &o);
-	else
-		rdmem_stats_text(s, &o);
+	if (json) {
+		rdmem_text_add(&o, "{");
+		rdmem_ctr_json(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), &o, &first);
+		rdmem_text_add(&o, "}\n");
+	} else {
+		rdmem_ctr_text(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), &o);
+	}
 	return o.overflow ? -E2BIG : (int)o.len;
 }

@@ -12,6 +12,7 @@
 #include "agent/rdma.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
+#include "fabric/counters.h"
 
 /* Written by the session actor only; relaxed atomics so other threads may read. */
 struct rdmem_agent_counters {
@@ -40,7 +41,23 @@ struct rdmem_agent_snapshot {
 	struct rdmem_simulate sim;
 	int have_ctrl;
 	struct rdmem_ctrl ctrl; /* the server's control page, last read */
+	/* words the table shows; rdmem_agent_snapshot_names() fills them in */
+	const char *fabric_name, *force_name, *pressure_name;
 };
+
+/* Entries shown only with the server's control page read (have_ctrl). */
+#define RDMEM_AGENT_CTR_CTRL 1u
+
+/* The agent's counter table: every name `rdmem agent-stats` (text, JSON)
+ * and /metrics show, and where its value sits in the snapshot. */
+extern const struct rdmem_ctr_table rdmem_agent_ctr_table;
+
+/* Fills the snapshot's words from its numbers (fabric, force, pressure). */
+void rdmem_agent_snapshot_names(struct rdmem_agent_snapshot *s);
+static inline unsigned rdmem_agent_snapshot_mask(const struct rdmem_agent_snapshot *s)
+{
+	return s->have_ctrl ? RDMEM_AGENT_CTR_CTRL : 0;
+}
 
 static inline void rdmem_agent_count(atomic_uint_fast64_t *c, uint64_t n)
 {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fabric/counters.h"
 #include "fabric/metrics.h"
 #include "server/dedup.h"
 #include "server/hook.h"
@@ -61,6 +62,25 @@ struct rdmem_service {
 	struct rdmem_hist lat[RDMEM_PATH__COUNT];
 	atomic_int_fast64_t pool_used, pool_bytes, pool_live;
 };
+
+/* Every value the counter table shows, read once (relaxed; each value is
+ * exact, the set is not one instant). */
+struct rdmem_server_snapshot {
+	uint64_t uptime_s, sessions, kv_keys, kv_bytes;
+	uint64_t bad_input, bad_request, auth_failures, bytes_in, bytes_out;
+	uint64_t op_calls[RDMEM_OP__COUNT], op_errors[RDMEM_OP__COUNT];
+	uint64_t path_calls[RDMEM_PATH__COUNT];
+	uint64_t pool_used, pool_bytes, pool_live, reclaim_freed, reclaim_refused;
+	struct rdmem_image_stats img;
+	struct rdmem_hook_stats hook;
+	struct rdmem_dedup_stats dd;
+	uint64_t dd_window, dd_untracked;
+};
+
+/* The server's counter table: every name STATS and /metrics show. */
+extern const struct rdmem_ctr_table rdmem_server_ctr_table;
+
+void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_snapshot *s);
 
 /* Writes the STATS report (text or JSON); returns its length, or 0 if cap is too small. */
 size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap);

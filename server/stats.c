@@ -1,6 +1,7 @@
-/* stats.c - the STATS report: every service counter as "name value" lines,
- * or as one JSON object with RDMEM_F_JSON. Names are stable: scripts and the
- * agent parse them. */
+/* stats.c - the server's counter table and the STATS report: every counter
+ * as "name value" lines, or one JSON object with RDMEM_F_JSON; /metrics
+ * (server/metrics.c) renders the same table. Names are stable: scripts and
+ * tests read them. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,26 +14,41 @@ static uint64_t ld(atomic_uint_fast64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-struct snapshot {
-	uint64_t keys, kv_bytes;
-	struct rdmem_image_stats img;
-	struct rdmem_hook_stats hook;
-	int64_t sessions;
-	uint64_t uptime_s;
-	struct rdmem_dedup_stats dd;
-	uint64_t dd_window, dd_untracked;
-};
-
-static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
+static uint64_t ld_pos(atomic_int_fast64_t *c)
 {
+	int64_t v = atomic_load_explicit(c, memory_order_relaxed);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_snapshot *s)
+{
+	unsigned i;
+
 	memset(s, 0, sizeof(*s));
-	rdmem_kv_usage(svc->kv, &s->keys, &s->kv_bytes);
+	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
+	s->sessions = ld_pos(&svc->sessions);
+	rdmem_kv_usage(svc->kv, &s->kv_keys, &s->kv_bytes);
+	s->bad_input = ld(&svc->bad_input);
+	s->bad_request = ld(&svc->bad_request);
+	s->auth_failures = ld(&svc->auth_failures);
+	s->bytes_in = ld(&svc->bytes_in);
+	s->bytes_out = ld(&svc->bytes_out);
+	for (i = 1; i < RDMEM_OP__COUNT; i++) {
+		s->op_calls[i] = ld(&svc->ops[i].calls);
+		s->op_errors[i] = ld(&svc->ops[i].errors);
+	}
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		s->path_calls[i] = ld(&svc->paths[i]);
+	s->pool_used = ld_pos(&svc->pool_used);
+	s->pool_bytes = ld_pos(&svc->pool_bytes);
+	s->pool_live = ld_pos(&svc->pool_live);
+	s->reclaim_freed = ld(&svc->reclaim_freed);
+	s->reclaim_refused = ld(&svc->reclaim_refused);
 	if (svc->images)
 		rdmem_image_stats(svc->images, &s->img);
 	if (svc->hook)
 		rdmem_hook_stats(svc->hook, &s->hook);
-	s->sessions = atomic_load_explicit(&svc->sessions, memory_order_relaxed);
-	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
 	if (svc->dedup) {
 		rdmem_dedup_get_stats(svc->dedup, &s->dd);
 		s->dd_window = rdmem_dedup_get_config(svc->dedup)->window;
@@ -40,90 +56,82 @@ static void take_snapshot(struct rdmem_service *svc, struct snapshot *s)
 	s->dd_untracked = ld(&svc->untracked);
 }
 
-/* Exactly-once: one line per counter, or one JSON object; names in dedup.h. */
-static void format_dedup(const struct snapshot *s, int json, struct rdmem_text *o)
-{
-	const struct rdmem_dedup_stats *d = &s->dd;
-	const char *fmt =
-	    json ? ",\"dedup\":{\"window\":%" PRIu64 ",\"agents\":%" PRIu64 ",\"bytes\":%" PRIu64
-		   ",\"binds\":%" PRIu64 ",\"bind_refused\":%" PRIu64 ",\"executed\":%" PRIu64
-		   ",\"replayed\":%" PRIu64 ",\"waited\":%" PRIu64 ",\"stale\":%" PRIu64
-		   ",\"expired\":%" PRIu64 ",\"untracked\":%" PRIu64 "}"
-		 : "dedup.window %" PRIu64 "\ndedup.agents %" PRIu64 "\ndedup.bytes %" PRIu64
-		   "\ndedup.binds %" PRIu64 "\ndedup.bind_refused %" PRIu64
-		   "\ndedup.executed %" PRIu64 "\ndedup.replayed %" PRIu64 "\ndedup.waited %" PRIu64
-		   "\ndedup.stale %" PRIu64 "\ndedup.expired %" PRIu64 "\ndedup.untracked %" PRIu64
-		   "\n";
+#define S(name, type, f, help) RDMEM_CTR(struct rdmem_server_snapshot, name, type, f, help)
+#define C		       RDMEM_CTR_COUNTER
+#define G		       RDMEM_CTR_GAUGE
+#define OP(op, OP)                                                                                 \
+	S("ops." op ".calls", C, op_calls[OP], "Calls of " op " dispatched."),                     \
+	    S("ops." op ".errors", C, op_errors[OP], op " replies with a status other than OK.")
+#define PATH(p, P) S("paths." p, C, path_calls[P], "Calls that came on " p ".")
 
-	rdmem_text_add(o, fmt, s->dd_window, d->agents, d->bytes, d->binds, d->bind_refused,
-		       d->executed, d->replayed, d->waited, d->stale, d->expired, s->dd_untracked);
-}
+static const struct rdmem_ctr rdmem_server_ctrs[] = {
+	S("uptime_s", G, uptime_s, "Seconds since the service started."),
+	S("sessions", G, sessions, "Agent RDMA sessions open."),
+	S("kv.keys", G, kv_keys, "Keys stored."),
+	S("kv.bytes", G, kv_bytes, "Key and value bytes stored."),
+	S("bad_input", C, bad_input, "Frames or descriptors refused before dispatch."),
+	S("bad_request", C, bad_request, "Calls answered BAD_REQUEST."),
+	S("auth_failures", C, auth_failures, "Peers refused by the shared-secret check."),
+	S("bytes_in", C, bytes_in, "Request key and value bytes."),
+	S("bytes_out", C, bytes_out, "Reply value bytes."),
+	OP("ping", RDMEM_OP_PING),
+	OP("echo", RDMEM_OP_ECHO),
+	OP("put", RDMEM_OP_KV_PUT),
+	OP("get", RDMEM_OP_KV_GET),
+	OP("del", RDMEM_OP_KV_DEL),
+	OP("mget", RDMEM_OP_KV_MGET),
+	OP("profile", RDMEM_OP_PROFILE),
+	OP("large_get", RDMEM_OP_LARGE_GET),
+	OP("image_chunk", RDMEM_OP_IMAGE_CHUNK),
+	OP("reclaim", RDMEM_OP_RECLAIM),
+	OP("stats", RDMEM_OP_STATS),
+	OP("auth", RDMEM_OP_AUTH),
+	OP("bind", RDMEM_OP_BIND),
+	PATH("auto", RDMEM_PATH_AUTO),
+	PATH("eager", RDMEM_PATH_EAGER),
+	PATH("lazy", RDMEM_PATH_LAZY),
+	PATH("bulk", RDMEM_PATH_BULK),
+	PATH("tcp", RDMEM_PATH_TCP),
+	S("objpool.used_bytes", G, pool_used,
+	  "Object-pool bytes held by LAZY replies not reclaimed yet, all sessions."),
+	S("objpool.bytes", G, pool_bytes, "Object-pool size, all sessions."),
+	S("objpool.objects_live", G, pool_live, "Objects not reclaimed yet, all sessions."),
+	S("reclaim.freed", C, reclaim_freed, "Objects freed by RECLAIM."),
+	S("reclaim.refused", C, reclaim_refused,
+	  "RECLAIM entries refused (stale generation, or on TCP)."),
+	S("uploads.active", G, img.active, "Image uploads in progress."),
+	S("uploads.committed", C, img.committed, "Images committed."),
+	S("uploads.failed", C, img.failed, "Image uploads that failed (timeouts included)."),
+	S("uploads.timed_out", C, img.timed_out, "Image uploads abandoned."),
+	S("uploads.bytes", C, img.bytes, "Image bytes received."),
+	S("hooks.runs", C, hook.runs, "Post-commit hooks started."),
+	S("hooks.failures", C, hook.failures, "Hooks that could not start or exited non-zero."),
+	S("hooks.running", G, hook.running, "Hooks running now."),
+	S("dedup.window", G, dd_window, "Calls remembered per agent (0: --no-dedup)."),
+	S("dedup.agents", G, dd.agents, "Agents whose dedup window is kept."),
+	S("dedup.bytes", G, dd.bytes, "Memory of the dedup windows."),
+	S("dedup.binds", C, dd.binds, "Connections bound to an agent's window."),
+	S("dedup.bind_refused", C, dd.bind_refused,
+	  "Agents not tracked: --dedup-agents windows all had live connections."),
+	S("dedup.executed", C, dd.executed, "Tracked calls run."),
+	S("dedup.replayed", C, dd.replayed,
+	  "Retries answered from the dedup window instead of running again."),
+	S("dedup.waited", C, dd.waited, "Retries that waited for their first run to end."),
+	S("dedup.stale", C, dd.stale,
+	  "Retries older than the dedup window: answered STALE, not run."),
+	S("dedup.expired", C, dd.expired, "Agents forgotten: idle, or evicted for a new one."),
+	S("dedup.untracked", C, dd_untracked,
+	  "Calls with a call id on a connection with no dedup window."),
+};
 
-static void format_text(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
-{
-	unsigned i;
+_Static_assert(RDMEM_OP__COUNT == 14, "a new op needs its OP() line in rdmem_server_ctrs");
+_Static_assert(RDMEM_PATH__COUNT == 5, "a new path needs its PATH() line in rdmem_server_ctrs");
 
-	rdmem_text_add(o, "uptime_s %" PRIu64 "\nsessions %" PRId64 "\n", s->uptime_s, s->sessions);
-	rdmem_text_add(o, "kv_keys %" PRIu64 "\nkv_bytes %" PRIu64 "\n", s->keys, s->kv_bytes);
-	rdmem_text_add(
-	    o, "bad_input %" PRIu64 "\nbad_request %" PRIu64 "\nauth_failures %" PRIu64 "\n",
-	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
-	rdmem_text_add(o, "bytes_in %" PRIu64 "\nbytes_out %" PRIu64 "\n", ld(&svc->bytes_in),
-		       ld(&svc->bytes_out));
-	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		rdmem_text_add(o, "op.%s.calls %" PRIu64 "\nop.%s.errors %" PRIu64 "\n",
-			       rdmem_op_name(i), ld(&svc->ops[i].calls), rdmem_op_name(i),
-			       ld(&svc->ops[i].errors));
-	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		rdmem_text_add(o, "path.%s.calls %" PRIu64 "\n", rdmem_path_name(i),
-			       ld(&svc->paths[i]));
-	rdmem_text_add(
-	    o,
-	    "uploads.active %" PRIu64 "\nuploads.committed %" PRIu64 "\nuploads.failed %" PRIu64
-	    "\nuploads.timed_out %" PRIu64 "\nuploads.bytes %" PRIu64 "\n",
-	    s->img.active, s->img.committed, s->img.failed, s->img.timed_out, s->img.bytes);
-	rdmem_text_add(
-	    o, "hooks.runs %" PRIu64 "\nhooks.failures %" PRIu64 "\nhooks.running %" PRIu64 "\n",
-	    s->hook.runs, s->hook.failures, s->hook.running);
-	rdmem_text_add(o, "reclaim.freed %" PRIu64 "\nreclaim.refused %" PRIu64 "\n",
-		       ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
-}
+const struct rdmem_ctr_table rdmem_server_ctr_table = { "server", rdmem_server_ctrs,
+							RDMEM_ARRAY_SIZE(rdmem_server_ctrs) };
 
-static void format_json(struct rdmem_service *svc, const struct snapshot *s, struct rdmem_text *o)
-{
-	unsigned i;
-
-	rdmem_text_add(o, "{\"uptime_s\":%" PRIu64 ",\"sessions\":%" PRId64, s->uptime_s,
-		       s->sessions);
-	rdmem_text_add(o, ",\"kv\":{\"keys\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->keys,
-		       s->kv_bytes);
-	rdmem_text_add(
-	    o, ",\"bad_input\":%" PRIu64 ",\"bad_request\":%" PRIu64 ",\"auth_failures\":%" PRIu64,
-	    ld(&svc->bad_input), ld(&svc->bad_request), ld(&svc->auth_failures));
-	rdmem_text_add(o, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64, ld(&svc->bytes_in),
-		       ld(&svc->bytes_out));
-	rdmem_text_add(o, ",\"ops\":{");
-	for (i = 1; i < RDMEM_OP__COUNT; i++)
-		rdmem_text_add(o, "%s\"%s\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
-			       i > 1 ? "," : "", rdmem_op_name(i), ld(&svc->ops[i].calls),
-			       ld(&svc->ops[i].errors));
-	rdmem_text_add(o, "},\"paths\":{");
-	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		rdmem_text_add(o, "%s\"%s\":%" PRIu64, i ? "," : "", rdmem_path_name(i),
-			       ld(&svc->paths[i]));
-	rdmem_text_add(o,
-		       "},\"uploads\":{\"active\":%" PRIu64 ",\"committed\":%" PRIu64
-		       ",\"failed\":%" PRIu64 ",\"timed_out\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
-		       s->img.active, s->img.committed, s->img.failed, s->img.timed_out,
-		       s->img.bytes);
-	rdmem_text_add(
-	    o, ",\"hooks\":{\"runs\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"running\":%" PRIu64 "}",
-	    s->hook.runs, s->hook.failures, s->hook.running);
-	rdmem_text_add(o, ",\"reclaim\":{\"freed\":%" PRIu64 ",\"refused\":%" PRIu64 "}",
-		       ld(&svc->reclaim_freed), ld(&svc->reclaim_refused));
-}
-
-/* The RDMA side's own report (sessions, leases, groups), when it has one. */
+/* The RDMA side's own report (sessions, leases, groups), when it has one:
+ * a list per worker and session, not counters, so it is not in the table. */
 static void format_hook(struct rdmem_service *svc, int json, struct rdmem_text *o)
 {
 	int n;
@@ -146,14 +154,16 @@ static void format_hook(struct rdmem_service *svc, int json, struct rdmem_text *
 size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap)
 {
 	struct rdmem_text o = { buf, cap, 0, 0 };
-	struct snapshot s;
+	struct rdmem_server_snapshot s;
+	int first = 1;
 
-	take_snapshot(svc, &s);
-	if (json)
-		format_json(svc, &s, &o);
-	else
-		format_text(svc, &s, &o);
-	format_dedup(&s, json, &o);
+	rdmem_server_snapshot_take(svc, &s);
+	if (json) {
+		rdmem_text_add(&o, "{");
+		rdmem_ctr_json(&rdmem_server_ctr_table, &s, 0, &o, &first);
+	} else {
+		rdmem_ctr_text(&rdmem_server_ctr_table, &s, 0, &o);
+	}
 	format_hook(svc, json, &o);
 	if (json)
 		rdmem_text_add(&o, "}\n");

@@ -75,8 +75,8 @@ expect "agent /metrics answers 200" [ "$(scrape "$aport" "$tmp/a0")" = 200 ]
 expect "agent content type is Prometheus text 0.0.4" \
 	grep -qi '^Content-Type: text/plain; version=0.0.4' "$tmp/a0.raw"
 expect "agent page is valid exposition format" fmt_ok "$tmp/a0"
-expect "agent page names its fabric" grep -q '^rdmem_agent_info{fabric="shm"} 1$' "$tmp/a0"
-expect "agent reports the RDMA link up" [ "$(val "$tmp/a0" rdmem_agent_rdma_link_up)" = 1 ]
+expect "agent page names its fabric" grep -q '^rdmem_agent_fabric{value="shm"} 1$' "$tmp/a0"
+expect "agent reports the RDMA link up" [ "$(val "$tmp/a0" rdmem_agent_link_up)" = 1 ]
 
 r put m:k hello >/dev/null
 for _ in 1 2 3 4 5; do r get m:k >/dev/null; done
@@ -113,7 +113,7 @@ expect "server shows one session" [ "$(val "$tmp/s1" rdmem_server_sessions)" = 1
 expect "server shows the session's object pool" [ "$(val "$tmp/s1" rdmem_server_objpool_bytes)" -gt 0 ]
 expect "server dispatch histogram counts LAZY calls" \
 	[ "$(val "$tmp/s1" rdmem_server_dispatch_latency_seconds_count path=lazy)" -ge 1 ]
-expect "server counts the not-found get as an error" [ "$(val "$tmp/s1" rdmem_server_errors_total op=get)" -ge 1 ]
+expect "server counts the not-found get as an error" [ "$(val "$tmp/s1" rdmem_server_ops_get_errors_total)" -ge 1 ]
 
 # --- bad requests ----------------------------------------------------------
 expect "unknown path: 404" [ "$($probe get "$aport" /nope | head -1)" = 404 ]

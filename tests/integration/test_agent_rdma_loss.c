@@ -129,7 +129,7 @@ static void test_network_cut(void)
 	CHECK(link_becomes(0, 15000));
 	CHECK(e2e_stat(&e, "link_losses") - losses >= 1);
 	printf("# fallbacks %lld, rdma errors %lld\n", e2e_stat(&e, "fallbacks"),
-	       e2e_stat(&e, "rdma_errors_total"));
+	       e2e_stat(&e, "rdma_errors"));
 	check_calls_on_tcp("cut2");
 	CHECK_EQ(system(heal), 0);
 	check_back_on_rdma();

@@ -6,7 +6,7 @@
  * The faults strike after the server executed the call: the agent drops the
  * RDMA reply (agent-ctl simulate-rdma-reply-loss N, AUTO retries on TCP) or
  * the TCP reply (simulate-tcp-reply-loss N: the connection is redialled and
- * the call sent again on the new one). The server's op.<op>.calls count runs,
+ * the call sent again on the new one). The server's ops.<op>.calls count runs,
  * dedup.replayed counts answers from the window. Raw TCP connections then
  * drive the window itself: rebinding the same agent on a new connection, a
  * flood past the window (a retry older than it is answered STALE and not

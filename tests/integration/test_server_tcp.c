@@ -405,8 +405,8 @@ static void test_reclaim_and_flags(void)
 	REQUIRE(r.err == 0);
 	buf[r.len] = '\0';
 	CHECK(buf[0] == '{' && strstr(buf, "\"ops\":{") && strstr(buf, "\"uploads\":{"));
-	CHECK(stat_value("op.echo.calls") > 0);
-	CHECK(stat_value("path.tcp.calls") > 0);
+	CHECK(stat_value("ops.echo.calls") > 0);
+	CHECK(stat_value("paths.tcp") > 0);
 }
 
 /* ---- images --------------------------------------------------------------- */
@@ -626,7 +626,7 @@ static void test_concurrent_clients(void)
 	struct worker w[THREADS];
 	pthread_t t[THREADS];
 	int i, errors = 0, done = 0, started;
-	long long echoes = stat_value("op.echo.calls");
+	long long echoes = stat_value("ops.echo.calls");
 	uint64_t t0 = rdmem_now_ns();
 
 	for (i = 0; i < THREADS; i++) {
@@ -641,7 +641,7 @@ static void test_concurrent_clients(void)
 	}
 	CHECK_EQ(errors, 0);
 	CHECK_EQ(done, THREADS * PER_THREAD);
-	CHECK_EQ(stat_value("op.echo.calls"), echoes + THREADS * PER_THREAD); /* really served */
+	CHECK_EQ(stat_value("ops.echo.calls"), echoes + THREADS * PER_THREAD); /* really served */
 	fprintf(stderr, "  %d calls from %d clients in %.0f ms\n", done, THREADS,
 		(double)(rdmem_now_ns() - t0) / 1e6);
 }

@@ -1276,11 +1276,11 @@ static void scen_faults(struct scen *s)
 
 	/* (a) failed RDMA operations: AUTO calls retry on TCP, nobody sees an error. */
 	f0 = stat_of(NULL, "fallbacks");
-	e0 = stat_of(NULL, "rdma_errors_total");
+	e0 = stat_of(NULL, "rdma_errors");
 	rc = ctl("simulate-rdma-op-fail 5");
 	path_counts(20, "fault", &tcp, &bad, &faulty);
 	f1 = stat_of(NULL, "fallbacks");
-	e1 = stat_of(NULL, "rdma_errors_total");
+	e1 = stat_of(NULL, "rdma_errors");
 	CHECK(s, rc == 0 && bad == 0, "5 failed RDMA ops: every AUTO get still right",
 	      "%" PRIu64 " of 20 wrong", bad);
 	CHECK(s, tcp == 5 && f1 - f0 == 5 && e1 - e0 == 5, "the 5 failed ops were retried on TCP",
