@@ -185,50 +185,31 @@ static const struct option rdmem_agent_longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* Numeric options, each with its range and where it lands. */
-static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *arg)
-{
-	struct rdmem_agent_config *cfg = &o->cfg;
-	const struct {
-		int code;
-		const char *name;
-		uint64_t lo, hi;
-		uint32_t *dst;
-	} t[] = {
-		{ 'p', "--port", 1, 65534, &o->port },
-		{ OPT_TCP_PORT, "--tcp-port", 1, 65535, &o->tcp_port },
-		{ OPT_CLIENTS, "--clients", 1, 4096, &o->fd.clients },
-		{ OPT_SLOTS, "--slots", 1, 64, &o->fd.slots },
-		{ OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, &o->fd.max_value },
-		{ OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, &cfg->path.bulk_threshold },
-		{ OPT_LARGE, "--large-threshold", 0, UINT32_MAX, &cfg->path.large_threshold },
-		{ OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, &cfg->path.error_threshold },
-		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
-		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
-		{ OPT_MAX_READS, "--max-reads", 1, 255, &cfg->max_reads },
-		{ OPT_STALL, "--rdma-stall-ms", 50, 600000, &cfg->stall_ms },
-		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
-		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
-		{ OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, &cfg->sim.rdma_errors },
-		{ OPT_METRICS_PORT, "--metrics-port", 1, 65535, &o->metrics_port },
-	};
-	uint64_t v;
-	size_t i;
+#define N(code, flag, lo, hi, f) RDMEM_OPT_NUM(struct rdmem_agent_opts, code, flag, lo, hi, f)
+#define B(code, flag, lo, hi, f) RDMEM_OPT_SIZE(struct rdmem_agent_opts, code, flag, lo, hi, f)
 
-	for (i = 0; i < RDMEM_ARRAY_SIZE(t); i++) {
-		if (t[i].code != c)
-			continue;
-		if (rdmem_parse_size(arg, &v) < 0 || v < t[i].lo || v > t[i].hi) {
-			fprintf(stderr, "rdmem-agent: %s: '%s' is not a number in [%llu, %llu]\n",
-				t[i].name, arg, (unsigned long long)t[i].lo,
-				(unsigned long long)t[i].hi);
-			return -EINVAL;
-		}
-		*t[i].dst = (uint32_t)v;
-		return 0;
-	}
-	return -ENOENT;
-}
+/* Numeric options, each with its range and where it lands (B: a byte size, k/m/g). */
+static const struct rdmem_opt_num rdmem_agent_ranges[] = {
+	N('p', "--port", 1, 65534, port),
+	N(OPT_TCP_PORT, "--tcp-port", 1, 65535, tcp_port),
+	N(OPT_CLIENTS, "--clients", 1, 4096, fd.clients),
+	N(OPT_SLOTS, "--slots", 1, 64, fd.slots),
+	B(OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, fd.max_value),
+	B(OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, cfg.path.bulk_threshold),
+	B(OPT_LARGE, "--large-threshold", 0, UINT32_MAX, cfg.path.large_threshold),
+	N(OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, cfg.path.error_threshold),
+	N(OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, cfg.ring_slots),
+	B(OPT_RESP, "--resp-bytes", 64, 1 << 20, cfg.resp_bytes),
+	N(OPT_MAX_READS, "--max-reads", 1, 255, cfg.max_reads),
+	N(OPT_STALL, "--rdma-stall-ms", 50, 600000, cfg.stall_ms),
+	N(OPT_CONNECT, "--connect-timeout", 1, 600000, connect_timeout_ms),
+	N(OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, cfg.sim.op_fail),
+	N(OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, cfg.sim.rdma_errors),
+	N(OPT_METRICS_PORT, "--metrics-port", 1, 65535, metrics_port),
+};
+
+#undef N
+#undef B
 
 static int rdmem_agent_group(const char *name, gid_t *gid)
 {
@@ -337,7 +318,8 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 
 	rdmem_agent_defaults(o);
 	while ((c = getopt_long(argc, argv, "s:p:vh", rdmem_agent_longopts, NULL)) != -1) {
-		ret = rdmem_agent_numeric(o, c, optarg);
+		ret = rdmem_opt_num_parse(rdmem_agent_ranges, RDMEM_ARRAY_SIZE(rdmem_agent_ranges),
+					  c, optarg, "rdmem-agent", o);
 		if (ret == -ENOENT)
 			ret = rdmem_agent_text(o, c, optarg);
 		if (ret < 0)

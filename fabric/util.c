@@ -88,6 +88,58 @@ int rdmem_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* A decimal number, nothing else. */
+static int rdmem_parse_num(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void rdmem_opt_store(const struct rdmem_opt_num *e, void *opts, uint64_t v)
+{
+	char *dst = (char *)opts + e->off;
+	uint16_t v16 = (uint16_t)v;
+	uint32_t v32 = (uint32_t)v;
+
+	if (e->width == 2)
+		memcpy(dst, &v16, 2);
+	else if (e->width == 4)
+		memcpy(dst, &v32, 4);
+	else
+		memcpy(dst, &v, 8);
+}
+
+int rdmem_opt_num_parse(const struct rdmem_opt_num *t, size_t n, int c, const char *arg,
+			const char *prog, void *opts)
+{
+	const struct rdmem_opt_num *e;
+	uint64_t v;
+	int ret;
+
+	for (e = t; e < t + n && e->code != c; e++)
+		;
+	if (e == t + n)
+		return -ENOENT;
+	ret = e->size ? rdmem_parse_size(arg, &v) : rdmem_parse_num(arg, &v);
+	if (ret < 0 || v < e->lo || v > e->hi) {
+		fprintf(stderr, "%s: %s: '%s' is not a %s in [%llu, %llu]%s\n", prog, e->flag, arg,
+			e->size ? "size" : "number", (unsigned long long)e->lo,
+			(unsigned long long)e->hi, e->size ? " bytes (k/m/g)" : "");
+		return -EINVAL;
+	}
+	rdmem_opt_store(e, opts, v);
+	return 0;
+}
+
 static int rdmem_can_lock_any(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };

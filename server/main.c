@@ -124,41 +124,43 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+#define N(code, flag, lo, hi, f) RDMEM_OPT_NUM(struct rdmem_server_config, code, flag, lo, hi, f)
+#define B(code, flag, lo, hi, f) RDMEM_OPT_SIZE(struct rdmem_server_config, code, flag, lo, hi, f)
+
+/* Numeric options, each with its range and where it lands (B: a byte size, k/m/g). */
+static const struct rdmem_opt_num ranges[] = {
+	N('p', "--port", 1, 65535, port),
+	N(OPT_TCP_PORT, "--tcp-port", 0, 65535, tcp_port),
+	N(OPT_BATCH, "--batch-budget", 1, 1024, rdma.batch_budget),
+	N(OPT_RING_SLOTS, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, rdma.ring_slots),
+	B(OPT_SLOT_BYTES, "--slot-bytes", 1024, 1u << 20, rdma.slot_bytes),
+	N(OPT_OBJPOOL_SLABS, "--objpool-slabs", 1, 65536, rdma.objpool_slabs),
+	N(OPT_OBJECT_TTL, "--object-ttl", 10, 86400000, rdma.object_ttl_ms),
+	N(OPT_MAX_SESSIONS, "--max-sessions", 1, 4096, rdma.max_sessions),
+	B(OPT_STAGE_BYTES, "--stage-bytes", 64, 1u << 20, rdma.stage_bytes),
+	N(OPT_WORKERS, "--workers", 1, 64, rdma.workers),
+	N(OPT_GROUP_THRESHOLD, "--group-threshold", 1, 1u << 20, rdma.group_threshold),
+	N(OPT_GROUP_SIZE, "--group-size", 1, 4096, rdma.group_size),
+	N(OPT_SLICE_US, "--slice-us", 10, 1000000, rdma.slice_us),
+	B(OPT_MAX_VALUE, "--max-value", MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, svc.max_value),
+	B(OPT_MAX_IMAGE, "--max-image", 1, 1ull << 30, svc.max_image),
+	N(OPT_UPLOAD_TIMEOUT, "--upload-timeout", 100, 86400000, svc.upload_timeout_ms),
+	N(OPT_DEDUP_WINDOW, "--dedup-window", RDMEM_DEDUP_MIN_WINDOW, RDMEM_DEDUP_MAX_WINDOW,
+	  dedup.window),
+	N(OPT_DEDUP_AGENTS, "--dedup-agents", 1, RDMEM_DEDUP_MAX_AGENTS, dedup.max_agents),
+	N(OPT_DEDUP_IDLE, "--dedup-idle", 1, 86400000, dedup.idle_ms),
+	N(OPT_METRICS_PORT, "--metrics-port", 1, 65535, metrics_port),
+};
+
+#undef N
+#undef B
+
 static void __attribute__((noreturn)) die_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "rdmem-server: ");
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\n%s", usage_text);
 	exit(2);
-}
-
-/* A decimal number in [lo, hi], nothing else. */
-static uint64_t parse_num(const char *s, uint64_t lo, uint64_t hi, const char *what)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (!*s || *s == '-' || *end || errno || v < lo || v > hi) {
-		fprintf(stderr, "rdmem-server: %s must be a number in %llu..%llu, not '%s'\n", what,
-			(unsigned long long)lo, (unsigned long long)hi, s);
-		exit(2);
-	}
-	return v;
-}
-
-static uint64_t parse_bytes(const char *s, uint64_t lo, uint64_t hi, const char *what)
-{
-	uint64_t v;
-
-	if (rdmem_parse_size(s, &v) < 0 || v < lo || v > hi) {
-		fprintf(stderr,
-			"rdmem-server: %s must be a size in %llu..%llu bytes (k/m/g), not '%s'\n",
-			what, (unsigned long long)lo, (unsigned long long)hi, s);
-		exit(2);
-	}
-	return v;
 }
 
 static void check_addr(const char *s)
@@ -197,19 +199,23 @@ static void parse_fabric(const char *s, struct rdmem_server_config *cfg)
 
 static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, int *verbose)
 {
-	int tcp_port = -1, opt;
+	int tcp_port_given = 0, opt, ret;
 
 	while ((opt = getopt_long(argc, argv, "b:p:h", long_opts, NULL)) != -1) {
+		ret = rdmem_opt_num_parse(ranges, RDMEM_ARRAY_SIZE(ranges), opt, optarg,
+					  "rdmem-server", cfg);
+		if (ret == -EINVAL)
+			exit(2);
+		tcp_port_given |= ret == 0 && opt == OPT_TCP_PORT;
+		if (ret == 0 && opt == OPT_DEDUP_WINDOW &&
+		    (cfg->dedup.window & (cfg->dedup.window - 1)))
+			die_usage("--dedup-window must be a power of two, not '%s'", optarg);
+		if (ret == 0)
+			continue;
 		switch (opt) {
 		case 'b':
 			check_addr(optarg);
 			cfg->bind_addr = optarg;
-			break;
-		case 'p':
-			cfg->port = (uint16_t)parse_num(optarg, 1, 65535, "--port");
-			break;
-		case OPT_TCP_PORT:
-			tcp_port = (int)parse_num(optarg, 0, 65535, "--tcp-port");
 			break;
 		case OPT_NO_TCP:
 			cfg->no_tcp = 1;
@@ -223,32 +229,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 				die_usage("--image-hook needs a command%s", "");
 			cfg->svc.image_hook = optarg;
 			break;
-		case OPT_BATCH:
-			cfg->rdma.batch_budget =
-			    (uint32_t)parse_num(optarg, 1, 1024, "--batch-budget");
-			break;
 		case OPT_FABRIC:
 			parse_fabric(optarg, cfg);
-			break;
-		case OPT_RING_SLOTS:
-			cfg->rdma.ring_slots =
-			    (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS, "--ring-slots");
-			break;
-		case OPT_SLOT_BYTES:
-			cfg->rdma.slot_bytes =
-			    (uint32_t)parse_bytes(optarg, 1024, 1u << 20, "--slot-bytes");
-			break;
-		case OPT_OBJPOOL_SLABS:
-			cfg->rdma.objpool_slabs =
-			    (uint32_t)parse_num(optarg, 1, 65536, "--objpool-slabs");
-			break;
-		case OPT_OBJECT_TTL:
-			cfg->rdma.object_ttl_ms =
-			    (uint32_t)parse_num(optarg, 10, 86400000, "--object-ttl");
-			break;
-		case OPT_MAX_SESSIONS:
-			cfg->rdma.max_sessions =
-			    (uint32_t)parse_num(optarg, 1, 4096, "--max-sessions");
 			break;
 		case OPT_BUSY_POLL:
 			cfg->rdma.busy_poll = 1;
@@ -258,61 +240,14 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 				die_usage("--shared-pool is on or off, not '%s'", optarg);
 			cfg->rdma.shared_pool = !strcmp(optarg, "on");
 			break;
-		case OPT_STAGE_BYTES:
-			cfg->rdma.stage_bytes =
-			    (uint32_t)parse_bytes(optarg, 64, 1u << 20, "--stage-bytes");
-			break;
-		case OPT_WORKERS:
-			cfg->rdma.workers = (uint32_t)parse_num(optarg, 1, 64, "--workers");
-			break;
-		case OPT_GROUP_THRESHOLD:
-			cfg->rdma.group_threshold =
-			    (uint32_t)parse_num(optarg, 1, 1u << 20, "--group-threshold");
-			break;
-		case OPT_GROUP_SIZE:
-			cfg->rdma.group_size = (uint32_t)parse_num(optarg, 1, 4096, "--group-size");
-			break;
-		case OPT_SLICE_US:
-			cfg->rdma.slice_us = (uint32_t)parse_num(optarg, 10, 1000000, "--slice-us");
-			break;
 		case OPT_SECRET_FILE:
 			cfg->secret_file = optarg;
-			break;
-		case OPT_MAX_VALUE:
-			cfg->svc.max_value = (uint32_t)parse_bytes(
-			    optarg, MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, "--max-value");
-			break;
-		case OPT_MAX_IMAGE:
-			cfg->svc.max_image = parse_bytes(optarg, 1, 1ull << 30, "--max-image");
-			break;
-		case OPT_UPLOAD_TIMEOUT:
-			cfg->svc.upload_timeout_ms =
-			    (uint32_t)parse_num(optarg, 100, 86400000, "--upload-timeout");
-			break;
-		case OPT_DEDUP_WINDOW:
-			cfg->dedup.window =
-			    (uint32_t)parse_num(optarg, RDMEM_DEDUP_MIN_WINDOW,
-						RDMEM_DEDUP_MAX_WINDOW, "--dedup-window");
-			if (cfg->dedup.window & (cfg->dedup.window - 1))
-				die_usage("--dedup-window must be a power of two, not '%s'",
-					  optarg);
-			break;
-		case OPT_DEDUP_AGENTS:
-			cfg->dedup.max_agents = (uint32_t)parse_num(
-			    optarg, 1, RDMEM_DEDUP_MAX_AGENTS, "--dedup-agents");
-			break;
-		case OPT_DEDUP_IDLE:
-			cfg->dedup.idle_ms =
-			    (uint32_t)parse_num(optarg, 1, 86400000, "--dedup-idle");
 			break;
 		case OPT_NO_DEDUP:
 			cfg->no_dedup = 1;
 			break;
 		case OPT_VERBOSE:
 			*verbose = 1;
-			break;
-		case OPT_METRICS_PORT:
-			cfg->metrics_port = (uint16_t)parse_num(optarg, 1, 65535, "--metrics-port");
 			break;
 		case OPT_METRICS_BIND:
 			if (rdmem_metrics_bind_ok(optarg) < 0)
@@ -332,11 +267,9 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 		die_usage("unexpected argument '%s'", argv[optind]);
 	if (cfg->svc.image_hook && !cfg->svc.image_dir)
 		die_usage("--image-hook needs --image-dir%s", "");
-	if (tcp_port >= 0)
-		cfg->tcp_port = (uint16_t)tcp_port;
-	else if (cfg->port == 65535 && !cfg->no_tcp)
+	if (!tcp_port_given && cfg->port == 65535 && !cfg->no_tcp)
 		die_usage("--port 65535 leaves no room for the TCP port; give --tcp-port%s", "");
-	else
+	if (!tcp_port_given)
 		cfg->tcp_port = (uint16_t)(cfg->port + 1);
 }
 

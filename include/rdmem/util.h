@@ -39,6 +39,40 @@ static inline void rdmem_cpu_relax(void)
 int rdmem_parse_size(const char *s, uint64_t *out);
 
 /*
+ * A numeric command-line option of rdmem-server or rdmem-agent: its getopt
+ * code, its flag, the inclusive range, and where the value lands (an offset
+ * into the daemon's options struct). Each daemon keeps one table of these,
+ * as data, so a range is one edit and the test (tests/unit/test_opts_*.c)
+ * can check every entry against -h and the refusal message.
+ */
+struct rdmem_opt_num {
+	int code;	  /* getopt_long's value */
+	const char *flag; /* "--ring-slots" */
+	uint64_t lo, hi;
+	uint8_t size;  /* 1: a byte size, k/m/g suffixes (powers of 1024) */
+	uint8_t width; /* bytes of the field: 2, 4 or 8 */
+	uint32_t off;  /* offset of the field */
+};
+
+#define RDMEM_OPT_NUM(T, code, flag, lo, hi, f)                                                    \
+	{                                                                                          \
+		code, flag, lo, hi, 0, (uint8_t)sizeof(((T *)0)->f), (uint32_t)offsetof(T, f)      \
+	}
+#define RDMEM_OPT_SIZE(T, code, flag, lo, hi, f)                                                   \
+	{                                                                                          \
+		code, flag, lo, hi, 1, (uint8_t)sizeof(((T *)0)->f), (uint32_t)offsetof(T, f)      \
+	}
+
+/*
+ * Parses arg for the table entry with code c and stores it into opts.
+ * Returns 0; -ENOENT when no entry has code c; -EINVAL after printing
+ * "<prog>: <flag>: '<arg>' is not a number in [lo, hi]" (or "a size in
+ * [lo, hi] bytes (k/m/g)") on stderr.
+ */
+int rdmem_opt_num_parse(const struct rdmem_opt_num *t, size_t n, int c, const char *arg,
+			const char *prog, void *opts);
+
+/*
  * The locked-memory limit registrations count against: 1 with *limit_bytes
  * set when RLIMIT_MEMLOCK is finite and the process lacks CAP_IPC_LOCK (which
  * lifts it, the kernel's rule); 0 when nothing limits what it may pin.
