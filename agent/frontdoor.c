@@ -974,25 +974,3 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 		    atomic_load_explicit(&fd->clients[c].inflight, memory_order_relaxed);
 	}
 }
-
-int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf, size_t cap)
-{
-	struct rdmem_frontdoor_stats s;
-	const char *fmt;
-	int n;
-
-	rdmem_frontdoor_get_stats(fd, &s);
-	fmt = json ? "{\"calls\":%" PRIu64 ",\"local_pings\":%" PRIu64 ",\"bad_entries\":%" PRIu64
-		     ",\"skipped\":%" PRIu64 ",\"repaired\":%" PRIu64 ",\"dead_clients\":%" PRIu64
-		     ",\"dropped\":%" PRIu64 ",\"expired\":%" PRIu64 ",\"epoch\":%" PRIu64
-		     ",\"attached\":%u,\"inflight\":%u}"
-		   : "frontdoor.calls %" PRIu64 "\nfrontdoor.local_pings %" PRIu64
-		     "\nfrontdoor.bad_entries %" PRIu64 "\nfrontdoor.skipped %" PRIu64
-		     "\nfrontdoor.repaired %" PRIu64 "\nfrontdoor.dead_clients %" PRIu64
-		     "\nfrontdoor.dropped %" PRIu64 "\nfrontdoor.expired %" PRIu64
-		     "\nfrontdoor.epoch %" PRIu64
-		     "\nfrontdoor.attached %u\nfrontdoor.inflight %u\n";
-	n = snprintf(buf, cap, fmt, s.calls, s.local_pings, s.bad_entries, s.skipped, s.repaired,
-		     s.dead_clients, s.dropped, s.expired, s.epoch, s.attached, s.inflight);
-	return n < 0 || (size_t)n >= cap ? -ENOBUFS : n;
-}

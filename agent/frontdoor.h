@@ -118,8 +118,9 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 
 /*
  * Formats the stats as text lines ("frontdoor.calls 12") or one JSON object
- * ({"calls":12,...}) into buf, NUL-terminated. Returns the length, or
- * -ENOBUFS when cap is too small. For the agent's AGENT_STATS answer.
+ * ({"frontdoor":{"calls":12,...}}) into buf, NUL-terminated: the frontdoor.*
+ * entries of the agent's counter table (agent/stats.c, which implements
+ * this). Returns the length, or -ENOBUFS when cap is too small.
  */
 int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf, size_t cap);
 

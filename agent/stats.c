@@ -131,6 +131,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("frontdoor.dead_clients", C, fd.dead_clients,
 	  "Client entries reclaimed from dead processes."),
 	S("frontdoor.dropped", C, fd.dropped, "Completions for clients that died or gave up."),
+	S("frontdoor.epoch", G, fd.epoch,
+	  "The segment's agent epoch: changes when another agent takes it over."),
 	S("frontdoor.expired", C, fd.expired,
 	  "Calls whose deadline passed before the agent took them."),
 	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
@@ -178,4 +180,25 @@ int rdmem_agent_stats_format(const struct rdmem_agent_snapshot *s, int json, cha
 		rdmem_ctr_text(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), &o);
 	}
 	return o.overflow ? -E2BIG : (int)o.len;
+}
+
+int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf, size_t cap)
+{
+	struct rdmem_agent_snapshot snap; /* only fd is read */
+	struct rdmem_text o = { buf, cap, 0, 0 };
+	struct rdmem_ctr_table view;
+	int first = 1;
+
+	if (!cap || rdmem_ctr_table_group(&rdmem_agent_ctr_table, "frontdoor.", &view) < 0)
+		return -ENOBUFS;
+	memset(&snap, 0, sizeof(snap));
+	rdmem_frontdoor_get_stats(fd, &snap.fd);
+	if (json) {
+		rdmem_text_add(&o, "{");
+		rdmem_ctr_json(&view, &snap, 0, &o, &first);
+		rdmem_text_add(&o, "}");
+	} else {
+		rdmem_ctr_text(&view, &snap, 0, &o);
+	}
+	return o.overflow ? -ENOBUFS : (int)o.len;
 }

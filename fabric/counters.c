@@ -6,6 +6,21 @@
 #include <stdio.h>
 #include <string.h>
 
+int rdmem_ctr_table_group(const struct rdmem_ctr_table *t, const char *group,
+			  struct rdmem_ctr_table *view)
+{
+	size_t len = strlen(group), i = 0, n;
+
+	while (i < t->n && strncmp(t->ctr[i].name, group, len) != 0)
+		i++;
+	for (n = 0; i + n < t->n && strncmp(t->ctr[i + n].name, group, len) == 0; n++)
+		;
+	if (!n)
+		return -ENOENT;
+	*view = (struct rdmem_ctr_table){ t->daemon, t->ctr + i, n };
+	return 0;
+}
+
 uint64_t rdmem_ctr_value(const struct rdmem_ctr *c, const void *snap)
 {
 	const char *p = (const char *)snap + c->off;

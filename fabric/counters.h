@@ -45,6 +45,11 @@ struct rdmem_ctr_table {
 	size_t n;
 };
 
+/* The run of t's entries named group... (e.g. "frontdoor."), as a table of
+ * its own: 0, or -ENOENT when t has none. */
+int rdmem_ctr_table_group(const struct rdmem_ctr_table *t, const char *group,
+			  struct rdmem_ctr_table *view);
+
 uint64_t rdmem_ctr_value(const struct rdmem_ctr *c, const void *snap);
 const char *rdmem_ctr_label(const struct rdmem_ctr *c, const void *snap);
 /* The Prometheus name of c: 0, or -E2BIG when cap is too small. */
