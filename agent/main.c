@@ -199,7 +199,7 @@ static int rdmem_agent_numeric(struct rdmem_agent_opts *o, int c, const char *ar
 		{ OPT_LARGE, "--large-threshold", 0, UINT32_MAX, &cfg->path.large_threshold },
 		{ OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, &cfg->path.error_threshold },
 		{ OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, &cfg->ring_slots },
-		{ OPT_RESP, "--resp-bytes", 64, 1 << 20, &cfg->resp_bytes },
+		{ OPT_RESP, "--resp-bytes", 64, RDMEM_MAX_RESP_BYTES, &cfg->resp_bytes },
 		{ OPT_MAX_READS, "--max-reads", 1, 255, &cfg->max_reads },
 		{ OPT_CONNECT, "--connect-timeout", 1, 600000, &o->connect_timeout_ms },
 		{ OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, &cfg->sim.op_fail },
@@ -347,6 +347,7 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 	o->cfg.tcp_port = (uint16_t)(o->tcp_port ? o->tcp_port : o->port + 1);
 	o->cfg.clients = o->fd.clients;
 	o->cfg.slots = o->fd.slots;
+	o->cfg.max_value = o->fd.max_value;
 	o->cfg.connect_timeout_ms = (int)o->connect_timeout_ms;
 	return rdmem_agent_pick_fabric(o);
 }

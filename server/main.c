@@ -220,8 +220,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			    (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS, "--ring-slots");
 			break;
 		case OPT_SLOT_BYTES:
-			cfg->rdma.slot_bytes =
-			    (uint32_t)parse_bytes(optarg, 1024, 1u << 20, "--slot-bytes");
+			cfg->rdma.slot_bytes = (uint32_t)parse_bytes(
+			    optarg, 1024, RDMEM_MAX_SLOT_BYTES, "--slot-bytes");
 			break;
 		case OPT_OBJPOOL_SLABS:
 			cfg->rdma.objpool_slabs =
@@ -244,8 +244,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->rdma.shared_pool = !strcmp(optarg, "on");
 			break;
 		case OPT_STAGE_BYTES:
-			cfg->rdma.stage_bytes =
-			    (uint32_t)parse_bytes(optarg, 64, 1u << 20, "--stage-bytes");
+			cfg->rdma.stage_bytes = (uint32_t)parse_bytes(
+			    optarg, 64, RDMEM_MAX_STAGE_BYTES, "--stage-bytes");
 			break;
 		case OPT_WORKERS:
 			cfg->rdma.workers = (uint32_t)parse_num(optarg, 1, 64, "--workers");
