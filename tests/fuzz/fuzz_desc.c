@@ -119,10 +119,10 @@ static void fuzz_welcome(struct fz *in)
 	struct rdmem_xchg_welcome w;
 	uint32_t asked = fz_u16(in) % (RDMEM_MAX_RING_SLOTS + 1);
 	size_t len = fz_u8(in) % (sizeof(w) + 8);
+	uint32_t stride;
 
 	fz_copy(in, &w, sizeof(w));
-	uint32_t stride = RDMEM_DESC_SIZE + fz_u16(in);
-
+	stride = RDMEM_DESC_SIZE + fz_u16(in); /* our --resp-bytes */
 	if (rdmem_link_check_welcome(&w, len, asked, stride) != 0)
 		return;
 	FUZZ_CHECK(w.resp_stride == stride && w.eager_bytes <= stride);
@@ -132,7 +132,7 @@ static void fuzz_welcome(struct fz *in)
 	FUZZ_CHECK(w.ring_slots > 0 && w.ring_slots <= asked);
 	FUZZ_CHECK(w.max_value <= RDMEM_MAX_VALUE_LIMIT && w.slot_bytes >= RDMEM_DESC_SIZE);
 	/* desc.data_off = i * slot_bytes is 32-bit on the wire: it must not wrap. */
-	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= UINT32_MAX);
+	FUZZ_CHECK((uint64_t)(w.ring_slots - 1) * w.slot_bytes <= UINT32_MAX);
 	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= w.req_payload.len ||
 		   w.req_payload.len == RDMEM_REMOTE_LEN_MAX);
 	FUZZ_CHECK((uint64_t)w.ring_slots * RDMEM_DESC_SIZE <= w.req_ring.len);
