@@ -146,6 +146,11 @@ static void rdmem_link_note(const struct rdmem_link *l, const struct rdmem_link_
 
 	if (rdmem_link_geometry_note(&l->w, cfg->ring_slots, cfg->max_value, line, sizeof(line)))
 		rdmem_warn("%s", line);
+	/* Not a geometry problem (TCP refuses them too), but worth knowing once. */
+	if (cfg->max_value > l->w.max_value)
+		rdmem_info("rdma: server --max-value %u is below this agent's --max-value %u: "
+			   "larger values are refused (-E2BIG) on every path",
+			   l->w.max_value, cfg->max_value);
 }
 
 static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_config *cfg)
