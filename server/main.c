@@ -29,13 +29,15 @@ static const char usage_text[] =
     "                           an RDMA device, else shm for agents on this host)\n"
     "      --batch-budget N     request slots a session drains per round (default 32)\n"
     "      --ring-slots N       request ring slots per session (default 256)\n"
-    "      --slot-bytes BYTES   payload bytes per request slot (default 32k)\n"
-    "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
+    "      --slot-bytes BYTES   payload bytes per request slot (default 32k, 1k..1m)\n"
+    "      --objpool-slabs N    64 KiB objects per session (default 256, max 65536;\n"
+    "                           object offsets are 64-bit: pools past 4 GiB work)\n"
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
     "      --shared-pool on|off one message pool leased to sessions (default on), or\n"
     "                           a private set of regions per session\n"
-    "      --stage-bytes BYTES  largest EAGER reply; bigger go LAZY (default 16k)\n"
+    "      --stage-bytes BYTES  largest EAGER reply, capped per session by the agent's\n"
+    "                           response slot; bigger go LAZY (default 16k, max 1m)\n"
     "      --workers N          threads serving sessions (default 1)\n"
     "      --group-threshold N  group sessions above this many per worker (default 64)\n"
     "      --group-size N       sessions per group (default 32)\n"
@@ -235,8 +237,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			    (uint32_t)parse_num(optarg, 1, RDMEM_MAX_RING_SLOTS, "--ring-slots");
 			break;
 		case OPT_SLOT_BYTES:
-			cfg->rdma.slot_bytes =
-			    (uint32_t)parse_bytes(optarg, 1024, 1u << 20, "--slot-bytes");
+			cfg->rdma.slot_bytes = (uint32_t)parse_bytes(
+			    optarg, 1024, RDMEM_MAX_SLOT_BYTES, "--slot-bytes");
 			break;
 		case OPT_OBJPOOL_SLABS:
 			cfg->rdma.objpool_slabs =
@@ -259,8 +261,8 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 			cfg->rdma.shared_pool = !strcmp(optarg, "on");
 			break;
 		case OPT_STAGE_BYTES:
-			cfg->rdma.stage_bytes =
-			    (uint32_t)parse_bytes(optarg, 64, 1u << 20, "--stage-bytes");
+			cfg->rdma.stage_bytes = (uint32_t)parse_bytes(
+			    optarg, 64, RDMEM_MAX_STAGE_BYTES, "--stage-bytes");
 			break;
 		case OPT_WORKERS:
 			cfg->rdma.workers = (uint32_t)parse_num(optarg, 1, 64, "--workers");

@@ -17,7 +17,7 @@
 /* The wire is little-endian and read in place; we run on LE hosts only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RDMemRPC needs a little-endian host");
 
-#define RDMEM_WIRE_VERSION	2 /* 2: RDMEM_OP_BIND, RDMEM_F_CALL_ID */
+#define RDMEM_WIRE_VERSION	2 /* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID */
 #define RDMEM_DESC_SIZE		64
 #define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
 #define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */
@@ -94,10 +94,9 @@ enum rdmem_status {
 
 /* Object reference of a LAZY reply; also one RECLAIM entry. */
 struct rdmem_objref {
-	uint32_t object_id; /* index in the server's object table */
-	uint32_t offset;    /* byte offset in the object pool area */
-	uint32_t length;    /* payload bytes */
-	uint32_t reserved;
+	uint32_t object_id;  /* index in the server's object table */
+	uint32_t length;     /* payload bytes */
+	uint64_t offset;     /* byte offset in the object pool area: pools pass 4 GiB */
 	uint64_t generation; /* bumped on every reuse of object_id */
 };
 
