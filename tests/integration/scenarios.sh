@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export RDMEM_BIN=${RDMEM_BIN:-build}
 if [ ! -x "$RDMEM_BIN/tests/rdmem_scenarios" ] || ! command -v python3 >/dev/null; then
-	echo "ok - scenarios # SKIP driver not built or no python3"
-	exit 0
+	# Built by make test; python3 is a dependency: missing is a failure.
+	echo "not ok - scenarios: $RDMEM_BIN/tests/rdmem_scenarios not built or no python3 (run make; scripts/install-deps.sh)"
+	exit 1
 fi
 tmp=$(mktemp -d /tmp/rdmem-scenarios-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
