@@ -89,6 +89,18 @@ static inline void check_skip(const char *name, const char *why)
 	fflush(stdout);
 }
 
+/* The seed of a randomised test: RDMEM_SEED when set (to replay a run),
+ * else dflt; printed either way so every failing run can be replayed. */
+static inline unsigned check_seed(const char *what, unsigned dflt)
+{
+	const char *env = getenv("RDMEM_SEED");
+	unsigned seed = env && *env ? (unsigned)strtoul(env, NULL, 0) : dflt;
+
+	printf("# %s seed %u (RDMEM_SEED=%u replays it)\n", what, seed, seed);
+	fflush(stdout);
+	return seed;
+}
+
 static inline int check_done(void)
 {
 	check_fold_outside();

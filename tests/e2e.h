@@ -22,6 +22,9 @@ struct e2e {
 	char clients[8], slots[8]; /* front-door geometry: the segment is all RAM */
 	char bin[3][512];
 	rdmem_t *h;
+	/* Set by a test whose agent must NOT get an RDMA session (a refused
+	 * secret): starting the agent then does not fail without one. */
+	int rdma_optional;
 };
 
 /* Where the server listens and the agent dials: RDMEM_TEST_ADDR (an rxe
@@ -85,12 +88,18 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 	if (proc_start(p, name, (char *const *)argv, "ready:", E2E_READY_MS) < 0)
 		return -1;
 	/* The RDMA link comes up in the background; give it its moment (up to
-	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial). */
+	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial).
+	 * Without it an "RDMA" test would quietly run over TCP: fail instead. */
 	if (strcmp(e->fabric, "tcp") != 0) {
 		int i;
 
 		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++)
 			proc_sleep_ms(10);
+		if (!e->rdma_optional && !proc_log_has(p, "rdma: session")) {
+			fprintf(stderr, "  e2e: %s has no RDMA session over %s after 30 s\n", name,
+				e->fabric);
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -202,14 +202,12 @@ static void restart_agent(void)
 
 static void test_crash_matrix(void)
 {
-	unsigned seed =
-	    getenv("RDMEM_SEED") ? (unsigned)atoi(getenv("RDMEM_SEED")) : (unsigned)rdmem_now_ns();
+	unsigned seed = check_seed("crash matrix", (unsigned)rdmem_now_ns());
 	pid_t pids[WORKERS];
 	long reconnect_ms[8];
 	int nreconnect = 0, i, hung = 0, kills = 0;
 	uint64_t end;
 
-	printf("# crash matrix seed %u (RDMEM_SEED=%u replays it)\n", seed, seed);
 	for (i = 0; i < WORKERS; i++)
 		pids[i] = spawn_worker(i, seed + (unsigned)i);
 	end = rdmem_now_ns() + RUN_MS * 1000000ull;

@@ -71,9 +71,16 @@ static void test_request_ring_full(void)
 	if (t.other)
 		fprintf(stderr, "  %d calls failed, e.g. %s\n", t.other,
 			rdmem_strerror(t.other_rc));
+	CHECK_EQ(e2e_stat(&e, "paths.tcp.ok"), 0); /* forced EAGER waited, never spilled */
+	CHECK_EQ(e2e_stat(&e, "fallbacks"), 0);
 	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_AUTO);
 	CHECK_EQ(t.ok, 2000);
-	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0); /* the overflow went TCP */
+	/* The ring did fill, and AUTO sent the overflow TCP: the chooser sees
+	 * the backlog and picks TCP up front (or, posting into a full ring,
+	 * falls back), where forced EAGER above never went TCP. */
+	printf("# AUTO, 4 ring slots: %lld on TCP (%lld fallbacks)\n", e2e_stat(&e, "paths.tcp.ok"),
+	       e2e_stat(&e, "fallbacks"));
+	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0);
 	e2e_fini(&e);
 }
 
@@ -81,6 +88,7 @@ static void test_request_ring_full(void)
  * -EBUSY for what does not fit; AUTO takes TCP and every call succeeds. */
 static void test_object_pool_full(void)
 {
+	long long full, fallbacks, tcp;
 	struct e2e e;
 	struct tally t;
 
@@ -91,8 +99,21 @@ static void test_object_pool_full(void)
 	CHECK_EQ(t.ok + t.busy, 600);
 	CHECK_EQ(t.other, 0);
 	printf("# forced LAZY, pool of 12: %d ok, %d -EBUSY\n", t.ok, t.busy);
+	/* The pool did run out (refusals, counted by the server) and was not
+	 * simply refusing everything. */
+	CHECK(t.busy > 0);
+	CHECK(t.ok > 0);
+	full = e2e_stat(&e, "server.obj_full");
+	CHECK(full > 0);
+	fallbacks = e2e_stat(&e, "fallbacks");
+	tcp = e2e_stat(&e, "paths.tcp.ok");
 	t = window_calls(e.h, RDMEM_OP_LARGE_GET, "big:200k", 600, 32, RDMEM_PATH_AUTO);
 	CHECK_EQ(t.ok, 600);
+	/* AUTO met the same full pool and retried those calls on TCP. */
+	printf("# AUTO, pool of 12: %lld more refusals, %lld retried on TCP\n",
+	       e2e_stat(&e, "server.obj_full") - full, e2e_stat(&e, "fallbacks") - fallbacks);
+	CHECK(e2e_stat(&e, "fallbacks") > fallbacks);
+	CHECK(e2e_stat(&e, "paths.tcp.ok") > tcp);
 	/* Nothing leaked: every object came back. */
 	proc_sleep_ms(100);
 	CHECK_EQ(e2e_stat(&e, "server.objects_live"), 0);

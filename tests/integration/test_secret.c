@@ -81,6 +81,7 @@ static void refused_agent(const char *extra)
 	int rc;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
+	e.rdma_optional = 1; /* refused: no session is the point */
 	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
 	REQUIRE((extra ? e2e_agent(&e, "--secret-file", extra, NULL) : e2e_agent(&e, NULL)) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
@@ -109,6 +110,7 @@ static void test_server_without_the_secret(void)
 	struct e2e e;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
+	e.rdma_optional = 1; /* refused: no session is the point */
 	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
 	REQUIRE(e2e_agent(&e, "--secret-file", secret, NULL) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
