@@ -343,7 +343,7 @@ static int lazy_window_32(rdmem_t *h)
 /* Many LAZY READs wanted at once: the agent keeps at most the READ depth the
  * connection agreed in flight (more would stall the send queue behind them on
  * a NIC); the rest wait their turn. Then the same through a second agent
- * capped at 2 READs, where most must wait. */
+ * capped at 2 READs, which must be reached and make READs wait. */
 static void test_lazy_reads_within_depth(void)
 {
 	struct proc agent2 = { 0 };
@@ -351,7 +351,8 @@ static void test_lazy_reads_within_depth(void)
 	rdmem_t *h2 = NULL;
 	char *text = NULL;
 	uint32_t len;
-	long long max, peak;
+	long long max, peak, waits;
+	int i;
 
 	CHECK_EQ(lazy_window_32(e.h), 0);
 	max = e2e_stat(&e, "rdma.reads_max");
@@ -363,14 +364,21 @@ static void test_lazy_reads_within_depth(void)
 	snprintf(shm2, sizeof(shm2), "%s-r", e.shm);
 	REQUIRE(e2e_second_agent(&e, &agent2, shm2, "--max-reads", "2", NULL) == 0);
 	if (rdmem_open(shm2, &h2) == 0) {
-		CHECK_EQ(lazy_window_32(h2), 0);
-		REQUIRE(rdmem_agent_stats(h2, 1, &text, &len, NULL) == 0);
-		CHECK_EQ(e2e_json_num(text, "rdma.reads_max"), 2);
-		peak = e2e_json_num(text, "rdma.reads_peak");
-		CHECK(peak >= 1 && peak <= 2);
-		printf("# capped at 2: peak %lld, waited %lld\n", peak,
-		       e2e_json_num(text, "rdma.read_waits"));
-		free(text);
+		/* Whether a READ has to wait depends on how the replies bunch
+		 * up (measured 0-30 waits a window of 32 here): up to 10
+		 * windows, until the cap has made READs wait. */
+		for (i = 0, waits = 0; i < 10 && waits <= 0; i++) {
+			CHECK_EQ(lazy_window_32(h2), 0);
+			REQUIRE(rdmem_agent_stats(h2, 1, &text, &len, NULL) == 0);
+			CHECK_EQ(e2e_json_num(text, "rdma.reads_max"), 2);
+			peak = e2e_json_num(text, "rdma.reads_peak");
+			waits = e2e_json_num(text, "rdma.read_waits");
+			free(text);
+		}
+		printf("# capped at 2: peak %lld, waited %lld after %d windows\n", peak, waits, i);
+		/* The cap was reached, never passed, and did hold READs back. */
+		CHECK_EQ(peak, 2);
+		CHECK(waits > 0);
 		rdmem_close(h2);
 	} else {
 		CHECK(0);

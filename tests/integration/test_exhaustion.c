@@ -120,6 +120,66 @@ static void test_object_pool_full(void)
 	e2e_fini(&e);
 }
 
+/*
+ * Real pressure on the control page, no simulate-*: a child process keeps 32
+ * forced-LAZY 60 KiB reads in flight against a pool of 8 objects, so the
+ * server's control page shows the pool over 85 % used. Small AUTO ECHOs from
+ * this process (their replies never touch the pool, so they are never
+ * refused and never "fall back") must be routed TCP by the selector reading
+ * that page, and go back to EAGER when the load stops.
+ */
+static void test_pool_pressure_routes_auto_to_tcp(void)
+{
+	struct rdmem_info info;
+	struct rdmem_opts o = { RDMEM_PATH_AUTO, 5000, &info };
+	int i, on_tcp = 0, on_eager = 0, st;
+	uint8_t msg[64];
+	void *got = NULL;
+	uint32_t len;
+	struct e2e e;
+	pid_t pid;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	/* --max-value 64k: the pool is the 8 slabs alone (512 KiB), so 7 live
+	 * 60 KiB objects are over the 85 % at which AUTO avoids RDMA. */
+	REQUIRE(e2e_server(&e, "shm", "--objpool-slabs", "8", "--max-value", "64k", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	pid = fork();
+	if (pid == 0) {
+		rdmem_t *h;
+
+		if (rdmem_open(e.shm, &h) < 0)
+			_exit(2);
+		window_calls(h, RDMEM_OP_LARGE_GET, "big:60k", 1000000, 32, RDMEM_PATH_LAZY);
+		rdmem_close(h);
+		_exit(0);
+	}
+	e2e_fill(msg, sizeof(msg), 5);
+	for (i = 0; i < 20000 && on_tcp < 50 && waitpid(pid, &st, WNOHANG) == 0; i++) {
+		CHECK_EQ(rdmem_echo(e.h, msg, sizeof(msg), &got, &len, &o), 0);
+		free(got);
+		got = NULL;
+		on_tcp += info.path == RDMEM_PATH_TCP;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	printf("# real pool pressure: %d of %d small AUTO calls routed TCP; %lld fallbacks\n",
+	       on_tcp, i, e2e_stat(&e, "fallbacks"));
+	CHECK(on_tcp > 0);
+	/* The pressure gone (objects reclaimed, the page read again), AUTO is
+	 * back on EAGER. */
+	for (i = 0; i < 500 && on_eager < 10; i++) {
+		CHECK_EQ(rdmem_echo(e.h, msg, sizeof(msg), &got, &len, &o), 0);
+		free(got);
+		got = NULL;
+		on_eager = info.path == RDMEM_PATH_EAGER ? on_eager + 1 : 0;
+		if (!on_eager)
+			proc_sleep_ms(2);
+	}
+	CHECK_EQ(on_eager, 10);
+	e2e_fini(&e);
+}
+
 /* The image directory fills up: -ENOSPC, no partial file, and the next upload works. */
 static void test_image_dir_full(void)
 {
@@ -192,6 +252,7 @@ int main(void)
 	rdmem_log_init("test_exhaustion", 0);
 	RUN(test_request_ring_full);
 	RUN(test_object_pool_full);
+	RUN(test_pool_pressure_routes_auto_to_tcp);
 	RUN(test_image_dir_full);
 	RUN(test_too_many_clients);
 	return check_done();
