@@ -56,7 +56,7 @@ if [ -n "$expected" ]; then
 	else
 		while IFS= read -r line; do
 			line=${line%%#*}
-			line=$(echo "$line" | sed 's/[[:space:]]*$//')
+			line=${line%"${line##*[![:space:]]}"} # trailing blanks
 			[ -n "$line" ] && patterns+=("$line")
 		done <"$expected"
 	fi

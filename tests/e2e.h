@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric/tcp_client.h"
 #include "libclient/rdmem.h"
 #include "proc.h"
 
@@ -188,6 +189,33 @@ static inline long long e2e_json_num(const char *json, const char *path)
 		path += n + (dot ? 1 : 0);
 	}
 	return strtoll(p, NULL, 10);
+}
+
+/* The server's STATS JSON, asked over its TCP port (tcp_port) into buf. */
+static inline int e2e_server_json_at(unsigned tcp_port, char *buf, size_t cap)
+{
+	struct rdmem_tcp_client *c;
+	struct rdmem_tcp_call call;
+	int ret = -1;
+
+	if (cap < 2 || rdmem_tcp_client_connect(e2e_addr(), (uint16_t)tcp_port, 2000, &c) < 0)
+		return -1;
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_STATS;
+	call.req.flags = RDMEM_F_JSON;
+	call.reply = buf;
+	call.reply_cap = (uint32_t)(cap - 1);
+	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
+		buf[call.rep.val_len] = '\0';
+		ret = 0;
+	}
+	rdmem_tcp_client_close(c);
+	return ret;
+}
+
+static inline int e2e_server_json(struct e2e *e, char *buf, size_t cap)
+{
+	return e2e_server_json_at(e->port + 1, buf, cap);
 }
 
 static inline long long e2e_stat(struct e2e *e, const char *path)

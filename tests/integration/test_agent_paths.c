@@ -236,6 +236,40 @@ static void test_fallbacks(void)
 	CHECK_EQ(e2e_ctl(&e, "simulate-bogus 1"), -EINVAL);
 }
 
+/*
+ * 32 forced-EAGER GETs in flight, each of a different value: each reply is
+ * copied out of its own RDMA response slot (slots 0..31 at once), so a
+ * wrong response stride or slot index gives some call another's bytes.
+ */
+static void test_eager_window_32(void)
+{
+	static uint8_t vals[32][3000];
+	struct rdmem_rpc rpc[32];
+	char keys[32][16];
+	int i, right = 0;
+
+	for (i = 0; i < 32; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "ew-%02d", i);
+		e2e_fill(vals[i], sizeof(vals[i]), 700 + (uint32_t)i);
+		REQUIRE(rdmem_put(e.h, keys[i], 5, vals[i], sizeof(vals[i]), NULL) == 0);
+	}
+	for (i = 0; i < 32; i++) {
+		rdmem_rpc_init(&rpc[i], RDMEM_OP_KV_GET);
+		rpc[i].key = keys[i];
+		rpc[i].key_len = 5;
+		rpc[i].path = RDMEM_PATH_EAGER;
+		REQUIRE(rdmem_submit(e.h, &rpc[i]) == 0);
+	}
+	for (i = 0; i < 32; i++) {
+		rdmem_wait(e.h, &rpc[i]);
+		right += rpc[i].rc == 0 && rpc[i].rpath == RDMEM_PATH_EAGER &&
+			 rpc[i].rlen == sizeof(vals[i]) &&
+			 memcmp(rpc[i].rval, vals[i], sizeof(vals[i])) == 0;
+		rdmem_rpc_free(&rpc[i]);
+	}
+	CHECK_EQ(right, 32);
+}
+
 /* An in-place reply is read where it landed in the slot, and holds the slot. */
 static void test_inplace_reply(void)
 {
@@ -406,6 +440,7 @@ int main(int argc, char **argv)
 	RUN(test_lazy_reads_within_depth);
 	RUN(test_fallbacks);
 	RUN(test_async_window_32);
+	RUN(test_eager_window_32);
 	RUN(test_inplace_reply);
 	e2e_fini(&e);
 	return check_done();

@@ -13,7 +13,6 @@
 
 #include "check.h"
 #include "e2e.h"
-#include "fabric/tcp_client.h"
 
 static struct proc server;
 static unsigned port;
@@ -57,24 +56,10 @@ static int start_server(const char *max_sessions, ...)
 /* A number from the server's STATS JSON (e.g. "rdma.leases_taken"), or -1. */
 static long long server_stat(const char *path)
 {
-	struct rdmem_tcp_client *c;
-	struct rdmem_tcp_call call;
 	static char text[1 << 18];
-	long long v = -1;
 
-	if (rdmem_tcp_client_connect("127.0.0.1", (uint16_t)(port + 1), 2000, &c) < 0)
-		return -1;
-	memset(&call, 0, sizeof(call));
-	call.req.op = RDMEM_OP_STATS;
-	call.req.flags = RDMEM_F_JSON;
-	call.reply = text;
-	call.reply_cap = sizeof(text) - 1;
-	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
-		text[call.rep.val_len] = '\0';
-		v = e2e_json_num(text, path);
-	}
-	rdmem_tcp_client_close(c);
-	return v;
+	return e2e_server_json_at(port + 1, text, sizeof(text)) == 0 ? e2e_json_num(text, path)
+								     : -1;
 }
 
 /* Runs scale_bench with args; its JSON line into out; returns its exit status. */
