@@ -206,7 +206,8 @@ check_rdma_server() {
 	run_test rdma_server $(dummy_env) -- "$BIN/tests/test_rdma_server" verbs
 }
 
-# 32 client processes, a killed client, agent restart and kill, server restart.
+# 32 client processes, a killed client, agent restart and kill, server restart,
+# over verbs: the path counters must show every call of the 32 went RDMA.
 check_clients() {
 	run_test clients $(dummy_env) -- "$BIN/tests/test_agent_clients" verbs
 }

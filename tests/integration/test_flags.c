@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "e2e.h"
@@ -313,6 +314,52 @@ static void test_simulate_at_start(void)
 	e2e_fini(&e);
 }
 
+/* -b 0.0.0.0 without --secret-file: the server says so (README, Security). */
+static void test_bind_any_warns(void)
+{
+	char bin[512], port[16], tcp[16];
+	char *argv[] = { bin,	       "-b", "0.0.0.0",	 "-p",	 port,
+			 "--tcp-port", tcp,  "--fabric", "none", NULL };
+	struct proc p = { 0 };
+	unsigned base = proc_free_port_pair();
+
+	REQUIRE(base);
+	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
+	snprintf(port, sizeof(port), "%u", base);
+	snprintf(tcp, sizeof(tcp), "%u", base + 1);
+	REQUIRE(proc_start(&p, "server-any", argv, "listening tcp", E2E_READY_MS) == 0);
+	CHECK(proc_log_has(&p, "listening on every address with no --secret-file"));
+	proc_stop(&p, SIGTERM, 5000);
+}
+
+/* The agent RDMA-READs the control page every 64 calls, or when 10 ms have
+ * passed since the last read (README, Selector). */
+static void test_control_page_cadence(void)
+{
+	long long r0, r1, r2;
+	struct e2e e;
+	int i;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	r0 = e2e_stat(&e, "rdma.ctrl_reads");
+	for (i = 0; i < 6400; i++)
+		CHECK_EQ(flag_echo_path(e.h, 8), RDMEM_PATH_EAGER);
+	r1 = e2e_stat(&e, "rdma.ctrl_reads");
+	/* One call each 20 ms: every call finds the last read over 10 ms old. */
+	for (i = 0; i < 20; i++) {
+		proc_sleep_ms(20);
+		CHECK_EQ(flag_echo_path(e.h, 8), RDMEM_PATH_EAGER);
+	}
+	r2 = e2e_stat(&e, "rdma.ctrl_reads");
+	printf("# control page reads: %lld over 6400 fast calls, %lld over 20 calls 20 ms apart\n",
+	       r1 - r0, r2 - r1);
+	CHECK(r1 - r0 >= 6400 / 64 - 1);
+	CHECK(r2 - r1 >= 20 - 1);
+	e2e_fini(&e);
+}
+
 int main(void)
 {
 	rdmem_log_init("test_flags", 0);
@@ -324,5 +371,7 @@ int main(void)
 	RUN(test_flag_limits_named);
 	RUN(test_shm_group);
 	RUN(test_simulate_at_start);
+	RUN(test_bind_any_warns);
+	RUN(test_control_page_cadence);
 	return check_done();
 }
