@@ -153,6 +153,14 @@ static struct rdmem_auth_tcp make_proof(const struct rdmem_auth *a, uint64_t non
 	return tok;
 }
 
+/* A server with the secret, and the secret loaded here to make proofs. */
+static int proof_server(struct e2e *e, struct rdmem_auth **a)
+{
+	if (e2e_init(e, "shm") < 0 || e2e_server(e, "shm", "--secret-file", secret, NULL) < 0)
+		return -1;
+	return rdmem_auth_load(secret, a);
+}
+
 /* A proof recorded and sent again on a new connection is refused. */
 static void test_replayed_proof(void)
 {
@@ -160,9 +168,7 @@ static void test_replayed_proof(void)
 	struct rdmem_auth *a;
 	struct e2e e;
 
-	REQUIRE(e2e_init(&e, "shm") == 0);
-	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
-	REQUIRE(rdmem_auth_load(secret, &a) == 0);
+	REQUIRE(proof_server(&e, &a) == 0);
 	tok = make_proof(a, rdmem_auth_nonce());
 	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_OK);
 	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_DENIED);
@@ -180,9 +186,7 @@ static void test_stale_clock_proof(void)
 	struct rdmem_auth *a;
 	struct e2e e;
 
-	REQUIRE(e2e_init(&e, "shm") == 0);
-	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
-	REQUIRE(rdmem_auth_load(secret, &a) == 0);
+	REQUIRE(proof_server(&e, &a) == 0);
 	tok = make_proof(a, ((now - off) << 32) | low);
 	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_DENIED);
 	tok = make_proof(a, ((now + off) << 32) | low);
