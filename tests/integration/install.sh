@@ -12,8 +12,9 @@ export RDMEM_BIN=${RDMEM_BIN:-build}
 bdir=$(cd "$RDMEM_BIN" && pwd)
 for tool in cc pkg-config; do
 	if ! command -v $tool >/dev/null; then
-		echo "ok - install # SKIP $tool is not installed"
-		exit 0
+		# The build itself needs both (scripts/install-deps.sh): a failure.
+		echo "not ok - install: $tool is not installed (scripts/install-deps.sh installs it)"
+		exit 1
 	fi
 done
 tmp=$(mktemp -d /tmp/rdmem-install-test.XXXXXX)
