@@ -62,11 +62,14 @@ $(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 $(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
-# librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs libc only.
+# librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs
+# libc only, which --no-undefined proves (not on sanitizer builds: their
+# runtime comes with the program).
+SO_DEFS = $(if $(findstring -fsanitize,$(CFLAGS) $(LDFLAGS)),,-Wl,--no-undefined)
 $(LIBRDMEM_SO): $(call obj,$(LIBRDMEM_SRCS)) libclient/librdmem.map
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmem.so.$(RDMEM_SOMAJOR) \
-		-Wl,--version-script=libclient/librdmem.map -Wl,--no-undefined \
+		-Wl,--version-script=libclient/librdmem.map $(SO_DEFS) \
 		$(filter %.o,$^) $(LDFLAGS) -o $@
 $(LIBRDMEM_SOLINKS): $(LIBRDMEM_SO)
 	ln -sf $(notdir $<) $@
