@@ -37,6 +37,11 @@ expect "rdmem --version prints the header's version ($ver)" \
 	bash -c "[ \"\$('$bdir/rdmem' --version)\" = 'rdmem $ver' ]"
 expect "rdmem -h and --help print the usage on stdout and exit 0" \
 	bash -c "'$bdir/rdmem' -h | grep -q '^usage: rdmem' && '$bdir/rdmem' --help | grep -q '^usage: rdmem'"
+# The fast path stays inline in C: example.o calls the library's halves
+# (rdmem__submit_begin), not the out-of-line rdmem_submit/rdmem_wait.
+nm -u "$bdir/obj/libclient/example.o" >"$tmp/undef" 2>&1
+expect "C callers get submit/wait inline (example.o needs rdmem__submit_begin, not rdmem_submit)" \
+	bash -c "grep -qw rdmem__submit_begin '$tmp/undef' && ! grep -Eqw 'rdmem_submit|rdmem_wait|rdmem_poll' '$tmp/undef'"
 expect "rdmem-example links the shared library" \
 	bash -c "ldd '$bdir/rdmem-example' | grep -q 'librdmem.so.${ver%%.*} => $bdir/lib/'"
 
