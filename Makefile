@@ -15,31 +15,45 @@ AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 TOOL_SRCS   := $(wildcard tests/tools/*.c)
+# librdmem: every libclient/*.c but the two programs.
+LIBRDMEM_SRCS := $(filter-out libclient/rdmem_cli.c libclient/example.c,$(wildcard libclient/*.c))
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 LIBFABRIC := $(B)/lib/librdmem_fabric.a
 LIBSERVER := $(B)/lib/librdmem_server.a
 LIBAGENT  := $(B)/lib/librdmem_agent.a
-LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC)
+# The client library. One version, RDMEM_VERSION_* in libclient/rdmem.h: the
+# soname (its major), rdmem.pc and rdmem_version() all read it there.
+RDMEM_VERSION := $(shell sed -n 's/^\#define RDMEM_VERSION_[A-Z]* *//p' libclient/rdmem.h | paste -sd.)
+RDMEM_SOMAJOR := $(firstword $(subst ., ,$(RDMEM_VERSION)))
+# Static: what programs of this tree link (the tests, the CLI; a test client
+# on another branch reuses it as `$(LIBRDMEM)` in its link line).
+LIBRDMEM    := $(B)/lib/librdmem.a
+LIBRDMEM_SO := $(B)/lib/librdmem.so.$(RDMEM_VERSION)
+LIBRDMEM_SOLINKS := $(B)/lib/librdmem.so.$(RDMEM_SOMAJOR) $(B)/lib/librdmem.so
+LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBRDMEM)
 
-BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example
+BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example $(LIBRDMEM_SOLINKS)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
+.PHONY: all check abi-check abi-baseline test unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PIC) -MMD -MP -c $< -o $@
 
 $(LIBFABRIC): $(call obj,$(FABRIC_SRCS))
 $(LIBSERVER): $(call obj,$(SERVER_SRCS))
 $(LIBAGENT): $(call obj,$(AGENT_SRCS))
+# librdmem's objects serve both the .a and the .so: position-independent.
+$(call obj,$(LIBRDMEM_SRCS)): PIC := -fPIC
+$(LIBRDMEM): $(call obj,$(LIBRDMEM_SRCS))
 $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
@@ -48,11 +62,24 @@ $(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 $(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
-# libclient programs link libc only: that is the library's promise.
-$(B)/rdmem: $(call obj,libclient/rdmem_cli.c)
+# librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs
+# libc only, which --no-undefined proves (not on sanitizer builds: their
+# runtime comes with the program).
+SO_DEFS = $(if $(findstring -fsanitize,$(CFLAGS) $(LDFLAGS)),,-Wl,--no-undefined)
+$(LIBRDMEM_SO): $(call obj,$(LIBRDMEM_SRCS)) libclient/librdmem.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmem.so.$(RDMEM_SOMAJOR) \
+		-Wl,--version-script=libclient/librdmem.map $(SO_DEFS) \
+		$(filter %.o,$^) $(LDFLAGS) -o $@
+$(LIBRDMEM_SOLINKS): $(LIBRDMEM_SO)
+	ln -sf $(notdir $<) $@
+# The CLI links librdmem statically: the installed tool then runs from any
+# directory with no loader path to get right, and keeps the inline fast path.
+$(B)/rdmem: $(call obj,libclient/rdmem_cli.c) $(LIBRDMEM)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
-$(B)/rdmem-example: $(call obj,libclient/example.c)
-	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
+# The example links the shared library, as an app would: found next to it via rpath.
+$(B)/rdmem-example: $(call obj,libclient/example.c) $(LIBRDMEM_SOLINKS)
+	$(CC) $(CFLAGS) $(filter %.o,$^) $(LDFLAGS) -L$(B)/lib -lrdmem -Wl,-rpath,'$$ORIGIN/lib' -o $@
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -69,6 +96,8 @@ $(B)/tests/rdmem_scenarios: LDLIBS += -lm
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh))
+
+check: test
 
 unit: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS)
@@ -132,34 +161,38 @@ fuzz-targets: $(FUZZERS)
 $(B)/fuzz_%: $(B)/obj/tests/fuzz/fuzz_%.o $(LIBS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $^ $(LDFLAGS) $(LDLIBS) -o $@
 
-# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the three programs, the
-# client header (as <rdmem.h>, with the headers it includes, under
-# include/rdmem-1 so "shm/" and "rdmem/" do not land in include/), rdmem.pc,
-# man pages and systemd units.
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the three programs,
+# librdmem (.so with its soname links, and .a), its public headers only (the
+# ones <rdmem.h> includes, under include/rdmem-1 so "shm/" and "rdmem/" do
+# not land in include/), rdmem.pc, man pages and systemd units.
 PREFIX	   ?= /usr/local
 BINDIR	   ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR	   ?= $(PREFIX)/lib
 MANDIR	   ?= $(PREFIX)/share/man
 UNITDIR	   ?= $(LIBDIR)/systemd/system
-RDMEM_VERSION := 0.1.0
 CLIENT_HDRS := include/rdmem/wire.h include/rdmem/blob.h include/rdmem/content.h \
 	       include/rdmem/idle.h include/rdmem/util.h shm/segment.h shm/ring.h shm/futex.h
 IHDIR = $(DESTDIR)$(INCLUDEDIR)/rdmem-1
+ILIBDIR = $(DESTDIR)$(LIBDIR)
 
-install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem
+install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(LIBRDMEM) $(LIBRDMEM_SOLINKS)
 	install -d $(DESTDIR)$(BINDIR) $(IHDIR)/rdmem $(IHDIR)/shm $(IHDIR)/libclient \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+		$(ILIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(UNITDIR)
-	install -m 0755 $^ $(DESTDIR)$(BINDIR)/
-	install -m 0644 libclient/rdmem.h $(IHDIR)/rdmem.h
+	install -m 0755 $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(LIBRDMEM_SO) $(ILIBDIR)/
+	ln -sf $(notdir $(LIBRDMEM_SO)) $(ILIBDIR)/librdmem.so.$(RDMEM_SOMAJOR)
+	ln -sf librdmem.so.$(RDMEM_SOMAJOR) $(ILIBDIR)/librdmem.so
+	install -m 0644 $(LIBRDMEM) $(ILIBDIR)/
+	install -m 0644 libclient/rdmem.h libclient/rdmem_fast.h $(IHDIR)/
 	install -m 0644 $(filter include/rdmem/%,$(CLIENT_HDRS)) $(IHDIR)/rdmem/
 	install -m 0644 $(filter shm/%,$(CLIENT_HDRS)) $(IHDIR)/shm/
 	@# The in-tree name too, so sources written against the repository build as they are.
 	printf '/* libclient/rdmem.h: the in-tree name of <rdmem.h>. */\n#include "../rdmem.h"\n' \
 		>$(IHDIR)/libclient/rdmem.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-		-e 's|@VERSION@|$(RDMEM_VERSION)|' libclient/rdmem.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/rdmem.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@VERSION@|$(RDMEM_VERSION)|' libclient/rdmem.pc.in >$(ILIBDIR)/pkgconfig/rdmem.pc
 	install -m 0644 man/rdmem.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 man/rdmem-agent.8 man/rdmem-server.8 $(DESTDIR)$(MANDIR)/man8/
 	for u in rdmem-agent rdmem-server; do \
@@ -169,10 +202,27 @@ install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rdmem-server $(DESTDIR)$(BINDIR)/rdmem-agent $(DESTDIR)$(BINDIR)/rdmem
+	rm -f $(ILIBDIR)/librdmem.so $(ILIBDIR)/librdmem.so.$(RDMEM_SOMAJOR) \
+		$(ILIBDIR)/$(notdir $(LIBRDMEM_SO)) $(ILIBDIR)/librdmem.a
 	rm -rf $(IHDIR)
-	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/rdmem.pc $(DESTDIR)$(MANDIR)/man1/rdmem.1 \
+	rm -f $(ILIBDIR)/pkgconfig/rdmem.pc $(DESTDIR)$(MANDIR)/man1/rdmem.1 \
 		$(DESTDIR)$(MANDIR)/man8/rdmem-agent.8 $(DESTDIR)$(MANDIR)/man8/rdmem-server.8 \
 		$(DESTDIR)$(UNITDIR)/rdmem-agent.service $(DESTDIR)$(UNITDIR)/rdmem-server.service
+
+# The ABI check: librdmem.so against the checked-in baseline (abidiff, from
+# abigail-tools). After an intended change (a new function in a new version
+# node, or a new major), refresh it with `make abi-baseline` and commit
+# libclient/abi/librdmem.abi with the change.
+ABI_BASELINE := libclient/abi/librdmem.abi
+ABI_HDRS     := --headers-dir libclient --headers-dir include --headers-dir shm
+abi-check: $(LIBRDMEM_SO)
+	@command -v abidiff >/dev/null || \
+		{ echo "make abi-check: abidiff is needed: install abigail-tools" >&2; exit 1; }
+	abidiff --hd2 libclient --hd2 include --hd2 shm \
+		$(ABI_BASELINE) $(LIBRDMEM_SO)
+abi-baseline: $(LIBRDMEM_SO)
+	@mkdir -p $(dir $(ABI_BASELINE))
+	abidw --no-corpus-path $(ABI_HDRS) --out-file $(ABI_BASELINE) $(LIBRDMEM_SO)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -23,25 +24,63 @@ static uint64_t rdmem_link_page_up(uint64_t n)
 	return (n + RDMEM_PAGE - 1) / RDMEM_PAGE * RDMEM_PAGE;
 }
 
+/* A remote's 32-bit len saturates (RDMEM_REMOTE_LEN_MAX): need is checked up to that. */
 static int rdmem_remote_ok(const struct rdmem_remote *r, uint64_t need)
 {
-	return r->len >= need && r->addr + r->len >= r->addr;
+	return r->len >= RDMEM_MIN(need, RDMEM_REMOTE_LEN_MAX) && r->addr + r->len >= r->addr;
 }
 
-int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots)
+/* The object pool: its 64-bit length, and the largest object inside it. */
+static int rdmem_link_objpool_ok(const struct rdmem_xchg_welcome *w)
+{
+	return w->objpool_bytes && w->objpool.addr + w->objpool_bytes > w->objpool.addr &&
+	       w->objpool.len == RDMEM_MIN(w->objpool_bytes, RDMEM_REMOTE_LEN_MAX) && w->obj_max &&
+	       w->obj_max <= w->objpool_bytes && w->obj_count;
+}
+
+int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots,
+			     uint32_t asked_stride)
 {
 	if (len < sizeof(*w) || w->magic != RDMEM_XCHG_MAGIC || w->version != RDMEM_LAYOUT_VERSION)
 		return -EPROTO;
 	if (w->ring_slots == 0 || w->ring_slots > asked_slots)
 		return -EPROTO;
-	if (w->slot_bytes < RDMEM_DESC_SIZE || w->max_value > RDMEM_MAX_VALUE_LIMIT)
+	/* data_off = slot * slot_bytes stays 32-bit: 4096 slots x 1 MiB at most. */
+	if (w->slot_bytes < RDMEM_DESC_SIZE || w->slot_bytes > RDMEM_MAX_SLOT_BYTES ||
+	    w->max_value == 0 || w->max_value > RDMEM_MAX_VALUE_LIMIT)
+		return -EPROTO;
+	/* The server writes replies where our layout has them, and no more. */
+	if (w->resp_stride != asked_stride || w->eager_bytes > w->resp_stride)
 		return -EPROTO;
 	if (!rdmem_remote_ok(&w->req_ring, (uint64_t)w->ring_slots * RDMEM_DESC_SIZE) ||
 	    !rdmem_remote_ok(&w->req_payload, (uint64_t)w->ring_slots * w->slot_bytes) ||
-	    !rdmem_remote_ok(&w->ctrl, sizeof(struct rdmem_ctrl)) ||
-	    !rdmem_remote_ok(&w->objpool, 0))
+	    !rdmem_remote_ok(&w->ctrl, sizeof(struct rdmem_ctrl)) || !rdmem_link_objpool_ok(w))
 		return -EPROTO;
 	return 0;
+}
+
+uint64_t rdmem_link_max_request(const struct rdmem_xchg_welcome *w, uint32_t max_value)
+{
+	return (uint64_t)RDMEM_MIN(max_value, w->max_value) + RDMEM_MAX_KEY;
+}
+
+int rdmem_link_geometry_note(const struct rdmem_xchg_welcome *w, uint32_t asked_slots,
+			     uint32_t max_value, char *line, size_t len)
+{
+	uint64_t ring = (uint64_t)w->ring_slots * w->slot_bytes;
+	uint64_t need = rdmem_link_max_request(w, max_value);
+
+	if (ring >= need)
+		return 0;
+	snprintf(line, len,
+		 "rdma: the server's request ring holds %llu B (%u slots: server --ring-slots "
+		 "%u, agent --ring-slots %u; x server --slot-bytes %u) but a request may take "
+		 "%llu B (agent --max-value %u, server --max-value %u, key %u): AUTO sends "
+		 "larger requests over TCP, forced RDMA paths refuse them (-E2BIG); raise the "
+		 "server's --slot-bytes or --ring-slots, or lower the agent's --max-value",
+		 (unsigned long long)ring, w->ring_slots, w->srv_ring_slots, asked_slots,
+		 w->slot_bytes, (unsigned long long)need, max_value, w->max_value, RDMEM_MAX_KEY);
+	return 1;
 }
 
 /* Our clock in the high half (the server refuses stale ones), random below. */
@@ -100,6 +139,20 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	return ret;
 }
 
+/* Said once per link, at connect: which requests this geometry cannot carry. */
+static void rdmem_link_note(const struct rdmem_link *l, const struct rdmem_link_config *cfg)
+{
+	char line[512];
+
+	if (rdmem_link_geometry_note(&l->w, cfg->ring_slots, cfg->max_value, line, sizeof(line)))
+		rdmem_warn("%s", line);
+	/* Not a geometry problem (TCP refuses them too), but worth knowing once. */
+	if (cfg->max_value > l->w.max_value)
+		rdmem_info("rdma: server --max-value %u is below this agent's --max-value %u: "
+			   "larger values are refused (-E2BIG) on every path",
+			   l->w.max_value, cfg->max_value);
+}
+
 static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_config *cfg)
 {
 	struct rdmem_xchg_hello h = { 0 };
@@ -116,7 +169,7 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	h.ring_slots = l->slots;
 	h.resp_bytes = l->resp_bytes;
 	h.resp = (struct rdmem_remote){ (uintptr_t)l->mr_resp.addr, l->mr_resp.rkey,
-					(uint32_t)l->mr_resp.len };
+					(uint32_t)RDMEM_MIN(l->mr_resp.len, RDMEM_REMOTE_LEN_MAX) };
 	h.nonce = rdmem_link_nonce();
 	if (cfg->auth)
 		rdmem_auth_mac(cfg->auth, "agent", &h, offsetof(struct rdmem_xchg_hello, proof),
@@ -132,7 +185,15 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	}
 	if (ret < 0)
 		return ret;
-	if (rdmem_link_check_welcome(&peer.w, len, l->slots) < 0) {
+	if (len >= offsetof(struct rdmem_xchg_welcome, ring_slots) &&
+	    peer.w.magic == RDMEM_XCHG_MAGIC && peer.w.version != RDMEM_LAYOUT_VERSION) {
+		rdmem_err("server %s:%u speaks session layout v%u, this agent v%u: run the same "
+			  "release on both",
+			  cfg->host, cfg->port, (unsigned)peer.w.version,
+			  (unsigned)RDMEM_LAYOUT_VERSION);
+		return -EPROTO;
+	}
+	if (rdmem_link_check_welcome(&peer.w, len, l->slots, l->resp_bytes) < 0) {
 		rdmem_err("server %s:%u: malformed session parameters (%zu bytes)", cfg->host,
 			  cfg->port, len);
 		return -EPROTO;
@@ -151,6 +212,9 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		l->max_reads = cfg->max_reads;
 	l->slots = peer.w.ring_slots;
 	l->slot_bytes = peer.w.slot_bytes;
+	l->max_request = RDMEM_MIN(rdmem_link_max_request(&peer.w, cfg->max_value),
+				   (uint64_t)l->slots * l->slot_bytes);
+	rdmem_link_note(l, cfg);
 	return 0;
 }
 

@@ -31,13 +31,17 @@ struct rdmem_link_config {
 	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
 	struct rdmem_auth *auth; /* --secret-file; NULL: none */
 	uint32_t max_reads;	 /* cap on READs in flight; 0: what the connection agreed */
+	uint32_t max_value;	 /* the front door's --max-value: our largest value */
 };
 
 struct rdmem_link {
 	struct rdmem_conn *conn;
-	struct rdmem_xchg_welcome w; /* the server's regions, validated */
+	struct rdmem_xchg_welcome w; /* the server's regions and geometry, validated */
+	/* slots and slot_bytes as the welcome agreed; resp_bytes is our response
+	 * stride (the server echoed it); the EAGER capacity is w.eager_bytes. */
 	uint32_t slots, slot_bytes, resp_bytes;
-	uint32_t max_reads; /* READs the agent keeps in flight: agreed depth, capped by config */
+	uint64_t max_request; /* largest request payload this link carries */
+	uint32_t max_reads;   /* READs the agent keeps in flight: agreed depth, capped by config */
 	uint8_t *region;
 	uint64_t region_len;
 	struct rdmem_desc *resp_ring;
@@ -60,7 +64,21 @@ void rdmem_link_close(struct rdmem_link *l);
  */
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit);
 
-/* Validates the server's accept private data against what we asked for. */
-int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots);
+/* Validates the server's accept private data against what we asked for:
+ * at most asked_slots ring slots, our response stride echoed. */
+int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots,
+			     uint32_t asked_stride);
+
+/* Largest request payload (key + value) we may send: our --max-value capped
+ * by the server's (larger values are refused on every path), plus a key. */
+uint64_t rdmem_link_max_request(const struct rdmem_xchg_welcome *w, uint32_t max_value);
+
+/*
+ * 1 with one line in line when the agreed request ring cannot hold the
+ * largest request: it names both sides' values and the flags to change.
+ * Such a link still serves: AUTO sends the larger requests over TCP.
+ */
+int rdmem_link_geometry_note(const struct rdmem_xchg_welcome *w, uint32_t asked_slots,
+			     uint32_t max_value, char *line, size_t len);
 
 #endif

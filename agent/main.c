@@ -57,7 +57,8 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --large-threshold B    replies expected this big go LAZY (default 8k)\n"
 	    "      --error-threshold N    RDMA errors before AUTO uses TCP (default 8)\n"
 	    "      --ring-slots N         request/response ring slots (default %u)\n"
-	    "      --resp-bytes B         payload bytes per response slot (default 16k)\n"
+	    "      --resp-bytes B         payload bytes per response slot (default 16k, 64..1m);\n"
+	    "                             the server's stage bytes may cap EAGER replies\n"
 	    "      --connect-timeout MS   connect timeout (default 2000)\n"
 	    "      --max-reads N          RDMA READs in flight per link (default and upper\n"
 	    "                             bound: the depth the connection agreed)\n"
@@ -199,7 +200,7 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	B(OPT_LARGE, "--large-threshold", 0, UINT32_MAX, cfg.path.large_threshold),
 	N(OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, cfg.path.error_threshold),
 	N(OPT_RING, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, cfg.ring_slots),
-	B(OPT_RESP, "--resp-bytes", 64, 1 << 20, cfg.resp_bytes),
+	B(OPT_RESP, "--resp-bytes", 64, RDMEM_MAX_RESP_BYTES, cfg.resp_bytes),
 	N(OPT_MAX_READS, "--max-reads", 1, 255, cfg.max_reads),
 	N(OPT_STALL, "--rdma-stall-ms", 50, 600000, cfg.stall_ms),
 	N(OPT_CONNECT, "--connect-timeout", 1, 600000, connect_timeout_ms),
@@ -335,6 +336,7 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 	o->cfg.tcp_port = (uint16_t)(o->tcp_port ? o->tcp_port : o->port + 1);
 	o->cfg.clients = o->fd.clients;
 	o->cfg.slots = o->fd.slots;
+	o->cfg.max_value = o->fd.max_value;
 	o->cfg.connect_timeout_ms = (int)o->connect_timeout_ms;
 	return rdmem_agent_pick_fabric(o);
 }

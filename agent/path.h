@@ -4,9 +4,11 @@
  *   1. a forced path wins (the call's own, then --force-path);
  *   2. RDMA unavailable, or its error count over --error-threshold -> TCP;
  *   3. server pressure: request ring over 90 % or object pool over 85 % -> TCP;
- *   4. request >= --bulk-threshold -> BULK;
- *   5. expected reply >= --large-threshold -> LAZY;
- *   6. else EAGER.
+ *   4. request larger than the link's agreed request ring -> TCP;
+ *   5. request >= --bulk-threshold -> BULK;
+ *   6. expected reply >= --large-threshold, or above the agreed EAGER reply
+ *      capacity (the server's --stage-bytes capped by our --resp-bytes) -> LAZY;
+ *   7. else EAGER.
  * A reply whose size is not known in advance (a GET) is expected small; the
  * server turns it into a LAZY reply by itself when it does not fit.
  */
@@ -32,7 +34,14 @@ struct rdmem_path_state {
 	uint32_t rdma_errors;
 	uint32_t ring_used_pct;
 	uint32_t objpool_used_pct;
+	/* The link's negotiated geometry (0: no link, or not known). */
+	uint64_t max_request; /* request payload the server's ring can take */
+	uint32_t eager_bytes; /* largest reply the server writes to a response slot */
 };
+
+struct rdmem_link;
+/* Copies the negotiated geometry of link (NULL: none) into st. */
+void rdmem_path_geometry(struct rdmem_path_state *st, const struct rdmem_link *link);
 
 struct rdmem_path_call {
 	uint8_t forced; /* the call's own forced path, or AUTO */

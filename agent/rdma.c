@@ -227,7 +227,9 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	struct rdmem_dp_msg m;
 	int nsge = 0, ret;
 
-	if (span > r->l->slots || call->req.val_len > r->l->w.max_value)
+	/* The agreed geometry bounds what RDMA carries; AUTO never sends more. */
+	if (bytes > r->l->max_request || span > r->l->slots ||
+	    call->req.val_len > r->l->w.max_value)
 		return -E2BIG;
 	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns)
 		return -EBUSY;
@@ -332,15 +334,27 @@ static void rdmem_rdma_finish(struct rdmem_rdma *r, uint32_t i, uint8_t path)
 static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i);
 
 int rdmem_rdma_reply_fits(const struct rdmem_desc *d, const struct rdmem_agent_call *call,
-			  uint32_t resp_bytes, uint64_t objpool_len)
+			  const struct rdmem_xchg_welcome *w)
 {
 	uint32_t cap = rdmem_call_reply_cap(call);
 	const struct rdmem_objref *ref = &d->args.obj;
 
 	if (!(d->flags & RDMEM_F_OBJREF))
-		return d->val_len <= resp_bytes && d->val_len <= cap;
-	return ref->length == d->val_len && ref->length <= cap &&
-	       (uint64_t)ref->offset + ref->length <= objpool_len;
+		return d->val_len <= w->eager_bytes && d->val_len <= cap;
+	/* 64-bit and overflow-free: offset is the peer's, up to 2^64 - 1. */
+	return ref->length == d->val_len && ref->length <= cap && ref->length <= w->obj_max &&
+	       ref->offset <= w->objpool_bytes && ref->length <= w->objpool_bytes - ref->offset;
+}
+
+/* Why a reply that does not fit is refused: too big for the client's slot
+ * (a server whose --max-value is above ours), or malformed. */
+static uint16_t rdmem_rdma_refusal(struct rdmem_rdma *r, const struct rdmem_desc *d,
+				   const struct rdmem_agent_call *call)
+{
+	if (d->val_len > rdmem_call_reply_cap(call))
+		return RDMEM_S_TOO_BIG;
+	r->st.bad_replies++;
+	return RDMEM_S_IO;
 }
 
 /* At most one queued READ per slot: the queue cannot overflow. */
@@ -407,13 +421,15 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 	uint32_t off = rdmem_call_reply_off(call);
 	int ret;
 
-	if (!rdmem_rdma_reply_fits(d, call, r->l->resp_bytes, r->l->w.objpool.len)) {
-		r->st.bad_replies++;
-		rdmem_warn("server sent a bad object reference (%u bytes at %u): refused",
-			   ref->length, ref->offset);
+	if (!rdmem_rdma_reply_fits(d, call, &r->l->w)) {
 		s->rep = rdmem_rdma_reply_of(d, off);
-		s->rep.status = RDMEM_S_IO;
+		s->rep.status = rdmem_rdma_refusal(r, d, call);
 		s->rep.val_len = 0;
+		if (s->rep.status == RDMEM_S_IO)
+			rdmem_warn("server sent a bad object reference (%u bytes at %llu): refused",
+				   ref->length, (unsigned long long)ref->offset);
+		/* Not read, still given back: the server frees it now, not at its TTL. */
+		rdmem_rdma_queue_reclaim(r, ref);
 		rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
 		return 0;
 	}
@@ -442,13 +458,12 @@ static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct
 	uint32_t off = rdmem_call_reply_off(call);
 
 	s->rep = rdmem_rdma_reply_of(d, off);
-	if (!rdmem_rdma_reply_fits(d, call, r->l->resp_bytes, r->l->w.objpool.len)) {
-		r->st.bad_replies++;
-		s->rep.status = RDMEM_S_IO;
+	if (!rdmem_rdma_reply_fits(d, call, &r->l->w)) {
+		s->rep.status = rdmem_rdma_refusal(r, d, call);
 		s->rep.val_len = 0;
 	} else if (d->val_len) {
 		/* The one copy of the EAGER path: response slot -> client slot. */
-		memcpy(call->payload + off, r->l->resp_data + (uint64_t)i * r->l->resp_bytes,
+		memcpy(call->payload + off, r->l->resp_data + (uint64_t)i * r->l->w.resp_stride,
 		       d->val_len);
 	}
 	rdmem_rdma_finish(r, i, s->path);

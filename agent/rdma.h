@@ -81,12 +81,14 @@ void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms);
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r);
 
 /*
- * Checks a server's reply to call before any of its bytes move: EAGER (no
- * RDMEM_F_OBJREF: val_len bytes in our resp_bytes response slot) or LAZY (an
- * object of the objpool_len pool, READ by us). 1 when the value fits where it
- * goes, the client's slot from rdmem_call_reply_off(call); 0: refuse it.
+ * Checks a server's reply to call before any of its bytes move, against the
+ * geometry the welcome w agreed: EAGER (no RDMEM_F_OBJREF: at most
+ * w->eager_bytes in our response slot) or LAZY (an object of at most
+ * w->obj_max bytes inside the w->objpool_bytes pool, READ by us). 1 when the
+ * value fits where it goes, the client's slot from rdmem_call_reply_off(call);
+ * 0: refuse it.
  */
 int rdmem_rdma_reply_fits(const struct rdmem_desc *d, const struct rdmem_agent_call *call,
-			  uint32_t resp_bytes, uint64_t objpool_len);
+			  const struct rdmem_xchg_welcome *w);
 
 #endif

@@ -316,7 +316,8 @@ static void *rdmem_agent_connector(void *arg)
 					.timeout_ms = s->cfg.connect_timeout_ms,
 					.src_addr = s->cfg.source,
 					.auth = s->cfg.auth,
-					.max_reads = s->cfg.max_reads };
+					.max_reads = s->cfg.max_reads,
+					.max_value = s->cfg.max_value };
 	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
 	struct rdmem_link *l;
 
@@ -363,6 +364,7 @@ static void rdmem_agent_session_refresh_state(struct rdmem_agent_session *s)
 	if (sim->pressure == RDMEM_PRESSURE_OBJPOOL)
 		pool = 100;
 	s->pst.rdma_up = s->rdma && !sim->rdma_down;
+	rdmem_path_geometry(&s->pst, s->link);
 	s->pst.ring_used_pct = ring;
 	s->pst.objpool_used_pct = pool;
 	if (s->pst.rdma_errors && rdmem_now_ns() - s->last_error_ns > RDMEM_ERROR_COOLDOWN_NS)

@@ -38,6 +38,7 @@ struct rdmem_agent_config {
 	uint32_t max_reads;	 /* cap on RDMA READs in flight per link; 0: as agreed */
 	uint32_t stall_ms;	 /* --rdma-stall-ms: liveness deadline; 0: the default */
 	uint32_t clients, slots; /* front-door geometry */
+	uint32_t max_value;	 /* front door's --max-value: the largest value a call carries */
 	int connect_timeout_ms;
 	int busy_poll;
 	const char *source;	 /* --source: local address to dial RDMA from */

@@ -1,6 +1,8 @@
 /* example.c - libclient in 20 lines: a put, a get, and one async batch of
- * pings. Build: cc -Iinclude -I. libclient/example.c (libc only). Run it
- * with an rdmem-agent on this host; argv[1] names its segment (/rdmem). */
+ * pings. Build: cc -Iinclude -I. libclient/example.c build/lib/librdmem.a
+ * (installed: cc example.c $(pkg-config --cflags --libs rdmem); it builds as
+ * C++ too). Run it with an rdmem-agent on this host; argv[1] names its
+ * segment (/rdmem). */
 #include "libclient/rdmem.h"
 
 int main(int argc, char **argv)

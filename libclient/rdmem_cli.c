@@ -1,5 +1,6 @@
 /* rdmem_cli.c - the `rdmem` command: every op of the runtime from a shell,
- * and a benchmark, on libclient alone (libc only).
+ * and a benchmark, on librdmem alone (linked statically: the installed tool
+ * needs no loader path, and the calls keep the inline fast path).
  *
  * Exit codes: 0 ok, 1 not found, 2 usage, 3 any other error (one line on
  * stderr saying what failed).
@@ -23,7 +24,7 @@
 
 static const char usage_text[] =
     "usage: rdmem [--shm-name NAME] [--path auto|eager|lazy|bulk|tcp] [--timeout MS]\n"
-    "             [--verbose] COMMAND\n"
+    "             [--verbose] [-h|--help] [--version] COMMAND\n"
     "commands:\n"
     "  ping | local-ping | echo TEXT\n"
     "  put KEY VALUE | put KEY --file F | get KEY | del KEY | mget K1,K2,...\n"
@@ -44,6 +45,7 @@ struct cli {
 	const char *bench_op;
 	uint64_t n, window, size, keys;
 	int have_n, have_window, have_size, have_keys, have_chunk;
+	int done; /* --help or --version answered: exit 0 */
 	int argc; /* positional arguments, the command first */
 	char **argv;
 	rdmem_t *h;
@@ -135,6 +137,10 @@ static int parse_option(struct cli *c, int argc, char **argv, int *i)
 	uint64_t ms;
 	int seen;
 
+	if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+		return fputs(usage_text, stdout), c->done = 1, 0;
+	if (!strcmp(a, "--version"))
+		return printf("rdmem %s\n", rdmem_version()), c->done = 1, 0;
 	if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
 		return c->verbose = 1, 0;
 	if (!strcmp(a, "--json"))
@@ -200,6 +206,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
 			c->argv[c->argc++] = argv[i];
 		}
 	}
+	if (c->done)
+		return 0;
 	if (c->argc == 0)
 		return usage("%s", "no command given");
 	return 0;
@@ -971,7 +979,7 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	c.opts.info = &c.info;
 	rc = parse_args(&c, argc, argv);
-	if (rc)
+	if (rc || c.done)
 		goto out;
 	if (!is_command(c.argv[0])) {
 		rc = usage("unknown command '%s'", c.argv[0]);

@@ -15,7 +15,8 @@ if [ "${1:-}" = --rxe ]; then
 	opts=(--no-install-recommends)
 else
 	pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
-	      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3 "$@")
+	      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3
+	      abigail-tools "$@") # abigail-tools: abidiff for `make abi-check`
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -57,7 +57,8 @@ static void rdmem_listener_refuse(struct rdmem_conn *c, uint16_t status, const c
 static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
 				     const struct rdmem_xchg_hello *hello, size_t len)
 {
-	uint16_t st = rdmem_session_check_hello(hello, len, lt->cfg->auth);
+	char why[sizeof(((struct rdmem_xchg_reject *)0)->reason)];
+	uint16_t st = rdmem_session_check_hello(hello, len, lt->cfg->auth, why, sizeof(why));
 
 	if (st == RDMEM_S_DENIED) {
 		rdmem_service_count_auth_failure(lt->svc);
@@ -66,9 +67,9 @@ static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rd
 		rdmem_listener_refuse(c, st, "authentication failed");
 	} else if (st) {
 		rdmem_service_count_bad_input(lt->svc);
-		rdmem_warn("connect request from %s: bad session parameters (%zu bytes): refused",
-			   rdmem_fab_peer(c), len);
-		rdmem_listener_refuse(c, st, "bad session parameters");
+		rdmem_warn("connect request from %s: %s (%zu bytes): refused", rdmem_fab_peer(c),
+			   why, len);
+		rdmem_listener_refuse(c, st, why);
 	} else if (rdmem_workers_sessions(lt->workers) >= lt->cfg->max_sessions) {
 		st = RDMEM_S_BUSY;
 		rdmem_warn("connect request from %s: %u sessions already (--max-sessions): refused",

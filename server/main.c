@@ -29,13 +29,15 @@ static const char usage_text[] =
     "                           an RDMA device, else shm for agents on this host)\n"
     "      --batch-budget N     request slots a session drains per round (default 32)\n"
     "      --ring-slots N       request ring slots per session (default 256)\n"
-    "      --slot-bytes BYTES   payload bytes per request slot (default 32k)\n"
-    "      --objpool-slabs N    64 KiB objects per session (default 256)\n"
+    "      --slot-bytes BYTES   payload bytes per request slot (default 32k, 1k..1m)\n"
+    "      --objpool-slabs N    64 KiB objects per session (default 256, max 65536;\n"
+    "                           object offsets are 64-bit: pools past 4 GiB work)\n"
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
     "      --shared-pool on|off one message pool leased to sessions (default on), or\n"
     "                           a private set of regions per session\n"
-    "      --stage-bytes BYTES  largest EAGER reply; bigger go LAZY (default 16k)\n"
+    "      --stage-bytes BYTES  largest EAGER reply, capped per session by the agent's\n"
+    "                           response slot; bigger go LAZY (default 16k, max 1m)\n"
     "      --workers N          threads serving sessions (default 1)\n"
     "      --group-threshold N  group sessions above this many per worker (default 64)\n"
     "      --group-size N       sessions per group (default 32)\n"
@@ -133,11 +135,11 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_TCP_PORT, "--tcp-port", 0, 65535, tcp_port),
 	N(OPT_BATCH, "--batch-budget", 1, 1024, rdma.batch_budget),
 	N(OPT_RING_SLOTS, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, rdma.ring_slots),
-	B(OPT_SLOT_BYTES, "--slot-bytes", 1024, 1u << 20, rdma.slot_bytes),
+	B(OPT_SLOT_BYTES, "--slot-bytes", 1024, RDMEM_MAX_SLOT_BYTES, rdma.slot_bytes),
 	N(OPT_OBJPOOL_SLABS, "--objpool-slabs", 1, 65536, rdma.objpool_slabs),
 	N(OPT_OBJECT_TTL, "--object-ttl", 10, 86400000, rdma.object_ttl_ms),
 	N(OPT_MAX_SESSIONS, "--max-sessions", 1, 4096, rdma.max_sessions),
-	B(OPT_STAGE_BYTES, "--stage-bytes", 64, 1u << 20, rdma.stage_bytes),
+	B(OPT_STAGE_BYTES, "--stage-bytes", 64, RDMEM_MAX_STAGE_BYTES, rdma.stage_bytes),
 	N(OPT_WORKERS, "--workers", 1, 64, rdma.workers),
 	N(OPT_GROUP_THRESHOLD, "--group-threshold", 1, 1u << 20, rdma.group_threshold),
 	N(OPT_GROUP_SIZE, "--group-size", 1, 4096, rdma.group_size),

@@ -72,6 +72,17 @@ int rdmem_objpool_init(struct rdmem_objpool *p, const struct rdmem_objpool_confi
 	return 0;
 }
 
+uint32_t rdmem_objpool_max_object(const struct rdmem_objpool *p)
+{
+	uint32_t max = 0;
+	int c;
+
+	for (c = 0; c < RDMEM_OBJ_CLASSES; c++)
+		if (p->cls[c].count)
+			max = RDMEM_MAX(max, p->cls[c].size);
+	return max;
+}
+
 void rdmem_objpool_fini(struct rdmem_objpool *p)
 {
 	int c;
@@ -110,9 +121,8 @@ int rdmem_objpool_alloc(struct rdmem_objpool *p, uint32_t len, uint64_t now_ns,
 		o->ready_ns = now_ns;
 		o->length = len;
 		ref->object_id = id;
-		ref->offset = (uint32_t)rdmem_objpool_offset(p, id);
 		ref->length = len;
-		ref->reserved = 0;
+		ref->offset = rdmem_objpool_offset(p, id); /* 64-bit: pools pass 4 GiB */
 		ref->generation = o->generation;
 		*buf = p->area + ref->offset;
 		p->st.alloc++;

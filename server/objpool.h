@@ -60,6 +60,8 @@ struct rdmem_objpool {
 uint64_t rdmem_objpool_area_bytes(const struct rdmem_objpool_config *cfg);
 int rdmem_objpool_init(struct rdmem_objpool *p, const struct rdmem_objpool_config *cfg, void *area);
 void rdmem_objpool_fini(struct rdmem_objpool *p);
+/* Bytes of the largest object: the largest reply the pool can carry. */
+uint32_t rdmem_objpool_max_object(const struct rdmem_objpool *p);
 
 /* Returns 0 with the object's ref and bytes, or RDMEM_S_TOO_BIG / RDMEM_S_BUSY (full). */
 int rdmem_objpool_alloc(struct rdmem_objpool *p, uint32_t len, uint64_t now_ns,

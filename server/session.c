@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,10 @@ struct rdmem_session {
 	struct rdmem_service *svc;
 	struct rdmem_conn *conn;
 	uint32_t id;
-	uint32_t slots, slot_bytes, resp_bytes;
+	uint32_t slots, slot_bytes;
+	/* Response slot i's payload is at resp_data + i * resp_stride: the
+	 * agent's layout, never ours. eager_bytes is what we write there. */
+	uint32_t resp_stride, eager_bytes;
 	struct rdmem_remote resp; /* the agent's response ring + data */
 	uint64_t resp_data;	  /* where its response data starts (after its ring) */
 
@@ -74,21 +78,28 @@ static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rd
 	return RDMEM_S_OK;
 }
 
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, struct rdmem_auth *auth)
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, struct rdmem_auth *auth,
+			      char *why, size_t why_len)
 {
 	uint64_t need;
 
+	snprintf(why, why_len, "bad session parameters");
 	if (len < sizeof(*h) || h->magic != RDMEM_XCHG_MAGIC)
 		return RDMEM_S_BAD_REQUEST;
-	if (h->version != RDMEM_LAYOUT_VERSION)
+	/* The one line an agent of another release shows its operator. */
+	if (h->version != RDMEM_LAYOUT_VERSION) {
+		snprintf(why, why_len, "layout v%u, server speaks v%u", (unsigned)h->version,
+			 (unsigned)RDMEM_LAYOUT_VERSION);
 		return RDMEM_S_BAD_REQUEST;
+	}
 	if (h->ring_slots == 0 || h->ring_slots > RDMEM_MAX_RING_SLOTS)
 		return RDMEM_S_BAD_REQUEST;
-	if (h->resp_bytes < RDMEM_DESC_SIZE || h->resp_bytes > (1u << 20))
+	if (h->resp_bytes < RDMEM_DESC_SIZE || h->resp_bytes > RDMEM_MAX_RESP_BYTES)
 		return RDMEM_S_BAD_REQUEST;
 	need = (uint64_t)h->ring_slots * (RDMEM_DESC_SIZE + h->resp_bytes);
-	if (h->resp.len < need)
+	if (h->resp.len < RDMEM_MIN(need, RDMEM_REMOTE_LEN_MAX))
 		return RDMEM_S_BAD_REQUEST;
+	snprintf(why, why_len, "authentication failed");
 	return rdmem_session_check_proof(h, auth);
 }
 
@@ -135,7 +146,8 @@ static int rdmem_session_take_lease(struct rdmem_session *s)
 		return ret;
 	pc = &s->pool->cfg;
 	s->slots = RDMEM_MIN(s->slots, pc->lease_slots);
-	s->resp_bytes = RDMEM_MIN(s->resp_bytes, pc->stage_bytes);
+	/* Our staging holds stage_bytes a slot; the agent's slot resp_stride. */
+	s->eager_bytes = RDMEM_MIN(s->resp_stride, pc->stage_bytes);
 	s->ring = (struct rdmem_desc *)l->desc;
 	s->payload = l->payload;
 	s->ctrl = (struct rdmem_ctrl *)l->ctrl;
@@ -161,7 +173,9 @@ static int rdmem_session_take_lease(struct rdmem_session *s)
 
 static struct rdmem_remote rdmem_session_remote(const struct rdmem_mr *mr)
 {
-	struct rdmem_remote r = { (uint64_t)(uintptr_t)mr->addr, mr->rkey, (uint32_t)mr->len };
+	/* len saturates: the object pool's full length travels as objpool_bytes. */
+	struct rdmem_remote r = { (uint64_t)(uintptr_t)mr->addr, mr->rkey,
+				  (uint32_t)RDMEM_MIN(mr->len, RDMEM_REMOTE_LEN_MAX) };
 
 	return r;
 }
@@ -176,6 +190,13 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.slot_bytes = s->slot_bytes;
 	w.max_value = s->cfg->max_value;
 	w.session_id = s->id;
+	w.resp_stride = s->resp_stride;
+	w.eager_bytes = s->eager_bytes;
+	w.objpool_bytes = s->objects.area_bytes;
+	w.obj_max = rdmem_objpool_max_object(&s->objects);
+	w.obj_count = s->objects.nobjs;
+	w.srv_ring_slots = s->cfg->ring_slots;
+	w.srv_stage_bytes = s->cfg->stage_bytes;
 	w.req_ring = rdmem_session_remote(&s->mr_ring);
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
 	w.objpool = rdmem_session_remote(&s->mr_objects);
@@ -210,7 +231,7 @@ static int rdmem_session_reserve(struct rdmem_reply_sink *base, uint32_t len, vo
 	struct rdmem_session *s = k->s;
 	int ret;
 
-	if (len <= s->resp_bytes && (!k->want_objref || len == 0)) {
+	if (len <= s->eager_bytes && (!k->want_objref || len == 0)) {
 		*buf = rdmem_session_staging(s, k->slot) + RDMEM_DESC_SIZE;
 		return 0;
 	}
@@ -243,7 +264,7 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 		.ring = s->resp,
 		.payload = &sge,
 		.npayload = slot_payload ? 1 : 0,
-		.payload_addr = s->resp_data + (uint64_t)slot * s->resp_bytes,
+		.payload_addr = s->resp_data + (uint64_t)slot * s->resp_stride,
 		.payload_rkey = s->resp.rkey,
 	};
 	int ret, spins = 0;
@@ -664,7 +685,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->pool = pool;
 	s->id = id;
 	s->slots = rdmem_session_fit_slots(conn, hello->ring_slots);
-	s->resp_bytes = hello->resp_bytes;
+	s->resp_stride = hello->resp_bytes;
 	s->resp = hello->resp;
 	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;
 	ret = rdmem_session_setup(s, hello);

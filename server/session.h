@@ -63,9 +63,9 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 void rdmem_session_close(struct rdmem_session *s);
 
 /* Validates the agent's connect private data (and its proof, with auth);
- * returns 0 or a status. */
-int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len,
-			      struct rdmem_auth *auth);
+ * returns 0 or a status, with why (for the reject private data) saying what. */
+int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, struct rdmem_auth *auth,
+			      char *why, size_t why_len);
 
 /*
  * One round: reap completions, serve up to budget READY requests, keep the

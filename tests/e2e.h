@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric/tcp_client.h"
 #include "libclient/rdmem.h"
 #include "proc.h"
 
@@ -22,6 +23,9 @@ struct e2e {
 	char clients[8], slots[8]; /* front-door geometry: the segment is all RAM */
 	char bin[3][512];
 	rdmem_t *h;
+	/* Set by a test whose agent must NOT get an RDMA session (a refused
+	 * secret): starting the agent then does not fail without one. */
+	int rdma_optional;
 };
 
 /* Where the server listens and the agent dials: RDMEM_TEST_ADDR (an rxe
@@ -85,12 +89,18 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 	if (proc_start(p, name, (char *const *)argv, "ready:", E2E_READY_MS) < 0)
 		return -1;
 	/* The RDMA link comes up in the background; give it its moment (up to
-	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial). */
+	 * 30 s: Soft-RoCE under TCG on a loaded host is slow to pin and dial).
+	 * Without it an "RDMA" test would quietly run over TCP: fail instead. */
 	if (strcmp(e->fabric, "tcp") != 0) {
 		int i;
 
 		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++)
 			proc_sleep_ms(10);
+		if (!e->rdma_optional && !proc_log_has(p, "rdma: session")) {
+			fprintf(stderr, "  e2e: %s has no RDMA session over %s after 30 s\n", name,
+				e->fabric);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -179,6 +189,33 @@ static inline long long e2e_json_num(const char *json, const char *path)
 		path += n + (dot ? 1 : 0);
 	}
 	return strtoll(p, NULL, 10);
+}
+
+/* The server's STATS JSON, asked over its TCP port (tcp_port) into buf. */
+static inline int e2e_server_json_at(unsigned tcp_port, char *buf, size_t cap)
+{
+	struct rdmem_tcp_client *c;
+	struct rdmem_tcp_call call;
+	int ret = -1;
+
+	if (cap < 2 || rdmem_tcp_client_connect(e2e_addr(), (uint16_t)tcp_port, 2000, &c) < 0)
+		return -1;
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_STATS;
+	call.req.flags = RDMEM_F_JSON;
+	call.reply = buf;
+	call.reply_cap = (uint32_t)(cap - 1);
+	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
+		buf[call.rep.val_len] = '\0';
+		ret = 0;
+	}
+	rdmem_tcp_client_close(c);
+	return ret;
+}
+
+static inline int e2e_server_json(struct e2e *e, char *buf, size_t cap)
+{
+	return e2e_server_json_at(e->port + 1, buf, cap);
 }
 
 static inline long long e2e_stat(struct e2e *e, const char *path)

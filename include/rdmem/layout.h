@@ -13,9 +13,16 @@
  * A request in ring slot i has its payload at data_off = i * slot_bytes; a
  * payload larger than one slot spans the next slots, which the agent keeps
  * reserved for it. The reply to slot i goes to response slot i: descriptor at
- * i * 64, payload at i * resp_bytes of the response data, or, when it does
- * not fit there, into an object of the pool (RDMEM_F_OBJREF) that the agent
- * RDMA-READs and then RECLAIMs.
+ * i * 64, payload at i * resp_stride of the response data, or, when it is
+ * larger than eager_bytes, into an object of the pool (RDMEM_F_OBJREF) that
+ * the agent RDMA-READs and then RECLAIMs.
+ *
+ * Negotiated geometry: the hello says what the agent built, the welcome
+ * carries back every per-session value both sides then rely on (ring slots,
+ * slot bytes, the response stride the server writes at, the EAGER reply
+ * capacity, max value, the object pool's length and largest object). The
+ * agent uses only the welcome's values; see docs/architecture.md, "Handshake
+ * and negotiated geometry".
  *
  * Publication is state-last: payload and descriptor bytes 4..63 first, then
  * the 4-byte state word as a separate RDMA WRITE WITH IMMEDIATE (imm = slot),
@@ -30,7 +37,8 @@
 #include "rdmem/fabric.h"
 #include "rdmem/wire.h"
 
-#define RDMEM_LAYOUT_VERSION 1
+/* 2: welcome carries the negotiated geometry; 64-bit object offsets. */
+#define RDMEM_LAYOUT_VERSION 2
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
@@ -43,6 +51,12 @@
 #define RDMEM_DEFAULT_RESP_BYTES (16u << 10)
 #define RDMEM_CTRL_BYTES	 4096u
 #define RDMEM_MAX_RING_SLOTS	 4096u
+#define RDMEM_MAX_RESP_BYTES	 (1u << 20) /* ceiling of the agent's --resp-bytes */
+#define RDMEM_MAX_SLOT_BYTES	 (1u << 20) /* ceiling of the server's --slot-bytes */
+#define RDMEM_MAX_STAGE_BYTES	 (1u << 20) /* ceiling of the server's --stage-bytes */
+/* struct rdmem_remote.len is 32-bit: a longer region says this much, and the
+ * reader checks min(need, this); the object pool's length is objpool_bytes. */
+#define RDMEM_REMOTE_LEN_MAX UINT32_MAX
 
 /* Object pool size classes: 64 KiB slabs, then larger classes up to max_value. */
 #define RDMEM_OBJ_CLASSES 3
@@ -61,15 +75,24 @@ struct rdmem_xchg_hello {
 _Static_assert(sizeof(struct rdmem_xchg_hello) <= RDMEM_FAB_CONNECT_PRIV_MAX,
 	       "fits RC connect private data");
 
-/* Accept private data, server -> agent (RC accept carries at most 196 bytes). */
+/* Accept private data, server -> agent (RC accept carries at most 196 bytes).
+ * Every per-session value either side relies on, as the server will use it. */
 struct rdmem_xchg_welcome {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t flags;
-	uint32_t ring_slots; /* min(agent's, server's) */
+	uint32_t ring_slots; /* min(agent's, server's, what the queues hold) */
 	uint32_t slot_bytes; /* request payload bytes per slot */
-	uint32_t max_value;
+	uint32_t max_value;  /* the server's --max-value: larger values are refused */
 	uint32_t session_id;
+	uint32_t resp_stride;	/* response slot i's payload is at i * resp_stride: the hello's */
+	uint32_t eager_bytes;	/* largest reply written to a response slot (<= resp_stride) */
+	uint64_t objpool_bytes; /* the object pool's length (objpool.len is capped at 4 GiB) */
+	uint32_t obj_max;	/* largest object: replies above it are refused TOO_BIG */
+	uint32_t obj_count;	/* objects in the pool, all classes */
+	/* The server's own flags, so that a refusal can name both sides' values. */
+	uint32_t srv_ring_slots;  /* --ring-slots */
+	uint32_t srv_stage_bytes; /* --stage-bytes */
 	struct rdmem_remote req_ring;
 	struct rdmem_remote req_payload;
 	struct rdmem_remote objpool;

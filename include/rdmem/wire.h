@@ -14,10 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The wire is little-endian and read in place; we run on LE hosts only. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RDMemRPC needs a little-endian host");
+/* C++ spells it static_assert: headers a C++ program includes use this. */
+#ifdef __cplusplus
+#define RDMEM_STATIC_ASSERT static_assert
+#else
+#define RDMEM_STATIC_ASSERT _Static_assert
+#endif
 
-#define RDMEM_WIRE_VERSION	2 /* 2: RDMEM_OP_BIND, RDMEM_F_CALL_ID */
+/* The wire is little-endian and read in place; we run on LE hosts only. */
+RDMEM_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+		    "RDMemRPC needs a little-endian host");
+
+#define RDMEM_WIRE_VERSION	2 /* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID */
 #define RDMEM_DESC_SIZE		64
 #define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
 #define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */
@@ -94,10 +102,9 @@ enum rdmem_status {
 
 /* Object reference of a LAZY reply; also one RECLAIM entry. */
 struct rdmem_objref {
-	uint32_t object_id; /* index in the server's object table */
-	uint32_t offset;    /* byte offset in the object pool area */
-	uint32_t length;    /* payload bytes */
-	uint32_t reserved;
+	uint32_t object_id;  /* index in the server's object table */
+	uint32_t length;     /* payload bytes */
+	uint64_t offset;     /* byte offset in the object pool area: pools pass 4 GiB */
 	uint64_t generation; /* bumped on every reuse of object_id */
 };
 
@@ -128,10 +135,10 @@ struct rdmem_desc {
 		struct rdmem_image_args image;
 	} args;
 };
-_Static_assert(sizeof(struct rdmem_desc) == RDMEM_DESC_SIZE, "descriptor is one cache line");
-_Static_assert(offsetof(struct rdmem_desc, args) == 40, "args at byte 40");
-_Static_assert(sizeof(struct rdmem_objref) == 24, "objref fills args");
-_Static_assert(sizeof(struct rdmem_image_args) == 24, "image args fill args");
+RDMEM_STATIC_ASSERT(sizeof(struct rdmem_desc) == RDMEM_DESC_SIZE, "descriptor is one cache line");
+RDMEM_STATIC_ASSERT(offsetof(struct rdmem_desc, args) == 40, "args at byte 40");
+RDMEM_STATIC_ASSERT(sizeof(struct rdmem_objref) == 24, "objref fills args");
+RDMEM_STATIC_ASSERT(sizeof(struct rdmem_image_args) == 24, "image args fill args");
 
 static inline int rdmem_status_errno(unsigned status)
 {
@@ -186,6 +193,8 @@ static inline uint16_t rdmem_errno_status(int err)
 	}
 }
 
+/* C only: C++ has no designated array initializers. */
+#ifndef __cplusplus
 static inline const char *rdmem_op_name(unsigned op)
 {
 	static const char *const names[RDMEM_OP__COUNT] = {
@@ -205,6 +214,7 @@ static inline const char *rdmem_op_name(unsigned op)
 	};
 	return op > 0 && op < RDMEM_OP__COUNT ? names[op] : "unknown";
 }
+#endif
 
 static inline const char *rdmem_path_name(unsigned path)
 {

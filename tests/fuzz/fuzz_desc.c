@@ -93,9 +93,13 @@ static void fuzz_hello(struct fz *in, uint32_t server_slots)
 	struct rdmem_xchg_hello h;
 	size_t len = fz_u8(in) % (sizeof(h) + 8);
 	uint64_t data_off, i, slots;
+	char why[40];
 
 	fz_copy(in, &h, sizeof(h));
-	if (rdmem_session_check_hello(&h, len, NULL) != RDMEM_S_OK)
+	if (rdmem_session_check_hello(&h, len, NULL, why, sizeof(why)) != RDMEM_S_OK)
+		return;
+	/* A region of 4 GiB or more says RDMEM_REMOTE_LEN_MAX; the rkey bounds it. */
+	if (h.resp.len == RDMEM_REMOTE_LEN_MAX)
 		return;
 	FUZZ_CHECK(len >= sizeof(h) && h.magic == RDMEM_XCHG_MAGIC);
 	FUZZ_CHECK(h.ring_slots > 0 && h.ring_slots <= RDMEM_MAX_RING_SLOTS);
@@ -115,16 +119,22 @@ static void fuzz_welcome(struct fz *in)
 	struct rdmem_xchg_welcome w;
 	uint32_t asked = fz_u16(in) % (RDMEM_MAX_RING_SLOTS + 1);
 	size_t len = fz_u8(in) % (sizeof(w) + 8);
+	uint32_t stride;
 
 	fz_copy(in, &w, sizeof(w));
-	if (rdmem_link_check_welcome(&w, len, asked) != 0)
+	stride = RDMEM_DESC_SIZE + fz_u16(in); /* our --resp-bytes */
+	if (rdmem_link_check_welcome(&w, len, asked, stride) != 0)
 		return;
+	FUZZ_CHECK(w.resp_stride == stride && w.eager_bytes <= stride);
+	FUZZ_CHECK(w.obj_max <= w.objpool_bytes);
+	FUZZ_CHECK(w.objpool.addr + w.objpool_bytes >= w.objpool.addr);
 	FUZZ_CHECK(len >= sizeof(w) && w.magic == RDMEM_XCHG_MAGIC);
 	FUZZ_CHECK(w.ring_slots > 0 && w.ring_slots <= asked);
 	FUZZ_CHECK(w.max_value <= RDMEM_MAX_VALUE_LIMIT && w.slot_bytes >= RDMEM_DESC_SIZE);
 	/* desc.data_off = i * slot_bytes is 32-bit on the wire: it must not wrap. */
-	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= UINT32_MAX);
-	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= w.req_payload.len);
+	FUZZ_CHECK((uint64_t)(w.ring_slots - 1) * w.slot_bytes <= UINT32_MAX);
+	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= w.req_payload.len ||
+		   w.req_payload.len == RDMEM_REMOTE_LEN_MAX);
 	FUZZ_CHECK((uint64_t)w.ring_slots * RDMEM_DESC_SIZE <= w.req_ring.len);
 	FUZZ_CHECK(sizeof(struct rdmem_ctrl) <= w.ctrl.len);
 	/* Remote ranges the agent addresses must not wrap its 64-bit arithmetic. */

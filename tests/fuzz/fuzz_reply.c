@@ -37,7 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rdmem_agent_call call;
 	struct rdmem_shm_geom g;
 	struct rdmem_desc d;
-	uint32_t resp_bytes, objpool_len, off, len, val_off;
+	struct rdmem_xchg_welcome w = { 0 };
+	uint32_t resp_bytes, off, len, val_off;
 	uint8_t *payload, *resp;
 
 	/* The slot the front door gives this call, as it sizes slots. */
@@ -47,7 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	call.req.val_len = fz_u32(&in) % (max_value + 1); /* the front door checked it */
 	call.payload_cap = g.payload_cap;
 	resp_bytes = RDMEM_DESC_SIZE + fz_u16(&in); /* the agent's --resp-bytes */
-	objpool_len = fz_u32(&in);
+	w.resp_stride = resp_bytes;
+	w.eager_bytes =
+	    resp_bytes - fz_u16(&in) % (resp_bytes + 1); /* the server's --stage-bytes */
+	w.objpool_bytes = fz_u64(&in);			 /* pools pass 4 GiB */
+	w.obj_max = fz_u32(&in);
 	fz_copy(&in, &d, sizeof(d));
 
 	payload = malloc(call.payload_cap);
@@ -59,17 +64,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	val_off = RDMEM_SHM_VALUE_OFF;
 	memcpy(call.val, request, call.req.val_len);
 
-	if (rdmem_rdma_reply_fits(&d, &call, resp_bytes, objpool_len)) {
+	if (rdmem_rdma_reply_fits(&d, &call, &w)) {
 		off = rdmem_call_reply_off(&call);
 		len = d.val_len;
 		/* Where rdmem_frontdoor_complete() will look for it. */
 		FUZZ_CHECK(off <= call.payload_cap && len <= call.payload_cap - off);
 		if (d.flags & RDMEM_F_OBJREF) {
 			FUZZ_CHECK(d.args.obj.length == len);
-			FUZZ_CHECK((uint64_t)d.args.obj.offset + len <= objpool_len);
+			FUZZ_CHECK(len <= w.obj_max && d.args.obj.offset <= w.objpool_bytes &&
+				   len <= w.objpool_bytes - d.args.obj.offset);
 			memset(payload + off, 0xa5, len); /* where the READ lands */
 		} else {
-			FUZZ_CHECK(len <= resp_bytes);
+			FUZZ_CHECK(len <= w.eager_bytes);
 			memset(resp, 0xa5, len);
 			memcpy(payload + off, resp, len); /* the EAGER copy */
 		}

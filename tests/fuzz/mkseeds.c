@@ -200,6 +200,7 @@ static void seeds_frame(void)
 /* ---- fuzz_desc -------------------------------------------------------------
  * [slots-1 u8][slot_bytes-1 u16][max_value index u8][slot u8][desc 64]
  * [server slots-1 u16][hello len u8][hello][asked slots u16][welcome len u8][welcome]
+ * [asked response stride - 64 u16]
  */
 
 static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint8_t slot,
@@ -239,11 +240,19 @@ static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint
 	w.req_ring = (struct rdmem_remote){ 0x7e0000000000ull, 1, 64 * RDMEM_DESC_SIZE };
 	w.req_payload = (struct rdmem_remote){ 0x7e0000010000ull, 2,
 					       (uint32_t)(64ull * RDMEM_DEFAULT_SLOT_BYTES) };
+	w.resp_stride = RDMEM_DEFAULT_RESP_BYTES;
+	w.eager_bytes = RDMEM_DEFAULT_RESP_BYTES;
+	w.objpool_bytes = 8u << 20;
+	w.obj_max = 1u << 20;
+	w.obj_count = 128;
+	w.srv_ring_slots = 64;
+	w.srv_stage_bytes = RDMEM_DEFAULT_RESP_BYTES;
 	w.objpool = (struct rdmem_remote){ 0x7e0000800000ull, 3, 8u << 20 };
 	w.ctrl = (struct rdmem_remote){ 0x7e0001000000ull, 4, RDMEM_CTRL_BYTES };
 	u16(&s, 64);
 	u8(&s, sizeof(w));
 	put(&s, &w, sizeof(w));
+	u16(&s, RDMEM_DEFAULT_RESP_BYTES - RDMEM_DESC_SIZE);
 	emit("desc", name, &s);
 }
 
@@ -614,11 +623,11 @@ static void seeds_service(void)
 
 /* ---- fuzz_reply ------------------------------------------------------------
  * [max_value index][request op u16][request val_len u32][resp_bytes - 64 u16]
- * [objpool bytes u32][reply descriptor 64]
+ * [resp_bytes - eager bytes u16][objpool bytes u64][largest object u32][reply descriptor 64]
  */
 
 static void reply_seed(const char *name, uint8_t max_index, uint16_t op, uint32_t req_len,
-		       uint32_t reply_len, int lazy, uint32_t obj_off, uint32_t pool)
+		       uint32_t reply_len, int lazy, uint64_t obj_off, uint64_t pool)
 {
 	struct rdmem_desc d = desc(RDMEM_RING_READY, op, 0, reply_len);
 	struct seed s = { .n = 0 };
@@ -626,13 +635,17 @@ static void reply_seed(const char *name, uint8_t max_index, uint16_t op, uint32_
 	d.path = lazy ? RDMEM_PATH_LAZY : RDMEM_PATH_EAGER;
 	if (lazy) {
 		d.flags = RDMEM_F_OBJREF;
-		d.args.obj = (struct rdmem_objref){ 5, obj_off, reply_len, 0, 3 };
+		d.args.obj = (struct rdmem_objref){
+			.object_id = 5, .length = reply_len, .offset = obj_off, .generation = 3
+		};
 	}
 	u8(&s, max_index);
 	u16(&s, op);
 	u32(&s, req_len);
 	u16(&s, RDMEM_DEFAULT_RESP_BYTES - RDMEM_DESC_SIZE);
-	u32(&s, pool);
+	u16(&s, 0); /* EAGER capacity: the whole response slot */
+	u64(&s, pool);
+	u32(&s, 2u << 20);
 	put(&s, &d, sizeof(d));
 	emit("reply", name, &s);
 }
@@ -648,6 +661,8 @@ static void seeds_reply(void)
 		   1u << 20);
 	reply_seed("echo_max_overlaps", 4, RDMEM_OP_ECHO, 1u << 20, 1u << 20, 1, 0, 2u << 20);
 	reply_seed("echo_small_after_request", 2, RDMEM_OP_ECHO, 1000, 1000, 0, 0, 1u << 20);
+	reply_seed("lazy_past_4g", 3, RDMEM_OP_LARGE_GET, 0, 65536, 1, (5ull << 30) + 4096,
+		   6ull << 30);
 }
 
 int main(int argc, char **argv)

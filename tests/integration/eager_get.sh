@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export RDMEM_BIN=${RDMEM_BIN:-build}
 if [ ! -x "$RDMEM_BIN/rdmem" ] || ! command -v python3 >/dev/null; then
-	echo "ok - eager_get # SKIP rdmem not built or no python3"
-	exit 0
+	# Built by make test; python3 is a dependency: missing is a failure.
+	echo "not ok - eager_get: $RDMEM_BIN/rdmem not built or no python3 (run make; scripts/install-deps.sh)"
+	exit 1
 fi
 tmp=$(mktemp -d /tmp/rdmem-eager-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

@@ -8,8 +8,9 @@ bin=${RDMEM_BIN:-build}
 rdmem=$bin/rdmem
 loop=$bin/tests/fd_loopback
 if [ ! -x "$rdmem" ] || [ ! -x "$loop" ]; then
-	echo "ok - frontdoor_cli # SKIP $rdmem or $loop not built"
-	exit 0
+	# Both are built by make test: missing is a failure, not a skip.
+	echo "not ok - frontdoor_cli: $rdmem or $loop not built (run make)"
+	exit 1
 fi
 name=/rdmem-cli-$$
 tmp=$(mktemp -d)

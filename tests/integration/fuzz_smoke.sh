@@ -15,15 +15,16 @@ if [ -n "${RDMEM_SANITIZER:-}" ]; then
 	exit 0
 fi
 if ! command -v clang >/dev/null 2>&1; then
-	echo "ok - fuzz smoke # SKIP clang is not installed (apt-get install clang libclang-rt-dev)"
-	exit 0
+	# clang and its libFuzzer runtime are dependencies (scripts/install-deps.sh).
+	echo "not ok - fuzz smoke: clang is not installed (apt-get install clang libclang-rt-dev)"
+	exit 1
 fi
 probe=$(mktemp -d /tmp/rdmem-fuzz-probe.XXXXXX)
 trap 'rm -rf "$probe" "${work:-}"' EXIT
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' >"$probe/p.c"
 if ! clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>"$probe/err"; then
-	echo "ok - fuzz smoke # SKIP clang has no libFuzzer runtime ($(head -1 "$probe/err")); install libclang-rt-dev"
-	exit 0
+	echo "not ok - fuzz smoke: clang has no libFuzzer runtime ($(head -1 "$probe/err")); install libclang-rt-dev"
+	exit 1
 fi
 
 # This runs under make test: the fuzz tree gets its own make, with none of the

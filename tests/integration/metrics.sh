@@ -11,8 +11,10 @@ bin=${RDMEM_BIN:-build}
 export RDMEM_BIN=$bin
 probe="python3 tests/tools/http_probe.py"
 if [ ! -x "$bin/rdmem-server" ] || ! command -v python3 >/dev/null; then
-	echo "ok - metrics # SKIP rdmem-server not built or no python3"
-	exit 0
+	# make test builds the server and python3 is a dependency
+	# (scripts/install-deps.sh): missing either is a broken set-up, not a skip.
+	echo "not ok - metrics: $bin/rdmem-server not built or no python3 (run make; scripts/install-deps.sh)"
+	exit 1
 fi
 # shellcheck source=scripts/local-stack.sh
 . scripts/local-stack.sh
@@ -133,6 +135,29 @@ wait "$idle" || true
 idle=
 expect "a silent client is dropped after the timeout" grep -qx closed-by-server "$tmp/idle.out"
 expect "agent still serves after the bad requests" [ "$(scrape "$aport" "$tmp/a5")" = 200 ]
+
+# --- at most 8 clients at once (README): with 8 silent clients holding the
+# endpoint a 9th waits until the 5 s timeout frees one; with 7 it is served
+# at once.
+held_scrape() { # N: seconds a scrape takes while N silent clients hold the endpoint
+	local i t0 code holders=()
+	for i in $(seq "$1"); do
+		$probe idle "$aport" 8 >/dev/null &
+		holders+=($!)
+	done
+	sleep 0.5
+	t0=$(date +%s%N)
+	code=$(scrape "$aport" "$tmp/held")
+	echo "$code $((($(date +%s%N) - t0) / 1000000))"
+	kill "${holders[@]}" 2>/dev/null
+	wait "${holders[@]}" 2>/dev/null
+}
+read -r code8 ms8 < <(held_scrape 8)
+read -r code7 ms7 < <(held_scrape 7)
+echo "# a scrape took $ms8 ms behind 8 silent clients, $ms7 ms behind 7"
+served() { [ "$1" = 200 ] && [ "$2" "$3" "$4" ]; } # CODE MS OP LIMIT
+expect "a 9th client waits for a free place (at most 8 at once)" served "$code8" "$ms8" -ge 3000
+expect "with 7 silent clients the 8th is served at once" served "$code7" "$ms7" -lt 2000
 ls_stop
 
 # --- options ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 /* test_agent_clients.c - many client processes through one agent, and the
  * faults around them: a client killed mid-run, the agent restarted, the
  * server restarted, a second agent killed next to a working one. Real
- * processes over the shm fabric.
+ * processes over the fabric named by argv[1] (shm by default; the rxe suite
+ * passes verbs), and the path counters prove the calls went over RDMA.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -81,11 +82,20 @@ static int wait_status(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Calls the agent carried over RDMA (every RDMA path) so far. */
+static long long rdma_calls(void)
+{
+	return e2e_stat(&e, "paths.eager.ok") + e2e_stat(&e, "paths.lazy.ok") +
+	       e2e_stat(&e, "paths.bulk.ok");
+}
+
 /* 32 clients x 2000 rounds; one more client is killed -9 in the middle. */
 static void test_32_clients_and_a_killed_one(void)
 {
 	pid_t pids[32], victim;
 	long long dead_before = e2e_stat(&e, "frontdoor.dead_clients");
+	long long rdma_before = rdma_calls(), tcp_before = e2e_stat(&e, "paths.tcp.ok");
+	long long rdma_delta, tcp_delta;
 	int i, failed = 0;
 
 	victim = spawn_client(e.shm, 99, 1000000, 0);
@@ -97,6 +107,15 @@ static void test_32_clients_and_a_killed_one(void)
 	for (i = 0; i < 32; i++)
 		failed += wait_status(pids[i]) != 0;
 	CHECK_EQ(failed, 0);
+	/* Over RDMA, not quietly over TCP: each of the 32 clients made 3 calls
+	 * (PUT, GET, ECHO) a round, 2000 rounds, all on AUTO with small values,
+	 * which AUTO sends EAGER while the link is up. */
+	rdma_delta = rdma_calls() - rdma_before;
+	tcp_delta = e2e_stat(&e, "paths.tcp.ok") - tcp_before;
+	printf("# %s: %lld calls over RDMA, %lld over TCP\n", e.fabric, rdma_delta, tcp_delta);
+	CHECK_EQ(e2e_stat(&e, "link_up"), 1);
+	CHECK(rdma_delta >= 32 * 2000 * 3);
+	CHECK_EQ(tcp_delta, 0);
 	/* The agent notices the dead client and takes its entry back. */
 	for (i = 0; i < 100 && e2e_stat(&e, "frontdoor.dead_clients") <= dead_before; i++)
 		proc_sleep_ms(20);
@@ -204,15 +223,17 @@ static void test_two_agents(void)
 	wait_status(c2);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const char *fabric = argc > 1 ? argv[1] : "shm";
+
 	rdmem_log_init("test_agent_clients", 0);
-	if (e2e_init(&e, "shm") == 0) {
+	if (e2e_init(&e, fabric) == 0) {
 		snprintf(e.clients, sizeof(e.clients), "40");
 		snprintf(e.slots, sizeof(e.slots), "4");
 	}
-	if (e.port == 0 || e2e_server(&e, "shm", NULL) < 0 || e2e_agent(&e, NULL)) {
-		printf("not ok - start server and agent\n");
+	if (e.port == 0 || e2e_server(&e, fabric, NULL) < 0 || e2e_agent(&e, NULL)) {
+		printf("not ok - start server and agent over %s\n", fabric);
 		e2e_fini(&e);
 		return 1;
 	}

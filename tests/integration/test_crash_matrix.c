@@ -27,20 +27,22 @@
 struct shared {
 	atomic_uint server_gen; /* odd while the server is down or restarting */
 	atomic_int stop;
-	atomic_ullong calls, ok, clear_errors, wrong, unclear, overdue, lost_puts;
+	atomic_ullong calls, ok, clear_errors, timeouts, wrong, unclear, overdue, lost_puts;
+	atomic_ullong puts_checked; /* GETs of a PUT acked by the server still living */
 	atomic_int first_unclear;
 };
 
 static struct e2e e;
 static struct shared *sh;
 
+/* Errors that name what went wrong (the server or agent is gone, refused,
+ * busy). A timeout names nothing: it is counted on its own and bounded. */
 static int clear_error(int rc)
 {
-	return rc == -ETIMEDOUT || rc == -EHOSTUNREACH || rc == -ESHUTDOWN || rc == -ECONNREFUSED ||
-	       rc == -EBUSY;
+	return rc == -EHOSTUNREACH || rc == -ESHUTDOWN || rc == -ECONNREFUSED || rc == -EBUSY;
 }
 
-/* Accounts one finished call; a non-zero rc must be one of the clear errors. */
+/* Accounts one finished call; a non-zero rc must be a clear error or a timeout. */
 static void account(int rc, uint64_t t0)
 {
 	uint64_t ms = (rdmem_now_ns() - t0) / 1000000;
@@ -50,6 +52,8 @@ static void account(int rc, uint64_t t0)
 		atomic_fetch_add(&sh->ok, 1);
 	else if (clear_error(rc))
 		atomic_fetch_add(&sh->clear_errors, 1);
+	else if (rc == -ETIMEDOUT)
+		atomic_fetch_add(&sh->timeouts, 1);
 	else if (atomic_fetch_add(&sh->unclear, 1) == 0)
 		atomic_store(&sh->first_unclear, rc);
 	if (ms > CALL_TIMEOUT + LATE_SLACK)
@@ -81,6 +85,8 @@ static void worker_get_back(rdmem_t *h, int id, int k, const struct acked *a, ui
 		e2e_fill(buf, a->len, a->seed);
 		if (len != a->len || memcmp(got, buf, len) != 0)
 			atomic_fetch_add(&sh->wrong, 1);
+		if (atomic_load(&sh->server_gen) == a->gen)
+			atomic_fetch_add(&sh->puts_checked, 1);
 	}
 	free(got);
 	account(rc, t0);
@@ -135,7 +141,9 @@ static void worker(int id, unsigned seed)
 
 	while (!atomic_load(&sh->stop)) {
 		uint32_t r = (uint32_t)rand_r(&seed);
-		int k = (int)(r % 64);
+		/* Not r % 64: with r % 4 choosing the op, a GET-back (r % 4 == 1)
+		 * would only ever pick keys no PUT (r % 4 == 0) wrote. */
+		int k = (int)((r >> 8) % 64);
 
 		if (!h && rdmem_open(e.shm, &h) < 0) {
 			h = NULL; /* the agent is restarting: try again shortly */
@@ -177,39 +185,47 @@ static long wait_link_up(void)
 	return -1;
 }
 
-static void restart_server(long *reconnect_ms)
+/* Kills and restarts the server; returns -1 when it would not start again
+ * (a failure of the run: lost-PUT checking would be off from then on). */
+static int restart_server(long *reconnect_ms)
 {
 	atomic_fetch_add(&sh->server_gen, 1); /* odd: down */
 	kill(e.server.pid, SIGKILL);
 	proc_stop(&e.server, SIGKILL, 2000);
 	proc_sleep_ms(300);
 	if (e2e_server(&e, "shm", NULL) < 0)
-		return;
+		return -1;
 	*reconnect_ms = wait_link_up();
 	atomic_fetch_add(&sh->server_gen, 1); /* even: up */
+	return 0;
 }
 
-static void restart_agent(void)
+/* Kills and restarts the agent; -1 when it would not start again. */
+static int restart_agent(void)
 {
 	kill(e.agent.pid, SIGKILL);
 	proc_stop(&e.agent, SIGKILL, 2000);
 	rdmem_close(e.h);
 	e.h = NULL;
 	proc_sleep_ms(200);
-	if (e2e_agent(&e, NULL) < 0)
+	if (e2e_agent(&e, NULL) < 0) {
 		e.h = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 static void test_crash_matrix(void)
 {
-	unsigned seed =
-	    getenv("RDMEM_SEED") ? (unsigned)atoi(getenv("RDMEM_SEED")) : (unsigned)rdmem_now_ns();
+	unsigned seed = check_seed("crash matrix", (unsigned)rdmem_now_ns());
 	pid_t pids[WORKERS];
 	long reconnect_ms[8];
-	int nreconnect = 0, i, hung = 0, kills = 0;
+	int nreconnect = 0, i, hung = 0, kills = 0, restart_failed = 0, restarts = 0;
 	uint64_t end;
 
-	printf("# crash matrix seed %u (RDMEM_SEED=%u replays it)\n", seed, seed);
+	/* Even and non-zero: PUTs acked by the first server are checked too
+	 * (an acked generation of 0 reads as "never acked"). */
+	atomic_store(&sh->server_gen, 2);
 	for (i = 0; i < WORKERS; i++)
 		pids[i] = spawn_worker(i, seed + (unsigned)i);
 	end = rdmem_now_ns() + RUN_MS * 1000000ull;
@@ -220,11 +236,19 @@ static void test_crash_matrix(void)
 		proc_sleep_ms(150 + (int)(r % 400));
 		switch (r % 7) {
 		case 0:
-			restart_server(&reconnect_ms[nreconnect]);
+			if (restart_server(&reconnect_ms[nreconnect]) < 0) {
+				restart_failed++;
+				goto out; /* nothing more to learn without a server */
+			}
 			nreconnect += nreconnect < 7;
+			restarts++;
 			break;
 		case 1:
-			restart_agent();
+			if (restart_agent() < 0) {
+				restart_failed++;
+				goto out;
+			}
+			restarts++;
 			break;
 		default: /* a client, at whatever point of a call it is */
 			kill(pids[w], SIGKILL);
@@ -233,6 +257,7 @@ static void test_crash_matrix(void)
 			kills++;
 		}
 	}
+out:
 	atomic_store(&sh->stop, 1);
 	for (i = 0; i < WORKERS; i++) {
 		int waited;
@@ -246,9 +271,11 @@ static void test_crash_matrix(void)
 			waitpid(pids[i], NULL, 0);
 		}
 	}
-	printf("# %llu calls: %llu ok, %llu clear errors; %d clients killed; %d server restarts\n",
+	printf("# %llu calls: %llu ok, %llu clear errors, %llu timeouts; %llu acked PUTs read "
+	       "back; %d clients killed; %d server restarts, %d restarts in all\n",
 	       (unsigned long long)sh->calls, (unsigned long long)sh->ok,
-	       (unsigned long long)sh->clear_errors, kills, nreconnect);
+	       (unsigned long long)sh->clear_errors, (unsigned long long)sh->timeouts,
+	       (unsigned long long)sh->puts_checked, kills, nreconnect, restarts);
 	for (i = 0; i < nreconnect; i++)
 		printf("# agent back on RDMA %ld ms after server restart %d\n", reconnect_ms[i],
 		       i + 1);
@@ -259,11 +286,19 @@ static void test_crash_matrix(void)
 		fprintf(stderr, "  first unclear error: %s\n", rdmem_strerror(sh->first_unclear));
 	CHECK_EQ(sh->overdue, 0);
 	CHECK_EQ(hung, 0);
-	/* Most calls succeed. Under make asan/tsan a served call costs several
-	 * times more while a refused one stays cheap, so the count of failures
-	 * inflates (measured: 49% ok under ASan on a loaded 2-vCPU box, 91%
-	 * without): there a quarter must succeed. */
-	CHECK(sh->ok > sh->calls / (getenv("RDMEM_SANITIZER") ? 4 : 2));
+	/* Every restart worked (else lost-PUT checking would have stopped), and
+	 * the lost-PUT check did check: acked PUTs were read back. */
+	CHECK_EQ(restart_failed, 0);
+	CHECK(sh->puts_checked > 0);
+	/* A timeout is not a clear error: at most one per worker per restart
+	 * (the call in flight when its server or agent died; measured: none). */
+	CHECK(sh->timeouts <= (unsigned long long)(restarts * WORKERS));
+	/* Most calls succeed: measured 83-95 % in five runs here, so three in
+	 * four must. Under make asan/tsan a served call costs several times
+	 * more while a refused one stays cheap (measured 49 % ok under ASan on
+	 * a loaded 2-vCPU box): there one in three must. */
+	CHECK(sh->ok * (getenv("RDMEM_SANITIZER") ? 3 : 4) >=
+	      sh->calls * (getenv("RDMEM_SANITIZER") ? 1 : 3));
 	for (i = 0; i < nreconnect; i++)
 		CHECK(reconnect_ms[i] >= 0 && reconnect_ms[i] < 5000);
 	/* And the system still serves. */

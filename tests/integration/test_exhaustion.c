@@ -71,9 +71,16 @@ static void test_request_ring_full(void)
 	if (t.other)
 		fprintf(stderr, "  %d calls failed, e.g. %s\n", t.other,
 			rdmem_strerror(t.other_rc));
+	CHECK_EQ(e2e_stat(&e, "paths.tcp.ok"), 0); /* forced EAGER waited, never spilled */
+	CHECK_EQ(e2e_stat(&e, "fallbacks"), 0);
 	t = window_calls(e.h, RDMEM_OP_KV_GET, "r", 2000, 32, RDMEM_PATH_AUTO);
 	CHECK_EQ(t.ok, 2000);
-	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0); /* the overflow went TCP */
+	/* The ring did fill, and AUTO sent the overflow TCP: the chooser sees
+	 * the backlog and picks TCP up front (or, posting into a full ring,
+	 * falls back), where forced EAGER above never went TCP. */
+	printf("# AUTO, 4 ring slots: %lld on TCP (%lld fallbacks)\n", e2e_stat(&e, "paths.tcp.ok"),
+	       e2e_stat(&e, "fallbacks"));
+	CHECK(e2e_stat(&e, "paths.tcp.ok") > 0);
 	e2e_fini(&e);
 }
 
@@ -81,6 +88,7 @@ static void test_request_ring_full(void)
  * -EBUSY for what does not fit; AUTO takes TCP and every call succeeds. */
 static void test_object_pool_full(void)
 {
+	long long full, fallbacks, tcp;
 	struct e2e e;
 	struct tally t;
 
@@ -91,11 +99,84 @@ static void test_object_pool_full(void)
 	CHECK_EQ(t.ok + t.busy, 600);
 	CHECK_EQ(t.other, 0);
 	printf("# forced LAZY, pool of 12: %d ok, %d -EBUSY\n", t.ok, t.busy);
+	/* The pool did run out (refusals, counted by the server) and was not
+	 * simply refusing everything. */
+	CHECK(t.busy > 0);
+	CHECK(t.ok > 0);
+	full = e2e_stat(&e, "server.obj_full");
+	CHECK(full > 0);
+	fallbacks = e2e_stat(&e, "fallbacks");
+	tcp = e2e_stat(&e, "paths.tcp.ok");
 	t = window_calls(e.h, RDMEM_OP_LARGE_GET, "big:200k", 600, 32, RDMEM_PATH_AUTO);
 	CHECK_EQ(t.ok, 600);
+	/* AUTO met the same full pool and retried those calls on TCP. */
+	printf("# AUTO, pool of 12: %lld more refusals, %lld retried on TCP\n",
+	       e2e_stat(&e, "server.obj_full") - full, e2e_stat(&e, "fallbacks") - fallbacks);
+	CHECK(e2e_stat(&e, "fallbacks") > fallbacks);
+	CHECK(e2e_stat(&e, "paths.tcp.ok") > tcp);
 	/* Nothing leaked: every object came back. */
 	proc_sleep_ms(100);
 	CHECK_EQ(e2e_stat(&e, "server.objects_live"), 0);
+	e2e_fini(&e);
+}
+
+/*
+ * Real pressure on the control page, no simulate-*: a child process keeps 32
+ * forced-LAZY 60 KiB reads in flight against a pool of 8 objects, so the
+ * server's control page shows the pool over 85 % used. Small AUTO ECHOs from
+ * this process (their replies never touch the pool, so they are never
+ * refused and never "fall back") must be routed TCP by the selector reading
+ * that page, and go back to EAGER when the load stops.
+ */
+static void test_pool_pressure_routes_auto_to_tcp(void)
+{
+	struct rdmem_info info;
+	struct rdmem_opts o = { RDMEM_PATH_AUTO, 5000, &info };
+	int i, on_tcp = 0, on_eager = 0, st;
+	uint8_t msg[64];
+	void *got = NULL;
+	uint32_t len;
+	struct e2e e;
+	pid_t pid;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	/* --max-value 64k: the pool is the 8 slabs alone (512 KiB), so 7 live
+	 * 60 KiB objects are over the 85 % at which AUTO avoids RDMA. */
+	REQUIRE(e2e_server(&e, "shm", "--objpool-slabs", "8", "--max-value", "64k", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	pid = fork();
+	if (pid == 0) {
+		rdmem_t *h;
+
+		if (rdmem_open(e.shm, &h) < 0)
+			_exit(2);
+		window_calls(h, RDMEM_OP_LARGE_GET, "big:60k", 1000000, 32, RDMEM_PATH_LAZY);
+		rdmem_close(h);
+		_exit(0);
+	}
+	e2e_fill(msg, sizeof(msg), 5);
+	for (i = 0; i < 20000 && on_tcp < 50 && waitpid(pid, &st, WNOHANG) == 0; i++) {
+		CHECK_EQ(rdmem_echo(e.h, msg, sizeof(msg), &got, &len, &o), 0);
+		free(got);
+		got = NULL;
+		on_tcp += info.path == RDMEM_PATH_TCP;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	printf("# real pool pressure: %d of %d small AUTO calls routed TCP; %lld fallbacks\n",
+	       on_tcp, i, e2e_stat(&e, "fallbacks"));
+	CHECK(on_tcp > 0);
+	/* The pressure gone (objects reclaimed, the page read again), AUTO is
+	 * back on EAGER. */
+	for (i = 0; i < 500 && on_eager < 10; i++) {
+		CHECK_EQ(rdmem_echo(e.h, msg, sizeof(msg), &got, &len, &o), 0);
+		free(got);
+		got = NULL;
+		on_eager = info.path == RDMEM_PATH_EAGER ? on_eager + 1 : 0;
+		if (!on_eager)
+			proc_sleep_ms(2);
+	}
+	CHECK_EQ(on_eager, 10);
 	e2e_fini(&e);
 }
 
@@ -171,6 +252,7 @@ int main(void)
 	rdmem_log_init("test_exhaustion", 0);
 	RUN(test_request_ring_full);
 	RUN(test_object_pool_full);
+	RUN(test_pool_pressure_routes_auto_to_tcp);
 	RUN(test_image_dir_full);
 	RUN(test_too_many_clients);
 	return check_done();

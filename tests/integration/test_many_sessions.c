@@ -5,6 +5,7 @@
  * real links driven by tests/tools/scale_bench (one process, many links).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,30 +13,38 @@
 
 #include "check.h"
 #include "e2e.h"
-#include "fabric/tcp_client.h"
 
 static struct proc server;
 static unsigned port;
 
-static int start_server(const char *max_sessions)
+/* The server with --max-sessions and up to 6 more arguments (NULL-ended). */
+static int start_server(const char *max_sessions, ...)
 {
 	char bin[512], p[16], tp[16];
-	char *argv[] = { bin,
-			 "-b",
-			 "127.0.0.1",
-			 "-p",
-			 p,
-			 "--tcp-port",
-			 tp,
-			 "--fabric",
-			 "shm",
-			 "--ring-slots",
-			 "64",
-			 "--objpool-slabs",
-			 "8",
-			 "--max-sessions",
-			 (char *)max_sessions,
-			 NULL };
+	va_list ap;
+	int n = 15;
+	char *argv[24] = { bin,
+			   "-b",
+			   "127.0.0.1",
+			   "-p",
+			   p,
+			   "--tcp-port",
+			   tp,
+			   "--fabric",
+			   "shm",
+			   "--ring-slots",
+			   "64",
+			   "--objpool-slabs",
+			   "8",
+			   "--max-sessions",
+			   (char *)max_sessions,
+			   NULL };
+
+	va_start(ap, max_sessions);
+	while (n < 21 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
 
 	port = proc_free_port_pair();
 	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
@@ -47,24 +56,10 @@ static int start_server(const char *max_sessions)
 /* A number from the server's STATS JSON (e.g. "rdma.leases_taken"), or -1. */
 static long long server_stat(const char *path)
 {
-	struct rdmem_tcp_client *c;
-	struct rdmem_tcp_call call;
 	static char text[1 << 18];
-	long long v = -1;
 
-	if (rdmem_tcp_client_connect("127.0.0.1", (uint16_t)(port + 1), 2000, &c) < 0)
-		return -1;
-	memset(&call, 0, sizeof(call));
-	call.req.op = RDMEM_OP_STATS;
-	call.req.flags = RDMEM_F_JSON;
-	call.reply = text;
-	call.reply_cap = sizeof(text) - 1;
-	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
-		text[call.rep.val_len] = '\0';
-		v = e2e_json_num(text, path);
-	}
-	rdmem_tcp_client_close(c);
-	return v;
+	return e2e_server_json_at(port + 1, text, sizeof(text)) == 0 ? e2e_json_num(text, path)
+								     : -1;
 }
 
 /* Runs scale_bench with args; its JSON line into out; returns its exit status. */
@@ -88,7 +83,7 @@ static void test_256_sessions_byte_exact(void)
 {
 	char line[1024];
 
-	REQUIRE(start_server("300") == 0);
+	REQUIRE(start_server("300", NULL) == 0);
 	CHECK_EQ(scale(line, sizeof(line), "-n 256 --window 4 --seconds 2"), 0);
 	printf("# %s", line);
 	CHECK_EQ(e2e_json_num(line, "sessions"), 256);
@@ -97,23 +92,42 @@ static void test_256_sessions_byte_exact(void)
 	CHECK_EQ(e2e_json_num(line, "errors"), 0);
 	/* A lease is a fixed small share of one pool, not a full private region. */
 	CHECK(e2e_json_num(line, "reach_bytes_per_session") < (16ll << 20));
+	/* 256 sessions on one worker is above --group-threshold (64): grouping
+	 * ran, sessions were told to yield at the end of their group's slice. */
+	CHECK(e2e_json_num(line, "yields") > 0);
 	proc_stop(&server, SIGTERM, 5000);
 }
 
-/* Session 0 floods at its full lease; the other 15 keep a bounded p99. */
+/*
+ * Session 0 floods at its full lease; the other 15 keep their p99 and their
+ * share. Grouping is on (--group-threshold 8: 16 sessions are 4 groups of 4
+ * taking turns), so the turns are what is tested, and the flood run must
+ * show yields.
+ */
 static void test_flood_does_not_starve(void)
 {
 	char calm[1024], flood[1024];
-	long long p99_calm, p99_flood;
+	long long p99_calm, p99_flood, ops_calm, ops_flood;
 
-	REQUIRE(start_server("64") == 0);
+	REQUIRE(start_server("64", "--group-threshold", "8", "--group-size", "4", NULL) == 0);
 	CHECK_EQ(scale(calm, sizeof(calm), "-n 16 --window 1 --seconds 2"), 0);
 	CHECK_EQ(scale(flood, sizeof(flood), "-n 16 --window 1 --flood 64 --seconds 2"), 0);
 	printf("# calm: %s# flood: %s", calm, flood);
 	p99_calm = e2e_json_num(calm, "others_p99_us");
 	p99_flood = e2e_json_num(flood, "others_p99_us");
-	/* Served a batch each in turn: the flooder adds its batch, not its backlog. */
-	CHECK(p99_flood >= 0 && p99_flood < RDMEM_MAX(20 * p99_calm, 50000));
+	ops_calm = e2e_json_num(calm, "others_ops");
+	ops_flood = e2e_json_num(flood, "others_ops");
+	CHECK(e2e_json_num(flood, "yields") > 0);
+	/*
+	 * Served a batch each in turn: the flooder adds its batch, not its
+	 * backlog. docs/reliability.md measured 3.2 ms vs 2.7 ms (1.2x); the
+	 * bound is 3x the calm p99 plus 2 ms, for scheduler noise on a shared
+	 * 2-vCPU host (a calm p99 moves 2-4 ms between runs here).
+	 */
+	CHECK(p99_calm > 0 && p99_flood > 0 && p99_flood < 3 * p99_calm + 2000);
+	/* And the others keep a quarter of the calls they made alone (measured
+	 * about half here: the flooder's batches take the rest of the CPU). */
+	CHECK(ops_calm > 0 && ops_flood * 4 >= ops_calm);
 	proc_stop(&server, SIGTERM, 5000);
 }
 
@@ -124,7 +138,7 @@ static void test_killed_client_frees_leases(void)
 	pid_t pid;
 	int i;
 
-	REQUIRE(start_server("64") == 0);
+	REQUIRE(start_server("64", NULL) == 0);
 	snprintf(cmd, sizeof(cmd), "%s/tests/scale_bench", proc_bin());
 	pid = fork();
 	if (pid == 0) {
@@ -151,7 +165,7 @@ static void test_admission_refused_clearly(void)
 {
 	char line[1024];
 
-	REQUIRE(start_server("8") == 0);
+	REQUIRE(start_server("8", NULL) == 0);
 	CHECK(scale(line, sizeof(line), "-n 9 --window 1 --seconds 1") != 0);
 	CHECK(proc_log_has(&server, "too many sessions") ||
 	      proc_log_has(&server, "--max-sessions"));

@@ -340,6 +340,15 @@ static void test_sessions_isolated(void)
 			bad.l->w.objpool.rkey, b, 64) < 0);
 	CHECK_EQ(rdmem_fab_check(bad.l->conn), -ECONNRESET);
 	CHECK_EQ(peer_call(&good, 1, &d, 0, &d), 0);
+	peer_close(&bad);
+	/* Another session's lease, with that session's own rkey, is out of
+	 * reach too: each session's regions are registered on its connection
+	 * only (README: "its peer can reach nothing else"). */
+	REQUIRE(peer_open(&bad) == 0);
+	CHECK(peer_read(&bad, good.l->w.objpool.addr, good.l->w.objpool.rkey, b, 64) < 0);
+	CHECK_EQ(rdmem_fab_check(bad.l->conn), -ECONNRESET);
+	d = desc(RDMEM_OP_PING, 0, 0);
+	CHECK_EQ(peer_call(&good, 1, &d, 0, &d), 0);
 	CHECK_EQ(d.status, RDMEM_S_OK);
 	peer_close(&bad);
 	d = desc(RDMEM_OP_PING, 0, 0);

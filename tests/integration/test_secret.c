@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "check.h"
@@ -81,6 +82,7 @@ static void refused_agent(const char *extra)
 	int rc;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
+	e.rdma_optional = 1; /* refused: no session is the point */
 	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
 	REQUIRE((extra ? e2e_agent(&e, "--secret-file", extra, NULL) : e2e_agent(&e, NULL)) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
@@ -109,6 +111,7 @@ static void test_server_without_the_secret(void)
 	struct e2e e;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
+	e.rdma_optional = 1; /* refused: no session is the point */
 	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
 	REQUIRE(e2e_agent(&e, "--secret-file", secret, NULL) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
@@ -117,36 +120,79 @@ static void test_server_without_the_secret(void)
 	e2e_fini(&e);
 }
 
-/* A proof recorded and sent again on a new connection is refused. */
-static void test_replayed_proof(void)
+/* Sends one AUTH proof on a new TCP connection; returns the reply status. */
+static int send_proof(const struct e2e *e, struct rdmem_auth_tcp *tok)
 {
 	struct rdmem_tcp_client *c;
 	struct rdmem_tcp_call call;
-	struct rdmem_auth_tcp tok;
-	struct rdmem_auth *a;
 	uint8_t reply[64];
-	struct e2e e;
-	int i;
+	int st = -1;
 
-	REQUIRE(e2e_init(&e, "shm") == 0);
-	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
-	REQUIRE(rdmem_auth_load(secret, &a) == 0);
-	tok.nonce = rdmem_auth_nonce();
+	if (rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e->port + 1), 2000, &c) < 0)
+		return -1;
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_AUTH;
+	call.req.val_len = sizeof(*tok);
+	call.val = tok;
+	call.reply = reply;
+	call.reply_cap = sizeof(reply);
+	if (rdmem_tcp_client_call(c, &call, 2000) == 0)
+		st = call.rep.status;
+	rdmem_tcp_client_close(c);
+	return st;
+}
+
+/* A proof made with this nonce and the secret. */
+static struct rdmem_auth_tcp make_proof(const struct rdmem_auth *a, uint64_t nonce)
+{
+	struct rdmem_auth_tcp tok;
+
+	tok.nonce = nonce;
 	rdmem_auth_mac(a, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
 		       sizeof(tok.mac));
-	for (i = 0; i < 2; i++) {
-		REQUIRE(rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e.port + 1), 2000, &c) ==
-			0);
-		memset(&call, 0, sizeof(call));
-		call.req.op = RDMEM_OP_AUTH;
-		call.req.val_len = sizeof(tok);
-		call.val = &tok;
-		call.reply = reply;
-		call.reply_cap = sizeof(reply);
-		CHECK_EQ(rdmem_tcp_client_call(c, &call, 2000), 0);
-		CHECK_EQ(call.rep.status, i == 0 ? RDMEM_S_OK : RDMEM_S_DENIED);
-		rdmem_tcp_client_close(c);
-	}
+	return tok;
+}
+
+/* A server with the secret, and the secret loaded here to make proofs. */
+static int proof_server(struct e2e *e, struct rdmem_auth **a)
+{
+	if (e2e_init(e, "shm") < 0 || e2e_server(e, "shm", "--secret-file", secret, NULL) < 0)
+		return -1;
+	return rdmem_auth_load(secret, a);
+}
+
+/* A proof recorded and sent again on a new connection is refused. */
+static void test_replayed_proof(void)
+{
+	struct rdmem_auth_tcp tok;
+	struct rdmem_auth *a;
+	struct e2e e;
+
+	REQUIRE(proof_server(&e, &a) == 0);
+	tok = make_proof(a, rdmem_auth_nonce());
+	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_OK);
+	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_DENIED);
+	rdmem_auth_free(a);
+	e2e_fini(&e);
+}
+
+/* A proof whose nonce carries a clock outside the window (either way) is
+ * refused though its MAC is right; the same proof made now is accepted. */
+static void test_stale_clock_proof(void)
+{
+	uint64_t now = (uint64_t)time(NULL), low = rdmem_auth_nonce() & 0xffffffffu;
+	uint64_t off = RDMEM_AUTH_WINDOW_S + 60;
+	struct rdmem_auth_tcp tok;
+	struct rdmem_auth *a;
+	struct e2e e;
+
+	REQUIRE(proof_server(&e, &a) == 0);
+	tok = make_proof(a, ((now - off) << 32) | low);
+	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_DENIED);
+	tok = make_proof(a, ((now + off) << 32) | low);
+	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_DENIED);
+	tok = make_proof(a, (now << 32) | low);
+	CHECK_EQ(send_proof(&e, &tok), RDMEM_S_OK);
 	rdmem_auth_free(a);
 	e2e_fini(&e);
 }
@@ -175,6 +221,7 @@ int main(void)
 	RUN(test_with_another_secret);
 	RUN(test_server_without_the_secret);
 	RUN(test_replayed_proof);
+	RUN(test_stale_clock_proof);
 	RUN(test_loose_secret_file_refused);
 	unlink(secret);
 	unlink(other);

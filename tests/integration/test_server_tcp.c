@@ -387,9 +387,11 @@ static void test_large_get(void)
 
 static void test_reclaim_and_flags(void)
 {
-	struct rdmem_objref refs[3] = { { 1, 0, 10, 0, 1 },
-					{ 2, 64, 10, 0, 1 },
-					{ 3, 0, 0, 0, 9 } };
+	struct rdmem_objref refs[3] = {
+		{ .object_id = 1, .length = 10, .generation = 1 },
+		{ .object_id = 2, .length = 10, .offset = 64, .generation = 1 },
+		{ .object_id = 3, .generation = 9 }
+	};
 	struct reply r = call1(RDMEM_OP_RECLAIM, NULL, refs, sizeof(refs), NULL, 0);
 	char buf[8192];
 

@@ -25,6 +25,7 @@ struct shared {
 
 static struct e2e e;
 static struct shared *sh;
+static unsigned soak_seed; /* printed; RDMEM_SEED replays a run */
 
 /* log-uniform in [0, 1 MiB]: every size class gets traffic, small ones most. */
 static uint32_t soak_size(unsigned *seed)
@@ -84,7 +85,7 @@ static void soak_one(rdmem_t *h, int id, unsigned *seed, uint8_t *buf)
 
 static void soak_proc(int id, int calls)
 {
-	unsigned seed = (unsigned)(id * 7919 + 1);
+	unsigned seed = soak_seed + (unsigned)id * 7919u;
 	uint8_t *buf = malloc(1u << 20);
 	rdmem_t *h;
 	int i;
@@ -165,6 +166,7 @@ static void test_soak(void)
 	int af0, sf0, af1, sf1, i;
 	uint64_t t0;
 
+	soak_seed = check_seed("soak", 1);
 	/*
 	 * Baseline after a warm-up round of the same mix: malloc keeps what it
 	 * freed for reuse (MiB-sized values raise its mmap threshold), so the
@@ -205,9 +207,16 @@ static void test_soak(void)
 		       "LeakSanitizer checks leaks at exit)\n");
 		return;
 	}
-	/* Some slack for allocator placement: far below one leaked value per process. */
-	CHECK(a1 - a0 < 16384);
-	CHECK(s1 - s0 < 16384);
+	/*
+	 * The agent does not grow at all (docs/reliability.md: 700 -> 700 KiB;
+	 * 524-528 KiB, +0, in six runs here): 1 MiB leaves room for allocator
+	 * placement, and a leak of 16 bytes a call (64 x 1000 calls) fails it.
+	 * The server's private memory moves from run to run with where glibc
+	 * puts freed 1 MiB values (measured -3.1 .. +2.3 MiB in six runs):
+	 * 4 MiB, so a leak of 64 bytes a call fails it.
+	 */
+	CHECK(a1 - a0 < 1024);
+	CHECK(s1 - s0 < 4096);
 }
 
 int main(void)

@@ -333,12 +333,13 @@ int main(int argc, char **argv)
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
 	printf("{\"sessions\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,\"ops\":%llu,"
 	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
-	       "\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,\"yields\":%llu,"
-	       "\"wrong\":%llu,\"errors\":%llu}\n",
+	       "\"others_ops\":%llu,\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,"
+	       "\"yields\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
-	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
-	       (unsigned long long)yields, (unsigned long long)wrong, (unsigned long long)errors);
+	       (unsigned long long)others.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
+	       (unsigned long long)(reach / o.n), (unsigned long long)yields,
+	       (unsigned long long)wrong, (unsigned long long)errors);
 	close_sessions(ss, o.n);
 	return wrong || errors ? 1 : 0;
 }

@@ -1317,7 +1317,7 @@ static void test_no_lost_wakeup(void)
 	REQUIRE(pid > 0);
 	CHECK_EQ(t_client(&p, NULL, 4, NULL, NULL), 0);
 	t0 = rdmem_now_ns();
-	srand(7);
+	srand(check_seed("wake stress", 7));
 	for (int i = 0; i < windows && !check_case_failed; i++) {
 		int w = 1 + rand() % 8, n;
 
@@ -1338,6 +1338,10 @@ static void test_no_lost_wakeup(void)
 	printf("# wake stress: %d windows, %u immediates, sleeps: client %d, server %d, %.0f ms\n",
 	       windows, sent, sleeps, t_child_sleeps ? atomic_load(t_child_sleeps) : -1,
 	       (double)(rdmem_now_ns() - t0) / 1e6);
+	/* The test is about wake-ups: both sides must have gone to sleep (and
+	 * been woken) at least once, or it only showed busy polling works. */
+	CHECK(sleeps > 0);
+	CHECK(t_child_sleeps && atomic_load(t_child_sleeps) > 0);
 	t_side_close(&p.cli);
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "libclient/rdmem.h"
+#include "libclient/rdmem_priv.h" /* white box: the handle's attachment */
 #include "tests/check.h"
 
 #include "tests/frontdoor_loopback.h"

@@ -5,7 +5,7 @@
 #include "check.h"
 
 static const struct rdmem_path_config cfg = { RDMEM_PATH_AUTO, 8192, 8192, 10 };
-static const struct rdmem_path_state healthy = { 1, 0, 10, 10 };
+static const struct rdmem_path_state healthy = { 1, 0, 10, 10, 0, 0 };
 
 static enum rdmem_path pick(const struct rdmem_path_state *st, uint8_t forced, uint64_t req,
 			    uint64_t reply)

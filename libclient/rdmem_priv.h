@@ -1,0 +1,47 @@
+/* rdmem_priv.h - librdmem's own state behind the public handle and the
+ * fast path's view of an attachment. Not installed: only the library's
+ * sources (and white-box tests) include it. */
+#ifndef RDMEM_PRIV_H
+#define RDMEM_PRIV_H
+
+#include "libclient/rdmem.h"
+
+/* A blocked waiter looks at the agent this often (its liveness, the epoch). */
+#define RDMEM_LIVENESS_NS 20000000ull
+/* How long attach waits for an agent that is still formatting its segment. */
+#define RDMEM_ATTACH_INIT_NS 200000000ull
+
+/* One attachment: the public view first, then what only the library reads. */
+struct rdmem_att_lib {
+	struct rdmem_att pub;
+	int fd; /* kept open to test the agent's lock on the segment */
+	size_t len;
+	int32_t pid;
+	int32_t agent_pid;
+	uint64_t epoch;
+	_Atomic uint64_t next_liveness_ns; /* when to test the agent process again */
+};
+
+struct rdmem {
+	char name[RDMEM_SHM_NAME_MAX + 1];
+	atomic_flag lock; /* guards att: swap on re-attach, take a reference */
+	struct rdmem_att *att;
+	int attached_once;
+	int single_cpu; /* we may run on one CPU only: spinning cannot help */
+	uint32_t timeout_ms;
+	_Atomic uint64_t next_req_id;
+	_Atomic uint64_t n_calls, n_timeouts, n_late, n_shutdowns, n_reattach, n_bad;
+};
+
+static inline struct rdmem_att_lib *rdmem__lib(struct rdmem_att *a)
+{
+	return (struct rdmem_att_lib *)a;
+}
+
+/* attach.c */
+/* Library-internal: hidden from the .so's exports (the version script exports rdmem_*). */
+#define RDMEM_HIDDEN __attribute__((visibility("hidden")))
+RDMEM_HIDDEN struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err);
+RDMEM_HIDDEN int rdmem__att_alive(struct rdmem_att *a, uint64_t now);
+
+#endif

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# mutate.sh - the suite must catch known bugs. Copies the tree (tracked and
+# untracked, not ignored, files) to a temporary directory, builds it, runs
+# the tests named below once unmutated (they must pass, or a "kill" would
+# prove nothing), then applies each mutation ALONE: a one-line perl
+# substitution of a known bug, rebuilds what it touches, runs its small
+# fixed set of relevant tests, and puts the file back. A mutation the tests
+# do not fail "survived": that is a missing test. A mutation whose text no
+# longer matches the source fails too (update it here with the code).
+#
+#   scripts/mutate.sh            every mutation (CI; about 2-4 minutes on 2 vCPUs)
+#   scripts/mutate.sh NAME...    only these
+#
+# Prints one "ok - mutation NAME: killed by ..." / "not ok - mutation NAME:
+# survived" line each, a table, and "N passed, N failed". Exits 1 unless
+# every mutation was killed.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+per_test_timeout=${RDMEM_MUTATE_TIMEOUT:-90}
+
+# name | file | perl substitution (applied with -0: may span lines) | tests
+# A test "tsan:NAME" or "asan:NAME" is tests/unit/NAME.c built alone with
+# ThreadSanitizer or AddressSanitizer, with the sources after "+" if any
+# ("asan:test_objpool+server/objpool.c"): an ordering bug is invisible to an
+# x86 run, and an out-of-bounds read of a few bytes seldom changes a result.
+mutations=(
+	"bounds-payload|server/session.c|s/rdmem_desc_payload_len\(req\) > area - req->data_off/rdmem_desc_payload_len(req) > area/|test_rdma_server"
+	"bounds-object-id|server/objpool.c|s/ref->object_id >= p->nobjs/ref->object_id > p->nobjs/|test_objpool asan:test_objpool+server/objpool.c"
+	"bounds-value-cap|include/rdmem/wire.h|s/d->val_len > max_value\)/d->val_len > max_value + 1)/|test_desc test_server_tcp"
+	"release-barrier|shm/ring.h|s/(rdmem_ring_entry_word\(pos, client, slot\),\s*)memory_order_release/\$1memory_order_relaxed/|tsan:test_ring_threads"
+	"generation-check|server/objpool.c|s/o->ready_ns && ref->generation == o->generation/o->ready_ns/|test_objpool test_rdma_server"
+	"resp-stride|agent/rdma.c|s/r->l->resp_data \+ \(uint64_t\)i \* r->l->w.resp_stride/r->l->resp_data + (uint64_t)i * (r->l->w.resp_stride - 1)/|test_agent_paths"
+	"path-swap|agent/path.c|s/return RDMEM_PATH_LAZY;/return RDMEM_PATH_EAGER;/|test_path test_agent_paths"
+	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
+	"reclaim-skipped|agent/rdma.c|s/(s->reading = 0;\s*)rdmem_rdma_queue_reclaim\(r, &s->ref\);/\$1/|test_agent_paths"
+	"busy-no-tcp-retry|agent/session.c|s/rdmem_agent_read_only\(call->req.op\)\) \{/rdmem_agent_read_only(call->req.op) \&\& 0) {/|test_exhaustion"
+	"wake-skipped|shm/ring.h|s/if \(!atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)/if (1)/|test_ring test_frontdoor"
+)
+
+want=("$@")
+selected() { # NAME
+	[ ${#want[@]} -eq 0 ] && return 0
+	local w
+	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+
+work=$(mktemp -d /tmp/rdmem-mutate.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+(cd "$root" && git ls-files -z --cached --others --exclude-standard |
+	tar --null -T - -cf - 2>/dev/null) | tar -C "$work" -xf - || {
+	echo "not ok - mutate: cannot copy the tree to $work"
+	exit 1
+}
+cd "$work" || exit 1
+rm -rf build
+
+# The make targets and commands for a list of tests.
+targets_of() { # TESTS...
+	local t
+	printf "%s\n" build/rdmem-server build/rdmem-agent
+	for t in "$@"; do
+		case $t in
+		tsan:* | asan:*) ;;
+		*) echo "build/tests/$t" ;;
+		esac
+	done
+}
+# Sanitized program path for "tsan:NAME+src..." / "asan:NAME+src...".
+san_prog() { local spec=${1#*:}; echo "build/${1%%:*}/${spec%%+*}"; }
+build_san() { # tsan:NAME[+SRC...] | asan:NAME[+SRC...]
+	local kind=${1%%:*} spec=${1#*:} srcs flag
+	IFS=+ read -ra srcs <<<"$spec"
+	flag=$([ "$kind" = tsan ] && echo "-fsanitize=thread -Wno-tsan" || echo "-fsanitize=address,undefined")
+	mkdir -p "build/$kind"
+	# shellcheck disable=SC2086 # flag is two words on purpose
+	cc -std=c11 -D_GNU_SOURCE -O1 -g $flag -fno-omit-frame-pointer -Iinclude -I. -Itests \
+		"tests/unit/${srcs[0]}.c" "${srcs[@]:1}" -o "$(san_prog "$1")" -pthread
+}
+build_for() { # TESTS...
+	local t targets
+	mapfile -t targets < <(targets_of "$@")
+	make -j"$jobs" "${targets[@]}" >>build.log 2>&1 || return 1
+	for t in "$@"; do
+		case $t in tsan:* | asan:*) build_san "$t" >>build.log 2>&1 || return 1 ;; esac
+	done
+}
+run_for() { # TESTS... ; 0 when they all pass
+	local t progs=()
+	for t in "$@"; do
+		case $t in
+		tsan:* | asan:*) progs+=("$(san_prog "$t")") ;;
+		*) progs+=("build/tests/$t") ;;
+		esac
+	done
+	RDMEM_BIN=$work/build RDMEM_TEST_TIMEOUT=$per_test_timeout \
+		scripts/run-tests.sh "${progs[@]}" >run.log 2>&1
+}
+
+all_tests=()
+for m in "${mutations[@]}"; do
+	IFS='|' read -r name _ _ tests <<<"$m"
+	selected "$name" || continue
+	read -ra ts <<<"$tests"
+	all_tests+=("${ts[@]}")
+done
+if [ ${#all_tests[@]} -eq 0 ]; then
+	echo "not ok - mutate: no mutation named ${want[*]}"
+	exit 1
+fi
+mapfile -t all_tests < <(printf '%s\n' "${all_tests[@]}" | sort -u)
+
+t0=$SECONDS
+echo "# building the unmutated copy in $work"
+if ! build_for "${all_tests[@]}"; then
+	tail -20 build.log
+	echo "not ok - mutate: the unmutated copy does not build"
+	exit 1
+fi
+echo "# the unmutated tests: ${all_tests[*]}"
+if ! run_for "${all_tests[@]}"; then
+	grep -E '^not ok|passed, ' run.log
+	echo "not ok - mutate: the tests fail without any mutation: kills would prove nothing"
+	exit 1
+fi
+
+pass=0 fail=0 table=()
+for m in "${mutations[@]}"; do
+	IFS='|' read -r name file expr tests <<<"$m"
+	selected "$name" || continue
+	read -ra ts <<<"$tests"
+	cp -p "$file" "$file.orig"
+	perl -0pi -e "$expr" "$file"
+	if cmp -s "$file" "$file.orig"; then
+		verdict="stale"
+		echo "not ok - mutation $name: its pattern no longer matches $file (update scripts/mutate.sh)"
+	elif ! build_for "${ts[@]}"; then
+		# A mutation that cannot compile proves nothing about the tests.
+		verdict="no-build"
+		echo "not ok - mutation $name: the mutated tree does not build"
+		tail -5 build.log | sed 's/^/#   /'
+	elif run_for "${ts[@]}"; then
+		verdict="SURVIVED"
+		echo "not ok - mutation $name ($file): survived $tests"
+	else
+		verdict="killed"
+		echo "ok - mutation $name ($file): killed by $(grep -E '^not ok' run.log | head -1 | cut -c1-100)"
+	fi
+	mv "$file.orig" "$file"
+	touch "$file" # newer than the mutated objects: the next build redoes them
+	if [ "$verdict" = killed ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+	table+=("$(printf '%-22s %-9s %s' "$name" "$verdict" "$tests")")
+done
+
+echo "# mutation               result    tests"
+printf '#   %s\n' "${table[@]}"
+echo "# mutate took $((SECONDS - t0)) s"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
