@@ -28,10 +28,10 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all test unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
+.PHONY: all test torture unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
-all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
+all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS) $(B)/tests/torture_client
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -53,6 +53,9 @@ $(B)/rdmem: $(call obj,libclient/rdmem_cli.c)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 $(B)/rdmem-example: $(call obj,libclient/example.c)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
+$(B)/tests/torture_client: $(call obj,tests/torture/client.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -68,7 +71,12 @@ $(B)/tests/rdmem_scenarios: LDLIBS += -lm
 
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
-	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh))
+	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh)) tests/torture/make-test.sh
+
+# Randomized configurations, op mixes and faults (tests/torture/README.md):
+# `make torture [SEED=S] [CASES=N] [MINUTES=M]`.
+torture: all
+	RDMEM_BIN=$(abspath $(B)) tests/torture/run $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES)) $(if $(MINUTES),--minutes $(MINUTES))
 
 unit: all
 	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS)
