@@ -213,3 +213,47 @@ def check_kv(histories, resets, budget=20000):
             findings.append(("lost", "key %s: history of %d ops is not linearizable (lost or "
                              "stale write); %s" % (key, len(ops), hint)))
     return findings, stats
+
+
+def self_test():
+    """Histories with a known answer: the checker must accept and reject them."""
+    def h(*ops):
+        return [Op(a, b, k, v, "t%d" % i) for i, (a, b, k, v) in enumerate(ops)]
+
+    cases = [
+        ("accepts concurrent writes read in either order",
+         True, h((0, 100, "w", "A"), (0, 100, "w", "B"), (110, 120, "r", "B"), (130, 140, "r", "B"))),
+        ("accepts a server restart's reset",
+         True, h((0, 10, "w", "A"), (20, 30, "z", None), (40, 50, "r", None))),
+        ("accepts an ambiguous write seen late",
+         True, h((0, INF, "w", "A"), (10, 20, "r", None), (30, 40, "r", "A"))),
+        ("rejects an acknowledged write lost",
+         False, h((0, 10, "w", "A"), (20, 30, "r", None))),
+        ("rejects a value that went back in time",
+         False, h((0, 100, "w", "A"), (0, 100, "w", "B"), (110, 120, "r", "A"),
+                  (130, 140, "r", "B"), (150, 160, "r", "A"))),
+        ("rejects an ambiguous write undone without a delete",
+         False, h((0, INF, "w", "A"), (50, 60, "r", "A"), (70, 80, "r", None))),
+        ("rejects two DELs that both found one PUT",
+         False, h((0, 10, "w", "A"), (20, 30, "d", None), (40, 50, "d", None))),
+    ]
+    bad = 0
+    for name, want, ops in cases:
+        got = linearizable(ops)[0]
+        print("%sok - torture checker %s" % ("" if got is want else "not ", name))
+        bad += got is not want
+    hist = {"w1": (1, {0: dict(inv=0, op="put", path=0, key="k", vlen=1, vd="A",
+                               comp=dict(ret=10, rc=0, rlen=0, rd="0", check="-", rpath=0, extra=[])),
+                       1: dict(inv=20, op="del", path=0, key="k", vlen=0, vd="0",
+                               comp=dict(ret=30, rc=-2, rlen=0, rd="0", check="-", rpath=0,
+                                         extra=[]))})}
+    f, _ = check_kv(hist, [])
+    ok = [k for k, _ in f] == ["duplicated"]
+    print("%sok - torture checker calls a DEL answered ENOENT after a PUT a duplicate" % (
+        "" if ok else "not "))
+    return bad + (not ok)
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(1 if self_test() else 0)
