@@ -218,6 +218,13 @@ class Case:
         self.img = os.path.join(tmp, "img")
         self.logs = []
         self.uploads_active = 0  # each holds its temp file open
+        self.phases = []  # (name, seconds), for the case line
+        self.t_phase = time.monotonic()
+
+    def phase(self, name):
+        t = time.monotonic()
+        self.phases.append((name, t - self.t_phase))
+        self.t_phase = t
 
     def fault(self, kind):
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -390,7 +397,7 @@ class Case:
     def stats(self, what):
         try:
             r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shm, "--timeout",
-                                "1000", what, "--json"], capture_output=True, timeout=10)
+                                "500", what, "--json"], capture_output=True, timeout=10)
             return json.loads(r.stdout) if r.returncode == 0 else None
         except (subprocess.TimeoutExpired, ValueError):
             return None
@@ -454,13 +461,13 @@ def fd_count(p):
 
 
 def wait_until(fn, ms):
-    """fn() until true or ms passed; a None (cannot tell: stats unreadable) twice gives up."""
+    """fn() until true or ms passed; a None (cannot tell: stats unreadable) gives up."""
     end = time.monotonic() + ms / 1000
     nones = 0
     while True:
         v = fn()
         nones += v is None
-        if v or time.monotonic() > end or nones >= 2:
+        if v or time.monotonic() > end or nones >= 1:
             return v
         time.sleep(0.05)
 
@@ -541,9 +548,12 @@ def run_case(idx, seed, args):
         if os.path.exists(h):
             hist["w%d" % w] = checker.parse_history(h)
     res["calls"] = sum(len(calls) for _, calls in hist.values())
+    k.phase("stop")
     kv_find, st = checker.check_kv(hist, k.resets, args.budget)
     k.findings += kv_find
     check_images(k, hist)
+    k.phase("check")
+    res["phases"] = " ".join("%s %.1f" % p for p in k.phases if p[1] >= 0.5)
     res["unknown"] = st["unknown"]
     res["faults"] = k.faults
     res["findings"] = k.findings
@@ -601,6 +611,7 @@ def run_case_body(k, args):
                  "--simulate-rdma-errors"):
         if kind in c["agent"]:
             k.fault("flag" + kind[len("--simulate"):])
+    k.phase("start")
     t0 = now()
     for i in range(c["procs"]):
         k.start_client(c["windows"][i], c["duration_ms"])
@@ -609,6 +620,7 @@ def run_case_body(k, args):
         if delay > 0:
             time.sleep(delay)
         k.apply(f, t0)
+    k.phase("load")
     # Drain: a client stops issuing at its deadline and waits for its window.
     limit = time.monotonic() + c["duration_ms"] / 1000 + 2 * c["timeout_ms"] / 1000 + 8
     for w, (p, h, _) in list(k.clients.items()):
@@ -626,18 +638,21 @@ def run_case_body(k, args):
             k.find("crashed", "%s exited %s during the case: %s" % (
                 name, None if p is None else p.returncode, k.tail(name + ".log")))
             return
+    k.phase("drain")
     # Lift the faults, then read every key once: acknowledged writes must be there.
     k.ctl("simulate-rdma-down off")
     k.ctl("simulate-rdma-op-fail 0")
     k.ctl("simulate-server-pressure off")
     k.ctl("force-path " + c["agent"].get("--force-path", "auto"))
-    w = k.start_client(1, 1500, final=True)
+    w = k.start_client(1, 1000, final=True)
     try:
         k.clients[w][0].wait(15)
     except subprocess.TimeoutExpired:
         k.find("hung", "final read still running after 15 s")
         k.kill9(k.clients[w][0])
+    k.phase("final")
     leak_checks(k)
+    k.phase("leaks")
     # Stop the agent: the server's fds return to what it had alone.
     agent_fd = fd_count(k.agent)
     k.agent.send_signal(signal.SIGTERM)
@@ -759,8 +774,9 @@ def main():
         for f, n in r["faults"].items():
             tot["faults"] += n
             fault_kinds[f] = fault_kinds.get(f, 0) + n
-        line = "torture case %d seed %d: %d calls, %s (%.1fs)" % (i, s, r["calls"],
-                                                                  summary_line(r, args), r["secs"])
+        line = "torture case %d seed %d: %d calls, %s (%.1fs%s)" % (
+            i, s, r["calls"], summary_line(r, args), r["secs"],
+            ": " + r["phases"] if r.get("phases") else "")
         if r["findings"]:
             fails += 1
             print("not ok - " + line)
