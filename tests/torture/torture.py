@@ -26,6 +26,9 @@ import flags as F  # noqa: E402
 BIN = os.environ.get("RDMEM_BIN", "build")
 CLIENT = os.path.join(BIN, "tests", "torture_client")
 EXCLUDE = set(x for x in os.environ.get("TORTURE_EXCLUDE", "").split(",") if x)
+# Diagnosis only: "server:--flag=value,agent:--flag,fault:kill_agent" pins
+# flags (no value: a switch) and adds a fault after the draw.
+SET = [x for x in os.environ.get("TORTURE_SET", "").split(",") if x]
 PATHS = ["auto", "eager", "lazy", "bulk", "tcp"]
 OPS = ["ping", "echo", "put", "get", "del", "mget", "profile", "large", "image"]
 FAULTS = ["kill_client", "kill_agent", "kill_server", "ctl", "link_cut"]
@@ -195,6 +198,20 @@ def draw_case(seed, quick):
             cmd = r.choice(F.AGENT_CTL)
             f["cmd"] = cmd.format(n=r.choice([1, 2, 5, 50, F.U32]), path=r.choice(PATHS))
         faults.append(f)
+    for item in SET:
+        side, _, fv = item.partition(":")
+        name, eq, val = fv.partition("=")
+        table = F.SERVER if side == "server" else F.AGENT
+        d = sf if side == "server" else af
+        if side == "fault":
+            faults.append(dict(at=r.randint(0, c["duration_ms"] // 2), kind=name, which=0,
+                               down_ms=50, cmd="simulate-rdma-down on"))
+        elif not eq:
+            d[name] = True
+        elif table.get(name, {}).get("kind") in ("num", "bytes"):
+            d[name] = int(val)
+        else:
+            d[name] = val
     c["faults"] = sorted(faults, key=lambda f: f["at"])
     return c
 
@@ -333,12 +350,15 @@ class Case:
 
     def start_server(self):
         sf = self.c["server"]
+        # Ready once every listener is (the fd baseline needs them all);
         # --no-tcp with --fabric none is legal: a server that listens to nothing.
-        want = ("listening tcp" if "--no-tcp" not in sf else "listening shm"
-                if sf.get("--fabric") != "none" and not self.ns else "rdma listener disabled")
+        want = [] if "--no-tcp" in sf else ["listening tcp"]
+        if sf.get("--fabric") != "none" and not self.ns:
+            want.append("listening shm")
+        want = want or ["rdma listener disabled"]
         for _ in range(20):
             self.server = self.spawn(self.server_argv(), "server.log", self.ns and self.ns["s"])
-            if self.wait_log("server.log", want, self.server):
+            if all(self.wait_log("server.log", w, self.server) for w in want):
                 return True
             # A port another program took since we chose it is not a finding.
             if "Address already in use" not in self.tail("server.log", 1):
@@ -452,6 +472,39 @@ def fd_list(p):
                 out.append(re.sub(r"\[\d+\]", "", t))
     except OSError:
         return None
+    return sorted(out)
+
+
+def socket_info(pid, inode):
+    """What socket inode is, from the process's view of /proc/net."""
+    for proto in ("unix", "tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, proto)) as f:
+                for line in f.readlines()[1:]:
+                    t = line.split()
+                    if proto == "unix" and len(t) >= 7 and t[6] == inode:
+                        return "unix %s state %s" % (t[7] if len(t) > 7 else "(unnamed)", t[5])
+                    if proto != "unix" and len(t) >= 10 and t[9] == inode:
+                        return "%s %s -> %s state %s" % (proto, t[1], t[2], t[3])
+        except OSError:
+            pass
+    return "socket inode %s" % inode
+
+
+def fd_sockets(p):
+    out = []
+    d = "/proc/%d/fd" % p.pid
+    try:
+        for fd in os.listdir(d):
+            try:
+                t = os.readlink(os.path.join(d, fd))
+            except OSError:
+                continue
+            m = re.match(r"socket:\[(\d+)\]", t)
+            if m:
+                out.append(socket_info(p.pid, m.group(1)))
+    except OSError:
+        pass
     return sorted(out)
 
 
@@ -604,6 +657,7 @@ def run_case_body(k, args):
     if not k.start_server():
         return
     srv_fds0 = fd_list(k.server) or []
+    srv_socks0 = fd_sockets(k.server)
     srv_fd0 = len(srv_fds0)
     if not k.start_agent():
         return
@@ -671,6 +725,12 @@ def run_case_body(k, args):
         k.find("leaked", "server holds %d fds with no agent, %d at start (+%d open uploads); "
                "more than at start: %s" % (fd_count(k.server), srv_fd0, k.uploads_active,
                                            ", ".join(extra[:6])))
+        socks = fd_sockets(k.server)
+        for x in srv_socks0:
+            if x in socks:
+                socks.remove(x)
+        if socks:
+            k.find("leaked", "server sockets not there at start: " + "; ".join(socks[:4]))
     k.server.send_signal(signal.SIGTERM)
     try:
         k.server.wait(5)
@@ -740,6 +800,9 @@ def main():
     if args.cases is None and args.minutes is None:
         args.cases = 1 if args.seed is not None else 10
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    if SET:
+        print("# WARNING: TORTURE_SET=%s pins part of the draw: diagnosis only, not a test run"
+              % ",".join(SET))
     if EXCLUDE:
         print("# WARNING: TORTURE_EXCLUDE=%s restricts the draw: diagnosis only, not a test run"
               % ",".join(sorted(EXCLUDE)))
