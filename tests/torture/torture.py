@@ -198,12 +198,18 @@ def draw_case(seed, quick):
             cmd = r.choice(F.AGENT_CTL)
             f["cmd"] = cmd.format(n=r.choice([1, 2, 5, 50, F.U32]), path=r.choice(PATHS))
         faults.append(f)
+    # Agents sharing the server (a multi-session server: grouping, lease
+    # reuse); client j goes through agent j % agents. Drawn last so every
+    # other part of a seed's draw is what it was with one agent.
+    c["agents"] = 1 if r.random() < 0.6 else r.randint(2, 3)
     for item in SET:
         side, _, fv = item.partition(":")
         name, eq, val = fv.partition("=")
         table = F.SERVER if side == "server" else F.AGENT
         d = sf if side == "server" else af
-        if side == "fault":
+        if side == "case":
+            c[name] = int(val)
+        elif side == "fault":
             faults.append(dict(at=r.randint(0, c["duration_ms"] // 2), kind=name, which=0,
                                down_ms=50, cmd="simulate-rdma-down on"))
         elif not eq:
@@ -212,6 +218,8 @@ def draw_case(seed, quick):
             d[name] = int(val)
         else:
             d[name] = val
+    for f in faults:
+        f["agent"] = r.randrange(c["agents"])
     c["faults"] = sorted(faults, key=lambda f: f["at"])
     return c
 
@@ -222,10 +230,12 @@ def draw_case(seed, quick):
 class Case:
     def __init__(self, c, tmp):
         self.c, self.tmp = c, tmp
-        self.shm = "/rdtort%dc%d" % (os.getpid(), c["seed"] % 100000)
+        self.shms = ["/rdtort%dc%da%d" % (os.getpid(), c["seed"] % 100000, i)
+                     for i in range(c["agents"])]
         self.port = free_port()
         self.tcp_port = free_port() if c["explicit_tcp_port"] else self.port + 1
-        self.server = self.agent = None
+        self.server = None
+        self.agents = [None] * c["agents"]
         self.clients = {}  # writer -> (Popen, hist, window)
         self.next_writer = 1
         self.resets = []
@@ -305,11 +315,11 @@ class Case:
             a += [k] if v is True else [k, fmt_bytes(v) if F.SERVER[k]["kind"] == "bytes" else str(v)]
         return a
 
-    def agent_argv(self):
+    def agent_argv(self, i):
         c, af = self.c, self.c["agent"]
         srv = self.ns["addr_s"] if self.ns else "127.0.0.1"
         a = [os.path.join(BIN, "rdmem-agent"), "-s", srv, "-p", str(self.port),
-             "--shm-name", self.shm]
+             "--shm-name", self.shms[i]]
         if c["explicit_tcp_port"]:
             a += ["--tcp-port", str(self.tcp_port)]
         if c["secret"]:
@@ -368,10 +378,11 @@ class Case:
         self.find("start", "server did not start: %s" % self.tail("server.log"))
         return False
 
-    def start_agent(self):
-        self.agent = self.spawn(self.agent_argv(), "agent.log", self.ns and self.ns["a"])
-        if not self.wait_log("agent.log", "ready:", self.agent):
-            self.find("start", "agent did not start: %s" % self.tail("agent.log"))
+    def start_agent(self, i):
+        log = "agent%d.log" % i
+        self.agents[i] = self.spawn(self.agent_argv(i), log, self.ns and self.ns["a"])
+        if not self.wait_log(log, "ready:", self.agents[i]):
+            self.find("start", "agent %d did not start: %s" % (i, self.tail(log)))
             return False
         return True
 
@@ -382,12 +393,12 @@ class Case:
         except OSError:
             return "(no log)"
 
-    def start_client(self, window, duration_ms, final=False):
+    def start_client(self, window, duration_ms, ai, final=False):
         w = self.next_writer
         self.next_writer += 1
         hist = os.path.join(self.tmp, "h%d" % w)
         c = self.c
-        argv = [CLIENT, "--shm", self.shm, "--hist", hist, "--writer", str(w),
+        argv = [CLIENT, "--shm", self.shms[ai], "--hist", hist, "--writer", str(w),
                 "--seed", str(c["seed"]), "--window", str(window), "--keys", str(c["keys"]),
                 "--timeout", str(c["timeout_ms"]), "--duration", str(duration_ms),
                 "--max-size", str(c["max_size"]), "--image-max", str(c["image_max"]),
@@ -397,7 +408,7 @@ class Case:
             argv += ["--final"]
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                              stderr=open(os.path.join(self.tmp, "c%d.err" % w), "wb"))
-        self.clients[w] = (p, hist, window)
+        self.clients[w] = (p, hist, window, ai)
         return w
 
     def kill9(self, p):
@@ -409,14 +420,14 @@ class Case:
             except subprocess.TimeoutExpired:
                 pass
 
-    def ctl(self, cmd, timeout_ms=1000):
-        r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shm, "--timeout",
+    def ctl(self, cmd, i, timeout_ms=1000):
+        r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
                             str(timeout_ms), "agent-ctl", cmd], capture_output=True, timeout=10)
         return r.returncode == 0
 
-    def stats(self, what):
+    def stats(self, what, i=0):
         try:
-            r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shm, "--timeout",
+            r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
                                 "500", what, "--json"], capture_output=True, timeout=10)
             return json.loads(r.stdout) if r.returncode == 0 else None
         except (subprocess.TimeoutExpired, ValueError):
@@ -426,18 +437,18 @@ class Case:
     def apply(self, f, t0):
         k = f["kind"]
         if k == "kill_client":
-            live = [w for w, (p, _, _) in self.clients.items() if p.poll() is None]
+            live = [w for w, cl in self.clients.items() if cl[0].poll() is None]
             if not live:
                 return
             w = live[f["which"] % len(live)]
-            p, _, window = self.clients[w]
+            p, _, window, ai = self.clients[w]
             self.kill9(p)
             left = self.c["duration_ms"] - (now() - t0) // 1000000
-            self.start_client(window, max(int(left), 50))
+            self.start_client(window, max(int(left), 50), ai)
         elif k == "kill_agent":
-            self.kill9(self.agent)
+            self.kill9(self.agents[f.get("agent", 0)])
             time.sleep(f["down_ms"] / 1000)
-            if not self.start_agent():
+            if not self.start_agent(f.get("agent", 0)):
                 return
         elif k == "kill_server":
             t_kill = now()
@@ -451,7 +462,7 @@ class Case:
             time.sleep(f["down_ms"] / 1000)
             self.link(True)
         elif k == "ctl":
-            if not self.ctl(f["cmd"]):
+            if not self.ctl(f["cmd"], f.get("agent", 0)):
                 return  # refused or no entry free: not injected
         self.fault(k)
 
@@ -537,10 +548,11 @@ def leak_checks(k):
         rd = s.get("rdma", {})
         objs = sum(x.get("objects_live", 0) for w in rd.get("workers", []) for x in w.get("sessions", []))
         bad = []
-        if s.get("sessions", 0) > 1:
-            bad.append("sessions=%d with one agent" % s["sessions"])
-        if rd.get("leases_taken", 0) > 1:
-            bad.append("leases_taken=%d with one agent" % rd["leases_taken"])
+        n = len(k.agents)
+        if s.get("sessions", 0) > n:
+            bad.append("sessions=%d with %d agents" % (s["sessions"], n))
+        if rd.get("leases_taken", 0) > n:
+            bad.append("leases_taken=%d with %d agents" % (rd["leases_taken"], n))
         if objs and sf.get("--object-ttl", 10000) <= 2000:
             bad.append("objects_live=%d past the object TTL" % objs)
         if s.get("uploads", {}).get("active", 0) and sf.get("--upload-timeout", 30000) <= 2000:
@@ -559,8 +571,8 @@ def leak_checks(k):
             for b in bad:
                 k.find("leaked", "server: " + b)
 
-    def agent_quiet():
-        s = k.stats("agent-stats")
+    def agent_quiet(i):
+        s = k.stats("agent-stats", i)
         if s is None:
             return None
         bad = []
@@ -572,10 +584,11 @@ def leak_checks(k):
             bad.append("frontdoor.clients=%d with no client left" % s["frontdoor"]["clients"])
         return bad or True
 
-    if not wait_until(lambda: (lambda q: q if q is None else q is True)(agent_quiet()), 3000):
-        bad = agent_quiet()
-        for b in bad or []:
-            k.find("leaked", "agent: " + b)
+    for i in range(len(k.agents)):
+        if not wait_until(lambda: (lambda q: q if q is None else q is True)(agent_quiet(i)), 3000):
+            bad = agent_quiet(i)
+            for b in bad or []:
+                k.find("leaked", "agent %d: %s" % (i, b))
 
 
 def run_case(idx, seed, args):
@@ -592,12 +605,12 @@ def run_case(idx, seed, args):
     try:
         run_case_body(k, args)
     finally:
-        for p in [p for p, _, _ in k.clients.values()] + [k.agent, k.server]:
+        for p in [cl[0] for cl in k.clients.values()] + k.agents + [k.server]:
             if p and p.poll() is None:
                 k.kill9(p)
         k.netns_down()
     hist = {}
-    for w, (p, h, _) in k.clients.items():
+    for w, (p, h, _, _) in k.clients.items():
         if os.path.exists(h):
             hist["w%d" % w] = checker.parse_history(h)
     res["calls"] = sum(len(calls) for _, calls in hist.values())
@@ -659,8 +672,9 @@ def run_case_body(k, args):
     srv_fds0 = fd_list(k.server) or []
     srv_socks0 = fd_sockets(k.server)
     srv_fd0 = len(srv_fds0)
-    if not k.start_agent():
-        return
+    for i in range(len(k.agents)):
+        if not k.start_agent(i):
+            return
     for kind in ("--simulate-rdma-down", "--simulate-rdma-op-fail", "--simulate-server-pressure",
                  "--simulate-rdma-errors"):
         if kind in c["agent"]:
@@ -668,7 +682,7 @@ def run_case_body(k, args):
     k.phase("start")
     t0 = now()
     for i in range(c["procs"]):
-        k.start_client(c["windows"][i], c["duration_ms"])
+        k.start_client(c["windows"][i], c["duration_ms"], i % len(k.agents))
     for f in c["faults"]:
         delay = f["at"] / 1000 - (now() - t0) / 1e9
         if delay > 0:
@@ -677,7 +691,7 @@ def run_case_body(k, args):
     k.phase("load")
     # Drain: a client stops issuing at its deadline and waits for its window.
     limit = time.monotonic() + c["duration_ms"] / 1000 + 2 * c["timeout_ms"] / 1000 + 8
-    for w, (p, h, _) in list(k.clients.items()):
+    for w, (p, h, _, _) in list(k.clients.items()):
         try:
             p.wait(max(0.1, limit - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -687,18 +701,19 @@ def run_case_body(k, args):
         if p.returncode not in (0, -9):
             k.find("crashed", "client w%d exited %s: %s" % (w, p.returncode, open(os.path.join(
                 k.tmp, "c%d.err" % w), errors="replace").read()[-300:]))
-    for name, p in (("server", k.server), ("agent", k.agent)):
+    for name, p in [("server", k.server)] + [("agent%d" % i, a) for i, a in enumerate(k.agents)]:
         if p is None or p.poll() is not None:
             k.find("crashed", "%s exited %s during the case: %s" % (
                 name, None if p is None else p.returncode, k.tail(name + ".log")))
             return
     k.phase("drain")
     # Lift the faults, then read every key once: acknowledged writes must be there.
-    k.ctl("simulate-rdma-down off")
-    k.ctl("simulate-rdma-op-fail 0")
-    k.ctl("simulate-server-pressure off")
-    k.ctl("force-path " + c["agent"].get("--force-path", "auto"))
-    w = k.start_client(1, 1000, final=True)
+    for i in range(len(k.agents)):
+        k.ctl("simulate-rdma-down off", i)
+        k.ctl("simulate-rdma-op-fail 0", i)
+        k.ctl("simulate-server-pressure off", i)
+        k.ctl("force-path " + c["agent"].get("--force-path", "auto"), i)
+    w = k.start_client(1, 1000, 0, final=True)
     try:
         k.clients[w][0].wait(15)
     except subprocess.TimeoutExpired:
@@ -708,14 +723,15 @@ def run_case_body(k, args):
     leak_checks(k)
     k.phase("leaks")
     # Stop the agent: the server's fds return to what it had alone.
-    agent_fd = fd_count(k.agent)
-    k.agent.send_signal(signal.SIGTERM)
-    try:
-        k.agent.wait(5)
-    except subprocess.TimeoutExpired:
-        k.find("hung", "agent did not stop within 5 s of SIGTERM (%d fds)" % agent_fd)
-    if os.path.exists("/dev/shm" + k.shm):
-        k.find("leaked", "/dev/shm%s left by the stopped agent" % k.shm)
+    for i, a in enumerate(k.agents):
+        a.send_signal(signal.SIGTERM)
+    for i, a in enumerate(k.agents):
+        try:
+            a.wait(5)
+        except subprocess.TimeoutExpired:
+            k.find("hung", "agent %d did not stop within 5 s of SIGTERM" % i)
+        if os.path.exists("/dev/shm" + k.shms[i]):
+            k.find("leaked", "/dev/shm%s left by the stopped agent %d" % (k.shms[i], i))
     fd_ok = srv_fd0 + k.uploads_active
     if srv_fd0 > 0 and not wait_until(lambda: fd_count(k.server) <= fd_ok, 3000):
         extra = list(fd_list(k.server) or [])
@@ -776,8 +792,8 @@ def check_help():
 
 def summary_line(r, args):
     c = r["cfg"]
-    return "procs %d win %s keys %d %dms paths %s faults %s" % (
-        c["procs"], max(c["windows"]), c["keys"], c["duration_ms"], c["paths"],
+    return "agents %d procs %d win %s keys %d %dms paths %s faults %s" % (
+        c["agents"], c["procs"], max(c["windows"]), c["keys"], c["duration_ms"], c["paths"],
         ",".join("%s=%d" % kv for kv in sorted(r["faults"].items())) or "none")
 
 
