@@ -428,7 +428,7 @@ class Case:
     def stats(self, what, i=0):
         try:
             r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
-                                "500", what, "--json"], capture_output=True, timeout=10)
+                                "400", what, "--json"], capture_output=True, timeout=10)
             return json.loads(r.stdout) if r.returncode == 0 else None
         except (subprocess.TimeoutExpired, ValueError):
             return None
@@ -609,6 +609,11 @@ def run_case(idx, seed, args):
             if p and p.poll() is None:
                 k.kill9(p)
         k.netns_down()
+        for name in k.shms:  # what a kill -9'd agent could not remove
+            try:
+                os.unlink("/dev/shm" + name)
+            except OSError:
+                pass
     hist = {}
     for w, (p, h, _, _) in k.clients.items():
         if os.path.exists(h):
@@ -713,7 +718,7 @@ def run_case_body(k, args):
         k.ctl("simulate-rdma-op-fail 0", i)
         k.ctl("simulate-server-pressure off", i)
         k.ctl("force-path " + c["agent"].get("--force-path", "auto"), i)
-    w = k.start_client(1, 1000, 0, final=True)
+    w = k.start_client(1, 700, 0, final=True)
     try:
         k.clients[w][0].wait(15)
     except subprocess.TimeoutExpired:
@@ -797,7 +802,12 @@ def summary_line(r, args):
         ",".join("%s=%d" % kv for kv in sorted(r["faults"].items())) or "none")
 
 
+def on_term(sig, frame):
+    raise KeyboardInterrupt  # unwinds through each case's cleanup
+
+
 def main():
+    signal.signal(signal.SIGTERM, on_term)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--cases", type=int, default=None)
