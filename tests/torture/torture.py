@@ -309,9 +309,9 @@ class Case:
             a += ["--metrics-port", str(free_port(False))]
         if c["s_metrics_bind"]:
             a += ["--metrics-bind", c["s_metrics_bind"]]
+        if self.ns:  # the agent is across a veth: TCP only
+            sf = dict(sf, **{"--fabric": "none"})
         for k, v in sf.items():
-            if k == "--fabric" and self.ns:
-                v = "none"
             a += [k] if v is True else [k, fmt_bytes(v) if F.SERVER[k]["kind"] == "bytes" else str(v)]
         return a
 
