@@ -127,11 +127,13 @@ def _step(op, state):
 
 def linearizable(ops, budget=20000):
     """True, False, or None (budget spent); a hint on failure."""
-    # An ambiguous write of a value nobody read never helps a linearization:
-    # leaving it out is always one of its legal outcomes.
+    # An ambiguous write of a value nobody read never helps a linearization
+    # (leaving it out is one of its legal outcomes), unless a DEL that found
+    # the key may need it to have happened.
     read = {o.val for o in ops if o.kind == "r"}
-    ops = sorted((o for o in ops if not (o.kind == "w" and o.ret == INF and o.val not in read)),
-                 key=lambda o: o.inv)
+    if not any(o.kind == "d" for o in ops):
+        ops = [o for o in ops if not (o.kind == "w" and o.ret == INF and o.val not in read)]
+    ops = sorted(ops, key=lambda o: o.inv)
     n = len(ops)
     inv = [o.inv for o in ops]
     by_ret = sorted((i for i in range(n) if ops[i].ret != INF), key=lambda i: ops[i].ret)
@@ -234,6 +236,8 @@ def self_test():
                   (130, 140, "r", "B"), (150, 160, "r", "A"))),
         ("rejects an ambiguous write undone without a delete",
          False, h((0, INF, "w", "A"), (50, 60, "r", "A"), (70, 80, "r", None))),
+        ("accepts a DEL that found an ambiguous write nobody read",
+         True, h((0, INF, "w", "A"), (10, 20, "d", None), (30, 40, "r", None))),
         ("rejects two DELs that both found one PUT",
          False, h((0, 10, "w", "A"), (20, 30, "d", None), (40, 50, "d", None))),
     ]
