@@ -119,6 +119,18 @@ def netns_ok():
     return os.geteuid() == 0 and shutil.which("ip") is not None and not excluded("link_cut")
 
 
+def cap_segment(af):
+    """The segment is clients x slots x (max-value + 65 KiB) of /dev/shm: halve clients to fit."""
+    mv = af.get("--max-value", F.MI)
+    clients, slots = af.get("--clients", 32), af.get("--slots", 16)
+    while clients > 1 and clients * slots * (mv + 65 * 1024) > SEG_CAP:
+        clients //= 2
+    while clients * slots > 16384:
+        clients //= 2
+    if "--clients" in af or clients != 32:
+        af["--clients"] = clients
+
+
 def draw_case(seed, quick):
     """Everything a case does, from its seed alone."""
     r = random.Random(seed)
@@ -141,15 +153,8 @@ def draw_case(seed, quick):
     c["netns"] = netns_ok() and r.random() < 0.12
     if c["netns"]:
         af["--fabric"] = "tcp"  # the shm fabric does not cross namespaces
-    # The segment is clients x slots x (max-value + 65 KiB) of /dev/shm.
+    cap_segment(af)
     mv = af.get("--max-value", F.MI)
-    clients, slots = af.get("--clients", 32), af.get("--slots", 16)
-    while clients > 1 and clients * slots * (mv + 65 * 1024) > SEG_CAP:
-        clients //= 2
-    while clients * slots > 16384:
-        clients //= 2
-    if "--clients" in af or clients != 32:
-        af["--clients"] = clients
     # Workload.
     c["procs"] = r.randint(1, 16)
     c["windows"] = [r.choice([1, 2, 4, 8, 16, 32, 64, r.randint(1, 64)]) for _ in range(c["procs"])]
@@ -218,6 +223,8 @@ def draw_case(seed, quick):
             d[name] = int(val)
         else:
             d[name] = val
+    if SET:
+        cap_segment(af)
     for f in faults:
         f["agent"] = r.randrange(c["agents"])
     c["faults"] = sorted(faults, key=lambda f: f["at"])
@@ -878,8 +885,10 @@ def main():
             for kind, n in seen.items():
                 if n > 3:
                     print("#   %s: ... %d more" % (kind, n - 3))
-            print("#   replay: RDMEM_BIN=%s tests/torture/run --seed %d --cases 1%s   (logs: %s)" % (
-                BIN, s, " --quick" if args.quick else "", r["tmp"]))
+            knobs = "".join(" %s=%s" % (n, os.environ[n]) for n in ("TORTURE_SET", "TORTURE_EXCLUDE")
+                            if os.environ.get(n))
+            print("#   replay:%s RDMEM_BIN=%s tests/torture/run --seed %d --cases 1%s   (logs: %s)" % (
+                knobs, BIN, s, " --quick" if args.quick else "", r["tmp"]))
         else:
             print("ok - " + line)
         sys.stdout.flush()
