@@ -207,6 +207,14 @@ def draw_case(seed, quick):
     # reuse); client j goes through agent j % agents. Drawn last so every
     # other part of a seed's draw is what it was with one agent.
     c["agents"] = 1 if r.random() < 0.6 else r.randint(2, 3)
+    # Grouping only runs with more sessions than the threshold: a drawn
+    # threshold (log-uniform up to 1M) is rarely below 3, so with several
+    # agents it is sometimes pulled under their number (still legal).
+    # Its own stream: the rest of every seed's draw stays what it was.
+    rb = random.Random(seed * 2654435761 + 17)
+    if c["agents"] > 1 and rb.random() < 0.2 and not excluded("flag:--group-threshold"):
+        sf["--group-threshold"] = rb.randint(1, c["agents"] - 1)
+        sf["--group-size"] = rb.randint(1, c["agents"])
     for item in SET:
         side, _, fv = item.partition(":")
         name, eq, val = fv.partition("=")
