@@ -39,10 +39,10 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all check abi-check abi-baseline test unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
+.PHONY: all check abi-check abi-baseline test torture unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
-all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS)
+all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS) $(B)/tests/torture_client
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -80,6 +80,10 @@ $(B)/rdmem: $(call obj,libclient/rdmem_cli.c) $(LIBRDMEM)
 # The example links the shared library, as an app would: found next to it via rpath.
 $(B)/rdmem-example: $(call obj,libclient/example.c) $(LIBRDMEM_SOLINKS)
 	$(CC) $(CFLAGS) $(filter %.o,$^) $(LDFLAGS) -L$(B)/lib -lrdmem -Wl,-rpath,'$$ORIGIN/lib' -o $@
+# The torture client is an app like any other: libclient only.
+$(B)/tests/torture_client: $(call obj,tests/torture/client.c) $(LIBRDMEM)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -95,7 +99,12 @@ $(B)/tests/rdmem_scenarios: LDLIBS += -lm
 
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
-	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh))
+	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh)) tests/torture/make-test.sh
+
+# Randomized configurations, op mixes and faults (tests/torture/README.md):
+# `make torture [SEED=S] [CASES=N] [MINUTES=M]`.
+torture: all
+	RDMEM_BIN=$(abspath $(B)) tests/torture/run $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES)) $(if $(MINUTES),--minutes $(MINUTES))
 
 check: test
 

@@ -1,0 +1,263 @@
+"""Checks a torture case's histories (tests/torture/client.c writes them).
+
+- wrong: a value read (GET, MGET entry) that no PUT of that key wrote, a
+  self-describing value whose bytes disagree with its header, an ECHO,
+  LARGE_GET or PROFILE reply that is not what was asked for.
+- lost: a key whose history is not linearizable against a register
+  (PUT / GET / DEL, ambiguous outcomes for calls that failed or timed out:
+  they may or may not have taken effect, at any time after their invocation).
+  A server kill -9 is a RESET of every key (the server is in-memory): it is
+  an op in every key's history, in the interval from the kill to the reap.
+- duplicated: a non-linearizable key that becomes linearizable when DELs
+  that answered ENOENT are read as DELs that did delete (the call was
+  applied, then retried and answered by a second execution).
+- unknown: the search hit its bound (reported, not a failure).
+
+The search is Wing & Gong / Lowe's with Porcupine's memoization of
+(linearized set, state), per key (P-compositionality), with reads
+linearized greedily as soon as they are legal (a read does not change the
+state, so taking it early never loses a linearization).
+"""
+
+INF = float("inf")
+AMBIG_OK = (0,)
+
+
+class Op:
+    __slots__ = ("inv", "ret", "kind", "val", "src")
+
+    def __init__(self, inv, ret, kind, val, src):
+        self.inv, self.ret, self.kind, self.val, self.src = inv, ret, kind, val, src
+
+    # kind: "w" write val (definite or ambiguous by ret == INF), "r" read val
+    # (None: absent), "d" delete that found the key, "da" delete that found
+    # nothing, "dx" ambiguous delete, "z" reset (server restart)
+
+
+def parse_history(path):
+    """Returns (writer, calls) where calls maps id -> dict(inv fields, comp fields or None)."""
+    writer, calls = None, {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            t = line.split()
+            if not t or (t[0] in "IC" and len(t) < 7) or not line.endswith("\n"):
+                continue
+            if t[0] == "W":
+                writer = int(t[1])
+            elif t[0] == "I":
+                calls[int(t[1])] = dict(inv=int(t[2]), op=t[3], path=int(t[4]), key=t[5],
+                                        vlen=int(t[6]), vd=t[7], comp=None)
+            elif t[0] == "C" and int(t[1]) in calls:
+                c = dict(ret=int(t[2]), rc=int(t[3]), rlen=int(t[4]), rd=t[5], check=t[6],
+                         rpath=int(t[7]) if t[7].isdigit() else 0, extra=t[8:])
+                calls[int(t[1])]["comp"] = c
+    return writer, calls
+
+
+def key_ops(histories, resets):
+    """Per key: the list of Op, and the values written to it (digest, len)."""
+    per_key, written, findings = {}, {}, []
+
+    def add(key, op):
+        per_key.setdefault(key, []).append(op)
+
+    for name, (writer, calls) in histories.items():
+        for cid, c in calls.items():
+            comp, src = c["comp"], "%s#%d" % (name, cid)
+            if c["op"] == "put":
+                written.setdefault(c["key"], set()).add((c["vd"], c["vlen"]))
+    for name, (writer, calls) in histories.items():
+        for cid, c in calls.items():
+            comp, src = c["comp"], "%s#%d" % (name, cid)
+            op, key = c["op"], c["key"]
+            ok = comp is not None and comp["rc"] == 0
+            ret = comp["ret"] if comp is not None else INF
+            if comp is not None and comp["check"] == "bad":
+                findings.append(("wrong", "%s: %s %s returned bytes that are not what was "
+                                 "written/asked (path %d)" % (src, op, key, comp["rpath"])))
+            if op == "put":
+                add(key, Op(c["inv"], ret if ok else INF, "w", c["vd"], src))
+            elif op == "get" and comp is not None and comp["rc"] in (0, -2):
+                val = comp["rd"] if comp["rc"] == 0 else None
+                if val is not None and (val, comp["rlen"]) not in written.get(key, ()):
+                    findings.append(("wrong", "%s: get %s returned %d bytes (digest %s) that no "
+                                     "put wrote (path %d)" % (src, key, comp["rlen"], val,
+                                                              comp["rpath"])))
+                    continue
+                add(key, Op(c["inv"], ret, "r", val, src))
+            elif op == "del":
+                if ok:
+                    add(key, Op(c["inv"], ret, "d", None, src))
+                elif comp is not None and comp["rc"] == -2:
+                    add(key, Op(c["inv"], ret, "da", None, src))
+                else:
+                    add(key, Op(c["inv"], INF, "dx", None, src))
+            elif op == "mget" and ok:
+                for e in comp["extra"]:
+                    k, _, v = e.partition("=")
+                    if v == "-":
+                        add(k, Op(c["inv"], ret, "r", None, src))
+                        continue
+                    ln, dg, chk = (v.split(":") + ["-", "-"])[:3]
+                    if chk == "bad" or (dg, int(ln)) not in written.get(k, ()):
+                        findings.append(("wrong", "%s: mget entry %s: %s bytes (digest %s, "
+                                         "check %s) no put wrote (path %d)" % (
+                                             src, k, ln, dg, chk, comp["rpath"])))
+                        continue
+                    add(k, Op(c["inv"], ret, "r", dg, src))
+    for key in per_key:
+        for (t0, t1) in resets:
+            per_key[key].append(Op(t0, t1, "z", None, "server-restart"))
+    return per_key, findings
+
+
+def _step(op, state):
+    """(legal, new state) of op from state."""
+    k = op.kind
+    if k == "w":
+        return True, op.val
+    if k == "r":
+        return op.val == state, state
+    if k == "d":
+        return state is not None, None
+    if k == "da":
+        return state is None, state
+    return True, None  # dx, z
+
+
+def linearizable(ops, budget=20000):
+    """True, False, or None (budget spent); a hint on failure."""
+    # An ambiguous write of a value nobody read never helps a linearization
+    # (leaving it out is one of its legal outcomes), unless a DEL that found
+    # the key may need it to have happened.
+    read = {o.val for o in ops if o.kind == "r"}
+    if not any(o.kind == "d" for o in ops):
+        ops = [o for o in ops if not (o.kind == "w" and o.ret == INF and o.val not in read)]
+    ops = sorted(ops, key=lambda o: o.inv)
+    n = len(ops)
+    inv = [o.inv for o in ops]
+    by_ret = sorted((i for i in range(n) if ops[i].ret != INF), key=lambda i: ops[i].ret)
+    need = 0
+    for i in by_ret:
+        need |= 1 << i
+
+    def cands_of(mask):
+        mr = INF
+        for j in by_ret:
+            if not mask >> j & 1:
+                mr = ops[j].ret
+                break
+        i = ((mask + 1) & ~mask).bit_length() - 1
+        out = []
+        while i < n and inv[i] < mr:
+            if not mask >> i & 1:
+                out.append(i)
+            i += 1
+        return out
+
+    seen = set()
+    stack = [(0, None)]
+    steps, best = 0, (-1, None)
+    while stack:
+        mask, state = stack.pop()
+        while True:  # greedy: a legal read among the candidates goes now
+            if mask & need == need:
+                return True, None
+            cands = cands_of(mask)
+            for i in cands:
+                if ops[i].kind in ("r", "da") and _step(ops[i], state)[0]:
+                    mask |= 1 << i
+                    break
+            else:
+                break
+        if (mask, state) in seen:
+            continue
+        seen.add((mask, state))
+        steps += 1
+        if steps > budget:
+            return None, None
+        done = bin(mask & need).count("1")
+        if done > best[0]:
+            best = (done, (state, cands))
+        for i in cands:
+            o = ops[i]
+            if o.kind in ("r", "da"):
+                continue
+            legal, st = _step(o, state)
+            # An optional op that changes nothing is never worth taking.
+            if not legal or (o.ret == INF and st == state):
+                continue
+            stack.append((mask | 1 << i, st))
+    state, cands = best[1] if best[1] else (None, [])
+    hint = "stuck in state %s after %d of %d ops; candidates: %s" % (
+        state, max(best[0], 0), len(by_ret),
+        "; ".join("%s %s %s" % (ops[i].src, ops[i].kind, ops[i].val) for i in cands[:6]))
+    return False, hint
+
+
+def check_kv(histories, resets, budget=20000):
+    """Returns (findings, stats) for the KV part of a case."""
+    per_key, findings = key_ops(histories, resets)
+    stats = dict(keys=len(per_key), kv_ops=sum(len(v) for v in per_key.values()), unknown=0)
+    for key, ops in sorted(per_key.items()):
+        ok, hint = linearizable(ops, budget)
+        if ok is None:
+            stats["unknown"] += 1
+            continue
+        if ok:
+            continue
+        relaxed = [Op(o.inv, INF if o.kind == "da" else o.ret, "dx" if o.kind == "da" else o.kind,
+                      o.val, o.src) for o in ops]
+        if any(o.kind == "da" for o in ops) and linearizable(relaxed, budget)[0]:
+            findings.append(("duplicated", "key %s: linearizable only if a DEL that answered "
+                             "ENOENT had deleted (a DEL executed twice); %s" % (key, hint)))
+        else:
+            findings.append(("lost", "key %s: history of %d ops is not linearizable (lost or "
+                             "stale write); %s" % (key, len(ops), hint)))
+    return findings, stats
+
+
+def self_test():
+    """Histories with a known answer: the checker must accept and reject them."""
+    def h(*ops):
+        return [Op(a, b, k, v, "t%d" % i) for i, (a, b, k, v) in enumerate(ops)]
+
+    cases = [
+        ("accepts concurrent writes read in either order",
+         True, h((0, 100, "w", "A"), (0, 100, "w", "B"), (110, 120, "r", "B"), (130, 140, "r", "B"))),
+        ("accepts a server restart's reset",
+         True, h((0, 10, "w", "A"), (20, 30, "z", None), (40, 50, "r", None))),
+        ("accepts an ambiguous write seen late",
+         True, h((0, INF, "w", "A"), (10, 20, "r", None), (30, 40, "r", "A"))),
+        ("rejects an acknowledged write lost",
+         False, h((0, 10, "w", "A"), (20, 30, "r", None))),
+        ("rejects a value that went back in time",
+         False, h((0, 100, "w", "A"), (0, 100, "w", "B"), (110, 120, "r", "A"),
+                  (130, 140, "r", "B"), (150, 160, "r", "A"))),
+        ("rejects an ambiguous write undone without a delete",
+         False, h((0, INF, "w", "A"), (50, 60, "r", "A"), (70, 80, "r", None))),
+        ("accepts a DEL that found an ambiguous write nobody read",
+         True, h((0, INF, "w", "A"), (10, 20, "d", None), (30, 40, "r", None))),
+        ("rejects two DELs that both found one PUT",
+         False, h((0, 10, "w", "A"), (20, 30, "d", None), (40, 50, "d", None))),
+    ]
+    bad = 0
+    for name, want, ops in cases:
+        got = linearizable(ops)[0]
+        print("%sok - torture checker %s" % ("" if got is want else "not ", name))
+        bad += got is not want
+    hist = {"w1": (1, {0: dict(inv=0, op="put", path=0, key="k", vlen=1, vd="A",
+                               comp=dict(ret=10, rc=0, rlen=0, rd="0", check="-", rpath=0, extra=[])),
+                       1: dict(inv=20, op="del", path=0, key="k", vlen=0, vd="0",
+                               comp=dict(ret=30, rc=-2, rlen=0, rd="0", check="-", rpath=0,
+                                         extra=[]))})}
+    f, _ = check_kv(hist, [])
+    ok = [k for k, _ in f] == ["duplicated"]
+    print("%sok - torture checker calls a DEL answered ENOENT after a PUT a duplicate" % (
+        "" if ok else "not "))
+    return bad + (not ok)
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(1 if self_test() else 0)

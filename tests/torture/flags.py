@@ -1,0 +1,102 @@
+"""The torture harness's one table of server and agent flags and their legal ranges.
+
+Ranges mirror the parsers (server/main.c parse_args, agent/main.c
+rdmem_agent_numeric and rdmem_agent_text); check_help() fails when a
+binary's -h documents a flag this table lacks, and probes that each numeric
+range's neighbours (lo - 1, hi + 1) are refused, so a new flag or a changed
+range cannot be forgotten here.
+
+kind:
+  num    integer in [lo, hi]; cap: the largest value the draw picks when the
+         flag's cost grows with its value (memory, time); lo and hi are still
+         drawn when cap is None, and hi is drawn when cap >= hi
+  bytes  like num, printed with k/m suffixes when exact
+  bool   flag without argument
+  choice one of choices
+  harness set by the harness (ports, names, paths) with the listed choices
+"""
+
+U32 = 2**32 - 1
+KI, MI, GI = 1 << 10, 1 << 20, 1 << 30
+
+SERVER = {
+    "--bind": dict(kind="harness", choices=["127.0.0.1", "0.0.0.0"]),
+    "--port": dict(kind="harness", lo=1, hi=65535),
+    "--tcp-port": dict(kind="harness", lo=0, hi=65535),
+    "--no-tcp": dict(kind="bool", p=0.1),
+    "--image-dir": dict(kind="harness", p=0.85),
+    "--image-hook": dict(kind="harness", p=0.2, choices=["true", "sleep 0.05"]),
+    "--fabric": dict(kind="choice", choices=["shm", "none"], p=0.5),  # verbs: no device here
+    "--batch-budget": dict(kind="num", lo=1, hi=1024, default=32),
+    "--ring-slots": dict(kind="num", lo=1, hi=4096, default=256),
+    "--slot-bytes": dict(kind="bytes", lo=1024, hi=MI, default=32 * KI),
+    # 64 KiB each, per session, address space only until used: the top of
+    # the range is drawn (it is what 32-bit object offsets break on).
+    "--objpool-slabs": dict(kind="num", lo=1, hi=65536, default=256),
+    "--object-ttl": dict(kind="num", lo=10, hi=86400000, default=10000),
+    "--max-sessions": dict(kind="num", lo=1, hi=4096, default=64),
+    "--shared-pool": dict(kind="choice", choices=["on", "off"]),
+    "--stage-bytes": dict(kind="bytes", lo=64, hi=MI, default=16 * KI),
+    "--workers": dict(kind="num", lo=1, hi=64, default=1),
+    "--group-threshold": dict(kind="num", lo=1, hi=MI, default=64),
+    "--group-size": dict(kind="num", lo=1, hi=4096, default=32),
+    # A slice of a second starves the other groups for the whole case: legal,
+    # so it is drawn, rarely (the cap keeps most draws under 50 ms).
+    "--slice-us": dict(kind="num", lo=10, hi=1000000, default=500, cap=50000),
+    "--busy-poll": dict(kind="bool", p=0.2),
+    "--secret-file": dict(kind="harness", p=0.2),
+    "--max-value": dict(kind="bytes", lo=4 * KI, hi=64 * MI, default=MI),
+    "--max-image": dict(kind="bytes", lo=1, hi=GI, default=64 * MI),
+    "--upload-timeout": dict(kind="num", lo=100, hi=86400000, default=30000),
+    "--metrics-port": dict(kind="harness", p=0.15),
+    "--metrics-bind": dict(kind="harness", p=0.1, choices=["127.0.0.1", "::1"]),
+    "--verbose": dict(kind="bool", p=0.1),
+    "--help": dict(kind="harness"),
+}
+
+AGENT = {
+    "--server": dict(kind="harness"),
+    "--port": dict(kind="harness", lo=1, hi=65534),
+    "--tcp-port": dict(kind="harness", lo=1, hi=65535),
+    "--fabric": dict(kind="choice", choices=["shm", "tcp"], p=0.4),  # verbs: no device
+    "--shm-name": dict(kind="harness"),
+    "--shm-reset": dict(kind="bool", p=0.3),
+    "--shm-group": dict(kind="harness", p=0.2, choices=["root", "0"]),
+    # clients x slots x (max-value + 65 KiB) of /dev/shm address space: the
+    # draw shrinks clients until the segment is under 2 GiB.
+    "--clients": dict(kind="num", lo=1, hi=4096, default=32),
+    "--slots": dict(kind="num", lo=1, hi=64, default=16),
+    "--max-value": dict(kind="bytes", lo=1, hi=64 * MI, default=MI),
+    "--force-path": dict(kind="choice", choices=["auto", "eager", "lazy", "bulk", "tcp"]),
+    "--bulk-threshold": dict(kind="bytes", lo=0, hi=U32, default=8 * KI),
+    "--large-threshold": dict(kind="bytes", lo=0, hi=U32, default=8 * KI),
+    "--error-threshold": dict(kind="num", lo=0, hi=U32, default=8),
+    "--ring-slots": dict(kind="num", lo=1, hi=4096, default=256),
+    "--resp-bytes": dict(kind="bytes", lo=64, hi=MI, default=16 * KI),
+    # Time each reconnect may take: the draw keeps it under the case length.
+    "--connect-timeout": dict(kind="num", lo=1, hi=600000, default=2000, cap=3000),
+    "--max-reads": dict(kind="num", lo=1, hi=255),
+    "--busy-poll": dict(kind="bool", p=0.2),
+    "--secret-file": dict(kind="harness"),
+    "--source": dict(kind="harness", p=0.2, choices=["127.0.0.1"]),
+    "--simulate-rdma-down": dict(kind="bool", p=0.1, fault=True),
+    "--simulate-rdma-op-fail": dict(kind="num", lo=0, hi=U32, p=0.15, fault=True),
+    "--simulate-server-pressure": dict(kind="choice", choices=["ring", "objpool"], p=0.1,
+                                       fault=True),
+    "--simulate-rdma-errors": dict(kind="num", lo=0, hi=U32, p=0.1, fault=True),
+    "--metrics-port": dict(kind="harness", p=0.15),
+    "--metrics-bind": dict(kind="harness", p=0.1, choices=["127.0.0.1", "::1"]),
+    "--verbose": dict(kind="bool", p=0.1),
+    "--help": dict(kind="harness"),
+}
+
+# Short options the -h text shows next to their long form.
+SHORT = {"-b": "--bind", "-p": "--port", "-s": "--server", "-v": "--verbose", "-h": "--help"}
+
+# Runtime `rdmem agent-ctl` commands (agent/session.c rdmem_agent_apply_ctl).
+AGENT_CTL = [
+    "simulate-rdma-down on", "simulate-rdma-down off",
+    "simulate-rdma-op-fail {n}", "simulate-rdma-errors {n}",
+    "simulate-server-pressure ring", "simulate-server-pressure objpool",
+    "simulate-server-pressure off", "force-path {path}",
+]

@@ -1,0 +1,916 @@
+#!/usr/bin/env python3
+"""torture - seeded randomized configurations, op mixes and faults (tests/torture/README.md).
+
+Case i of a run with --seed S draws everything from seed S + i, so
+`tests/torture/run --seed <S+i> --cases 1` replays exactly that case's
+draw (configuration, op mix, fault schedule). Process timing is not
+replayed: it is real processes on a real clock.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checker  # noqa: E402
+import flags as F  # noqa: E402
+
+BIN = os.environ.get("RDMEM_BIN", "build")
+CLIENT = os.path.join(BIN, "tests", "torture_client")
+EXCLUDE = set(x for x in os.environ.get("TORTURE_EXCLUDE", "").split(",") if x)
+# Diagnosis only: "server:--flag=value,agent:--flag,fault:kill_agent" pins
+# flags (no value: a switch) and adds a fault after the draw.
+SET = [x for x in os.environ.get("TORTURE_SET", "").split(",") if x]
+PATHS = ["auto", "eager", "lazy", "bulk", "tcp"]
+OPS = ["ping", "echo", "put", "get", "del", "mget", "profile", "large", "image"]
+FAULTS = ["kill_client", "kill_agent", "kill_server", "ctl", "link_cut"]
+SEG_CAP = 2 << 30
+
+
+def now():
+    return time.monotonic_ns()
+
+
+def excluded(name):
+    return name in EXCLUDE
+
+
+# ---------------------------------------------------------------- the draw
+
+
+def draw_num(r, spec):
+    lo, hi = spec["lo"], spec["hi"]
+    cap = spec.get("cap")
+    top = min(hi, cap) if cap else hi
+    pick = r.random()
+    if pick < 0.15:
+        v = lo
+    elif pick < 0.25:
+        v = hi if not cap else top
+    elif pick < 0.3:
+        v = min(lo + 1, hi)
+    elif pick < 0.35:
+        v = max(top - 1, lo)
+    elif pick < 0.5 and "default" in spec:
+        v = spec["default"]
+    else:  # log-uniform: small and large values alike
+        v = int(round(2 ** r.uniform(0, max(top, 1).bit_length())))
+        v = min(max(v, lo), top)
+    return v
+
+
+def fmt_bytes(v):
+    if v and v % (1 << 20) == 0:
+        return "%dm" % (v >> 20)
+    if v and v % 1024 == 0:
+        return "%dk" % (v >> 10)
+    return str(v)
+
+
+def draw_flags(r, table, skip_faults):
+    """Random legal values for every non-harness flag of a table: {flag: value or True}."""
+    out = {}
+    for name, spec in table.items():
+        if spec["kind"] == "harness" or excluded("flag:" + name):
+            continue
+        if spec.get("fault") and skip_faults:
+            continue
+        if r.random() >= spec.get("p", 0.5):
+            continue
+        k = spec["kind"]
+        if k == "bool":
+            out[name] = True
+        elif k == "choice":
+            out[name] = r.choice(spec["choices"])
+        else:
+            out[name] = draw_num(r, spec)
+    return out
+
+
+def port_free(p):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(pair=True):
+    """Below the ephemeral range (32768-), so no outgoing connection takes it meanwhile."""
+    for _ in range(200):
+        p = random.randrange(12000, 32000)
+        if port_free(p) and (not pair or port_free(p + 1)):
+            return p
+    raise RuntimeError("no free port pair")
+
+
+def netns_ok():
+    return os.geteuid() == 0 and shutil.which("ip") is not None and not excluded("link_cut")
+
+
+def cap_segment(af):
+    """The segment is clients x slots x (max-value + 65 KiB) of /dev/shm: halve clients to fit."""
+    mv = af.get("--max-value", F.MI)
+    clients, slots = af.get("--clients", 32), af.get("--slots", 16)
+    while clients > 1 and clients * slots * (mv + 65 * 1024) > SEG_CAP:
+        clients //= 2
+    while clients * slots > 16384:
+        clients //= 2
+    if "--clients" in af or clients != 32:
+        af["--clients"] = clients
+
+
+def draw_case(seed, quick):
+    """Everything a case does, from its seed alone."""
+    r = random.Random(seed)
+    sf = draw_flags(r, F.SERVER, False)
+    af = draw_flags(r, F.AGENT, excluded("sim_flags"))
+    c = dict(seed=seed, server=sf, agent=af)
+    c["bind"] = r.choice(F.SERVER["--bind"]["choices"])
+    c["image_dir"] = r.random() < F.SERVER["--image-dir"]["p"]
+    c["image_hook"] = (r.choice(F.SERVER["--image-hook"]["choices"])
+                       if c["image_dir"] and r.random() < F.SERVER["--image-hook"]["p"] else None)
+    c["secret"] = r.random() < F.SERVER["--secret-file"]["p"]
+    c["explicit_tcp_port"] = r.random() < 0.3
+    c["s_metrics"] = r.random() < F.SERVER["--metrics-port"]["p"]
+    c["a_metrics"] = r.random() < F.AGENT["--metrics-port"]["p"]
+    c["s_metrics_bind"] = r.choice(F.SERVER["--metrics-bind"]["choices"]) if r.random() < 0.3 else None
+    c["a_metrics_bind"] = r.choice(F.AGENT["--metrics-bind"]["choices"]) if r.random() < 0.3 else None
+    c["shm_group"] = (r.choice(F.AGENT["--shm-group"]["choices"])
+                      if r.random() < F.AGENT["--shm-group"]["p"] else None)
+    c["source"] = r.random() < F.AGENT["--source"]["p"]
+    c["netns"] = netns_ok() and r.random() < 0.12
+    if c["netns"]:
+        af["--fabric"] = "tcp"  # the shm fabric does not cross namespaces
+    cap_segment(af)
+    mv = af.get("--max-value", F.MI)
+    # Workload.
+    c["procs"] = r.randint(1, 16)
+    c["windows"] = [r.choice([1, 2, 4, 8, 16, 32, 64, r.randint(1, 64)]) for _ in range(c["procs"])]
+    dmin, dmax = (250, 800) if quick else (500, 2500)
+    c["duration_ms"] = r.randint(dmin, dmax)
+    c["max_calls"] = 600 if quick else 3000
+    tmax = 1000 if quick else 3000
+    c["timeout_ms"] = r.choice([50, 200, 500, tmax, r.randint(50, tmax)])
+    est = c["procs"] * c["duration_ms"] * 3
+    c["keys"] = r.randint(max(1, min(64, est // 400)), 64)
+    weights = []
+    for op in OPS:
+        w = 0 if excluded("op:" + op) else r.choice([0, 1, 2, 4, 8]) if r.random() < 0.5 else 3
+        if op in ("put", "get", "del") and not excluded("op:" + op):
+            w = max(w, 2)
+        weights.append(w)
+    c["weights"] = weights
+    paths = [str(i) for i, p in enumerate(PATHS) if not excluded("path:" + p)]
+    c["paths"] = "".join(r.sample(paths, r.randint(1, len(paths)))) if paths else "0"
+    smax = max(sf.get("--max-value", F.MI), mv)
+    c["max_size"] = mv + 1
+    bounds = {0, 1, 2, 31, 32, 33, 64 * 1024 - 1, 64 * 1024, 64 * 1024 + 1}
+    for v in (sf.get("--slot-bytes", 32 * F.KI), af.get("--resp-bytes", 16 * F.KI),
+              sf.get("--stage-bytes", 16 * F.KI), af.get("--bulk-threshold", 8 * F.KI),
+              af.get("--large-threshold", 8 * F.KI), sf.get("--max-value", F.MI), mv):
+        for d in (-3, -2, -1, 0, 1):
+            if 0 <= v + d <= smax + 1:
+                bounds.add(v + d)
+    c["sizes"] = ",".join(str(b) for b in sorted(bounds) if b <= c["max_size"])
+    mi = sf.get("--max-image", 64 * F.MI)
+    c["image_max"] = min(mi + 1, 4 * F.MI)
+    # Faults: times in ms from the clients' start.
+    faults = []
+    nf = r.choice([0, 1, 2, 3, 4, 6])
+    kinds = [k for k in FAULTS if not excluded(k) and (k != "link_cut" or c["netns"])]
+    for _ in range(nf if kinds else 0):
+        k = r.choice(kinds)
+        f = dict(at=r.randint(0, c["duration_ms"]), kind=k)
+        if k == "kill_client":
+            f["which"] = r.randrange(c["procs"])
+        elif k in ("kill_agent", "kill_server"):
+            f["down_ms"] = r.choice([0, 10, 50, 200])
+        elif k == "link_cut":
+            f["down_ms"] = r.choice([100, 300, 800])
+        else:
+            cmd = r.choice(F.AGENT_CTL)
+            f["cmd"] = cmd.format(n=r.choice([1, 2, 5, 50, F.U32]), path=r.choice(PATHS))
+        faults.append(f)
+    # Agents sharing the server (a multi-session server: grouping, lease
+    # reuse); client j goes through agent j % agents. Drawn last so every
+    # other part of a seed's draw is what it was with one agent.
+    c["agents"] = 1 if r.random() < 0.6 else r.randint(2, 3)
+    # Grouping only runs with more sessions than the threshold: a drawn
+    # threshold (log-uniform up to 1M) is rarely below 3, so with several
+    # agents it is sometimes pulled under their number (still legal).
+    # Its own stream: the rest of every seed's draw stays what it was.
+    rb = random.Random(seed * 2654435761 + 17)
+    if c["agents"] > 1 and rb.random() < 0.2 and not excluded("flag:--group-threshold"):
+        sf["--group-threshold"] = rb.randint(1, c["agents"] - 1)
+        sf["--group-size"] = rb.randint(1, c["agents"])
+    for item in SET:
+        side, _, fv = item.partition(":")
+        name, eq, val = fv.partition("=")
+        table = F.SERVER if side == "server" else F.AGENT
+        d = sf if side == "server" else af
+        if side == "case":
+            c[name] = int(val)
+        elif side == "fault":
+            faults.append(dict(at=r.randint(0, c["duration_ms"] // 2), kind=name, which=0,
+                               down_ms=50, cmd="simulate-rdma-down on"))
+        elif not eq:
+            d[name] = True
+        elif table.get(name, {}).get("kind") in ("num", "bytes"):
+            d[name] = int(val)
+        else:
+            d[name] = val
+    if SET:
+        cap_segment(af)
+    for f in faults:
+        f["agent"] = r.randrange(c["agents"])
+    c["faults"] = sorted(faults, key=lambda f: f["at"])
+    return c
+
+
+# ---------------------------------------------------------------- processes
+
+
+class Case:
+    def __init__(self, c, tmp):
+        self.c, self.tmp = c, tmp
+        self.shms = ["/rdtort%dc%da%d" % (os.getpid(), c["seed"] % 100000, i)
+                     for i in range(c["agents"])]
+        self.port = free_port()
+        self.tcp_port = free_port() if c["explicit_tcp_port"] else self.port + 1
+        self.server = None
+        self.agents = [None] * c["agents"]
+        self.clients = {}  # writer -> (Popen, hist, window)
+        self.next_writer = 1
+        self.resets = []
+        self.faults = {}
+        self.findings = []
+        self.ns = None
+        self.img = os.path.join(tmp, "img")
+        self.logs = []
+        self.uploads_active = 0  # each holds its temp file open
+        self.phases = []  # (name, seconds), for the case line
+        self.t_phase = time.monotonic()
+
+    def phase(self, name):
+        t = time.monotonic()
+        self.phases.append((name, t - self.t_phase))
+        self.t_phase = t
+
+    def fault(self, kind):
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def find(self, kind, text):
+        self.findings.append((kind, text))
+
+    # -- netns
+    def netns_up(self):
+        tag = "%d%d" % (os.getpid() % 10000, self.c["seed"] % 1000)
+        self.ns = dict(s="rtS" + tag, a="rtA" + tag, vs="rtvS" + tag, va="rtvA" + tag,
+                       addr_s="198.18.99.1", addr_a="198.18.99.2")
+        n = self.ns
+        cmds = [["ip", "netns", "add", n["s"]], ["ip", "netns", "add", n["a"]],
+                ["ip", "link", "add", n["vs"], "type", "veth", "peer", "name", n["va"]],
+                ["ip", "link", "set", n["vs"], "netns", n["s"]],
+                ["ip", "link", "set", n["va"], "netns", n["a"]],
+                ["ip", "-n", n["s"], "addr", "add", n["addr_s"] + "/30", "dev", n["vs"]],
+                ["ip", "-n", n["a"], "addr", "add", n["addr_a"] + "/30", "dev", n["va"]],
+                ["ip", "-n", n["s"], "link", "set", n["vs"], "up"],
+                ["ip", "-n", n["a"], "link", "set", n["va"], "up"],
+                ["ip", "-n", n["s"], "link", "set", "lo", "up"],
+                ["ip", "-n", n["a"], "link", "set", "lo", "up"]]
+        for cmd in cmds:
+            if subprocess.run(cmd, capture_output=True).returncode != 0:
+                self.netns_down()
+                return False
+        return True
+
+    def netns_down(self):
+        if self.ns:
+            for k in ("s", "a"):
+                subprocess.run(["ip", "netns", "del", self.ns[k]], capture_output=True)
+            self.ns = None
+
+    def link(self, up):
+        n = self.ns
+        subprocess.run(["ip", "-n", n["a"], "link", "set", n["va"], "up" if up else "down"],
+                       capture_output=True)
+
+    # -- server and agent
+    def server_argv(self):
+        c, sf = self.c, self.c["server"]
+        bind = self.ns["addr_s"] if self.ns else c["bind"]
+        a = [os.path.join(BIN, "rdmem-server"), "-b", bind, "-p", str(self.port)]
+        if c["explicit_tcp_port"]:
+            a += ["--tcp-port", str(self.tcp_port)]
+        if c["image_dir"]:
+            a += ["--image-dir", self.img]
+            if c["image_hook"]:
+                a += ["--image-hook", c["image_hook"]]
+        if c["secret"]:
+            a += ["--secret-file", os.path.join(self.tmp, "secret")]
+        if c["s_metrics"]:
+            a += ["--metrics-port", str(free_port(False))]
+        if c["s_metrics_bind"]:
+            a += ["--metrics-bind", c["s_metrics_bind"]]
+        if self.ns:  # the agent is across a veth: TCP only
+            sf = dict(sf, **{"--fabric": "none"})
+        for k, v in sf.items():
+            a += [k] if v is True else [k, fmt_bytes(v) if F.SERVER[k]["kind"] == "bytes" else str(v)]
+        return a
+
+    def agent_argv(self, i):
+        c, af = self.c, self.c["agent"]
+        srv = self.ns["addr_s"] if self.ns else "127.0.0.1"
+        a = [os.path.join(BIN, "rdmem-agent"), "-s", srv, "-p", str(self.port),
+             "--shm-name", self.shms[i]]
+        if c["explicit_tcp_port"]:
+            a += ["--tcp-port", str(self.tcp_port)]
+        if c["secret"]:
+            a += ["--secret-file", os.path.join(self.tmp, "secret")]
+        if c["a_metrics"]:
+            a += ["--metrics-port", str(free_port(False))]
+        if c["a_metrics_bind"]:
+            a += ["--metrics-bind", c["a_metrics_bind"]]
+        if c["shm_group"]:
+            a += ["--shm-group", c["shm_group"]]
+        if c["source"] and not self.ns:
+            a += ["--source", "127.0.0.1"]
+        for k, v in af.items():
+            a += [k] if v is True else [k, fmt_bytes(v) if F.AGENT[k]["kind"] == "bytes" else str(v)]
+        return a
+
+    def spawn(self, argv, log, ns=None):
+        if ns:
+            argv = ["ip", "netns", "exec", ns] + argv
+        f = open(os.path.join(self.tmp, log), "ab")
+        self.logs.append(log)
+        return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_log(self, log, text, proc, ms=5000):
+        path = os.path.join(self.tmp, log)
+        end = time.monotonic() + ms / 1000
+        while time.monotonic() < end:
+            try:
+                with open(path, errors="replace") as f:
+                    if f.read().count(text) >= self.logs.count(log):
+                        return True
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                return False
+            time.sleep(0.005)
+        return False
+
+    def start_server(self):
+        sf = self.c["server"]
+        # Ready once every listener is (the fd baseline needs them all);
+        # --no-tcp with --fabric none is legal: a server that listens to nothing.
+        want = [] if "--no-tcp" in sf else ["listening tcp"]
+        if sf.get("--fabric") != "none" and not self.ns:
+            want.append("listening shm")
+        want = want or ["rdma listener disabled"]
+        for _ in range(20):
+            self.server = self.spawn(self.server_argv(), "server.log", self.ns and self.ns["s"])
+            if all(self.wait_log("server.log", w, self.server) for w in want):
+                return True
+            # A port another program took since we chose it is not a finding.
+            if "Address already in use" not in self.tail("server.log", 1):
+                break
+            self.logs.remove("server.log")
+            time.sleep(0.1)
+        self.find("start", "server did not start: %s" % self.tail("server.log"))
+        return False
+
+    def start_agent(self, i):
+        log = "agent%d.log" % i
+        self.agents[i] = self.spawn(self.agent_argv(i), log, self.ns and self.ns["a"])
+        if not self.wait_log(log, "ready:", self.agents[i]):
+            self.find("start", "agent %d did not start: %s" % (i, self.tail(log)))
+            return False
+        return True
+
+    def tail(self, log, n=3):
+        try:
+            with open(os.path.join(self.tmp, log), errors="replace") as f:
+                return " | ".join(line.strip() for line in f.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def start_client(self, window, duration_ms, ai, final=False):
+        w = self.next_writer
+        self.next_writer += 1
+        hist = os.path.join(self.tmp, "h%d" % w)
+        c = self.c
+        argv = [CLIENT, "--shm", self.shms[ai], "--hist", hist, "--writer", str(w),
+                "--seed", str(c["seed"]), "--window", str(window), "--keys", str(c["keys"]),
+                "--timeout", str(c["timeout_ms"]), "--duration", str(duration_ms),
+                "--max-size", str(c["max_size"]), "--image-max", str(c["image_max"]),
+                "--sizes", c["sizes"], "--paths", c["paths"], "--max-calls", str(c["max_calls"]),
+                "--weights", ",".join(str(x) for x in c["weights"])]
+        if final:
+            argv += ["--final"]
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(self.tmp, "c%d.err" % w), "wb"))
+        self.clients[w] = (p, hist, window, ai)
+        return w
+
+    def kill9(self, p):
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        if p:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def ctl(self, cmd, i, timeout_ms=1000):
+        r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
+                            str(timeout_ms), "agent-ctl", cmd], capture_output=True, timeout=10)
+        return r.returncode == 0
+
+    def stats(self, what, i=0):
+        try:
+            r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
+                                "400", what, "--json"], capture_output=True, timeout=10)
+            return json.loads(r.stdout) if r.returncode == 0 else None
+        except (subprocess.TimeoutExpired, ValueError):
+            return None
+
+    # -- faults
+    def apply(self, f, t0):
+        k = f["kind"]
+        if k == "kill_client":
+            live = [w for w, cl in self.clients.items() if cl[0].poll() is None]
+            if not live:
+                return
+            w = live[f["which"] % len(live)]
+            p, _, window, ai = self.clients[w]
+            self.kill9(p)
+            left = self.c["duration_ms"] - (now() - t0) // 1000000
+            self.start_client(window, max(int(left), 50), ai)
+        elif k == "kill_agent":
+            self.kill9(self.agents[f.get("agent", 0)])
+            time.sleep(f["down_ms"] / 1000)
+            if not self.start_agent(f.get("agent", 0)):
+                return
+        elif k == "kill_server":
+            t_kill = now()
+            self.kill9(self.server)
+            self.resets.append((t_kill, now()))
+            time.sleep(f["down_ms"] / 1000)
+            if not self.start_server():
+                return
+        elif k == "link_cut":
+            self.link(False)
+            time.sleep(f["down_ms"] / 1000)
+            self.link(True)
+        elif k == "ctl":
+            if not self.ctl(f["cmd"], f.get("agent", 0)):
+                return  # refused or no entry free: not injected
+        self.fault(k)
+
+
+def fd_list(p):
+    """Sockets, memfds and files a process holds; event fds, epoll and io_uring
+    instances (per worker, made on first use) are not counted."""
+    out = []
+    try:
+        d = "/proc/%d/fd" % p.pid
+        for fd in os.listdir(d):
+            try:
+                t = os.readlink(os.path.join(d, fd))
+            except OSError:
+                continue
+            # Upload temp files are open until the upload ends or times out.
+            if not t.startswith("anon_inode:") and not t.endswith(".part"):
+                out.append(re.sub(r"\[\d+\]", "", t))
+    except OSError:
+        return None
+    return sorted(out)
+
+
+def socket_info(pid, inode):
+    """What socket inode is, from the process's view of /proc/net."""
+    for proto in ("unix", "tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, proto)) as f:
+                for line in f.readlines()[1:]:
+                    t = line.split()
+                    if proto == "unix" and len(t) >= 7 and t[6] == inode:
+                        return "unix %s state %s" % (t[7] if len(t) > 7 else "(unnamed)", t[5])
+                    if proto != "unix" and len(t) >= 10 and t[9] == inode:
+                        return "%s %s -> %s state %s" % (proto, t[1], t[2], t[3])
+        except OSError:
+            pass
+    return "socket inode %s" % inode
+
+
+def fd_sockets(p):
+    out = []
+    d = "/proc/%d/fd" % p.pid
+    try:
+        for fd in os.listdir(d):
+            try:
+                t = os.readlink(os.path.join(d, fd))
+            except OSError:
+                continue
+            m = re.match(r"socket:\[(\d+)\]", t)
+            if m:
+                out.append(socket_info(p.pid, m.group(1)))
+    except OSError:
+        pass
+    return sorted(out)
+
+
+def fd_count(p):
+    fds = fd_list(p)
+    return -1 if fds is None else len(fds)
+
+
+def wait_until(fn, ms):
+    """fn() until true or ms passed; a None (cannot tell: stats unreadable) gives up."""
+    end = time.monotonic() + ms / 1000
+    nones = 0
+    while True:
+        v = fn()
+        nones += v is None
+        if v or time.monotonic() > end or nones >= 1:
+            return v
+        time.sleep(0.05)
+
+
+def leak_checks(k):
+    """Session, lease, object, slot, upload, fd and temp-file leaks, after the load."""
+    c = k.c
+    sf = c["server"]
+
+    def srv_quiet():
+        s = k.stats("stats")
+        if s is None:
+            return None
+        rd = s.get("rdma", {})
+        objs = sum(x.get("objects_live", 0) for w in rd.get("workers", []) for x in w.get("sessions", []))
+        bad = []
+        n = len(k.agents)
+        if s.get("sessions", 0) > n:
+            bad.append("sessions=%d with %d agents" % (s["sessions"], n))
+        if rd.get("leases_taken", 0) > n:
+            bad.append("leases_taken=%d with %d agents" % (rd["leases_taken"], n))
+        if objs and sf.get("--object-ttl", 10000) <= 2000:
+            bad.append("objects_live=%d past the object TTL" % objs)
+        if s.get("uploads", {}).get("active", 0) and sf.get("--upload-timeout", 30000) <= 2000:
+            bad.append("uploads.active=%d past the upload timeout" % s["uploads"]["active"])
+        k.uploads_active = s.get("uploads", {}).get("active", 0)
+        if s.get("hooks", {}).get("running", 0):
+            bad.append("hooks.running=%d" % s["hooks"]["running"])
+        return bad or True
+
+    ttl = max(sf.get("--object-ttl", 0) if sf.get("--object-ttl", 10000) <= 2000 else 0,
+              sf.get("--upload-timeout", 0) if sf.get("--upload-timeout", 30000) <= 2000 else 0)
+    res = wait_until(lambda: (lambda q: q if q is None else q is True)(srv_quiet()), 3000 + ttl)
+    if not res:
+        bad = srv_quiet()
+        if bad is not None:
+            for b in bad:
+                k.find("leaked", "server: " + b)
+
+    def agent_quiet(i):
+        s = k.stats("agent-stats", i)
+        if s is None:
+            return None
+        bad = []
+        if s.get("rdma", {}).get("slots_in_use", 0):
+            bad.append("rdma.slots_in_use=%d" % s["rdma"]["slots_in_use"])
+        if s.get("tcp", {}).get("inflight", 0):
+            bad.append("tcp.inflight=%d" % s["tcp"]["inflight"])
+        if s.get("frontdoor", {}).get("clients", 0) > 1:
+            bad.append("frontdoor.clients=%d with no client left" % s["frontdoor"]["clients"])
+        return bad or True
+
+    for i in range(len(k.agents)):
+        if not wait_until(lambda: (lambda q: q if q is None else q is True)(agent_quiet(i)), 3000):
+            bad = agent_quiet(i)
+            for b in bad or []:
+                k.find("leaked", "agent %d: %s" % (i, b))
+
+
+def run_case(idx, seed, args):
+    c = draw_case(seed, args.quick)
+    tmp = tempfile.mkdtemp(prefix="rdmem-torture-%d-" % seed)
+    k = Case(c, tmp)
+    os.makedirs(k.img)
+    if c["secret"]:
+        fd = os.open(os.path.join(tmp, "secret"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
+    res = dict(idx=idx, seed=seed, calls=0, faults={}, findings=[], unknown=0, cfg=c)
+    t_start = time.monotonic()
+    try:
+        run_case_body(k, args)
+    finally:
+        for p in [cl[0] for cl in k.clients.values()] + k.agents + [k.server]:
+            if p and p.poll() is None:
+                k.kill9(p)
+        k.netns_down()
+        for name in k.shms:  # what a kill -9'd agent could not remove
+            try:
+                os.unlink("/dev/shm" + name)
+            except OSError:
+                pass
+    hist = {}
+    for w, (p, h, _, _) in k.clients.items():
+        if os.path.exists(h):
+            hist["w%d" % w] = checker.parse_history(h)
+    res["calls"] = sum(len(calls) for _, calls in hist.values())
+    k.phase("stop")
+    kv_find, st = checker.check_kv(hist, k.resets, args.budget)
+    k.findings += kv_find
+    check_images(k, hist)
+    k.phase("check")
+    res["phases"] = " ".join("%s %.1f" % p for p in k.phases if p[1] >= 0.5)
+    res["unknown"] = st["unknown"]
+    res["faults"] = k.faults
+    res["findings"] = k.findings
+    res["secs"] = time.monotonic() - t_start
+    res["tmp"] = tmp
+    if k.findings and not args.keep_all:
+        res["kept"] = True
+    elif not args.keep_all:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def check_images(k, hist):
+    if not k.c["image_dir"] or not os.path.isdir(k.img):
+        return
+    names = set(os.listdir(k.img))
+    for name, (w, calls) in hist.items():
+        for cid, cl in calls.items():
+            if cl["op"] != "image":
+                continue
+            comp = cl["comp"]
+            key = cl["key"]
+            if comp is not None and comp["rc"] == -74:  # EBADMSG: the server hashed other bytes
+                k.find("duplicated", "%s#%d: image %s (%d bytes, chunk %s) failed its hash check "
+                       "at commit: the server saw other bytes than were sent (a chunk applied "
+                       "twice or changed)" % (name, cid, key, cl["vlen"], comp["extra"]))
+            if key not in names:
+                if comp is not None and comp["rc"] == 0:
+                    k.find("lost", "%s#%d: image %s committed but absent" % (name, cid, key))
+                continue
+            r = subprocess.run([CLIENT, "--digest", os.path.join(k.img, key)], capture_output=True,
+                               text=True)
+            got = r.stdout.split()
+            if len(got) != 2 or int(got[0]) != cl["vlen"] or got[1] != cl["vd"]:
+                k.find("wrong", "%s#%d: image %s on disk is %s, uploaded %d bytes digest %s" % (
+                    name, cid, key, r.stdout.strip(), cl["vlen"], cl["vd"]))
+    temps = [n for n in names if n.endswith(".part")]
+    if temps and not k.faults.get("kill_server"):
+        k.find("leaked", "image dir holds %d upload temp files after the server stopped: %s" % (
+            len(temps), ", ".join(sorted(temps)[:3])))
+
+
+def run_case_body(k, args):
+    c = k.c
+    if c["netns"] and not k.netns_up():
+        c["netns"] = False
+        c["agent"].pop("--fabric", None)
+    if not k.start_server():
+        return
+    srv_fds0 = fd_list(k.server) or []
+    srv_socks0 = fd_sockets(k.server)
+    srv_fd0 = len(srv_fds0)
+    for i in range(len(k.agents)):
+        if not k.start_agent(i):
+            return
+    for kind in ("--simulate-rdma-down", "--simulate-rdma-op-fail", "--simulate-server-pressure",
+                 "--simulate-rdma-errors"):
+        if kind in c["agent"]:
+            k.fault("flag" + kind[len("--simulate"):])
+    k.phase("start")
+    t0 = now()
+    for i in range(c["procs"]):
+        k.start_client(c["windows"][i], c["duration_ms"], i % len(k.agents))
+    for f in c["faults"]:
+        delay = f["at"] / 1000 - (now() - t0) / 1e9
+        if delay > 0:
+            time.sleep(delay)
+        k.apply(f, t0)
+    k.phase("load")
+    # Drain: a client stops issuing at its deadline and waits for its window.
+    limit = time.monotonic() + c["duration_ms"] / 1000 + 2 * c["timeout_ms"] / 1000 + 8
+    for w, (p, h, _, _) in list(k.clients.items()):
+        try:
+            p.wait(max(0.1, limit - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            k.find("hung", "client w%d (pid %d) still running %.0f s after its deadline" % (
+                w, p.pid, 2 * c["timeout_ms"] / 1000 + 8))
+            k.kill9(p)
+        if p.returncode not in (0, -9):
+            k.find("crashed", "client w%d exited %s: %s" % (w, p.returncode, open(os.path.join(
+                k.tmp, "c%d.err" % w), errors="replace").read()[-300:]))
+    for name, p in [("server", k.server)] + [("agent%d" % i, a) for i, a in enumerate(k.agents)]:
+        if p is None or p.poll() is not None:
+            k.find("crashed", "%s exited %s during the case: %s" % (
+                name, None if p is None else p.returncode, k.tail(name + ".log")))
+            return
+    k.phase("drain")
+    # Lift the faults, then read every key once: acknowledged writes must be there.
+    for i in range(len(k.agents)):
+        k.ctl("simulate-rdma-down off", i)
+        k.ctl("simulate-rdma-op-fail 0", i)
+        k.ctl("simulate-server-pressure off", i)
+        k.ctl("force-path " + c["agent"].get("--force-path", "auto"), i)
+    w = k.start_client(1, 700, 0, final=True)
+    try:
+        k.clients[w][0].wait(15)
+    except subprocess.TimeoutExpired:
+        k.find("hung", "final read still running after 15 s")
+        k.kill9(k.clients[w][0])
+    k.phase("final")
+    leak_checks(k)
+    k.phase("leaks")
+    # Stop the agent: the server's fds return to what it had alone.
+    for i, a in enumerate(k.agents):
+        a.send_signal(signal.SIGTERM)
+    for i, a in enumerate(k.agents):
+        try:
+            a.wait(5)
+        except subprocess.TimeoutExpired:
+            k.find("hung", "agent %d did not stop within 5 s of SIGTERM" % i)
+        if os.path.exists("/dev/shm" + k.shms[i]):
+            k.find("leaked", "/dev/shm%s left by the stopped agent %d" % (k.shms[i], i))
+    fd_ok = srv_fd0 + k.uploads_active
+    if srv_fd0 > 0 and not wait_until(lambda: fd_count(k.server) <= fd_ok, 3000):
+        extra = list(fd_list(k.server) or [])
+        for f in srv_fds0:
+            if f in extra:
+                extra.remove(f)
+        k.find("leaked", "server holds %d fds with no agent, %d at start (+%d open uploads); "
+               "more than at start: %s" % (fd_count(k.server), srv_fd0, k.uploads_active,
+                                           ", ".join(extra[:6])))
+        socks = fd_sockets(k.server)
+        for x in srv_socks0:
+            if x in socks:
+                socks.remove(x)
+        if socks:
+            k.find("leaked", "server sockets not there at start: " + "; ".join(socks[:4]))
+    k.server.send_signal(signal.SIGTERM)
+    try:
+        k.server.wait(5)
+    except subprocess.TimeoutExpired:
+        k.find("hung", "server did not stop within 5 s of SIGTERM")
+
+
+# ---------------------------------------------------------------- -h check
+
+
+def check_help():
+    """Fails when a binary's -h documents a flag the table lacks, or a range drifted."""
+    bad = []
+    for binary, table in (("rdmem-server", F.SERVER), ("rdmem-agent", F.AGENT)):
+        path = os.path.join(BIN, binary)
+        text = subprocess.run([path, "-h"], capture_output=True, text=True).stdout
+        documented = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))
+        documented |= {F.SHORT[s] for s in re.findall(r"(?<![\w-])(-[a-z])\b", text) if s in F.SHORT}
+        for flag in sorted(documented - set(table)):
+            bad.append("%s -h documents %s: add it to tests/torture/flags.py" % (binary, flag))
+        for flag in sorted(set(table) - documented):
+            bad.append("tests/torture/flags.py has %s, which %s -h does not document" % (flag, binary))
+        for flag, spec in table.items():
+            if spec["kind"] not in ("num", "bytes"):
+                continue
+            for v in (spec["lo"] - 1, spec["hi"] + 1):
+                if v < 0:
+                    continue
+                extra = ["-s", "127.0.0.1"] if binary == "rdmem-agent" else []
+                r = subprocess.run([path] + extra + [flag, str(v), "--shm-name", "/rdtort-never",
+                                                     "-p", "1"] if binary == "rdmem-agent" else
+                                   [path, flag, str(v), "-p", "1", "--fabric", "none", "--no-tcp"],
+                                   capture_output=True, text=True, timeout=5)
+                if r.returncode == 0 or flag not in r.stderr:
+                    bad.append("%s %s %d was not refused naming the flag: the table's range "
+                               "[%d, %d] drifted from the parser" % (binary, flag, v, spec["lo"],
+                                                                     spec["hi"]))
+    return bad
+
+
+# ---------------------------------------------------------------- main
+
+
+def summary_line(r, args):
+    c = r["cfg"]
+    return "agents %d procs %d win %s keys %d %dms paths %s faults %s" % (
+        c["agents"], c["procs"], max(c["windows"]), c["keys"], c["duration_ms"], c["paths"],
+        ",".join("%s=%d" % kv for kv in sorted(r["faults"].items())) or "none")
+
+
+def on_term(sig, frame):
+    raise KeyboardInterrupt  # unwinds through each case's cleanup
+
+
+def main():
+    signal.signal(signal.SIGTERM, on_term)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--cases", type=int, default=None)
+    ap.add_argument("--minutes", type=float, default=None)
+    ap.add_argument("--quick", action="store_true", help="short cases (CI, make test)")
+    ap.add_argument("--ci", action="store_true", help="200 quick cases within about 10 minutes")
+    ap.add_argument("--budget", type=int, default=20000, help="search states per key")
+    ap.add_argument("--keep-all", action="store_true", help="keep every case's directory")
+    ap.add_argument("--no-help-check", action="store_true")
+    ap.add_argument("--show", action="store_true", help="print the case's draw")
+    args = ap.parse_args()
+    if args.ci:
+        args.quick = True
+        args.cases = args.cases or 200
+        args.minutes = args.minutes or 10
+    if args.cases is None and args.minutes is None:
+        args.cases = 1 if args.seed is not None else 10
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    if SET:
+        print("# WARNING: TORTURE_SET=%s pins part of the draw: diagnosis only, not a test run"
+              % ",".join(SET))
+    if EXCLUDE:
+        print("# WARNING: TORTURE_EXCLUDE=%s restricts the draw: diagnosis only, not a test run"
+              % ",".join(sorted(EXCLUDE)))
+    if not os.path.exists(CLIENT):
+        print("not ok - torture: %s is missing (make)" % CLIENT)
+        return 1
+    fails = 0
+    if not args.no_help_check:
+        bad = check_help()
+        for b in bad:
+            print("#   " + b)
+        print("%sok - torture flag table covers every flag rdmem-server and rdmem-agent -h "
+              "document, with their ranges" % ("not " if bad else ""))
+        fails += bool(bad)
+    print("# torture: base seed %d%s" % (seed, " (netns link cuts on)" if netns_ok() else
+                                          " (no netns: not root or no ip; link cuts off)"))
+    deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
+    tot = dict(cases=0, calls=0, faults=0, unknown=0)
+    kinds = {}
+    fault_kinds = {}
+    longest = 0.0
+    i = 0
+    while (args.cases is None or i < args.cases) and (deadline is None or time.monotonic() < deadline):
+        s = seed + i
+        if args.show:
+            print("# draw: " + json.dumps(draw_case(s, args.quick), sort_keys=True))
+        r = run_case(i, s, args)
+        tot["cases"] += 1
+        tot["calls"] += r["calls"]
+        tot["unknown"] += r["unknown"]
+        longest = max(longest, r["secs"])
+        for f, n in r["faults"].items():
+            tot["faults"] += n
+            fault_kinds[f] = fault_kinds.get(f, 0) + n
+        line = "torture case %d seed %d: %d calls, %s (%.1fs%s)" % (
+            i, s, r["calls"], summary_line(r, args), r["secs"],
+            ": " + r["phases"] if r.get("phases") else "")
+        if r["findings"]:
+            fails += 1
+            print("not ok - " + line)
+            seen = {}
+            for kind, text in r["findings"]:
+                kinds[kind] = kinds.get(kind, 0) + 1
+                seen[kind] = seen.get(kind, 0) + 1
+                if seen[kind] <= 3:
+                    print("#   %s: %s" % (kind, text))
+            for kind, n in seen.items():
+                if n > 3:
+                    print("#   %s: ... %d more" % (kind, n - 3))
+            knobs = "".join(" %s=%s" % (n, os.environ[n]) for n in ("TORTURE_SET", "TORTURE_EXCLUDE")
+                            if os.environ.get(n))
+            print("#   replay:%s RDMEM_BIN=%s tests/torture/run --seed %d --cases 1%s   (logs: %s)" % (
+                knobs, BIN, s, " --quick" if args.quick else "", r["tmp"]))
+        else:
+            print("ok - " + line)
+        sys.stdout.flush()
+        i += 1
+    print("# torture summary: configurations %d, calls %d, faults injected %d (%s), wrong %d, "
+          "lost %d, duplicated %d, leaked %d, hung %d, crashed %d, start %d, unknown %d, "
+          "longest case %.1fs" % (
+              tot["cases"], tot["calls"], tot["faults"],
+              ", ".join("%s %d" % kv for kv in sorted(fault_kinds.items())) or "none",
+              kinds.get("wrong", 0), kinds.get("lost", 0), kinds.get("duplicated", 0),
+              kinds.get("leaked", 0), kinds.get("hung", 0), kinds.get("crashed", 0),
+              kinds.get("start", 0), tot["unknown"], longest))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
