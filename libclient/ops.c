@@ -187,8 +187,8 @@ void rdmem_mget_free(struct rdmem_mget *m)
 }
 
 /* Builds the request blob: an ARRAY of the n keys. */
-static int op_mget_request(const char *const *keys, const uint32_t *key_lens, uint32_t n,
-			   void **blob, uint32_t *len)
+int rdmem_mget_request(const char *const *keys, const uint32_t *key_lens, uint32_t n, void **blob,
+		       uint32_t *len)
 {
 	struct rdmem_blob_writer w = { NULL, 0, 0 };
 	uint64_t bytes = 0;
@@ -229,7 +229,7 @@ int rdmem_mget(rdmem_t *h, const char *const *keys, const uint32_t *key_lens, ui
 	memset(out, 0, sizeof(*out));
 	if (n == 0)
 		return -EINVAL;
-	rc = op_mget_request(keys, key_lens, n, &req, &req_len);
+	rc = rdmem_mget_request(keys, key_lens, n, &req, &req_len);
 	if (rc)
 		return rc;
 	rdmem_rpc_init(&c, RDMEM_OP_KV_MGET);

@@ -228,6 +228,10 @@ int rdmem_mget(rdmem_t *h, const char *const *keys, const uint32_t *key_lens, ui
 /* Entry i: returns 1 and its bytes when the key exists, 0 when it is missing. */
 int rdmem_mget_value(const struct rdmem_mget *m, uint32_t i, const void **data, uint32_t *len);
 void rdmem_mget_free(struct rdmem_mget *m);
+/* The request body of an MGET for rdmem_submit (RDMEM_OP_KV_MGET, aux = n): malloc'd,
+ * the caller frees it after the call completes. -EINVAL for a key over RDMEM_MAX_KEY. */
+int rdmem_mget_request(const char *const *keys, const uint32_t *key_lens, uint32_t n, void **blob,
+		       uint32_t *len);
 int rdmem_profile(rdmem_t *h, uint64_t id, struct rdmem_profile *out, const struct rdmem_opts *o);
 void rdmem_profile_free(struct rdmem_profile *p);
 /* spec "big:<n>[k|m]": the server's deterministic object; *val malloc'd. */

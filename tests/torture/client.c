@@ -289,7 +289,7 @@ static int tc_prepare(rdmem_t *h, const struct tc_cfg *c, struct tc_call *k, uin
 			strcat(keys, i ? "," : "");
 			strcat(keys, buf[i]);
 		}
-		if (rdmem__mget_request(names, lens, k->n_keys, &k->req, &blen))
+		if (rdmem_mget_request(names, lens, k->n_keys, (void **)&k->req, &blen))
 			exit(3);
 		rdmem_rpc_init(r, RDMEM_OP_KV_MGET);
 		r->val = k->req;
