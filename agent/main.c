@@ -22,6 +22,7 @@
 #include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
+#include "shm/segment.h"
 #include "rdmem/util.h"
 
 struct rdmem_agent_opts {
@@ -48,7 +49,7 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --shm-name NAME        front-door segment (default /rdmem)\n"
 	    "      --shm-reset            take over a segment this agent did not create\n"
 	    "      --shm-group GROUP      group owning the segment (mode 0660)\n"
-	    "      --clients N            front-door client entries (default 32)\n"
+	    "      --clients N            front-door client entries, 1-1024 (default 32)\n"
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
 	    "      --max-value B          largest value a call carries (default 1m)\n"
@@ -193,8 +194,8 @@ static const struct option rdmem_agent_longopts[] = {
 static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N('p', "--port", 1, 65534, port),
 	N(OPT_TCP_PORT, "--tcp-port", 1, 65535, tcp_port),
-	N(OPT_CLIENTS, "--clients", 1, 4096, fd.clients),
-	N(OPT_SLOTS, "--slots", 1, 64, fd.slots),
+	N(OPT_CLIENTS, "--clients", 1, RDMEM_SHM_MAX_CLIENTS, fd.clients),
+	N(OPT_SLOTS, "--slots", 1, RDMEM_SHM_MAX_SLOTS, fd.slots),
 	B(OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, fd.max_value),
 	B(OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, cfg.path.bulk_threshold),
 	B(OPT_LARGE, "--large-threshold", 0, UINT32_MAX, cfg.path.large_threshold),

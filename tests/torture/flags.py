@@ -64,7 +64,7 @@ AGENT = {
     "--shm-group": dict(kind="harness", p=0.2, choices=["root", "0"]),
     # clients x slots x (max-value + 65 KiB) of /dev/shm address space: the
     # draw shrinks clients until the segment is under 2 GiB.
-    "--clients": dict(kind="num", lo=1, hi=4096, default=32),
+    "--clients": dict(kind="num", lo=1, hi=1024, default=32),
     "--slots": dict(kind="num", lo=1, hi=64, default=16),
     "--max-value": dict(kind="bytes", lo=1, hi=64 * MI, default=MI),
     "--force-path": dict(kind="choice", choices=["auto", "eager", "lazy", "bulk", "tcp"]),
