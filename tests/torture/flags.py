@@ -12,6 +12,7 @@ kind:
          drawn when cap is None, and hi is drawn when cap >= hi
   bytes  like num, printed with k/m suffixes when exact
   bool   flag without argument
+  pow2   (with num) the drawn value is rounded down to a power of two
   choice one of choices
   harness set by the harness (ports, names, paths) with the listed choices
 """
@@ -48,6 +49,13 @@ SERVER = {
     "--max-value": dict(kind="bytes", lo=4 * KI, hi=64 * MI, default=MI),
     "--max-image": dict(kind="bytes", lo=1, hi=GI, default=64 * MI),
     "--upload-timeout": dict(kind="num", lo=100, hi=86400000, default=30000),
+    "--dedup-window": dict(kind="num", lo=16, hi=65536, default=4096, pow2=True),
+    "--dedup-agents": dict(kind="num", lo=1, hi=65536, default=256),
+    "--dedup-idle": dict(kind="num", lo=1, hi=86400000, default=300000),
+    # Documented to let a retry run twice: the exactly-once and linearizability
+    # checks do not hold with it, so the draw never sets it (check_help still
+    # probes that -h documents it).
+    "--no-dedup": dict(kind="bool", p=0),
     "--metrics-port": dict(kind="harness", p=0.15),
     "--metrics-bind": dict(kind="harness", p=0.1, choices=["127.0.0.1", "::1"]),
     "--verbose": dict(kind="bool", p=0.1),
@@ -75,6 +83,7 @@ AGENT = {
     "--resp-bytes": dict(kind="bytes", lo=64, hi=MI, default=16 * KI),
     # Time each reconnect may take: the draw keeps it under the case length.
     "--connect-timeout": dict(kind="num", lo=1, hi=600000, default=2000, cap=3000),
+    "--rdma-stall-ms": dict(kind="num", lo=50, hi=600000, default=500, cap=5000),
     "--max-reads": dict(kind="num", lo=1, hi=255),
     "--busy-poll": dict(kind="bool", p=0.2),
     "--secret-file": dict(kind="harness"),

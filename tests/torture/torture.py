@@ -64,6 +64,8 @@ def draw_num(r, spec):
     else:  # log-uniform: small and large values alike
         v = int(round(2 ** r.uniform(0, max(top, 1).bit_length())))
         v = min(max(v, lo), top)
+    if spec.get("pow2"):
+        v = max(1 << (v.bit_length() - 1), lo)
     return v
 
 
