@@ -181,12 +181,33 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 	rdmem_info("tcp: connected to %s:%u", a->cfg.host, a->cfg.port);
 }
 
+static void rdmem_tcp_finished(struct rdmem_tcp_actor *a, struct rdmem_tcp_call *t, int *lost);
+
+/*
+ * Takes back every call the connection still holds before it is freed: a
+ * reply that came is delivered, the rest wait for the next connection (or
+ * their deadline). progress() hands back at most a batch at a time, and a
+ * connection can break with calls still in its window; without this they
+ * would never complete, and their front-door slots (and a dead client's
+ * entry) would stay held for ever.
+ */
+static void rdmem_tcp_take_back(struct rdmem_tcp_actor *a)
+{
+	struct rdmem_tcp_call *done[RDMEM_TCP_DONE_BATCH];
+	int n, i, lost = 0;
+
+	while ((n = rdmem_tcp_client_abort(a->cli, done, RDMEM_TCP_DONE_BATCH)) > 0)
+		for (i = 0; i < n; i++)
+			rdmem_tcp_finished(a, done[i], &lost);
+	rdmem_tcp_client_close(a->cli);
+	a->cli = NULL;
+}
+
 /* The connection is gone: calls it carried go back to wait for the next one. */
 static void rdmem_tcp_disconnect(struct rdmem_tcp_actor *a)
 {
 	rdmem_warn("tcp: lost the connection to %s:%u", a->cfg.host, a->cfg.port);
-	rdmem_tcp_client_close(a->cli);
-	a->cli = NULL;
+	rdmem_tcp_take_back(a);
 	rdmem_tcp_count(&a->c.disconnects, 1);
 	atomic_store_explicit(&a->c.connected, 0, memory_order_relaxed);
 	a->next_connect_ns = rdmem_now_ns();
@@ -428,7 +449,7 @@ void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a)
 	rdmem_queue_ring(&a->in);
 	pthread_join(a->thread, NULL);
 	if (a->cli)
-		rdmem_tcp_client_close(a->cli);
+		rdmem_tcp_take_back(a); /* its calls are answered SHUTDOWN below */
 	rdmem_tcp_drain_inbox(a);
 	while ((call = rdmem_tcp_wait_pop(a)))
 		rdmem_frontdoor_complete(

@@ -633,6 +633,17 @@ static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 	cli_free_slot(c, slot);
 }
 
+int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max)
+{
+	if (max <= 0 || !done)
+		return -EINVAL;
+	cli_kill(c, "closed by its owner");
+	cli_wait_idle(c);
+	/* No send or receive in flight now, so every busy slot is failed. */
+	cli_fail_all(c);
+	return cli_pop_done(c, done, max);
+}
+
 int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int timeout_ms)
 {
 	uint64_t deadline =

@@ -47,6 +47,14 @@ int rdmem_tcp_client_connect(const char *host, uint16_t port, int timeout_ms,
  * anywhere, so a caller that needs them tracks its own submitted calls.
  */
 void rdmem_tcp_client_close(struct rdmem_tcp_client *c);
+/*
+ * Breaks the connection (if not already broken), waits until no kernel op
+ * can touch a call's buffers, and hands back up to max of the calls it still
+ * holds: replies that arrived (result 0) and every call in flight (result
+ * -ECONNRESET). Call it until it returns 0 before close() so that no
+ * submitted call is dropped. The client takes no new call afterwards.
+ */
+int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max);
 /* -EAGAIN when the window is full, -ECONNRESET when the connection is dead, -EINVAL. */
 int rdmem_tcp_client_submit(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call);
 /*
