@@ -21,6 +21,7 @@
 #define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull /* 2 s */
 #define RDMEM_TCP_BLOCK_MS	 50
 #define RDMEM_TCP_DONE_BATCH	 64
+#define RDMEM_TCP_SENT_SCAN_NS	 5000000ull /* calls on the wire: deadline scan at most this often */
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
@@ -38,6 +39,9 @@ struct rdmem_tcp_actor {
 	struct rdmem_agent_call *wait_head, *wait_tail;
 	uint32_t nwaiting;
 	uint64_t next_connect_ns, backoff_ns;
+	/* Earliest deadline of the calls on the wire (may be stale: a lower
+	 * bound), UINT64_MAX for none; and when they may next be scanned. */
+	uint64_t sent_first_ns, sent_scan_ns;
 	atomic_int stop;
 	pthread_t thread;
 	struct rdmem_tcp_counters c;
@@ -243,6 +247,7 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 		ret = rdmem_tcp_client_submit(a->cli, rdmem_tcp_slot(a, call));
 		if (ret == 0) {
 			rdmem_tcp_count(&a->c.bytes_out, rdmem_desc_payload_len(&call->req));
+			a->sent_first_ns = RDMEM_MIN(a->sent_first_ns, call->deadline_ns);
 			continue;
 		}
 		/* Window full or connection dead: keep it at the head for later. */
@@ -311,6 +316,40 @@ static int rdmem_tcp_progress(struct rdmem_tcp_actor *a, int timeout_ms)
 	return n < 0 ? 0 : n;
 }
 
+/*
+ * Ends the calls on the wire whose deadline passed: a server that holds a
+ * call (stopped, overloaded, a retry waiting for its first run) keeps the
+ * connection alive, so nothing else would end them, and their front-door
+ * slots (or a dead client's entry) would wait for the server. Rare (only
+ * once a deadline passed, at most every RDMEM_TCP_SENT_SCAN_NS), so the
+ * scan of every (client, slot) costs nothing in the normal case.
+ */
+static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
+{
+	size_t i, n = (size_t)a->cfg.clients * a->cfg.slots;
+	uint64_t first = UINT64_MAX;
+
+	if (!a->cli || now < a->sent_first_ns || now < a->sent_scan_ns)
+		return;
+	a->sent_scan_ns = now + RDMEM_TCP_SENT_SCAN_NS;
+	for (i = 0; i < n && a->cli; i++) {
+		struct rdmem_tcp_call *t = &a->tcalls[i];
+		struct rdmem_agent_call *call = t->user;
+
+		if (!call || !rdmem_tcp_client_holds(a->cli, t))
+			continue;
+		if (now < call->deadline_ns) {
+			first = RDMEM_MIN(first, call->deadline_ns);
+			continue;
+		}
+		if (rdmem_tcp_client_withdraw(a->cli, t)) {
+			rdmem_tcp_count(&a->c.timeouts, 1);
+			rdmem_tcp_complete(a, call, RDMEM_S_TIMEOUT, NULL);
+		}
+	}
+	a->sent_first_ns = first;
+}
+
 static int rdmem_tcp_drain_inbox(struct rdmem_tcp_actor *a)
 {
 	struct rdmem_agent_call *call;
@@ -341,6 +380,8 @@ static int rdmem_tcp_block_ms(const struct rdmem_tcp_actor *a)
 		first = RDMEM_MIN(first, call->deadline_ns);
 	if (!a->cli && a->nwaiting)
 		first = RDMEM_MIN(first, a->next_connect_ns);
+	if (a->cli)
+		first = RDMEM_MIN(first, RDMEM_MAX(a->sent_first_ns, a->sent_scan_ns));
 	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
 }
 
@@ -371,6 +412,7 @@ static void *rdmem_tcp_main(void *arg)
 		if (!a->cli && a->nwaiting)
 			rdmem_tcp_connect(a, now);
 		rdmem_tcp_expire(a, now);
+		rdmem_tcp_expire_sent(a, now);
 		rdmem_tcp_send_waiting(a);
 		if (a->cli)
 			work += rdmem_tcp_progress(a, 0);
@@ -418,6 +460,7 @@ int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem
 		return -ENOMEM;
 	a->cfg = *cfg;
 	a->fd = fd;
+	a->sent_first_ns = UINT64_MAX;
 	a->ident.agent_id = rdmem_tcp_agent_id();
 	atomic_init(&a->ident.next_call_id, RDMEM_AGENT_FIRST_CALL_ID);
 	rdmem_info("agent id %016llx (exactly-once calls)", (unsigned long long)a->ident.agent_id);

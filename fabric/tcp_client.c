@@ -633,6 +633,21 @@ static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 	cli_free_slot(c, slot);
 }
 
+int rdmem_tcp_client_holds(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call)
+{
+	unsigned slot = (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1));
+
+	return slot < RDMEM_TCP_CLIENT_WINDOW && c->slots[slot].busy && c->slots[slot].call == call;
+}
+
+int rdmem_tcp_client_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
+{
+	if (!rdmem_tcp_client_holds(c, call))
+		return 0;
+	cli_withdraw(c, call);
+	return 1;
+}
+
 int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max)
 {
 	if (max <= 0 || !done)

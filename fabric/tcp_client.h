@@ -54,6 +54,17 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c);
  * -ECONNRESET). Call it until it returns 0 before close() so that no
  * submitted call is dropped. The client takes no new call afterwards.
  */
+/*
+ * Takes back a submitted call that has not completed (its deadline passed):
+ * returns 1 when the client held it and now lets it go (a reply that comes
+ * later is read and dropped; a call half on the wire breaks the connection,
+ * whose other calls then fail as usual), 0 when the client does not hold it
+ * (completed, or never submitted). After 1 the client touches none of the
+ * call's buffers again.
+ */
+/* 1 while the client holds call (submitted, not completed, not withdrawn). */
+int rdmem_tcp_client_holds(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call);
+int rdmem_tcp_client_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call);
 int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max);
 /* -EAGAIN when the window is full, -ECONNRESET when the connection is dead, -EINVAL. */
 int rdmem_tcp_client_submit(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call);

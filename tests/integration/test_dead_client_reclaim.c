@@ -69,17 +69,21 @@ static long long stat_wait(const char *path, long long want, int ms)
 	return v;
 }
 
-static void test_dead_clients_with_calls_on_a_broken_tcp_connection(void)
+static struct rdmem_opts tcp_opts = { RDMEM_PATH_TCP, 2000, NULL };
+
+/*
+ * Stops the server, has NCHILD clients fill their windows with forced-TCP
+ * calls (they pile up on the agent's connection), kills them -9; returns
+ * when they are reaped, with the server still stopped.
+ */
+static void fill_and_kill_clients(void)
 {
-	struct rdmem_opts tcp = { RDMEM_PATH_TCP, 2000, NULL };
-	long long dead0 = stat_now("frontdoor.dead_clients"), inflight;
 	pid_t kids[NCHILD];
 	int p[2], i, ok = 1;
-	uint64_t t_kill;
 	char c;
 
-	/* The TCP actor dials lazily: bring its connection up first. */
-	CHECK_EQ(rdmem_ping(e.h, &tcp), 0);
+	/* The TCP actor dials lazily: have its connection up first. */
+	CHECK_EQ(rdmem_ping(e.h, &tcp_opts), 0);
 	CHECK_EQ(stat_now("tcp.connected"), 1);
 	/* A stopped server reads nothing: the calls pile up on the connection. */
 	CHECK_EQ(kill(e.server.pid, SIGSTOP), 0);
@@ -96,40 +100,67 @@ static void test_dead_clients_with_calls_on_a_broken_tcp_connection(void)
 		ok &= read(p[0], &c, 1) == 1 && c == 1;
 	close(p[0]);
 	CHECK(ok);
-	inflight = stat_wait("tcp.inflight", NCHILD * SLOTS, 2000);
-	CHECK_EQ(inflight, NCHILD * SLOTS);
-	/* Both clients die with their calls on the wire, then the server does. */
+	CHECK_EQ(stat_wait("tcp.inflight", NCHILD * SLOTS, 2000), NCHILD * SLOTS);
 	for (i = 0; i < NCHILD; i++) {
 		kill(kids[i], SIGKILL);
 		waitpid(kids[i], NULL, 0);
 	}
-	t_kill = rdmem_now_ns();
-	CHECK_EQ(proc_stop(&e.server, SIGKILL, 2000), 128 + SIGKILL);
-	/*
-	 * Bound: every call ends by its deadline (CALL_TIMEOUT_MS from submit),
-	 * and the dead-client scan (every 100 ms) frees an entry once its last
-	 * call ended. The server stays down: the calls end UNREACHABLE.
-	 */
+}
+
+/*
+ * Bound: every call ends by its deadline (CALL_TIMEOUT_MS from submit, the
+ * agent gives up 20 ms before), and the dead-client scan (every 100 ms)
+ * frees an entry once its last call ended: CALL_TIMEOUT_MS + 1 s is ample.
+ */
+static void check_reclaimed(long long dead0, uint64_t t_kill)
+{
 	CHECK_EQ(stat_wait("frontdoor.dead_clients", dead0 + NCHILD, CALL_TIMEOUT_MS + 1000),
 		 dead0 + NCHILD);
 	printf("# dead clients reclaimed %.0f ms after the kills\n",
 	       (double)(rdmem_now_ns() - t_kill) / 1e6);
 	CHECK_EQ(stat_now("frontdoor.inflight"), 1); /* the stats call asking */
 	CHECK_EQ(stat_now("frontdoor.clients"), 1);  /* this process's own handle */
-	CHECK_EQ(stat_now("tcp.inflight"), 0);
 	CHECK_EQ(stat_now("tcp.waiting"), 0);
+}
+
+/* The server is connected but answers nothing: the calls end at their deadline anyway. */
+static void test_dead_clients_with_calls_held_by_a_stopped_server(void)
+{
+	long long dead0 = stat_now("frontdoor.dead_clients");
+	long long timeouts0 = stat_now("paths.tcp.timeouts");
+	uint64_t t_kill;
+
+	fill_and_kill_clients();
+	t_kill = rdmem_now_ns();
+	check_reclaimed(dead0, t_kill);
+	CHECK_EQ(stat_now("paths.tcp.timeouts") - timeouts0, NCHILD * SLOTS);
+	/* Back, the server answers the calls nobody waits for: their replies are dropped. */
+	CHECK_EQ(kill(e.server.pid, SIGCONT), 0);
+	CHECK_EQ(stat_wait("tcp.inflight", 0, 3000), 0);
+	CHECK_EQ(rdmem_put(e.h, "after-stop", 10, "ok", 2, &tcp_opts), 0);
+}
+
+/* The server dies with the calls on its connection: they come back and end. */
+static void test_dead_clients_with_calls_on_a_broken_tcp_connection(void)
+{
+	long long dead0 = stat_now("frontdoor.dead_clients");
+	uint64_t t_kill;
+	int i, rc = -1;
+
+	fill_and_kill_clients();
+	t_kill = rdmem_now_ns();
+	CHECK_EQ(proc_stop(&e.server, SIGKILL, 2000), 128 + SIGKILL);
+	/* The server stays down: the calls end UNREACHABLE at their deadline. */
+	check_reclaimed(dead0, t_kill);
+	CHECK_EQ(stat_now("tcp.inflight"), 0);
 	/* The agent works again once a server is back. */
 	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
-	{
-		int rc = -1;
-
-		for (i = 0; i < 50 && rc != 0; i++) {
-			rc = rdmem_put(e.h, "after", 5, "ok", 2, &tcp);
-			if (rc != 0)
-				proc_sleep_ms(100);
-		}
-		CHECK_EQ(rc, 0);
+	for (i = 0; i < 50 && rc != 0; i++) {
+		rc = rdmem_put(e.h, "after-kill", 10, "ok", 2, &tcp_opts);
+		if (rc != 0)
+			proc_sleep_ms(100);
 	}
+	CHECK_EQ(rc, 0);
 }
 
 int main(void)
@@ -143,6 +174,7 @@ int main(void)
 		return 1;
 	}
 	RUN(test_dead_clients_with_calls_on_a_broken_tcp_connection);
+	RUN(test_dead_clients_with_calls_held_by_a_stopped_server);
 	e2e_fini(&e);
 	return check_done();
 }
