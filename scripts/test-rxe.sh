@@ -27,7 +27,7 @@ while getopts "b:t:h" o; do
 	case $o in
 	b) B=$OPTARG ;;
 	t) TMO=$OPTARG ;;
-	*) sed -n '2,18p' "$0"; exit 2 ;;
+	*) sed -n '2,/^set -u$/p' "$0" | sed '$d'; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
