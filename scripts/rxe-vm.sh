@@ -35,7 +35,7 @@
 # RXE_VETH_SRV_DEV, RXE_VETH_CLI_DEV (veth, both). The RoCEv2 IPv4 GID is
 # index 1. memlock is unlimited, we are root. Tools: ibv_devinfo, rping,
 # ib_*_lat/bw (perftest), rdma, ip, tc (netem, drop filters), bash, coreutils,
-# busybox applets.
+# python3 (3.11 with its standard library), busybox applets.
 #
 # Exit status: COMMAND's own; 124 = COMMAND timed out inside the VM;
 # 125 = the VM or the image build failed (no status came back); 2 = usage.
@@ -66,13 +66,17 @@ PKGS="busybox-static bash libtinfo6 libgcc-s1 libc6 coreutils libacl1 libattr1
  libibumad3 libpci3 libudev1 libnl-3-200 libnl-route-3-200 liburing2
  iproute2 libmnl0 libbsd0 libmd0 libelf1 zlib1g libbpf1 libcap2 libdb5.3
  libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0
- libkeyutils1 libxtables12"
+ libkeyutils1 libxtables12
+ python3-minimal python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libexpat1
+ libffi8 libbz2-1.0 libsqlite3-0 libuuid1 libreadline8 libncursesw6 libnsl2 libcrypt1"
+# python3 (minimal + stdlib, no pip) runs tests/torture/ in the guest; the
+# other libraries are what the stdlib's extension modules link against.
 # Kernel modules; modprobe --show-depends adds what they need.
 # sch_netem, sch_ingress, cls_matchall, act_gact: to cut the network under
 # RDMA by hand (tc ... netem loss 100%, or a matchall drop filter).
 MODS="rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul veth dummy
  sch_netem sch_ingress cls_matchall act_gact"
-IMAGE_VERSION=1 # bump when build_image() or the guest init changes the image
+IMAGE_VERSION=2 # bump when build_image() or the guest init changes the image
 
 log() { echo "[rxe-vm] $*" >&2; }
 die() {

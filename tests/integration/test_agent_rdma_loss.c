@@ -9,10 +9,10 @@
  *     agent's link is gone and cannot be redialled;
  *   the network under RDMA is cut (env RDMEM_TEST_CUT, a shell command that
  *     black-holes the RDMA path but not TCP; RDMEM_TEST_HEAL undoes it): the
- *     QP stops getting acknowledgements and fails when its retries run out.
- *     Without them the case is skipped: the shm fabric has no network, and
- *     rxe in Linux 6.1 never reports retries exhausted on a black-holed path
- *     (see scripts/rxe-suite.sh), so this case is for real NICs.
+ *     QP stops getting acknowledgements; the agent's own liveness check
+ *     (or the NIC's retry counter) finds the path dead. Without them the case
+ *     is skipped (the shm fabric has no network: tests/expected-skips.txt);
+ *     the rxe suite's rdma_loss_veth runs it with tc netem on a veth pair.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -33,6 +33,19 @@ PATHS = ["auto", "eager", "lazy", "bulk", "tcp"]
 OPS = ["ping", "echo", "put", "get", "del", "mget", "profile", "large", "image"]
 FAULTS = ["kill_client", "kill_agent", "kill_server", "ctl", "link_cut"]
 SEG_CAP = 2 << 30
+# --fabric verbs (set by main): server and agents on an RDMA device at this
+# address, e.g. Soft-RoCE in the rxe VM (scripts/rxe-suite.sh, check torture).
+VERBS = None  # dict(addr=..., src=...) or None: the shm fabric
+# The verbs draw's caps: every byte a session registers is pinned RAM, and the
+# rxe guest has 2 GiB for the server, up to 3 agents and the clients.
+# Under qemu TCG every step is several times slower (a 34 MiB registration
+# takes seconds): the harness's own waits scale by SLOW (4 over verbs).
+SLOW = 1
+VERBS_SEG_CAP = 64 << 20  # an agent's front-door segment
+VERBS_REG_CAP = 16 << 20  # a server ring (slots x slot bytes), an agent ring (slots x resp bytes)
+VERBS_CAPS = {("s", "--objpool-slabs"): 256, ("s", "--max-value"): F.MI,
+              ("a", "--max-value"): F.MI, ("s", "--max-sessions"): 16,
+              ("s", "--workers"): 4, ("s", "--max-image"): 4 * F.MI}
 
 
 def now():
@@ -118,19 +131,44 @@ def free_port(pair=True):
 
 
 def netns_ok():
-    return os.geteuid() == 0 and shutil.which("ip") is not None and not excluded("link_cut")
+    return VERBS is None and os.geteuid() == 0 and shutil.which("ip") is not None and not excluded("link_cut")
 
 
 def cap_segment(af):
     """The segment is clients x slots x (max-value + 65 KiB) of /dev/shm: halve clients to fit."""
     mv = af.get("--max-value", F.MI)
     clients, slots = af.get("--clients", 32), af.get("--slots", 16)
-    while clients > 1 and clients * slots * (mv + 65 * 1024) > SEG_CAP:
+    cap = VERBS_SEG_CAP if VERBS else SEG_CAP
+    while clients > 1 and clients * slots * (mv + 65 * 1024) > cap:
         clients //= 2
     while clients * slots > 16384:
         clients //= 2
     if "--clients" in af or clients != 32:
         af["--clients"] = clients
+
+
+def verbs_draw(c, seed):
+    """--fabric verbs: RDMA on both sides (now and then a server without an RDMA
+    listener, or an agent on TCP only: AUTO's fallback), memory that sessions
+    register capped (pinned RAM). Its own random stream: every other part of a
+    seed's draw is what it is on shm."""
+    rv = random.Random(seed * 40503 + 7)
+    sf, af = c["server"], c["agent"]
+    sf["--fabric"] = "verbs" if rv.random() < 0.9 else "none"
+    af["--fabric"] = "verbs" if rv.random() < 0.9 else "tcp"
+    for (side, flag), cap in VERBS_CAPS.items():
+        d = sf if side == "s" else af
+        if flag in d:
+            d[flag] = min(d[flag], cap)
+        elif flag == "--max-sessions":
+            d[flag] = cap  # the default (64) would let restarts pile up pinned leases
+    for d, stride in ((sf, "--slot-bytes"), (af, "--resp-bytes")):
+        dflt = F.SERVER[stride]["default"] if d is sf else F.AGENT[stride]["default"]
+        slots = d.get("--ring-slots", 256)
+        while slots > 1 and slots * d.get(stride, dflt) > VERBS_REG_CAP:
+            slots //= 2
+        if slots != d.get("--ring-slots", 256):
+            d["--ring-slots"] = slots
 
 
 def draw_case(seed, quick):
@@ -155,6 +193,8 @@ def draw_case(seed, quick):
     c["netns"] = netns_ok() and r.random() < 0.12
     if c["netns"]:
         af["--fabric"] = "tcp"  # the shm fabric does not cross namespaces
+    if VERBS:
+        verbs_draw(c, seed)
     cap_segment(af)
     mv = af.get("--max-value", F.MI)
     # Workload.
@@ -235,6 +275,13 @@ def draw_case(seed, quick):
             d[name] = val
     if SET:
         cap_segment(af)
+    if VERBS:
+        # Under TCG a call costs milliseconds, not microseconds: the drawn
+        # client timeouts (50 ms..) scale by SLOW, or nearly every call would
+        # time out, and fewer client processes share the guest's two vCPUs.
+        c["timeout_ms"] *= SLOW
+        c["procs"] = min(c["procs"], 8)
+        c["windows"] = c["windows"][:c["procs"]]
     for f in faults:
         f["agent"] = r.randrange(c["agents"])
     c["faults"] = sorted(faults, key=lambda f: f["at"])
@@ -312,7 +359,7 @@ class Case:
     # -- server and agent
     def server_argv(self):
         c, sf = self.c, self.c["server"]
-        bind = self.ns["addr_s"] if self.ns else c["bind"]
+        bind = self.ns["addr_s"] if self.ns else VERBS["addr"] if VERBS else c["bind"]
         a = [os.path.join(BIN, "rdmem-server"), "-b", bind, "-p", str(self.port)]
         if c["explicit_tcp_port"]:
             a += ["--tcp-port", str(self.tcp_port)]
@@ -334,7 +381,7 @@ class Case:
 
     def agent_argv(self, i):
         c, af = self.c, self.c["agent"]
-        srv = self.ns["addr_s"] if self.ns else "127.0.0.1"
+        srv = self.ns["addr_s"] if self.ns else VERBS["addr"] if VERBS else "127.0.0.1"
         a = [os.path.join(BIN, "rdmem-agent"), "-s", srv, "-p", str(self.port),
              "--shm-name", self.shms[i]]
         if c["explicit_tcp_port"]:
@@ -347,8 +394,10 @@ class Case:
             a += ["--metrics-bind", c["a_metrics_bind"]]
         if c["shm_group"]:
             a += ["--shm-group", c["shm_group"]]
-        if c["source"] and not self.ns:
-            a += ["--source", "127.0.0.1"]
+        if VERBS and VERBS["src"]:
+            a += ["--source", VERBS["src"]]
+        elif c["source"] and not self.ns:
+            a += ["--source", VERBS["addr"] if VERBS else "127.0.0.1"]
         for k, v in af.items():
             a += [k] if v is True else [k, fmt_bytes(v) if F.AGENT[k]["kind"] == "bytes" else str(v)]
         return a
@@ -362,7 +411,7 @@ class Case:
 
     def wait_log(self, log, text, proc, ms=5000):
         path = os.path.join(self.tmp, log)
-        end = time.monotonic() + ms / 1000
+        end = time.monotonic() + ms * SLOW / 1000
         while time.monotonic() < end:
             try:
                 with open(path, errors="replace") as f:
@@ -381,7 +430,7 @@ class Case:
         # --no-tcp with --fabric none is legal: a server that listens to nothing.
         want = [] if "--no-tcp" in sf else ["listening tcp"]
         if sf.get("--fabric") != "none" and not self.ns:
-            want.append("listening shm")
+            want.append("listening " + sf.get("--fabric", "shm"))
         want = want or ["rdma listener disabled"]
         for _ in range(20):
             self.server = self.spawn(self.server_argv(), "server.log", self.ns and self.ns["s"])
@@ -439,13 +488,15 @@ class Case:
 
     def ctl(self, cmd, i, timeout_ms=1000):
         r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
-                            str(timeout_ms), "agent-ctl", cmd], capture_output=True, timeout=10)
+                            str(timeout_ms * SLOW), "agent-ctl", cmd], capture_output=True,
+                           timeout=10 * SLOW)
         return r.returncode == 0
 
     def stats(self, what, i=0):
         try:
             r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
-                                "400", what, "--json"], capture_output=True, timeout=10)
+                                str(400 * SLOW), what, "--json"], capture_output=True,
+                               timeout=10 * SLOW)
             return json.loads(r.stdout) if r.returncode == 0 else None
         except (subprocess.TimeoutExpired, ValueError):
             return None
@@ -581,11 +632,11 @@ def leak_checks(k):
 
     ttl = max(sf.get("--object-ttl", 0) if sf.get("--object-ttl", 10000) <= 2000 else 0,
               sf.get("--upload-timeout", 0) if sf.get("--upload-timeout", 30000) <= 2000 else 0)
-    res = wait_until(lambda: (lambda q: q if q is None else q is True)(srv_quiet()), 3000 + ttl)
+    res = wait_until(lambda: (lambda q: q if q is None else q is True)(srv_quiet()), 3000 * SLOW + ttl)
     if not res:
         bad = srv_quiet()
         if bad is not None:
-            for b in bad:
+            for b in bad if isinstance(bad, list) else []:  # True: quiet since
                 k.find("leaked", "server: " + b)
 
     def agent_quiet(i):
@@ -602,9 +653,9 @@ def leak_checks(k):
         return bad or True
 
     for i in range(len(k.agents)):
-        if not wait_until(lambda: (lambda q: q if q is None else q is True)(agent_quiet(i)), 3000):
+        if not wait_until(lambda: (lambda q: q if q is None else q is True)(agent_quiet(i)), 3000 * SLOW):
             bad = agent_quiet(i)
-            for b in bad or []:
+            for b in bad if isinstance(bad, list) else []:
                 k.find("leaked", "agent %d: %s" % (i, b))
 
 
@@ -636,6 +687,7 @@ def run_case(idx, seed, args):
         if os.path.exists(h):
             hist["w%d" % w] = checker.parse_history(h)
     res["calls"] = sum(len(calls) for _, calls in hist.values())
+    res["rpaths"] = reply_paths(hist)
     k.phase("stop")
     kv_find, st = checker.check_kv(hist, k.resets, args.budget)
     k.findings += kv_find
@@ -652,6 +704,21 @@ def run_case(idx, seed, args):
     elif not args.keep_all:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
+
+
+def reply_paths(hist):
+    """Replies per path that carried them (PATHS index; 0: none recorded, e.g. a
+    call refused before it left the client), and completions per status."""
+    n, rcs = [0] * len(PATHS), {}
+    for _, calls in hist.values():
+        for cl in calls.values():
+            comp = cl["comp"]
+            if comp is None:
+                continue
+            rcs[comp["rc"]] = rcs.get(comp["rc"], 0) + 1
+            if 0 <= comp["rpath"] < len(PATHS):
+                n[comp["rpath"]] += 1
+    return n, rcs
 
 
 def check_images(k, hist):
@@ -712,13 +779,13 @@ def run_case_body(k, args):
         k.apply(f, t0)
     k.phase("load")
     # Drain: a client stops issuing at its deadline and waits for its window.
-    limit = time.monotonic() + c["duration_ms"] / 1000 + 2 * c["timeout_ms"] / 1000 + 8
+    limit = time.monotonic() + c["duration_ms"] / 1000 + 2 * c["timeout_ms"] / 1000 + 8 * SLOW
     for w, (p, h, _, _) in list(k.clients.items()):
         try:
             p.wait(max(0.1, limit - time.monotonic()))
         except subprocess.TimeoutExpired:
             k.find("hung", "client w%d (pid %d) still running %.0f s after its deadline" % (
-                w, p.pid, 2 * c["timeout_ms"] / 1000 + 8))
+                w, p.pid, 2 * c["timeout_ms"] / 1000 + 8 * SLOW))
             k.kill9(p)
         if p.returncode not in (0, -9):
             k.find("crashed", "client w%d exited %s: %s" % (w, p.returncode, open(os.path.join(
@@ -737,9 +804,9 @@ def run_case_body(k, args):
         k.ctl("force-path " + c["agent"].get("--force-path", "auto"), i)
     w = k.start_client(1, 700, 0, final=True)
     try:
-        k.clients[w][0].wait(15)
+        k.clients[w][0].wait(15 * SLOW)
     except subprocess.TimeoutExpired:
-        k.find("hung", "final read still running after 15 s")
+        k.find("hung", "final read still running after %d s" % (15 * SLOW))
         k.kill9(k.clients[w][0])
     k.phase("final")
     leak_checks(k)
@@ -749,13 +816,13 @@ def run_case_body(k, args):
         a.send_signal(signal.SIGTERM)
     for i, a in enumerate(k.agents):
         try:
-            a.wait(5)
+            a.wait(5 * SLOW)
         except subprocess.TimeoutExpired:
-            k.find("hung", "agent %d did not stop within 5 s of SIGTERM" % i)
+            k.find("hung", "agent %d did not stop within %d s of SIGTERM" % (i, 5 * SLOW))
         if os.path.exists("/dev/shm" + k.shms[i]):
             k.find("leaked", "/dev/shm%s left by the stopped agent %d" % (k.shms[i], i))
     fd_ok = srv_fd0 + k.uploads_active
-    if srv_fd0 > 0 and not wait_until(lambda: fd_count(k.server) <= fd_ok, 3000):
+    if srv_fd0 > 0 and not wait_until(lambda: fd_count(k.server) <= fd_ok, 3000 * SLOW):
         extra = list(fd_list(k.server) or [])
         for f in srv_fds0:
             if f in extra:
@@ -771,9 +838,9 @@ def run_case_body(k, args):
             k.find("leaked", "server sockets not there at start: " + "; ".join(socks[:4]))
     k.server.send_signal(signal.SIGTERM)
     try:
-        k.server.wait(5)
+        k.server.wait(5 * SLOW)
     except subprocess.TimeoutExpired:
-        k.find("hung", "server did not stop within 5 s of SIGTERM")
+        k.find("hung", "server did not stop within %d s of SIGTERM" % (5 * SLOW))
 
 
 # ---------------------------------------------------------------- -h check
@@ -834,8 +901,20 @@ def main():
     ap.add_argument("--budget", type=int, default=20000, help="search states per key")
     ap.add_argument("--keep-all", action="store_true", help="keep every case's directory")
     ap.add_argument("--no-help-check", action="store_true")
+    ap.add_argument("--fabric", choices=["shm", "verbs"], default="shm",
+                    help="verbs: server and agents over RDMA at --addr (e.g. Soft-RoCE)")
+    ap.add_argument("--addr", help="with --fabric verbs: the RDMA device's IPv4 address")
+    ap.add_argument("--src", help="with --fabric verbs: the agents' --source (another device)")
     ap.add_argument("--show", action="store_true", help="print the case's draw")
     args = ap.parse_args()
+    global VERBS, SLOW
+    if args.fabric == "verbs":
+        if not args.addr:
+            ap.error("--fabric verbs needs --addr (the RDMA device's IPv4 address)")
+        VERBS = dict(addr=args.addr, src=args.src)
+        SLOW = 4
+    elif args.addr or args.src:
+        ap.error("--addr and --src go with --fabric verbs")
     if args.ci:
         args.quick = True
         args.cases = args.cases or 200
@@ -860,13 +939,17 @@ def main():
         print("%sok - torture flag table covers every flag rdmem-server and rdmem-agent -h "
               "document, with their ranges" % ("not " if bad else ""))
         fails += bool(bad)
-    print("# torture: base seed %d%s" % (seed, " (netns link cuts on)" if netns_ok() else
-                                          " (no netns: not root or no ip; link cuts off)"))
+    mode = (" over verbs at %s%s (no link cuts: a netns cannot share the device)"
+            % (VERBS["addr"], ", agents from " + VERBS["src"] if VERBS["src"] else "")
+            if VERBS else " (netns link cuts on)" if netns_ok() else
+            " (no netns: not root or no ip; link cuts off)")
+    print("# torture: base seed %d%s" % (seed, mode))
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
     tot = dict(cases=0, calls=0, faults=0, unknown=0)
     kinds = {}
     fault_kinds = {}
     longest = 0.0
+    rpaths, rcs = [0] * len(PATHS), {}
     i = 0
     while (args.cases is None or i < args.cases) and (deadline is None or time.monotonic() < deadline):
         s = seed + i
@@ -877,6 +960,9 @@ def main():
         tot["calls"] += r["calls"]
         tot["unknown"] += r["unknown"]
         longest = max(longest, r["secs"])
+        rpaths = [a + b for a, b in zip(rpaths, r["rpaths"][0])]
+        for rc, n in r["rpaths"][1].items():
+            rcs[rc] = rcs.get(rc, 0) + n
         for f, n in r["faults"].items():
             tot["faults"] += n
             fault_kinds[f] = fault_kinds.get(f, 0) + n
@@ -898,7 +984,10 @@ def main():
             knobs = "".join(" %s=%s" % (n, os.environ[n]) for n in ("TORTURE_SET", "TORTURE_EXCLUDE")
                             if os.environ.get(n))
             print("#   replay:%s RDMEM_BIN=%s tests/torture/run --seed %d --cases 1%s   (logs: %s)" % (
-                knobs, BIN, s, " --quick" if args.quick else "", r["tmp"]))
+                knobs, BIN, s, (" --quick" if args.quick else "") + (
+                    " --fabric verbs --addr %s%s" % (VERBS["addr"], " --src " + VERBS["src"]
+                                                     if VERBS["src"] else "") if VERBS else ""),
+                r["tmp"]))
         else:
             print("ok - " + line)
         sys.stdout.flush()
@@ -911,6 +1000,11 @@ def main():
               kinds.get("wrong", 0), kinds.get("lost", 0), kinds.get("duplicated", 0),
               kinds.get("leaked", 0), kinds.get("hung", 0), kinds.get("crashed", 0),
               kinds.get("start", 0), tot["unknown"], longest))
+    # Over verbs, the proof that RDMA carried calls (a draw can turn it off).
+    print("# torture replies by path: %s" % ", ".join(
+        "%s %d" % ("none" if i == 0 else p, rpaths[i]) for i, p in enumerate(PATHS)))
+    print("# torture completions by status (-errno): %s" % ", ".join(
+        "%d: %d" % kv for kv in sorted(rcs.items(), key=lambda kv: -kv[1])))
     return 1 if fails else 0
 
 
