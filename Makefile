@@ -9,14 +9,16 @@ override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
 CPPFLAGS += -Iinclude -I. -Itests
 LDLIBS	+= -lrdmacm -libverbs -luring -lsodium -lrt -pthread
 
-FABRIC_SRCS := $(wildcard fabric/*.c)
+# The daemons' shared code: common/ (log, options, auth, metrics, counters),
+# tcp/ (framing, the TCP client) and fabric/ (the RDMA data plane).
+FABRIC_SRCS := $(wildcard common/*.c tcp/*.c fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 TOOL_SRCS   := $(wildcard tests/tools/*.c)
-# librdmem: every libclient/*.c but the two programs.
-LIBRDMEM_SRCS := $(filter-out libclient/rdmem_cli.c libclient/example.c,$(wildcard libclient/*.c))
+# librdmem: every libclient/*.c but the example program.
+LIBRDMEM_SRCS := $(filter-out libclient/example.c,$(wildcard libclient/*.c))
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -75,7 +77,7 @@ $(LIBRDMEM_SOLINKS): $(LIBRDMEM_SO)
 	ln -sf $(notdir $<) $@
 # The CLI links librdmem statically: the installed tool then runs from any
 # directory with no loader path to get right, and keeps the inline fast path.
-$(B)/rdmem: $(call obj,libclient/rdmem_cli.c) $(LIBRDMEM)
+$(B)/rdmem: $(call obj,$(wildcard cli/*.c)) $(LIBRDMEM)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 # The example links the shared library, as an app would: found next to it via rpath.
 $(B)/rdmem-example: $(call obj,libclient/example.c) $(LIBRDMEM_SOLINKS)
@@ -136,7 +138,7 @@ asan:
 
 # No suppressions: the one blind spot, io_uring rings (memory shared with the
 # kernel, mapped by raw syscalls), is annotated where rings are made
-# (fabric/uring.h).
+# (common/uring.h).
 tsan:
 	$(call SAN_ENV,build/tsan) \
 	TSAN_OPTIONS="log_path=$(abspath build/tsan/reports)/tsan $$TSAN_OPTIONS" \

@@ -15,7 +15,7 @@
 #include "agent/call.h"
 #include "agent/rdma.h"
 #include "agent/session.h"
-#include "fabric/metrics.h"
+#include "common/metrics.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 

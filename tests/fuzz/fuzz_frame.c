@@ -9,7 +9,7 @@
  * the frame's own bytes, and both deliveries must give the same frames: how
  * TCP happens to cut a stream must never change what the server sees.
  */
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_SPLITS 8

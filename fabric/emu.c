@@ -25,7 +25,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "fabric/fab_shm.h"
+#include "fabric/emu.h"
 
 #include <errno.h>
 #include <fcntl.h>
