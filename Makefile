@@ -30,9 +30,11 @@ CPPFLAGS += $(shell pkg-config --cflags $(DEP_NAMES))
 LDLIBS	+= $(shell pkg-config --libs $(DEP_NAMES)) -lrt -pthread
 endif
 
-# The daemons' shared code: common/ (log, options, auth, metrics, counters),
-# tcp/ (framing, the TCP client) and fabric/ (the RDMA data plane).
-FABRIC_SRCS := $(wildcard common/*.c tcp/*.c fabric/*.c)
+# common/: log, options and parsers, auth, metrics, counters (the daemons,
+# and the rdmem tool for its parsers: libc only). tcp/ (framing, the TCP
+# client) and fabric/ (the RDMA data plane): the daemons.
+COMMON_SRCS := $(wildcard common/*.c)
+FABRIC_SRCS := $(wildcard tcp/*.c fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
@@ -43,6 +45,7 @@ LIBRDMEM_SRCS := $(filter-out libclient/example.c,$(wildcard libclient/*.c))
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
+LIBCOMMON := $(B)/lib/librdmem_common.a
 LIBFABRIC := $(B)/lib/librdmem_fabric.a
 LIBSERVER := $(B)/lib/librdmem_server.a
 LIBAGENT  := $(B)/lib/librdmem_agent.a
@@ -55,7 +58,7 @@ RDMEM_SOMAJOR := $(firstword $(subst ., ,$(RDMEM_VERSION)))
 LIBRDMEM    := $(B)/lib/librdmem.a
 LIBRDMEM_SO := $(B)/lib/librdmem.so.$(RDMEM_VERSION)
 LIBRDMEM_SOLINKS := $(B)/lib/librdmem.so.$(RDMEM_SOMAJOR) $(B)/lib/librdmem.so
-LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBRDMEM)
+LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON) $(LIBRDMEM)
 
 BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example $(LIBRDMEM_SOLINKS)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
@@ -73,6 +76,7 @@ $(B)/obj/%.o: %.c
 # Only test objects see the test harness headers (tests/check.h, e2e.h, ...).
 $(B)/obj/tests/%.o: CPPFLAGS += -Itests
 
+$(LIBCOMMON): $(call obj,$(COMMON_SRCS))
 $(LIBFABRIC): $(call obj,$(FABRIC_SRCS))
 $(LIBSERVER): $(call obj,$(SERVER_SRCS))
 $(LIBAGENT): $(call obj,$(AGENT_SRCS))
@@ -83,9 +87,9 @@ $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC)
+$(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
-$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC)
+$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 # librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs
 # libc only, which --no-undefined proves (not on sanitizer builds: their
@@ -100,7 +104,7 @@ $(LIBRDMEM_SOLINKS): $(LIBRDMEM_SO)
 	ln -sf $(notdir $<) $@
 # The CLI links librdmem statically: the installed tool then runs from any
 # directory with no loader path to get right, and keeps the inline fast path.
-$(B)/rdmem: $(call obj,$(wildcard cli/*.c)) $(LIBRDMEM)
+$(B)/rdmem: $(call obj,$(wildcard cli/*.c)) $(LIBRDMEM) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 # The example links the shared library, as an app would: found next to it via rpath.
 $(B)/rdmem-example: $(call obj,libclient/example.c) $(LIBRDMEM_SOLINKS)

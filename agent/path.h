@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "rdmem/util.h" /* rdmem_path_parse: --path and "path" control */
 #include "rdmem/wire.h"
 
 #define RDMEM_PRESSURE_RING_PCT	   90
@@ -55,7 +56,5 @@ enum rdmem_path rdmem_select_path(const struct rdmem_path_config *cfg,
 
 /* What a request will likely get back: known for LARGE_GET and ECHO, else 0. */
 uint64_t rdmem_path_expected_reply(const struct rdmem_desc *req, const uint8_t *key);
-
-int rdmem_path_parse(const char *name, uint8_t *path);
 
 #endif
