@@ -101,4 +101,8 @@ int rdmem_verbs_resolve(const char *host, uint16_t port, const struct rdmem_fab_
 			int timeout_ms, struct rdmem_conn **out);
 void rdmem_verbs_shutdown(struct rdmem_conn *conn);
 
+/* verbs_dp.c: deregisters r and unlinks it from c's list (close uses it for
+ * the registrations the caller left). */
+void rdmem_verbs_dereg_one(struct rdmem_verbs_conn *c, struct rdmem_verbs_mr *r);
+
 #endif

@@ -461,16 +461,8 @@ static void rdmem_verbs_drain(struct rdmem_verbs_conn *c)
 
 static void rdmem_verbs_dereg_all(struct rdmem_verbs_conn *c)
 {
-	while (c->mrs.next != &c->mrs) {
-		struct rdmem_verbs_mr *r = c->mrs.next;
-		int rc = ibv_dereg_mr(r->mr);
-
-		if (rc)
-			rdmem_err("verbs: ibv_dereg_mr for %s: %s", c->peer, strerror(rc));
-		r->prev->next = r->next;
-		r->next->prev = r->prev;
-		free(r);
-	}
+	while (c->mrs.next != &c->mrs)
+		rdmem_verbs_dereg_one(c, c->mrs.next);
 }
 
 static void rdmem_verbs_destroy_cq(struct rdmem_verbs_conn *c)

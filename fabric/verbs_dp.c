@@ -128,10 +128,8 @@ static int rdmem_verbs_reg(struct rdmem_conn *conn, void *addr, uint64_t len, un
 	return 0;
 }
 
-static void rdmem_verbs_dereg(struct rdmem_conn *conn, struct rdmem_mr *mr)
+void rdmem_verbs_dereg_one(struct rdmem_verbs_conn *c, struct rdmem_verbs_mr *r)
 {
-	struct rdmem_verbs_conn *c = rdmem_verbs_conn_of(conn);
-	struct rdmem_verbs_mr *r = mr->impl;
 	int rc = ibv_dereg_mr(r->mr);
 
 	if (rc)
@@ -139,6 +137,11 @@ static void rdmem_verbs_dereg(struct rdmem_conn *conn, struct rdmem_mr *mr)
 	r->prev->next = r->next;
 	r->next->prev = r->prev;
 	free(r);
+}
+
+static void rdmem_verbs_dereg(struct rdmem_conn *conn, struct rdmem_mr *mr)
+{
+	rdmem_verbs_dereg_one(rdmem_verbs_conn_of(conn), mr->impl);
 	mr->impl = NULL;
 }
 
