@@ -272,7 +272,7 @@ clean:
 
 # `make bench`: the side-by-side benchmark (scripts/bench.sh). Its comparison
 # systems (gRPC, Redis) build only here, so `make`/`make test` need neither.
-include scripts/bench/bench.mk
+include bench/bench.mk
 bench: all bench-tools
 	scripts/bench.sh
 

@@ -6,7 +6,7 @@
 #            protobuf-compiler libhiredis-dev redis-server (and gnuplot-nox, valgrind)
 
 BB	   := build/bench
-BENCH_DIR  := scripts/bench
+BENCH_DIR  := bench
 BENCH_HDRS := $(BENCH_DIR)/latency.h $(BENCH_DIR)/workload.h include/rdmem/content.h
 BENCH_WARN := -Wall -Wextra -Werror
 BENCH_OPT  := -O2 -g
