@@ -1,6 +1,6 @@
 /* path.h - rdmem_select_path(): the one place a call's path is chosen.
  *
- * Rules, in order (DESIGN.md section 4):
+ * Rules, in order (docs/architecture.md, "Paths"):
  *   1. a forced path wins (the call's own, then --force-path);
  *   2. RDMA unavailable, or its error count over --error-threshold -> TCP;
  *   3. server pressure: request ring over 90 % or object pool over 85 % -> TCP;

@@ -1,4 +1,4 @@
-/* fab_shm_cm.c - the shm fabric backend's connection management: the
+/* emu_cm.c - the RDMA emulator's connection management: the
  * listener, the one-message-each-way handshake that exchanges private data,
  * registrations and fds, validation of everything the peer sends, and
  * connection events (socket EOF = the peer is gone or broke the connection).

@@ -1,4 +1,4 @@
-/* tcp_client.c - the TCP client on io_uring: one sendmsg and one recv in
+/* client.c - the TCP client on io_uring: one sendmsg and one recv in
  * flight at most, a fixed window of call slots, replies matched by req_id.
  *
  * Requests go out with sendmsg over iovecs that point at the caller's

@@ -1,4 +1,4 @@
-/* tcp_frame.c - the incremental TCP frame parser shared by the server loop
+/* frame.c - the incremental TCP frame parser shared by the server loop
  * and the tests: validation first, allocation (by the caller) only after. */
 #include "tcp/frame.h"
 

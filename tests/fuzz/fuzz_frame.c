@@ -1,4 +1,4 @@
-/* fuzz_frame.c - the TCP frame parser (fabric/tcp_frame.c) on hostile byte
+/* fuzz_frame.c - the TCP frame parser (tcp/frame.c) on hostile byte
  * streams, consumed the way the server's connection loop consumes them.
  *
  * Input: byte 0 picks the receiver's max_value, byte 1 how many split points
