@@ -5,21 +5,47 @@ B	?= build
 CC	?= cc
 OPT	?= -O2
 CFLAGS	?= $(OPT) -g
-override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread
-CPPFLAGS += -Iinclude -I. -Itests
-LDLIBS	+= -lrdmacm -libverbs -luring -lsodium -lrt -pthread
+# The language and warnings are not optional (a CFLAGS=... on the command
+# line, as the sanitizer builds pass, still gets them). -Werror is: CI builds
+# with WERROR=1 (.ci/run); a default build warns only, so a newer compiler's
+# new warning does not stop a user's build.
+WERROR	?= 0
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -pthread $(if $(filter 1,$(WERROR)),-Werror)
+CPPFLAGS += -Iinclude -I.
 
-FABRIC_SRCS := $(wildcard fabric/*.c)
+# The daemons' dependencies, found and flagged by pkg-config. Each is checked
+# once, with the Debian package that provides it, before anything builds
+# (not for goals that build nothing).
+DEPS	:= libibverbs:libibverbs-dev librdmacm:librdmacm-dev liburing:liburing-dev \
+	   libsodium:libsodium-dev
+DEP_NAMES := $(foreach d,$(DEPS),$(firstword $(subst :, ,$(d))))
+NOBUILD_GOALS := clean format format-check uninstall
+ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
+ifeq ($(shell command -v pkg-config),)
+$(error pkg-config not found: install pkg-config (Debian package pkg-config), or run scripts/install-deps.sh)
+endif
+$(foreach d,$(DEPS),$(if $(shell pkg-config --exists $(firstword $(subst :, ,$(d))) && echo y),,\
+  $(error $(firstword $(subst :, ,$(d))) not found by pkg-config: install $(firstword $(subst :, ,$(d))) (Debian package $(lastword $(subst :, ,$(d)))), or run scripts/install-deps.sh)))
+CPPFLAGS += $(shell pkg-config --cflags $(DEP_NAMES))
+LDLIBS	+= $(shell pkg-config --libs $(DEP_NAMES)) -lrt -pthread
+endif
+
+# common/: log, options and parsers, auth, metrics, counters (the daemons,
+# and the rdmem tool for its parsers: libc only). tcp/ (framing, the TCP
+# client) and fabric/ (the RDMA data plane): the daemons.
+COMMON_SRCS := $(wildcard common/*.c)
+FABRIC_SRCS := $(wildcard tcp/*.c fabric/*.c)
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
 TOOL_SRCS   := $(wildcard tests/tools/*.c)
-# librdmem: every libclient/*.c but the two programs.
-LIBRDMEM_SRCS := $(filter-out libclient/rdmem_cli.c libclient/example.c,$(wildcard libclient/*.c))
+# librdmem: every libclient/*.c but the example program.
+LIBRDMEM_SRCS := $(filter-out libclient/example.c,$(wildcard libclient/*.c))
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
+LIBCOMMON := $(B)/lib/librdmem_common.a
 LIBFABRIC := $(B)/lib/librdmem_fabric.a
 LIBSERVER := $(B)/lib/librdmem_server.a
 LIBAGENT  := $(B)/lib/librdmem_agent.a
@@ -32,7 +58,7 @@ RDMEM_SOMAJOR := $(firstword $(subst ., ,$(RDMEM_VERSION)))
 LIBRDMEM    := $(B)/lib/librdmem.a
 LIBRDMEM_SO := $(B)/lib/librdmem.so.$(RDMEM_VERSION)
 LIBRDMEM_SOLINKS := $(B)/lib/librdmem.so.$(RDMEM_SOMAJOR) $(B)/lib/librdmem.so
-LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBRDMEM)
+LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON) $(LIBRDMEM)
 
 BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example $(LIBRDMEM_SOLINKS)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
@@ -47,7 +73,10 @@ all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS) $(B)/tests/torture_client
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(PIC) -MMD -MP -c $< -o $@
+# Only test objects see the test harness headers (tests/check.h, e2e.h, ...).
+$(B)/obj/tests/%.o: CPPFLAGS += -Itests
 
+$(LIBCOMMON): $(call obj,$(COMMON_SRCS))
 $(LIBFABRIC): $(call obj,$(FABRIC_SRCS))
 $(LIBSERVER): $(call obj,$(SERVER_SRCS))
 $(LIBAGENT): $(call obj,$(AGENT_SRCS))
@@ -58,9 +87,9 @@ $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC)
+$(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
-$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC)
+$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 # librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs
 # libc only, which --no-undefined proves (not on sanitizer builds: their
@@ -75,7 +104,7 @@ $(LIBRDMEM_SOLINKS): $(LIBRDMEM_SO)
 	ln -sf $(notdir $<) $@
 # The CLI links librdmem statically: the installed tool then runs from any
 # directory with no loader path to get right, and keeps the inline fast path.
-$(B)/rdmem: $(call obj,libclient/rdmem_cli.c) $(LIBRDMEM)
+$(B)/rdmem: $(call obj,$(wildcard cli/*.c)) $(LIBRDMEM) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 # The example links the shared library, as an app would: found next to it via rpath.
 $(B)/rdmem-example: $(call obj,libclient/example.c) $(LIBRDMEM_SOLINKS)
@@ -136,7 +165,7 @@ asan:
 
 # No suppressions: the one blind spot, io_uring rings (memory shared with the
 # kernel, mapped by raw syscalls), is annotated where rings are made
-# (fabric/uring.h).
+# (common/uring.h).
 tsan:
 	$(call SAN_ENV,build/tsan) \
 	TSAN_OPTIONS="log_path=$(abspath build/tsan/reports)/tsan $$TSAN_OPTIONS" \
@@ -243,7 +272,7 @@ clean:
 
 # `make bench`: the side-by-side benchmark (scripts/bench.sh). Its comparison
 # systems (gRPC, Redis) build only here, so `make`/`make test` need neither.
-include scripts/bench/bench.mk
+include bench/bench.mk
 bench: all bench-tools
 	scripts/bench.sh
 

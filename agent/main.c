@@ -18,7 +18,7 @@
 #include "agent/path.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
-#include "fabric/metrics_http.h"
+#include "common/metrics_http.h"
 #include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"

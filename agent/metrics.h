@@ -15,7 +15,7 @@
 #include "agent/call.h"
 #include "agent/rdma.h"
 #include "agent/session.h"
-#include "fabric/metrics.h"
+#include "common/metrics.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 
@@ -83,7 +83,7 @@ struct rdmem_agent_metrics_src {
 	int fabric; /* RDMEM_FAB_*, 0 for TCP only */
 };
 
-/* An rdmem_metrics_render_fn (fabric/metrics_http.h). */
+/* An rdmem_metrics_render_fn (common/metrics_http.h). */
 int rdmem_agent_metrics_render(void *ctx, char *buf, size_t cap);
 
 #endif

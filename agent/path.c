@@ -49,16 +49,3 @@ uint64_t rdmem_path_expected_reply(const struct rdmem_desc *req, const uint8_t *
 		return 0;
 	}
 }
-
-int rdmem_path_parse(const char *name, uint8_t *path)
-{
-	unsigned p;
-
-	for (p = 0; p < RDMEM_PATH__COUNT; p++) {
-		if (strcmp(name, rdmem_path_name(p)) == 0) {
-			*path = (uint8_t)p;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}

@@ -1,6 +1,6 @@
 /* path.h - rdmem_select_path(): the one place a call's path is chosen.
  *
- * Rules, in order (DESIGN.md section 4):
+ * Rules, in order (docs/architecture.md, "Paths"):
  *   1. a forced path wins (the call's own, then --force-path);
  *   2. RDMA unavailable, or its error count over --error-threshold -> TCP;
  *   3. server pressure: request ring over 90 % or object pool over 85 % -> TCP;
@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "rdmem/util.h" /* rdmem_path_parse: --path and "path" control */
 #include "rdmem/wire.h"
 
 #define RDMEM_PRESSURE_RING_PCT	   90
@@ -55,7 +56,5 @@ enum rdmem_path rdmem_select_path(const struct rdmem_path_config *cfg,
 
 /* What a request will likely get back: known for LARGE_GET and ECHO, else 0. */
 uint64_t rdmem_path_expected_reply(const struct rdmem_desc *req, const uint8_t *key);
-
-int rdmem_path_parse(const char *name, uint8_t *path);
 
 #endif

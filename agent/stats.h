@@ -12,7 +12,7 @@
 #include "agent/rdma.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
-#include "fabric/counters.h"
+#include "common/counters.h"
 
 /* Written by the session actor only; relaxed atomics so other threads may read. */
 struct rdmem_agent_counters {

@@ -13,7 +13,7 @@
 
 #include "agent/metrics.h"
 #include "agent/queue.h"
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 

@@ -101,10 +101,10 @@ mkdir -p "$LOGS"
 : >"$OUT/skipped.txt"
 : >"$OUT/failed.txt"
 
-# shellcheck source=scripts/bench/procs.sh
-. scripts/bench/procs.sh
-# shellcheck source=scripts/bench/systems.sh
-. scripts/bench/systems.sh
+# shellcheck source=bench/procs.sh
+. bench/procs.sh
+# shellcheck source=bench/systems.sh
+. bench/systems.sh
 
 trap procs_cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
@@ -218,12 +218,12 @@ main() {
 	rm -rf "$OUT/placement"
 	[ "$PLACEMENT" = 0 ] || placement_check
 	if [ "$CALLGRIND" = 1 ]; then
-		# shellcheck source=scripts/bench/callgrind.sh
-		. scripts/bench/callgrind.sh
+		# shellcheck source=bench/callgrind.sh
+		. bench/callgrind.sh
 		callgrind_all
 	fi
 	write_meta
-	python3 scripts/bench/report.py "$OUT" ${CHART:+--chart=$CHART}
+	python3 bench/report.py "$OUT" ${CHART:+--chart=$CHART}
 	if [ -n "$DOCS" ]; then
 		mkdir -p "$DOCS"
 		cp "$OUT/results.md" "$OUT/summary.json" "$DOCS/"

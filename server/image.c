@@ -24,7 +24,7 @@
 #include "rdmem/content.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
-#include "fabric/uring.h"
+#include "common/uring.h"
 
 #define IMG_TMP_MAX (RDMEM_IMAGE_NAME_MAX + 32)
 

@@ -11,7 +11,7 @@
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
-#include "fabric/metrics_http.h"
+#include "common/metrics_http.h"
 #include "server/dedup.h"
 #include "server/server.h"
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "fabric/metrics_http.h"
+#include "common/metrics_http.h"
 #include "server/dedup.h"
 #include "server/listener.h"
 #include "server/service.h"

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fabric/counters.h"
-#include "fabric/metrics.h"
+#include "common/counters.h"
+#include "common/metrics.h"
 #include "server/dedup.h"
 #include "server/hook.h"
 #include "server/image.h"

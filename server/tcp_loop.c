@@ -27,8 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fabric/tcp_frame.h"
-#include "fabric/uring.h"
+#include "tcp/frame.h"
+#include "common/uring.h"
 #include "rdmem/auth.h"
 #include "rdmem/util.h"
 

@@ -161,14 +161,19 @@ _Static_assert(offsetof(struct rdmem_shm_slot, req) == 64, "request on its own l
  * exits, even as a zombie, and a reused pid never holds it. So "is the lock
  * still held" is a liveness test that kill(pid, 0) cannot fool.
  */
+static inline void rdmem_shm_lock_byte(struct flock *fl)
+{
+	memset(fl, 0, sizeof(*fl));
+	fl->l_type = F_WRLCK;
+	fl->l_whence = SEEK_SET;
+	fl->l_len = 1;
+}
+
 static inline int rdmem_shm_lock_agent(int fd)
 {
 	struct flock fl;
 
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_len = 1;
+	rdmem_shm_lock_byte(&fl);
 	return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
 }
 
@@ -177,10 +182,7 @@ static inline int rdmem_shm_agent_locked(int fd)
 {
 	struct flock fl;
 
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_len = 1;
+	rdmem_shm_lock_byte(&fl);
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return -errno;
 	return fl.l_type != F_UNLCK;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "libclient/rdmem.h"
 #include "proc.h"
 

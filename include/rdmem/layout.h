@@ -45,7 +45,7 @@
 #define RDMEM_RING_FREE	 0u
 #define RDMEM_RING_READY 0x59444552u /* "REDY" */
 
-/* Defaults of DESIGN.md section 4. */
+/* Defaults (docs/architecture.md, "Paths"). */
 #define RDMEM_DEFAULT_RING_SLOTS 256u /* calls in flight per session; payloads span slots */
 #define RDMEM_DEFAULT_SLOT_BYTES (32u << 10)
 #define RDMEM_DEFAULT_RESP_BYTES (16u << 10)

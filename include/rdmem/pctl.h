@@ -1,5 +1,5 @@
 /* pctl.h - the one percentile rule every figure in the tree uses: the
- * `rdmem bench` CLI, the benchmark clients (scripts/bench/latency.h), the
+ * `rdmem bench` CLI, the benchmark clients (bench/latency.h), the
  * test tools and the tests that print latency. Percentiles are taken over
  * all samples, with no interpolation and no histogram buckets, as
  * p = sorted[round(q * (n - 1))], so a p99 printed by any of them means the

@@ -38,6 +38,11 @@ static inline void rdmem_cpu_relax(void)
  */
 int rdmem_parse_size(const char *s, uint64_t *out);
 
+/* Parses a path name ("auto", "eager", "lazy", "bulk", "tcp": rdmem_path_name
+ * in rdmem/wire.h) into *path; -EINVAL for any other (or NULL) name. Shared by
+ * rdmem-agent's --path and the rdmem tool's --path. */
+int rdmem_path_parse(const char *name, uint8_t *path);
+
 /*
  * A numeric command-line option of rdmem-server or rdmem-agent: its getopt
  * code, its flag, the inclusive range, and where the value lands (an offset

@@ -18,7 +18,7 @@
 
 #include "agent/link.h"
 #include "fabric/dataplane.h"
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "server/session.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_frame.c - the TCP frame parser (fabric/tcp_frame.c) on hostile byte
+/* fuzz_frame.c - the TCP frame parser (tcp/frame.c) on hostile byte
  * streams, consumed the way the server's connection loop consumes them.
  *
  * Input: byte 0 picks the receiver's max_value, byte 1 how many split points
@@ -9,7 +9,7 @@
  * the frame's own bytes, and both deliveries must give the same frames: how
  * TCP happens to cut a stream must never change what the server sees.
  */
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_SPLITS 8

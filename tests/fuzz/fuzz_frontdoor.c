@@ -1,4 +1,4 @@
-/* fuzz_frontdoor.c - the agent's front door (agent/frontdoor.c, shm/ring.h)
+/* fuzz_frontdoor.c - the agent's front door (agent/frontdoor_ring.c, shm/ring.h)
  * against a hostile local client, which can write anything into the shared
  * segment: ring cells and head, its slot words, descriptors and deadlines,
  * the client table.

@@ -31,7 +31,10 @@ expect() {
 }
 dest=$tmp/root
 pfx=/usr/local
-mk() { make --no-print-directory -s B="$bdir" "$@"; }
+# The build finds its own dependencies with the system's pkg-config: not
+# with the installed-tree settings exported below for the app checks.
+mk() { env -u PKG_CONFIG_SYSROOT_DIR -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR \
+	make --no-print-directory -s B="$bdir" "$@"; }
 
 expect "make install DESTDIR=... PREFIX=$pfx" mk install DESTDIR="$dest" PREFIX="$pfx"
 for f in bin/rdmem bin/rdmem-agent bin/rdmem-server; do

@@ -24,7 +24,7 @@
 
 #include "check.h"
 #include "e2e.h"
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "rdmem/content.h"
 
 #define T_WINDOW  "64"

@@ -20,7 +20,7 @@
 #include "agent/link.h"
 #include "check.h"
 #include "fabric/dataplane.h"
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "proc.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"

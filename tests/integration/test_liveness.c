@@ -5,7 +5,7 @@
  * a NIC may take many seconds to exhaust its retries), and the peer's CM
  * says nothing either. The agent here runs over the shm fabric in its test
  * mode that black-holes this process's network while a file exists
- * (RDMEM_SHM_TEST_BLACKHOLE, fabric/fab_shm.h): WRs stay unrun, replies
+ * (RDMEM_SHM_TEST_BLACKHOLE, fabric/emu.h): WRs stay unrun, replies
  * unseen, redials time out.
  *
  * Cases:

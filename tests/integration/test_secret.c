@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "e2e.h"
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "rdmem/auth.h"
 
 static char secret[128], other[128], loose[128];

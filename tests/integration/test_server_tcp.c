@@ -19,7 +19,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "fabric/tcp_client.h"
+#include "tcp/client.h"
 #include "rdmem/blob.h"
 #include "rdmem/content.h"
 #include "rdmem/util.h"

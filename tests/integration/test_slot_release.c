@@ -4,7 +4,7 @@
  * EAGER and BULK requests are WRITTEN straight from the client's slot (no
  * copy), and a NIC reads that memory when it runs the WR, not when it is
  * posted. The agent here runs over the shm fabric in its test mode that
- * runs WRs late (RDMEM_SHM_TEST_DELAY_MS, fabric/fab_shm.h), as a NIC that
+ * runs WRs late (RDMEM_SHM_TEST_DELAY_MS, fabric/emu.h), as a NIC that
  * retries or is queued behind others would. A PUT of a 2000-byte value (too
  * big to go inline) times out; the client then GETs a key nobody wrote.
  * Had the agent handed the slot back at the timeout, the GET would reuse it

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "agent/stats.h"
-#include "fabric/counters.h"
+#include "common/counters.h"
 #include "server/service_impl.h"
 #include "tests/check.h"
 

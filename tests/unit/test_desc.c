@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "rdmem/wire.h"
 #include "tests/check.h"
 

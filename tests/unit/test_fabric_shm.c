@@ -12,7 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "fabric/fab_shm.h"
+#include "fabric/emu.h"
 #include "rdmem/fabric.h"
 #include "rdmem/pctl.h"
 #include "rdmem/util.h"

@@ -1,4 +1,4 @@
-/* test_path.c - the path selector against the rule table of DESIGN.md section 4. */
+/* test_path.c - the path selector against its rules (docs/architecture.md, "Paths"). */
 #include <string.h>
 
 #include "agent/path.h"

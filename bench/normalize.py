@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """normalize.py SYSTEM - reads one client's JSON record on stdin and prints
-the common record of scripts/bench/latency.h:
+the common record of bench/latency.h:
   system, op, size, window, n, avg_us, p50_us, p99_us, p999_us, qps, failures
 `rdmem bench --json` and tests/tools/uds_echo print their own keys ("ops"
 for n; rdmem splits failed calls and wrong values): they are mapped here,

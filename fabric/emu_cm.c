@@ -1,4 +1,4 @@
-/* fab_shm_cm.c - the shm fabric backend's connection management: the
+/* emu_cm.c - the RDMA emulator's connection management: the
  * listener, the one-message-each-way handshake that exchanges private data,
  * registrations and fds, validation of everything the peer sends, and
  * connection events (socket EOF = the peer is gone or broke the connection).
@@ -12,7 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "fabric/fab_shm.h"
+#include "fabric/emu.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -486,6 +486,16 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 	return -EAGAIN;
 }
 
+/* 0 when len bytes of private data fit the handshake message's max, else
+ * -EMSGSIZE (logged: "shm: <what> <peer>: ..."). */
+static int shmfab_priv_fits(const struct shmfab_conn *c, const char *what, size_t len, int max)
+{
+	if (len <= (size_t)max)
+		return 0;
+	rdmem_err("shm: %s %s: %zu bytes of private data, over %d", what, c->name, len, max);
+	return -EMSGSIZE;
+}
+
 int shmfab_accept(struct rdmem_conn *cb, const void *priv, size_t len)
 {
 	struct shmfab_conn *c = (struct shmfab_conn *)cb;
@@ -493,11 +503,8 @@ int shmfab_accept(struct rdmem_conn *cb, const void *priv, size_t len)
 	int fds[SHMFAB_MAX_FDS], nfds, rc;
 	size_t mlen;
 
-	if (len > SHMFAB_PRIV_ACCEPT) {
-		rdmem_err("shm: accept of %s: %zu bytes of private data, over %d", c->name, len,
-			  SHMFAB_PRIV_ACCEPT);
-		return -EMSGSIZE;
-	}
+	if ((rc = shmfab_priv_fits(c, "accept of", len, SHMFAB_PRIV_ACCEPT)))
+		return rc;
 	if (c->state != SHMFAB_REQUESTED || (len && !priv)) {
 		rdmem_err("shm: accept of %s: not a pending request", c->name);
 		return -EINVAL;
@@ -717,11 +724,8 @@ int shmfab_connect(struct rdmem_conn *cb, const void *priv, size_t len, void *pe
 	int fds[SHMFAB_MAX_FDS], nfds, rc;
 	ssize_t n;
 
-	if (len > SHMFAB_PRIV_CONNECT) {
-		rdmem_err("shm: connect to %s: %zu bytes of private data, over %d", c->name, len,
-			  SHMFAB_PRIV_CONNECT);
-		return -EMSGSIZE;
-	}
+	if ((rc = shmfab_priv_fits(c, "connect to", len, SHMFAB_PRIV_CONNECT)))
+		return rc;
 	if (c->state != SHMFAB_RESOLVED || c->broken || (len && !priv)) {
 		rdmem_err("shm: connect to %s: not resolved", c->name);
 		return -EINVAL;

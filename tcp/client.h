@@ -1,4 +1,4 @@
-/* tcp_client.h - a TCP connection to rdmem-server on io_uring: a window of
+/* client.h - a TCP connection to rdmem-server on io_uring: a window of
  * pipelined calls, matched to replies by req_id, with request bytes sent from
  * the caller's buffers and reply values received into the caller's buffer.
  *

@@ -1,5 +1,5 @@
-/* rdmem_cli.c - the `rdmem` command: every op of the runtime from a shell,
- * and a benchmark, on librdmem alone (linked statically: the installed tool
+/* rdmem.c - the `rdmem` command: every op of the runtime from a shell (the
+ * benchmark, `rdmem bench`, is in bench.c), on librdmem (linked statically: the installed tool
  * needs no loader path, and the calls keep the inline fast path).
  *
  * Exit codes: 0 ok, 1 not found, 2 usage, 3 any other error (one line on
@@ -14,13 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libclient/rdmem.h"
-#include "rdmem/pctl.h"
-
-#define EXIT_NOT_FOUND 1
-#define EXIT_USAGE     2
-#define EXIT_FAIL      3
-#define MAX_BENCH_OPS  50000000ull
+#include "cli/cli.h"
+#include "rdmem/util.h"
 
 static const char usage_text[] =
     "usage: rdmem [--shm-name NAME] [--path auto|eager|lazy|bulk|tcp] [--timeout MS]\n"
@@ -34,24 +29,7 @@ static const char usage_text[] =
     "        [--size B] [--keys K] [--json]\n"
     "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";
 
-struct cli {
-	const char *shm_name;
-	struct rdmem_opts opts;
-	struct rdmem_info info;
-	int verbose;
-	int json;
-	const char *file;
-	uint64_t chunk_size;
-	const char *bench_op;
-	uint64_t n, window, size, keys;
-	int have_n, have_window, have_size, have_keys, have_chunk;
-	int done; /* --help or --version answered: exit 0 */
-	int argc; /* positional arguments, the command first */
-	char **argv;
-	rdmem_t *h;
-};
-
-static int usage(const char *fmt, const char *arg)
+int rdmem_cli_usage(const char *fmt, const char *arg)
 {
 	fputs("rdmem: ", stderr);
 	fprintf(stderr, fmt, arg);
@@ -61,54 +39,17 @@ static int usage(const char *fmt, const char *arg)
 }
 
 /* Reports a failed op and maps it to the exit code. */
-static int fail(const char *what, int rc)
+int rdmem_cli_fail(const char *what, int rc)
 {
 	fprintf(stderr, "rdmem: %s: %s\n", what, rdmem_strerror(rc));
 	return rc == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL;
-}
-
-/* Decimal with an optional k/m/g suffix (powers of 1024); 0 or -EINVAL. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (*end == 'k' || *end == 'K')
-		shift = 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		shift = 20, end++;
-	else if (*end == 'g' || *end == 'G')
-		shift = 30, end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-static int parse_path(const char *s, uint8_t *out)
-{
-	unsigned p;
-
-	for (p = 0; p < RDMEM_PATH__COUNT; p++)
-		if (s && !strcmp(s, rdmem_path_name(p))) {
-			*out = (uint8_t)p;
-			return 0;
-		}
-	return -EINVAL;
 }
 
 /* The value of option argv[*i]; NULL (after a usage message) when missing. */
 static const char *opt_value(int argc, char **argv, int *i)
 {
 	if (*i + 1 >= argc) {
-		usage("option %s needs a value", argv[*i]);
+		rdmem_cli_usage("option %s needs a value", argv[*i]);
 		return NULL;
 	}
 	return argv[++*i];
@@ -121,7 +62,7 @@ static int parse_number_opt(int argc, char **argv, int *i, uint64_t lo, uint64_t
 
 	if (!v)
 		return EXIT_USAGE;
-	if (parse_size(v, out) || *out < lo || *out > hi) {
+	if (rdmem_parse_size(v, out) || *out < lo || *out > hi) {
 		fprintf(stderr, "rdmem: %s: '%s' is not a number in %" PRIu64 "..%" PRIu64 "\n",
 			name, v, lo, hi);
 		fputs(usage_text, stderr);
@@ -154,7 +95,8 @@ static int parse_option(struct cli *c, int argc, char **argv, int *i)
 	if (!strcmp(a, "--path")) {
 		if (!(v = opt_value(argc, argv, i)))
 			return EXIT_USAGE;
-		return parse_path(v, &c->opts.path) ? usage("unknown path '%s'", v) : 0;
+		return rdmem_path_parse(v, &c->opts.path) ? rdmem_cli_usage("unknown path '%s'", v)
+							  : 0;
 	}
 	if (!strcmp(a, "--timeout")) {
 		int rc = parse_number_opt(argc, argv, i, 1, 3600000, &ms, &seen);
@@ -185,7 +127,7 @@ static int parse_option(struct cli *c, int argc, char **argv, int *i)
 					&c->have_size);
 	if (!strcmp(a, "--keys"))
 		return parse_number_opt(argc, argv, i, 1, 1000000, &c->keys, &c->have_keys);
-	return usage("unknown option '%s'", a);
+	return rdmem_cli_usage("unknown option '%s'", a);
 }
 
 static int parse_args(struct cli *c, int argc, char **argv)
@@ -209,7 +151,7 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	if (c->done)
 		return 0;
 	if (c->argc == 0)
-		return usage("%s", "no command given");
+		return rdmem_cli_usage("%s", "no command given");
 	return 0;
 }
 
@@ -231,7 +173,7 @@ static const char *stray_option(const struct cli *c, const char *cmd)
 }
 
 /* Checks the command got exactly n arguments and no option it ignores. */
-static int want_args(struct cli *c, int n, const char *synopsis)
+int rdmem_cli_want_args(struct cli *c, int n, const char *synopsis)
 {
 	const char *stray = stray_option(c, c->argv[0]);
 
@@ -306,7 +248,7 @@ static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *le
 }
 
 /* Attaches to the agent once the command's arguments are known to be good. */
-static int attach(struct cli *c)
+int rdmem_cli_attach(struct cli *c)
 {
 	const char *name = c->shm_name ? c->shm_name : RDMEM_SHM_DEFAULT_NAME;
 	int rc;
@@ -315,7 +257,7 @@ static int attach(struct cli *c)
 		return 0;
 	rc = rdmem_open(c->shm_name, &c->h);
 	if (rc == -EINVAL)
-		return usage("bad --shm-name '%s': want /NAME without another '/'", name);
+		return rdmem_cli_usage("bad --shm-name '%s': want /NAME without another '/'", name);
 	if (rc) {
 		fprintf(stderr, "rdmem: %s: %s\n", name, rdmem_strerror(rc));
 		return EXIT_FAIL;
@@ -327,14 +269,14 @@ static int attach(struct cli *c)
 
 static int cmd_ping(struct cli *c, int local)
 {
-	int rc = want_args(c, 0, local ? "local-ping" : "ping");
+	int rc = rdmem_cli_want_args(c, 0, local ? "local-ping" : "ping");
 
-	if (rc || (rc = attach(c)))
+	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = local ? rdmem_local_ping(c->h, &c->opts) : rdmem_ping(c->h, &c->opts);
 	report(c, c->argv[0]);
 	if (rc)
-		return fail(c->argv[0], rc);
+		return rdmem_cli_fail(c->argv[0], rc);
 	printf("ok: %.1f us via %s\n", (double)c->info.latency_ns / 1000.0,
 	       local ? "the front door" : rdmem_path_name(c->info.path));
 	return 0;
@@ -342,21 +284,21 @@ static int cmd_ping(struct cli *c, int local)
 
 static int cmd_echo(struct cli *c)
 {
-	int rc = want_args(c, 1, "echo TEXT");
+	int rc = rdmem_cli_want_args(c, 1, "echo TEXT");
 	void *out = NULL;
 	uint32_t len = 0;
 
-	if (rc || (rc = attach(c)))
+	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_echo(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &out, &len, &c->opts);
 	report(c, "echo");
 	if (rc)
-		return fail("echo", rc);
+		return rdmem_cli_fail("echo", rc);
 	rc = write_all(out, len);
 	free(out);
 	if (rc == 0)
 		rc = write_all("\n", 1);
-	return rc ? fail("write stdout", rc) : 0;
+	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
 }
 
 static int check_key(const char *key)
@@ -370,12 +312,12 @@ static int check_key(const char *key)
 
 static int cmd_put(struct cli *c)
 {
-	int rc = want_args(c, c->file ? 1 : 2, "put KEY VALUE | put KEY --file F");
+	int rc = rdmem_cli_want_args(c, c->file ? 1 : 2, "put KEY VALUE | put KEY --file F");
 	const char *key = c->argv[1];
 	uint8_t *val = NULL;
 	uint64_t len;
 
-	if (rc || (rc = check_key(key)) || (rc = attach(c)))
+	if (rc || (rc = check_key(key)) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	if (c->file) {
 		rc = read_file(c->file, UINT32_MAX, &val, &len);
@@ -394,40 +336,40 @@ static int cmd_put(struct cli *c)
 	if (c->file)
 		free(val);
 	report(c, "put");
-	return rc ? fail("put", rc) : 0;
+	return rc ? rdmem_cli_fail("put", rc) : 0;
 }
 
 static int cmd_get(struct cli *c)
 {
-	int rc = want_args(c, 1, "get KEY");
+	int rc = rdmem_cli_want_args(c, 1, "get KEY");
 	void *val = NULL;
 	uint32_t len = 0;
 
-	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_get(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &val, &len, &c->opts);
 	report(c, "get");
 	if (rc)
-		return fail("get", rc);
+		return rdmem_cli_fail("get", rc);
 	rc = write_all(val, len);
 	free(val);
-	return rc ? fail("write stdout", rc) : 0;
+	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
 }
 
 static int cmd_del(struct cli *c)
 {
-	int rc = want_args(c, 1, "del KEY");
+	int rc = rdmem_cli_want_args(c, 1, "del KEY");
 
-	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_del(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &c->opts);
 	report(c, "del");
-	return rc ? fail("del", rc) : 0;
+	return rc ? rdmem_cli_fail("del", rc) : 0;
 }
 
 static int cmd_mget(struct cli *c)
 {
-	int rc = want_args(c, 1, "mget K1,K2,...");
+	int rc = rdmem_cli_want_args(c, 1, "mget K1,K2,...");
 	char *list, *save = NULL, *k;
 	const char **keys;
 	uint32_t *lens, n = 0, i;
@@ -439,7 +381,7 @@ static int cmd_mget(struct cli *c)
 	keys = calloc(strlen(c->argv[1]) + 1, sizeof(*keys));
 	lens = calloc(strlen(c->argv[1]) + 1, sizeof(*lens));
 	if (!list || !keys || !lens)
-		return fail("mget", -ENOMEM);
+		return rdmem_cli_fail("mget", -ENOMEM);
 	for (k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
 		if ((rc = check_key(k)))
 			goto out;
@@ -447,15 +389,15 @@ static int cmd_mget(struct cli *c)
 		lens[n++] = (uint32_t)strlen(k);
 	}
 	if (n == 0) {
-		rc = usage("%s", "mget needs at least one key");
+		rc = rdmem_cli_usage("%s", "mget needs at least one key");
 		goto out;
 	}
-	if ((rc = attach(c)))
+	if ((rc = rdmem_cli_attach(c)))
 		goto out;
 	rc = rdmem_mget(c->h, keys, lens, n, &m, &c->opts);
 	report(c, "mget");
 	if (rc) {
-		rc = fail("mget", rc);
+		rc = rdmem_cli_fail("mget", rc);
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -481,7 +423,7 @@ out:
 
 static int cmd_profile(struct cli *c)
 {
-	int rc = want_args(c, 1, "profile ID");
+	int rc = rdmem_cli_want_args(c, 1, "profile ID");
 	struct rdmem_profile p;
 	uint64_t id;
 	uint32_t i, len;
@@ -492,13 +434,13 @@ static int cmd_profile(struct cli *c)
 	errno = 0;
 	id = strtoull(c->argv[1], &end, 10);
 	if (errno || *end || c->argv[1][0] < '0' || c->argv[1][0] > '9')
-		return usage("profile ID must be a number, not '%s'", c->argv[1]);
-	if ((rc = attach(c)))
+		return rdmem_cli_usage("profile ID must be a number, not '%s'", c->argv[1]);
+	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_profile(c->h, id, &p, &c->opts);
 	report(c, "profile");
 	if (rc)
-		return fail("profile", rc);
+		return rdmem_cli_fail("profile", rc);
 	printf("id: %" PRIu64 "\nname: %.*s\ntags:", p.view.id, (int)p.view.name_len, p.view.name);
 	for (i = 0; i < p.view.tag_count; i++) {
 		const char *s;
@@ -520,7 +462,7 @@ static int cmd_profile(struct cli *c)
 
 static int cmd_large_get(struct cli *c)
 {
-	int rc = want_args(c, 1, "large-get big:<n>[k|m]");
+	int rc = rdmem_cli_want_args(c, 1, "large-get big:<n>[k|m]");
 	void *val = NULL;
 	uint32_t len = 0;
 	uint64_t size;
@@ -528,13 +470,13 @@ static int cmd_large_get(struct cli *c)
 	if (rc)
 		return rc;
 	if (rdmem_big_parse(c->argv[1], strlen(c->argv[1]), &size))
-		return usage("large-get wants big:<n>[k|m], not '%s'", c->argv[1]);
-	if ((rc = attach(c)))
+		return rdmem_cli_usage("large-get wants big:<n>[k|m], not '%s'", c->argv[1]);
+	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
 	report(c, "large-get");
 	if (rc)
-		return fail("large-get", rc);
+		return rdmem_cli_fail("large-get", rc);
 	rc = rdmem_large_verify(c->argv[1], val, len);
 	free(val);
 	if (rc) {
@@ -561,12 +503,12 @@ static void progress_bar(void *arg, uint64_t done, uint64_t total)
 
 static int cmd_image_put(struct cli *c)
 {
-	int rc = want_args(c, 2, "image-put KEY FILE [--chunk-size B]");
+	int rc = rdmem_cli_want_args(c, 2, "image-put KEY FILE [--chunk-size B]");
 	struct rdmem_image_opts io = { 0, NULL, NULL, 0 };
 	uint8_t *data = NULL;
 	uint64_t len;
 
-	if (rc || (rc = check_key(c->argv[1])) || (rc = attach(c)))
+	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	io.chunk_size = c->have_chunk ? (uint32_t)c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT;
 	if (io.chunk_size > rdmem_max_value(c->h)) {
@@ -589,7 +531,7 @@ static int cmd_image_put(struct cli *c)
 	free(data);
 	report(c, "image-put (last chunk)");
 	if (rc)
-		return fail("image-put", rc);
+		return rdmem_cli_fail("image-put", rc);
 	printf("uploaded %s: %" PRIu64 " bytes in %" PRIu64 " chunks of %u, upload id %016" PRIx64
 	       "\n",
 	       c->argv[1], len, len ? (len + io.chunk_size - 1) / io.chunk_size : 1, io.chunk_size,
@@ -599,327 +541,45 @@ static int cmd_image_put(struct cli *c)
 
 static int cmd_text(struct cli *c, int agent)
 {
-	int rc = want_args(c, 0, agent ? "agent-stats [--json]" : "stats [--json]");
+	int rc = rdmem_cli_want_args(c, 0, agent ? "agent-stats [--json]" : "stats [--json]");
 	char *text = NULL;
 	uint32_t len = 0;
 
 	if (rc)
 		return rc;
-	if ((rc = attach(c)))
+	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = agent ? rdmem_agent_stats(c->h, c->json, &text, &len, &c->opts)
 		   : rdmem_stats(c->h, c->json, &text, &len, &c->opts);
 	report(c, c->argv[0]);
 	if (rc)
-		return fail(c->argv[0], rc);
+		return rdmem_cli_fail(c->argv[0], rc);
 	rc = write_all(text, len);
 	if (!rc && (len == 0 || text[len - 1] != '\n'))
 		rc = write_all("\n", 1);
 	free(text);
-	return rc ? fail("write stdout", rc) : 0;
+	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
 }
 
 static int cmd_agent_ctl(struct cli *c)
 {
-	int rc = want_args(c, 1, "agent-ctl COMMAND");
+	int rc = rdmem_cli_want_args(c, 1, "agent-ctl COMMAND");
 	char *text = NULL;
 	uint32_t len = 0;
 
 	if (rc)
 		return rc;
 	if (!*c->argv[1] || strlen(c->argv[1]) > RDMEM_MAX_KEY)
-		return usage("agent-ctl COMMAND must be 1..1024 bytes%s", "");
-	if ((rc = attach(c)))
+		return rdmem_cli_usage("agent-ctl COMMAND must be 1..1024 bytes%s", "");
+	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_agent_ctl(c->h, c->argv[1], &text, &len, &c->opts);
 	report(c, "agent-ctl");
 	if (rc)
-		return fail("agent-ctl", rc);
+		return rdmem_cli_fail("agent-ctl", rc);
 	printf("%.*s\n", (int)len, text);
 	free(text);
 	return 0;
-}
-
-/* ---- bench ------------------------------------------------------------- */
-
-enum bench_op { B_PING, B_LOCAL_PING, B_GET, B_PUT, B_LARGE_GET, B_BIGPUT };
-
-struct bench {
-	enum bench_op op;
-	uint64_t n, window, size, keys;
-	char spec[32];	  /* large-get key */
-	uint8_t **expect; /* get: the value of key i; put: one value for all */
-	uint64_t nvals;
-	struct rdmem_rpc *rpc;
-	uint64_t *kidx;	 /* key index of the call in window place w */
-	char (*key)[17]; /* key i: "bench:%010u", 16 bytes, formatted before timing */
-	uint64_t *lat;
-	uint64_t done, failures, timeouts, wrong, late, paths[RDMEM_PATH__COUNT];
-	uint64_t first_error;
-	int first_rc;
-};
-
-static int bench_parse_op(const char *s, enum bench_op *op)
-{
-	static const char *const names[] = { "ping", "local-ping", "get",
-					     "put",  "large-get",  "bigput" };
-	unsigned i;
-
-	for (i = 0; i < RDMEM_ARRAY_SIZE(names); i++)
-		if (s && !strcmp(s, names[i])) {
-			*op = (enum bench_op)i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-static const char *bench_op_name(enum bench_op op)
-{
-	static const char *const names[] = { "ping", "local-ping", "get",
-					     "put",  "large-get",  "bigput" };
-	return names[op];
-}
-
-static void bench_value(uint8_t *p, uint64_t size, uint64_t key)
-{
-	rdmem_big_fill(size, key * 4096, p, size); /* any deterministic bytes per key */
-}
-
-/* Prepares the values (and, for get, stores them) before timing starts. */
-static int bench_setup(struct cli *c, struct bench *b)
-{
-	uint64_t i;
-
-	/* get: one value per key; put, bigput: one value; large-get: the object. */
-	b->nvals = b->op == B_GET ? b->keys : b->op >= B_PUT ? 1 : 0;
-	b->rpc = calloc(b->window, sizeof(*b->rpc));
-	b->kidx = calloc(b->window, sizeof(*b->kidx));
-	b->key = calloc(b->keys ? b->keys : 1, sizeof(*b->key));
-	b->lat = calloc(b->n, sizeof(*b->lat));
-	b->expect = calloc(b->nvals ? b->nvals : 1, sizeof(*b->expect));
-	if (!b->rpc || !b->kidx || !b->key || !b->lat || !b->expect)
-		return -ENOMEM;
-	/* Keys are formatted now, not while timing: 16 bytes each, as the GET. */
-	for (i = 0; i < (b->keys ? b->keys : 1); i++)
-		snprintf(b->key[i], sizeof(b->key[i]), "bench:%010u", (unsigned)(i % 1000000000u));
-	for (i = 0; i < b->nvals; i++) {
-		int rc;
-
-		if (!(b->expect[i] = malloc(b->size + 1)))
-			return -ENOMEM;
-		/* large-get: the object itself, so a reply is checked with one memcmp */
-		if (b->op == B_LARGE_GET)
-			rdmem_big_fill(b->size, 0, b->expect[i], b->size);
-		else
-			bench_value(b->expect[i], b->size, i);
-		if (b->op == B_GET && (rc = rdmem_put(c->h, b->key[i], 16, b->expect[i],
-						      (uint32_t)b->size, &c->opts)))
-			return rc;
-	}
-	snprintf(b->spec, sizeof(b->spec), "big:%" PRIu64, b->size);
-	return 0;
-}
-
-static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
-{
-	struct rdmem_rpc *r = &b->rpc[w];
-	uint64_t k = i % (b->keys ? b->keys : 1);
-	static const uint16_t ops[] = { RDMEM_OP_PING,	 RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
-					RDMEM_OP_KV_PUT, RDMEM_OP_LARGE_GET,	  RDMEM_OP_KV_PUT };
-
-	rdmem_rpc_init(r, ops[b->op]);
-	r->path = c->opts.path;
-	r->timeout_ms = c->opts.timeout_ms;
-	b->kidx[w] = k;
-	if (b->op == B_LARGE_GET) {
-		r->key = b->spec;
-		r->key_len = (uint32_t)strlen(b->spec);
-	} else if (b->op != B_PING && b->op != B_LOCAL_PING) {
-		r->key_len = 16;
-		r->key = b->key[k];
-	}
-	if (b->op == B_PUT || b->op == B_BIGPUT) {
-		r->val = b->expect[0];
-		r->val_len = (uint32_t)b->size;
-	}
-	/* Replies are read where they landed in the slot: no copy to time. */
-	r->inplace = 1;
-	return rdmem_submit(c->h, r);
-}
-
-/* Accounts one finished call and checks its value. */
-static void bench_account(struct bench *b, struct rdmem_rpc *r, uint64_t k)
-{
-	int wrong = 0;
-
-	b->lat[b->done++] = r->latency_ns;
-	if (r->rc) {
-		b->failures++;
-		b->timeouts += r->rc == -ETIMEDOUT;
-		if (!b->first_rc)
-			b->first_rc = r->rc;
-		rdmem_rpc_free(r);
-		return;
-	}
-	b->late += r->late != 0;
-	if (r->rpath < RDMEM_PATH__COUNT)
-		b->paths[r->rpath]++;
-	if (b->op == B_GET)
-		wrong = r->rlen != b->size || memcmp(r->rval, b->expect[k], b->size);
-	else if (b->op == B_LARGE_GET)
-		wrong = r->rlen != b->size || memcmp(r->rval, b->expect[0], b->size);
-	else
-		wrong = r->rlen != 0;
-	b->wrong += wrong;
-	rdmem_rpc_free(r); /* gives the in-place reply's slot back */
-}
-
-static double pct_us(const struct bench *b, double p)
-{
-	return rdmem_pctl_us(b->lat, b->done, p);
-}
-
-static void bench_print(const struct cli *c, struct bench *b, double secs)
-{
-	double sum = 0;
-	uint64_t i;
-	unsigned p;
-	int first = 1;
-
-	for (i = 0; i < b->done; i++)
-		sum += (double)b->lat[i];
-	rdmem_pctl_sort(b->lat, b->done);
-	if (c->json) {
-		printf(
-		    "{\"op\":\"%s\",\"ops\":%" PRIu64 ",\"window\":%" PRIu64 ",\"size\":%" PRIu64
-		    ",\"seconds\":%.6f,\"qps\":%.1f,\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f"
-		    ",\"p999_us\":%.2f,\"max_us\":%.2f,\"failures\":%" PRIu64
-		    ",\"timeouts\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"late\":%" PRIu64
-		    ",\"paths\":{",
-		    bench_op_name(b->op), b->done, b->window, b->size, secs, (double)b->done / secs,
-		    b->done ? sum / (double)b->done / 1000.0 : 0.0, pct_us(b, 0.5), pct_us(b, 0.99),
-		    pct_us(b, 0.999), pct_us(b, 1.0), b->failures, b->timeouts, b->wrong, b->late);
-		for (p = 0; p < RDMEM_PATH__COUNT; p++)
-			if (b->paths[p]) {
-				printf("%s\"%s\":%" PRIu64, first ? "" : ",",
-				       p ? rdmem_path_name(p) : "local", b->paths[p]);
-				first = 0;
-			}
-		printf("}}\n");
-		return;
-	}
-	printf("bench %s: %" PRIu64 " ops, window %" PRIu64 ", size %" PRIu64 " B\n",
-	       bench_op_name(b->op), b->done, b->window, b->size);
-	printf("  %.3f s, %.0f ops/s\n", secs, (double)b->done / secs);
-	printf("  latency us: avg %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n",
-	       b->done ? sum / (double)b->done / 1000.0 : 0.0, pct_us(b, 0.5), pct_us(b, 0.99),
-	       pct_us(b, 0.999), pct_us(b, 1.0));
-	printf("  failures %" PRIu64 " (timeouts %" PRIu64 "), wrong values %" PRIu64
-	       ", late replies %" PRIu64 "\n",
-	       b->failures, b->timeouts, b->wrong, b->late);
-	printf("  paths:");
-	for (p = 0; p < RDMEM_PATH__COUNT; p++)
-		if (b->paths[p])
-			printf(" %s %" PRIu64, p ? rdmem_path_name(p) : "local", b->paths[p]);
-	printf("\n");
-}
-
-static void bench_free(struct bench *b)
-{
-	uint64_t i;
-
-	for (i = 0; b->expect && i < b->nvals; i++)
-		free(b->expect[i]);
-	free(b->expect);
-	free(b->rpc);
-	free(b->kidx);
-	free(b->key);
-	free(b->lat);
-}
-
-static int bench_check_args(struct cli *c, struct bench *b)
-{
-	static const uint64_t default_size[] = { 0, 0, 64, 64, 64 << 10, 256 << 10 };
-	uint32_t slots, max;
-	int rc;
-
-	if (!c->bench_op || bench_parse_op(c->bench_op, &b->op))
-		return usage("bench --op must be ping, local-ping, get, put, large-get or bigput%s",
-			     "");
-	if ((rc = attach(c)))
-		return rc;
-	slots = rdmem_slots(c->h);
-	max = rdmem_max_value(c->h);
-	b->n = c->have_n ? c->n : 10000;
-	b->window = c->have_window ? c->window : 1;
-	b->size = c->have_size ? c->size : default_size[b->op];
-	/* get keeps one expected value per key: at most ~64 MiB of them by default */
-	b->keys = b->op == B_GET || b->op == B_PUT || b->op == B_BIGPUT
-		      ? (c->have_keys ? c->keys
-				      : RDMEM_MAX(1, RDMEM_MIN(RDMEM_MIN(b->n, 1024),
-							       (64u << 20) / (b->size + 1))))
-		      : 0;
-	if (b->window > slots) {
-		fprintf(stderr,
-			"rdmem: bench: window %" PRIu64 " is over the %u calls a client "
-			"may have in flight\n",
-			b->window, slots);
-		return EXIT_USAGE;
-	}
-	if (b->size > max || (b->op == B_LARGE_GET && b->size == 0)) {
-		fprintf(stderr,
-			"rdmem: bench: size %" PRIu64 " must be 1..%u (the agent's max value)\n",
-			b->size, max);
-		return EXIT_USAGE;
-	}
-	if ((b->op == B_PING || b->op == B_LOCAL_PING) && c->have_size) {
-		fprintf(stderr, "rdmem: bench: --size does not apply to %s\n", c->bench_op);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
-static int cmd_bench(struct cli *c)
-{
-	struct bench b;
-	uint64_t sent = 0, head = 0, t0, i;
-	double secs;
-	int rc = want_args(c, 0, "bench --op OP [-n N] [--window W] [--size B] [--json]");
-
-	memset(&b, 0, sizeof(b));
-	if (rc || (rc = bench_check_args(c, &b)))
-		return rc;
-	rc = bench_setup(c, &b);
-	if (rc) {
-		bench_free(&b);
-		return fail("bench setup", rc);
-	}
-	t0 = rdmem_now_ns();
-	/* A FIFO window: fill it, then wait for the oldest and refill its place. */
-	for (i = 0; i < b.window && sent < b.n; i++, sent++)
-		if (bench_submit(c, &b, i, sent))
-			bench_account(&b, &b.rpc[i], b.kidx[i]);
-	while (b.done < b.n) {
-		uint64_t w = head++ % b.window;
-		struct rdmem_rpc *r = &b.rpc[w];
-
-		if (rdmem_rpc_pending(r)) {
-			rdmem_wait(c->h, r);
-			bench_account(&b, r, b.kidx[w]);
-		}
-		if (sent < b.n && bench_submit(c, &b, w, sent++))
-			bench_account(&b, r, b.kidx[w]);
-	}
-	secs = (double)(rdmem_now_ns() - t0) / 1e9;
-	bench_print(c, &b, secs);
-	if (b.first_rc)
-		fprintf(stderr, "rdmem: bench: first failure: %s\n", rdmem_strerror(b.first_rc));
-	rc = b.failures || b.wrong ? EXIT_FAIL : 0;
-	if (b.wrong)
-		fprintf(stderr, "rdmem: bench: %" PRIu64 " replies carried a wrong value\n",
-			b.wrong);
-	bench_free(&b);
-	return rc;
 }
 
 static int dispatch(struct cli *c)
@@ -953,8 +613,8 @@ static int dispatch(struct cli *c)
 	if (!strcmp(cmd, "agent-ctl"))
 		return cmd_agent_ctl(c);
 	if (!strcmp(cmd, "bench"))
-		return cmd_bench(c);
-	return usage("unknown command '%s'", cmd);
+		return rdmem_cli_bench(c);
+	return rdmem_cli_usage("unknown command '%s'", cmd);
 }
 
 static int is_command(const char *cmd)
@@ -982,7 +642,7 @@ int main(int argc, char **argv)
 	if (rc || c.done)
 		goto out;
 	if (!is_command(c.argv[0])) {
-		rc = usage("unknown command '%s'", c.argv[0]);
+		rc = rdmem_cli_usage("unknown command '%s'", c.argv[0]);
 		goto out;
 	}
 	rc = dispatch(&c);

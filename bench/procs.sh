@@ -135,7 +135,7 @@ run_client() {
 		2>>"$LOGS/client-$sys.log") || rc=$?
 	line=$(printf '%s\n' "$out" | grep '^{' | tail -n 1 || true)
 	# Every client's record in the common form (normalize.py).
-	[ -z "$line" ] || line=$(python3 scripts/bench/normalize.py "$sys" <<<"$line") ||
+	[ -z "$line" ] || line=$(python3 bench/normalize.py "$sys" <<<"$line") ||
 		{ fail "$sys $op: unreadable record: $out"; return 0; }
 	if [ -n "$line" ]; then
 		printf '{"bench_system":"%s","op":"%s","size":%s,"window":%s,"round":%s,"rc":%s,"req_n":%s,"record":%s}\n' \

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fabric/metrics.h"
+#include "common/metrics.h"
 #include "rdmem/util.h"
 
 enum rdmem_ctr_type {

@@ -1,6 +1,6 @@
-/* tcp_frame.c - the incremental TCP frame parser shared by the server loop
+/* frame.c - the incremental TCP frame parser shared by the server loop
  * and the tests: validation first, allocation (by the caller) only after. */
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* fab_shm.h - private to the shm fabric backend (fab_shm.c, fab_shm_cm.c) and
+/* emu.h - private to the RDMA emulator, the shm fabric backend (emu.c, emu_cm.c) and
  * its tests: the handshake wire format, the shared receive page, and the
  * connection state.
  *
@@ -223,7 +223,7 @@ int shmfab_test_holed(const struct shmfab_conn *c);
 /* Validates and takes the doorbell the peer sent (*fd = -1 then). */
 int shmfab_take_doorbell(struct shmfab_conn *c, int *fd);
 
-/* fab_shm_cm.c */
+/* emu_cm.c */
 int shmfab_listen(const char *addr, uint16_t port, struct rdmem_listener **out);
 int shmfab_listener_fd(struct rdmem_listener *l);
 int shmfab_get_request(struct rdmem_listener *l, const struct rdmem_fab_attr *attr,

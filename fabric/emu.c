@@ -1,8 +1,8 @@
-/* fab_shm.c - the shm fabric backend's memory and data path: memfd-backed
- * allocations, registrations with NIC-like keys, WRITE/WRITE_IMM/READ done
+/* emu.c - the RDMA emulator's (the "shm" fabric backend) memory and data path:
+ * memfd-backed allocations, registrations with NIC-like keys, WRITE/WRITE_IMM/READ done
  * as copies by the poster with NIC-like checks, the completion queue with
  * selective signalling, receives for immediates and the doorbell.
- * Connection management is in fab_shm_cm.c; shared layout in fab_shm.h.
+ * Connection management is in emu_cm.c; shared layout in emu.h.
  *
  * Contract where fabric.h leaves room (the verbs backend behaves the same):
  *  - A WR holds a send queue slot from post until poll() reaps its completion
@@ -25,7 +25,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "fabric/fab_shm.h"
+#include "fabric/emu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -182,7 +182,7 @@ static int shmfab_conn_page(struct shmfab_conn *c)
 	return 0;
 }
 
-/* Reads the test-only knobs (fab_shm.h); -EINVAL on a bad value. */
+/* Reads the test-only knobs (emu.h); -EINVAL on a bad value. */
 static int shmfab_test_knobs(struct shmfab_conn *c)
 {
 	const char *delay = getenv("RDMEM_SHM_TEST_DELAY_MS");

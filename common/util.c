@@ -1,5 +1,6 @@
 /* util.c - logging and argument parsing shared by rdmem-server and rdmem-agent. */
 #include "rdmem/util.h"
+#include "rdmem/wire.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -86,6 +87,19 @@ int rdmem_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+int rdmem_path_parse(const char *name, uint8_t *path)
+{
+	unsigned p;
+
+	for (p = 0; name && p < RDMEM_PATH__COUNT; p++) {
+		if (strcmp(name, rdmem_path_name(p)) == 0) {
+			*path = (uint8_t)p;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* A decimal number, nothing else. */

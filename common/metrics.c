@@ -1,5 +1,5 @@
 /* metrics.c - histogram reads and the Prometheus text writer (see metrics.h). */
-#include "fabric/metrics.h"
+#include "common/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * other system measured by these tools.
  *
  * Percentiles come from include/rdmem/pctl.h, the routine `rdmem bench`
- * (libclient/rdmem_cli.c) and the test tools use, so the RDMemRPC figures
+ * (cli/bench.c) and the test tools use, so the RDMemRPC figures
  * and these are computed the same way.
  *
  * Record (one JSON object on one line, on stdout):

@@ -1,5 +1,5 @@
 /* counters.c - renders a counter table as text, JSON and Prometheus (see counters.h). */
-#include "fabric/counters.h"
+#include "common/counters.h"
 
 #include <errno.h>
 #include <inttypes.h>

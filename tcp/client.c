@@ -1,4 +1,4 @@
-/* tcp_client.c - the TCP client on io_uring: one sendmsg and one recv in
+/* client.c - the TCP client on io_uring: one sendmsg and one recv in
  * flight at most, a fixed window of call slots, replies matched by req_id.
  *
  * Requests go out with sendmsg over iovecs that point at the caller's
@@ -9,8 +9,8 @@
  * req_id = (sequence << 16) | slot: a reply names its slot, and the sequence
  * catches a stale or forged id.
  */
-#include "fabric/tcp_client.h"
-#include "fabric/uring.h"
+#include "tcp/client.h"
+#include "common/uring.h"
 
 #include "rdmem/auth.h"
 
@@ -28,7 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "rdmem/util.h"
 
 #define CLI_RBUF       (64u << 10)

@@ -6,7 +6,7 @@
  * costs one connection slot until its deadline. The page is rendered into
  * a buffer owned by this thread, so the callback runs on one thread only.
  */
-#include "fabric/metrics_http.h"
+#include "common/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

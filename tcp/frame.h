@@ -1,4 +1,4 @@
-/* tcp_frame.h - TCP framing of RDMemRPC calls.
+/* frame.h - TCP framing of RDMemRPC calls.
  *
  * A frame is one 64-byte struct rdmem_desc whose state is RDMEM_FRAME_MAGIC,
  * followed by key_len key bytes and val_len value bytes (replies carry no

@@ -1,0 +1,60 @@
+/* frontdoor_impl.h - private to the front door (frontdoor_ring.c, the ring
+ * consumer actor; frontdoor_segment.c, the segment's lifecycle): the agent's
+ * state for one segment and the client liveness test both use.
+ */
+#ifndef RDMEM_AGENT_FRONTDOOR_IMPL_H
+#define RDMEM_AGENT_FRONTDOOR_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/frontdoor.h"
+#include "shm/segment.h"
+
+/* The agent's private view of one client entry. */
+struct rdmem_fd_client {
+	/* Written by any completing thread, read by the front-door thread. */
+	_Atomic uint64_t held;	   /* bit s: the agent holds slot s (taken, not completed) */
+	_Atomic uint32_t inflight; /* calls taken and not completed */
+	_Atomic int dead;	   /* completions for it are dropped */
+	/* Front-door thread only. */
+	int32_t pid;
+	uint32_t gen;
+	uint64_t start_ticks; /* /proc/<pid>/stat starttime: tells a reused pid apart */
+	uint64_t dead_head;   /* ring head when found dead; reclaim once the tail passed it */
+	int32_t dead_pid;
+};
+
+struct rdmem_frontdoor {
+	char name[RDMEM_SHM_NAME_MAX + 1];
+	int shm_fd;
+	dev_t dev; /* to unlink the name only while it is still ours */
+	ino_t ino;
+	void *base;
+	struct rdmem_shm_header *hdr;
+	struct rdmem_shm_geom geom;
+	struct rdmem_ring ring;
+	struct rdmem_ring_consumer cons; /* front-door thread only */
+	int busy_poll;
+	uint64_t ring_skip_ns; /* 0: RDMEM_RING_SKIP_NS */
+	struct rdmem_fd_client *clients;
+	struct rdmem_agent_call *calls; /* clients x slots, indexed like the slots */
+	rdmem_frontdoor_submit_fn submit;
+	void *submit_ctx;
+	pthread_t thread;
+	int started;
+	_Atomic int stop;
+	uint64_t next_scan_ns;
+	/* Counters: relaxed atomics, read by get_stats() from any thread. */
+	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
+	    n_expired;
+};
+
+/* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
+uint64_t rdmem_frontdoor_proc_start(int32_t pid);
+/* Alive unless kill() says ESRCH or the pid now names a younger process. */
+int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks);
+
+#endif
