@@ -69,10 +69,14 @@ static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 
 static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
 {
+	struct rdmem_xchg_hello wire = *h;
+
 	if (!auth)
 		return RDMEM_S_OK;
-	if (rdmem_auth_verify(auth, "agent", h, offsetof(struct rdmem_xchg_hello, proof), NULL, 0,
-			      h->proof, sizeof(h->proof)) < 0 ||
+	/* The proof covers the bytes the agent sent: its hello re-encoded. */
+	rdmem_hello_le(&wire);
+	if (rdmem_auth_verify(auth, "agent", &wire, offsetof(struct rdmem_xchg_hello, proof), NULL,
+			      0, h->proof, sizeof(h->proof)) < 0 ||
 	    rdmem_auth_fresh(auth, h->nonce) < 0)
 		return RDMEM_S_DENIED;
 	return RDMEM_S_OK;
@@ -201,11 +205,16 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
 	w.objpool = rdmem_session_remote(&s->mr_objects);
 	w.ctrl = rdmem_session_remote(&s->mr_ctrl);
-	/* Mutual: the agent learns we hold the secret too, for its nonce. */
-	if (s->cfg->auth)
-		rdmem_auth_mac(s->cfg->auth, "server", &hello->nonce, sizeof(hello->nonce), &w,
+	rdmem_welcome_le(&w);
+	/* Mutual: the agent learns we hold the secret too, for its nonce. The
+	 * proof covers wire bytes, the nonce's as the agent sent it. */
+	if (s->cfg->auth) {
+		uint64_t nonce = rdmem_le64(hello->nonce);
+
+		rdmem_auth_mac(s->cfg->auth, "server", &nonce, sizeof(nonce), &w,
 			       offsetof(struct rdmem_xchg_welcome, proof), w.proof,
 			       sizeof(w.proof));
+	}
 	return rdmem_fab_accept(s->conn, &w, sizeof(w));
 }
 
@@ -432,43 +441,59 @@ static void rdmem_session_tell_pool(struct rdmem_session *s, int64_t used, int64
 	t[2] = live;
 }
 
+/* The control page's body in host order; the caller converts it for the wire. */
+static void rdmem_session_fill_ctrl(const struct rdmem_session *s, struct rdmem_ctrl *out)
+{
+	const struct rdmem_objpool_stats *p = &s->objects.st;
+	struct rdmem_ctrl t = { 0 };
+
+	t.magic = RDMEM_CTRL_MAGIC;
+	t.version = RDMEM_LAYOUT_VERSION;
+	t.ring_slots = s->slots;
+	t.ring_backlog = s->ready_count;
+	t.objpool_bytes = s->objects.area_bytes;
+	t.objpool_used = p->used_bytes;
+	t.objects_live = p->live;
+	t.rdma_state = 1;
+	t.tcp_state = s->cfg->tcp_up ? 1 : 0; /* the agent's TCP fallback exists or not */
+	t.session_id = s->id;
+	t.group = s->group;
+	t.active_group = s->active_group;
+	t.completed = s->completed;
+	t.failed = s->failed;
+	t.bad_requests = s->bad;
+	t.eager_to_lazy = s->eager_to_lazy;
+	memcpy(t.ewma_ns, s->ewma_ns, sizeof(t.ewma_ns));
+	t.obj_alloc = p->alloc;
+	t.obj_reclaim = p->reclaim;
+	t.obj_repeat = p->repeat;
+	t.obj_stale = p->stale;
+	t.obj_timeout = p->timeout;
+	t.obj_full = p->full;
+	t.bulk_requests = s->bulk_requests;
+	t.bulk_bytes = s->bulk_bytes;
+	*out = t;
+}
+
 static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 {
 	struct rdmem_ctrl *c = s->ctrl;
 	const struct rdmem_objpool_stats *p = &s->objects.st;
+	const size_t from = offsetof(struct rdmem_ctrl, magic);
+	struct rdmem_ctrl t;
 
 	/* Advisory snapshot for the agent's path selector: odd seq while
-	 * writing; a reader keeps only copies whose two sequences match. */
-	c->seq_begin = ++s->ctrl_seq;
+	 * writing; a reader keeps only copies whose two sequences match. The
+	 * page is on the wire (RDMA-READ by the agent): little-endian. */
+	rdmem_session_fill_ctrl(s, &t);
+	rdmem_ctrl_le(&t);
+	c->seq_begin = rdmem_le64(++s->ctrl_seq);
 	atomic_thread_fence(memory_order_release);
-	c->magic = RDMEM_CTRL_MAGIC;
-	c->version = RDMEM_LAYOUT_VERSION;
-	c->ring_slots = s->slots;
-	c->ring_backlog = s->ready_count;
-	c->objpool_bytes = s->objects.area_bytes;
-	c->objpool_used = p->used_bytes;
-	c->objects_live = p->live;
-	c->rdma_state = 1;
-	c->tcp_state = s->cfg->tcp_up ? 1 : 0; /* the agent's TCP fallback exists or not */
-	c->session_id = s->id;
-	c->group = s->group;
-	c->active_group = s->active_group;
-	c->completed = s->completed;
-	c->failed = s->failed;
-	c->bad_requests = s->bad;
-	c->eager_to_lazy = s->eager_to_lazy;
-	memcpy(c->ewma_ns, s->ewma_ns, sizeof(c->ewma_ns));
-	c->obj_alloc = p->alloc;
-	c->obj_reclaim = p->reclaim;
-	c->obj_repeat = p->repeat;
-	c->obj_stale = p->stale;
-	c->obj_timeout = p->timeout;
-	c->obj_full = p->full;
-	c->bulk_requests = s->bulk_requests;
-	c->bulk_bytes = s->bulk_bytes;
+	memcpy((uint8_t *)c + from, (const uint8_t *)&t + from,
+	       offsetof(struct rdmem_ctrl, seq_end) - from);
 	atomic_thread_fence(memory_order_release);
-	c->seq_end = ++s->ctrl_seq;
-	c->seq_begin = s->ctrl_seq;
+	c->seq_end = rdmem_le64(++s->ctrl_seq);
+	c->seq_begin = c->seq_end;
 	s->ctrl_at = now;
 	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
@@ -595,6 +620,12 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 
 /* ---- open / close ------------------------------------------------------- */
 
+void rdmem_session_reject(struct rdmem_conn *c, struct rdmem_xchg_reject *r)
+{
+	rdmem_reject_le(r); /* reject private data is on the wire */
+	rdmem_fab_reject(c, r, sizeof(*r));
+}
+
 /* Frees the session; a connection never accepted is rejected instead. */
 static void rdmem_session_free(struct rdmem_session *s)
 {
@@ -611,7 +642,7 @@ static void rdmem_session_free(struct rdmem_session *s)
 	if (s->accepted)
 		rdmem_fab_close(s->conn);
 	else
-		rdmem_fab_reject(s->conn, &why, sizeof(why));
+		rdmem_session_reject(s->conn, &why);
 	/* Only now, with no registration and no connection left to reach it. */
 	if (s->ring)
 		rdmem_pool_give(s->pool, &s->lease);
@@ -676,7 +707,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0,
 						 "out of memory" };
 
-		rdmem_fab_reject(conn, &why, sizeof(why));
+		rdmem_session_reject(conn, &why);
 		return -ENOMEM;
 	}
 	s->cfg = cfg;
