@@ -441,59 +441,48 @@ static void rdmem_session_tell_pool(struct rdmem_session *s, int64_t used, int64
 	t[2] = live;
 }
 
-/* The control page's body in host order; the caller converts it for the wire. */
-static void rdmem_session_fill_ctrl(const struct rdmem_session *s, struct rdmem_ctrl *out)
-{
-	const struct rdmem_objpool_stats *p = &s->objects.st;
-	struct rdmem_ctrl t = { 0 };
-
-	t.magic = RDMEM_CTRL_MAGIC;
-	t.version = RDMEM_LAYOUT_VERSION;
-	t.ring_slots = s->slots;
-	t.ring_backlog = s->ready_count;
-	t.objpool_bytes = s->objects.area_bytes;
-	t.objpool_used = p->used_bytes;
-	t.objects_live = p->live;
-	t.rdma_state = 1;
-	t.tcp_state = s->cfg->tcp_up ? 1 : 0; /* the agent's TCP fallback exists or not */
-	t.session_id = s->id;
-	t.group = s->group;
-	t.active_group = s->active_group;
-	t.completed = s->completed;
-	t.failed = s->failed;
-	t.bad_requests = s->bad;
-	t.eager_to_lazy = s->eager_to_lazy;
-	memcpy(t.ewma_ns, s->ewma_ns, sizeof(t.ewma_ns));
-	t.obj_alloc = p->alloc;
-	t.obj_reclaim = p->reclaim;
-	t.obj_repeat = p->repeat;
-	t.obj_stale = p->stale;
-	t.obj_timeout = p->timeout;
-	t.obj_full = p->full;
-	t.bulk_requests = s->bulk_requests;
-	t.bulk_bytes = s->bulk_bytes;
-	*out = t;
-}
-
 static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 {
 	struct rdmem_ctrl *c = s->ctrl;
 	const struct rdmem_objpool_stats *p = &s->objects.st;
-	const size_t from = offsetof(struct rdmem_ctrl, magic);
-	struct rdmem_ctrl t;
+	unsigned i;
 
 	/* Advisory snapshot for the agent's path selector: odd seq while
 	 * writing; a reader keeps only copies whose two sequences match. The
-	 * page is on the wire (RDMA-READ by the agent): little-endian. */
-	rdmem_session_fill_ctrl(s, &t);
-	rdmem_ctrl_le(&t);
+	 * page is on the wire (RDMA-READ by the agent): every field little-endian. */
 	c->seq_begin = rdmem_le64(++s->ctrl_seq);
 	atomic_thread_fence(memory_order_release);
-	memcpy((uint8_t *)c + from, (const uint8_t *)&t + from,
-	       offsetof(struct rdmem_ctrl, seq_end) - from);
+	c->magic = rdmem_le32(RDMEM_CTRL_MAGIC);
+	c->version = rdmem_le32(RDMEM_LAYOUT_VERSION);
+	c->ring_slots = rdmem_le32(s->slots);
+	c->ring_backlog = rdmem_le32(s->ready_count);
+	c->objpool_bytes = rdmem_le64(s->objects.area_bytes);
+	c->objpool_used = rdmem_le64(p->used_bytes);
+	c->objects_live = rdmem_le32(p->live);
+	c->rdma_state = rdmem_le32(1);
+	c->tcp_state =
+	    rdmem_le32(s->cfg->tcp_up ? 1 : 0); /* the agent's TCP fallback exists or not */
+	c->session_id = rdmem_le32(s->id);
+	c->group = rdmem_le32(s->group);
+	c->active_group = rdmem_le32(s->active_group);
+	c->completed = rdmem_le64(s->completed);
+	c->failed = rdmem_le64(s->failed);
+	c->bad_requests = rdmem_le64(s->bad);
+	c->eager_to_lazy = rdmem_le64(s->eager_to_lazy);
+	memcpy(c->ewma_ns, s->ewma_ns, sizeof(c->ewma_ns));
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		RDMEM_LE64_SWAP(c->ewma_ns[i]);
+	c->obj_alloc = rdmem_le64(p->alloc);
+	c->obj_reclaim = rdmem_le64(p->reclaim);
+	c->obj_repeat = rdmem_le64(p->repeat);
+	c->obj_stale = rdmem_le64(p->stale);
+	c->obj_timeout = rdmem_le64(p->timeout);
+	c->obj_full = rdmem_le64(p->full);
+	c->bulk_requests = rdmem_le64(s->bulk_requests);
+	c->bulk_bytes = rdmem_le64(s->bulk_bytes);
 	atomic_thread_fence(memory_order_release);
 	c->seq_end = rdmem_le64(++s->ctrl_seq);
-	c->seq_begin = c->seq_end;
+	c->seq_begin = rdmem_le64(s->ctrl_seq);
 	s->ctrl_at = now;
 	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
