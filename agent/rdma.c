@@ -292,12 +292,9 @@ static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 		return 0;
 	bytes = n * (uint32_t)sizeof(struct rdmem_objref);
 	buf = r->l->reclaim + (size_t)b * RDMEM_LINK_RECLAIM_REFS * sizeof(struct rdmem_objref);
-	for (k = 0; k < n; k++) { /* entries travel little-endian */
-		struct rdmem_objref ref = r->reclaim_q[k];
-
-		rdmem_objref_le(&ref);
-		memcpy(buf + (size_t)k * sizeof(ref), &ref, sizeof(ref));
-	}
+	for (k = 0; k < n; k++) /* entries travel little-endian; these n leave the queue */
+		rdmem_objref_le(&r->reclaim_q[k]);
+	memcpy(buf, r->reclaim_q, bytes);
 	r->reclaim_n -= n;
 	memmove(r->reclaim_q, r->reclaim_q + n, r->reclaim_n * sizeof(*r->reclaim_q));
 	req.op = RDMEM_OP_RECLAIM;
