@@ -209,7 +209,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR	   ?= $(PREFIX)/lib
 MANDIR	   ?= $(PREFIX)/share/man
 UNITDIR	   ?= $(LIBDIR)/systemd/system
-CLIENT_HDRS := include/rdmem/wire.h include/rdmem/blob.h include/rdmem/content.h \
+CLIENT_HDRS := include/rdmem/wire.h include/rdmem/byteorder.h include/rdmem/blob.h include/rdmem/content.h \
 	       include/rdmem/idle.h include/rdmem/util.h shm/segment.h shm/ring.h shm/futex.h
 IHDIR = $(DESTDIR)$(INCLUDEDIR)/rdmem-1
 ILIBDIR = $(DESTDIR)$(LIBDIR)

@@ -161,6 +161,7 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		struct rdmem_xchg_reject r;
 		uint8_t raw[256];
 	} peer;
+	struct rdmem_xchg_welcome wire;
 	size_t len = sizeof(peer);
 	int ret;
 
@@ -171,11 +172,14 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	h.resp = (struct rdmem_remote){ (uintptr_t)l->mr_resp.addr, l->mr_resp.rkey,
 					(uint32_t)RDMEM_MIN(l->mr_resp.len, RDMEM_REMOTE_LEN_MAX) };
 	h.nonce = rdmem_link_nonce();
+	rdmem_hello_le(&h); /* from here on h holds wire bytes: what the proof covers */
 	if (cfg->auth)
 		rdmem_auth_mac(cfg->auth, "agent", &h, offsetof(struct rdmem_xchg_hello, proof),
 			       NULL, 0, h.proof, sizeof(h.proof));
 	memset(&peer, 0, sizeof(peer));
 	ret = rdmem_fab_connect(l->conn, &h, sizeof(h), &peer, &len, cfg->timeout_ms);
+	if (ret == -ECONNREFUSED)
+		rdmem_reject_le(&peer.r);
 	if (ret == -ECONNREFUSED && len >= sizeof(peer.r) && peer.r.magic == RDMEM_XCHG_MAGIC) {
 		peer.r.reason[sizeof(peer.r.reason) - 1] = '\0';
 		rdmem_warn("server %s:%u refused the session: %s", cfg->host, cfg->port,
@@ -185,6 +189,8 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 	}
 	if (ret < 0)
 		return ret;
+	wire = peer.w; /* the server's proof covers these bytes */
+	rdmem_welcome_le(&peer.w);
 	if (len >= offsetof(struct rdmem_xchg_welcome, ring_slots) &&
 	    peer.w.magic == RDMEM_XCHG_MAGIC && peer.w.version != RDMEM_LAYOUT_VERSION) {
 		rdmem_err("server %s:%u speaks session layout v%u, this agent v%u: run the same "
@@ -199,7 +205,7 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		return -EPROTO;
 	}
 	/* Mutual authentication: a server without the secret is not ours. */
-	if (cfg->auth && rdmem_auth_verify(cfg->auth, "server", &h.nonce, sizeof(h.nonce), &peer.w,
+	if (cfg->auth && rdmem_auth_verify(cfg->auth, "server", &h.nonce, sizeof(h.nonce), &wire,
 					   offsetof(struct rdmem_xchg_welcome, proof), peer.w.proof,
 					   sizeof(peer.w.proof)) < 0) {
 		rdmem_err("server %s:%u did not prove the shared secret: refusing it", cfg->host,

@@ -281,7 +281,7 @@ static int rdmem_rdma_free_reclaim_buf(const struct rdmem_rdma *r)
 
 static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 {
-	uint32_t n = RDMEM_MIN(r->reclaim_n, RDMEM_LINK_RECLAIM_REFS), bytes, i;
+	uint32_t n = RDMEM_MIN(r->reclaim_n, RDMEM_LINK_RECLAIM_REFS), bytes, i, k;
 	int b = rdmem_rdma_free_reclaim_buf(r), ret;
 	struct rdmem_desc req = { 0 };
 	struct rdmem_sge sge;
@@ -292,6 +292,8 @@ static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 		return 0;
 	bytes = n * (uint32_t)sizeof(struct rdmem_objref);
 	buf = r->l->reclaim + (size_t)b * RDMEM_LINK_RECLAIM_REFS * sizeof(struct rdmem_objref);
+	for (k = 0; k < n; k++) /* entries travel little-endian; these n leave the queue */
+		rdmem_objref_le(&r->reclaim_q[k]);
 	memcpy(buf, r->reclaim_q, bytes);
 	r->reclaim_n -= n;
 	memmove(r->reclaim_q, r->reclaim_q + n, r->reclaim_n * sizeof(*r->reclaim_q));
@@ -559,6 +561,7 @@ static void rdmem_rdma_ctrl_done(struct rdmem_rdma *r)
 {
 	struct rdmem_ctrl snap = *r->l->ctrl;
 
+	rdmem_ctrl_le(&snap); /* the page came off the wire */
 	r->ctrl_reading = 0;
 	r->st.ctrl_reads++;
 	if (snap.magic != RDMEM_CTRL_MAGIC || snap.seq_begin != snap.seq_end ||

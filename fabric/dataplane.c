@@ -27,10 +27,12 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 	uint32_t inl = rdmem_fab_max_inline(c);
 	uintptr_t d = (uintptr_t)m->desc;
 	struct rdmem_wr wr[3];
-	int n = 0, i;
+	int n = 0, i, ret;
 
 	memset(wr, 0, sizeof(wr));
 	m->desc->state = RDMEM_RING_READY;
+	/* The staging copy goes out as wire bytes; a NIC reads it after we return. */
+	rdmem_desc_to_wire(m->desc);
 	if (m->npayload) {
 		for (i = 0; i < m->npayload; i++)
 			wr[n].sge[i] = m->payload[i];
@@ -44,7 +46,10 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 	wr[n].nsge = 1;
 	wr[n].imm = m->slot;
 	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, slot_addr, m->ring.rkey, inl);
-	return rdmem_fab_post(c, wr, n);
+	ret = rdmem_fab_post(c, wr, n);
+	if (ret < 0) /* nothing went out: the caller may retry with it */
+		rdmem_desc_from_wire(m->desc);
+	return ret;
 }
 
 int rdmem_dp_take(struct rdmem_desc *slot, struct rdmem_desc *out)
@@ -53,10 +58,11 @@ int rdmem_dp_take(struct rdmem_desc *slot, struct rdmem_desc *out)
 
 	/* Pairs with the peer's state-last write (a release store in the shm
 	 * backend; on a NIC, placed before the completion that led us here). */
-	if (atomic_load_explicit(state, memory_order_acquire) != RDMEM_RING_READY)
+	if (rdmem_le32(atomic_load_explicit(state, memory_order_acquire)) != RDMEM_RING_READY)
 		return -EAGAIN;
 	memcpy(out, slot, sizeof(*out));
+	rdmem_desc_from_wire(out); /* the copy is what we validate, in host order */
 	/* Only we write the slot until we answer, so relaxed is enough. */
-	atomic_store_explicit(state, RDMEM_RING_FREE, memory_order_relaxed);
+	atomic_store_explicit(state, rdmem_le32(RDMEM_RING_FREE), memory_order_relaxed);
 	return 0;
 }

@@ -35,6 +35,7 @@ mutations=(
 	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
 	"reclaim-skipped|agent/rdma.c|s/(s->reading = 0;\s*)rdmem_rdma_queue_reclaim\(r, &s->ref\);/\$1/|test_agent_paths"
 	"busy-no-tcp-retry|agent/session.c|s/rdmem_agent_read_only\(call->req.op\)\) \{/rdmem_agent_read_only(call->req.op) \&\& 0) {/|test_exhaustion"
+	"wire-field-unconverted|include/rdmem/wire.h|s/\tRDMEM_LE32_SWAP\(d->val_len\);\n//|test_wire_swap"
 	"wake-skipped|shm/ring.h|s/if \(!atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)/if (1)/|test_ring test_frontdoor"
 )
 

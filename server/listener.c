@@ -50,7 +50,7 @@ static void rdmem_listener_refuse(struct rdmem_conn *c, uint16_t status, const c
 	struct rdmem_xchg_reject r = { RDMEM_XCHG_MAGIC, status, 0, { 0 } };
 
 	snprintf(r.reason, sizeof(r.reason), "%s", why);
-	rdmem_fab_reject(c, &r, sizeof(r));
+	rdmem_session_reject(c, &r);
 }
 
 /* Returns 0 to go on, or the status the request is refused with. */
@@ -95,6 +95,7 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 			rdmem_warn("connect request failed: %s", strerror(-ret));
 		return;
 	}
+	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */
 	if (rdmem_listener_admit(lt, c, &hello, len))
 		return;
 	/* On failure (e.g. no lease free) the session refused the request with a reason. */

@@ -286,6 +286,7 @@ static uint16_t op_reclaim(struct svc_ctx *x)
 		struct rdmem_objref ref;
 
 		memcpy(&ref, x->call->val + (size_t)i * ent, ent); /* payload is unaligned */
+		rdmem_objref_le(&ref);
 		if (x->call->reclaim && x->call->reclaim(x->call->reclaim_ctx, &ref) == RDMEM_S_OK)
 			freed++;
 		else

@@ -69,10 +69,14 @@ static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 
 static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
 {
+	struct rdmem_xchg_hello wire = *h;
+
 	if (!auth)
 		return RDMEM_S_OK;
-	if (rdmem_auth_verify(auth, "agent", h, offsetof(struct rdmem_xchg_hello, proof), NULL, 0,
-			      h->proof, sizeof(h->proof)) < 0 ||
+	/* The proof covers the bytes the agent sent: its hello re-encoded. */
+	rdmem_hello_le(&wire);
+	if (rdmem_auth_verify(auth, "agent", &wire, offsetof(struct rdmem_xchg_hello, proof), NULL,
+			      0, h->proof, sizeof(h->proof)) < 0 ||
 	    rdmem_auth_fresh(auth, h->nonce) < 0)
 		return RDMEM_S_DENIED;
 	return RDMEM_S_OK;
@@ -201,11 +205,16 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
 	w.objpool = rdmem_session_remote(&s->mr_objects);
 	w.ctrl = rdmem_session_remote(&s->mr_ctrl);
-	/* Mutual: the agent learns we hold the secret too, for its nonce. */
-	if (s->cfg->auth)
-		rdmem_auth_mac(s->cfg->auth, "server", &hello->nonce, sizeof(hello->nonce), &w,
+	rdmem_welcome_le(&w);
+	/* Mutual: the agent learns we hold the secret too, for its nonce. The
+	 * proof covers wire bytes, the nonce's as the agent sent it. */
+	if (s->cfg->auth) {
+		uint64_t nonce = rdmem_le64(hello->nonce);
+
+		rdmem_auth_mac(s->cfg->auth, "server", &nonce, sizeof(nonce), &w,
 			       offsetof(struct rdmem_xchg_welcome, proof), w.proof,
 			       sizeof(w.proof));
+	}
 	return rdmem_fab_accept(s->conn, &w, sizeof(w));
 }
 
@@ -436,39 +445,44 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 {
 	struct rdmem_ctrl *c = s->ctrl;
 	const struct rdmem_objpool_stats *p = &s->objects.st;
+	unsigned i;
 
 	/* Advisory snapshot for the agent's path selector: odd seq while
-	 * writing; a reader keeps only copies whose two sequences match. */
-	c->seq_begin = ++s->ctrl_seq;
+	 * writing; a reader keeps only copies whose two sequences match. The
+	 * page is on the wire (RDMA-READ by the agent): every field little-endian. */
+	c->seq_begin = rdmem_le64(++s->ctrl_seq);
 	atomic_thread_fence(memory_order_release);
-	c->magic = RDMEM_CTRL_MAGIC;
-	c->version = RDMEM_LAYOUT_VERSION;
-	c->ring_slots = s->slots;
-	c->ring_backlog = s->ready_count;
-	c->objpool_bytes = s->objects.area_bytes;
-	c->objpool_used = p->used_bytes;
-	c->objects_live = p->live;
-	c->rdma_state = 1;
-	c->tcp_state = s->cfg->tcp_up ? 1 : 0; /* the agent's TCP fallback exists or not */
-	c->session_id = s->id;
-	c->group = s->group;
-	c->active_group = s->active_group;
-	c->completed = s->completed;
-	c->failed = s->failed;
-	c->bad_requests = s->bad;
-	c->eager_to_lazy = s->eager_to_lazy;
+	c->magic = rdmem_le32(RDMEM_CTRL_MAGIC);
+	c->version = rdmem_le32(RDMEM_LAYOUT_VERSION);
+	c->ring_slots = rdmem_le32(s->slots);
+	c->ring_backlog = rdmem_le32(s->ready_count);
+	c->objpool_bytes = rdmem_le64(s->objects.area_bytes);
+	c->objpool_used = rdmem_le64(p->used_bytes);
+	c->objects_live = rdmem_le32(p->live);
+	c->rdma_state = rdmem_le32(1);
+	c->tcp_state =
+	    rdmem_le32(s->cfg->tcp_up ? 1 : 0); /* the agent's TCP fallback exists or not */
+	c->session_id = rdmem_le32(s->id);
+	c->group = rdmem_le32(s->group);
+	c->active_group = rdmem_le32(s->active_group);
+	c->completed = rdmem_le64(s->completed);
+	c->failed = rdmem_le64(s->failed);
+	c->bad_requests = rdmem_le64(s->bad);
+	c->eager_to_lazy = rdmem_le64(s->eager_to_lazy);
 	memcpy(c->ewma_ns, s->ewma_ns, sizeof(c->ewma_ns));
-	c->obj_alloc = p->alloc;
-	c->obj_reclaim = p->reclaim;
-	c->obj_repeat = p->repeat;
-	c->obj_stale = p->stale;
-	c->obj_timeout = p->timeout;
-	c->obj_full = p->full;
-	c->bulk_requests = s->bulk_requests;
-	c->bulk_bytes = s->bulk_bytes;
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		RDMEM_LE64_SWAP(c->ewma_ns[i]);
+	c->obj_alloc = rdmem_le64(p->alloc);
+	c->obj_reclaim = rdmem_le64(p->reclaim);
+	c->obj_repeat = rdmem_le64(p->repeat);
+	c->obj_stale = rdmem_le64(p->stale);
+	c->obj_timeout = rdmem_le64(p->timeout);
+	c->obj_full = rdmem_le64(p->full);
+	c->bulk_requests = rdmem_le64(s->bulk_requests);
+	c->bulk_bytes = rdmem_le64(s->bulk_bytes);
 	atomic_thread_fence(memory_order_release);
-	c->seq_end = ++s->ctrl_seq;
-	c->seq_begin = s->ctrl_seq;
+	c->seq_end = rdmem_le64(++s->ctrl_seq);
+	c->seq_begin = rdmem_le64(s->ctrl_seq);
 	s->ctrl_at = now;
 	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
@@ -595,6 +609,12 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 
 /* ---- open / close ------------------------------------------------------- */
 
+void rdmem_session_reject(struct rdmem_conn *c, struct rdmem_xchg_reject *r)
+{
+	rdmem_reject_le(r); /* reject private data is on the wire */
+	rdmem_fab_reject(c, r, sizeof(*r));
+}
+
 /* Frees the session; a connection never accepted is rejected instead. */
 static void rdmem_session_free(struct rdmem_session *s)
 {
@@ -611,7 +631,7 @@ static void rdmem_session_free(struct rdmem_session *s)
 	if (s->accepted)
 		rdmem_fab_close(s->conn);
 	else
-		rdmem_fab_reject(s->conn, &why, sizeof(why));
+		rdmem_session_reject(s->conn, &why);
 	/* Only now, with no registration and no connection left to reach it. */
 	if (s->ring)
 		rdmem_pool_give(s->pool, &s->lease);
@@ -676,7 +696,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0,
 						 "out of memory" };
 
-		rdmem_fab_reject(conn, &why, sizeof(why));
+		rdmem_session_reject(conn, &why);
 		return -ENOMEM;
 	}
 	s->cfg = cfg;

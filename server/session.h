@@ -64,6 +64,9 @@ void rdmem_session_close(struct rdmem_session *s);
 
 /* Validates the agent's connect private data (and its proof, with auth);
  * returns 0 or a status, with why (for the reject private data) saying what. */
+/* Refuses a connect request with r (host order; converted for the wire here). */
+void rdmem_session_reject(struct rdmem_conn *c, struct rdmem_xchg_reject *r);
+
 int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, struct rdmem_auth *auth,
 			      char *why, size_t why_len);
 

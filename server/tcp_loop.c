@@ -256,7 +256,7 @@ static int conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint1
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
 	rep.status = status;
-	memcpy(ob->p + ob->len, &rep, RDMEM_DESC_SIZE);
+	rdmem_frame_put(ob->p + ob->len, &rep);
 	ob->len += RDMEM_DESC_SIZE;
 	return 0;
 }
@@ -278,7 +278,7 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 		rep.val_len = 0;
 		rep.status = RDMEM_S_IO;
 	}
-	memcpy(ob->p + sink.hdr_at, &rep, RDMEM_DESC_SIZE);
+	rdmem_frame_put(ob->p + sink.hdr_at, &rep);
 	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
 	return 0;
 }
@@ -305,13 +305,13 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 			      sizeof(tok.mac)) < 0)
 		goto refuse;
 	why = "stale or replayed proof";
-	if (rdmem_auth_fresh(auth, tok.nonce) < 0)
+	if (rdmem_auth_fresh(auth, rdmem_le64(tok.nonce)) < 0) /* the MACs cover its wire bytes */
 		goto refuse;
 	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + RDMEM_AUTH_MAC) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
 	rep.val_len = RDMEM_AUTH_MAC;
-	memcpy(ob->p + ob->len, &rep, RDMEM_DESC_SIZE);
+	rdmem_frame_put(ob->p + ob->len, &rep);
 	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0,
 		       ob->p + ob->len + RDMEM_DESC_SIZE, RDMEM_AUTH_MAC);
 	ob->len += RDMEM_DESC_SIZE + RDMEM_AUTH_MAC;

@@ -40,6 +40,7 @@ enum cli_ud { UD_SEND = 1, UD_RECV, UD_WATCH, UD_CANCEL };
 
 struct cli_slot {
 	struct rdmem_tcp_call *call; /* NULL: free, or withdrawn (then busy is set) */
+	struct rdmem_desc hdr;	     /* the request's header as sent: wire byte order */
 	uint64_t req_id;
 	int busy;
 	int sent;    /* every request byte is with the kernel */
@@ -190,7 +191,7 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
 		const struct rdmem_tcp_call *call = c->slots[slot].call;
 
-		cli_iov_add(c, &n, &call->req, RDMEM_DESC_SIZE, &skip);
+		cli_iov_add(c, &n, &c->slots[slot].hdr, RDMEM_DESC_SIZE, &skip);
 		cli_iov_add(c, &n, call->key, call->req.key_len, &skip);
 		cli_iov_add(c, &n, call->val, call->req.val_len, &skip);
 	}
@@ -299,6 +300,7 @@ static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 	unsigned slot;
 
 	memcpy(&b->hdr, p, RDMEM_DESC_SIZE); /* the stream is unaligned */
+	rdmem_desc_from_wire(&b->hdr);
 	slot = (unsigned)(b->hdr.req_id & ((1u << CLI_SLOT_BITS) - 1));
 	if (b->hdr.state != RDMEM_FRAME_MAGIC || b->hdr.key_len ||
 	    b->hdr.val_len > RDMEM_FRAME_DRAIN_LIMIT || b->hdr.status >= RDMEM_S__COUNT) {
@@ -564,6 +566,8 @@ int rdmem_tcp_client_submit(struct rdmem_tcp_client *c, struct rdmem_tcp_call *c
 	call->next = NULL;
 	c->slots[slot].call = call;
 	c->slots[slot].req_id = call->req.req_id;
+	c->slots[slot].hdr = call->req; /* what goes out: wire bytes */
+	rdmem_desc_to_wire(&c->slots[slot].hdr);
 	c->slots[slot].busy = 1;
 	c->slots[slot].sent = 0;
 	c->slots[slot].replied = 0;
@@ -874,7 +878,7 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	uint8_t proof[RDMEM_AUTH_MAC];
 	int ret;
 
-	tok.nonce = rdmem_auth_nonce();
+	tok.nonce = rdmem_le64(rdmem_auth_nonce()); /* the wire bytes the MACs cover */
 	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
 		       sizeof(tok.mac));
 	memset(&call, 0, sizeof(call));

@@ -20,7 +20,7 @@ enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t ma
 	/* Garbage is recognised from its first four bytes, not after 64. */
 	if (len >= sizeof(magic)) {
 		memcpy(&magic, buf, sizeof(magic));
-		if (magic != RDMEM_FRAME_MAGIC)
+		if (rdmem_le32(magic) != RDMEM_FRAME_MAGIC)
 			return frame_bad(f, "bad frame magic");
 	}
 	if (len < RDMEM_DESC_SIZE) {
@@ -28,6 +28,7 @@ enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t ma
 		return RDMEM_FRAME_NEED;
 	}
 	memcpy(&f->desc, buf, RDMEM_DESC_SIZE);
+	rdmem_desc_from_wire(&f->desc);
 	payload = rdmem_desc_payload_len(&f->desc);
 	if (payload > RDMEM_FRAME_DRAIN_LIMIT)
 		return frame_bad(f, "frame length beyond any cap");
@@ -55,4 +56,12 @@ void rdmem_frame_reply_init(struct rdmem_desc *rep, const struct rdmem_desc *req
 	rep->seq = req->seq;
 	rep->path = req->path;
 	rep->req_id = req->req_id;
+}
+
+void rdmem_frame_put(void *dst, const struct rdmem_desc *d)
+{
+	struct rdmem_desc w = *d;
+
+	rdmem_desc_to_wire(&w);
+	memcpy(dst, &w, RDMEM_DESC_SIZE); /* stream buffers are unaligned */
 }

@@ -3,7 +3,7 @@
  * A frame is one 64-byte struct rdmem_desc whose state is RDMEM_FRAME_MAGIC,
  * followed by key_len key bytes and val_len value bytes (replies carry no
  * key). Stream buffers have no alignment, so the parser copies the descriptor
- * out before reading it, and it judges the header before anyone allocates
+ * out (converting it from wire byte order) before reading it, and it judges the header before anyone allocates
  * for the payload.
  */
 #ifndef RDMEM_FABRIC_TCP_FRAME_H
@@ -44,6 +44,9 @@ struct rdmem_frame {
  */
 enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t max_value,
 					struct rdmem_frame *f);
+
+/* Writes d (host order) at dst as a frame header: wire bytes, no alignment needed. */
+void rdmem_frame_put(void *dst, const struct rdmem_desc *d);
 
 /* Fills a reply header for req: magic, op and req_id echoed, the given fields. */
 void rdmem_frame_reply_init(struct rdmem_desc *rep, const struct rdmem_desc *req);

@@ -14,7 +14,8 @@
  * Readers validate the whole blob when they open it (every table and every
  * byte range inside total_len, total_len equal to the buffer), so accessors
  * never fail afterwards and a truncated or forged blob is refused up front.
- * All loads go through memcpy: a blob may sit at any alignment.
+ * All loads go through memcpy (a blob may sit at any alignment) and every
+ * integer is little-endian (rdmem/byteorder.h), whatever the host.
  *
  * Header-only so that libclient can decode results with libc alone.
  */
@@ -24,6 +25,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "rdmem/byteorder.h"
 
 #define RDMEM_BLOB_MAGIC	0x31424452u /* "RDB1" */
 #define RDMEM_BLOB_VERSION	1
@@ -42,23 +45,25 @@ static inline uint32_t rdmem_ld32(const uint8_t *p)
 {
 	uint32_t v;
 	memcpy(&v, p, sizeof(v));
-	return v;
+	return rdmem_le32(v);
 }
 
 static inline uint64_t rdmem_ld64(const uint8_t *p)
 {
 	uint64_t v;
 	memcpy(&v, p, sizeof(v));
-	return v;
+	return rdmem_le64(v);
 }
 
 static inline void rdmem_st32(uint8_t *p, uint32_t v)
 {
+	v = rdmem_le32(v);
 	memcpy(p, &v, sizeof(v));
 }
 
 static inline void rdmem_st64(uint8_t *p, uint64_t v)
 {
+	v = rdmem_le64(v);
 	memcpy(p, &v, sizeof(v));
 }
 
@@ -91,7 +96,7 @@ static inline uint32_t rdmem_blob_append(struct rdmem_blob_writer *w, const void
 
 static inline void rdmem_blob_put_header(struct rdmem_blob_writer *w, uint16_t kind, uint32_t count)
 {
-	uint16_t k = kind, v = RDMEM_BLOB_VERSION;
+	uint16_t k = rdmem_le16(kind), v = rdmem_le16(RDMEM_BLOB_VERSION);
 
 	rdmem_st32(w->buf, RDMEM_BLOB_MAGIC);
 	memcpy(w->buf + 4, &k, 2);
@@ -162,7 +167,8 @@ static inline int rdmem_blob_header_check(const uint8_t *b, uint64_t len, uint16
 		return -EINVAL;
 	memcpy(&k, b + 4, 2);
 	memcpy(&v, b + 6, 2);
-	if (rdmem_ld32(b) != RDMEM_BLOB_MAGIC || k != kind || v != RDMEM_BLOB_VERSION)
+	if (rdmem_ld32(b) != RDMEM_BLOB_MAGIC || rdmem_le16(k) != kind ||
+	    rdmem_le16(v) != RDMEM_BLOB_VERSION)
 		return -EINVAL;
 	if (rdmem_ld32(b + 8) != len)
 		return -EINVAL;

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "rdmem/auth.h"
+#include "rdmem/byteorder.h"
 #include "rdmem/fabric.h"
 #include "rdmem/wire.h"
 
@@ -149,5 +150,92 @@ struct rdmem_ctrl {
 _Static_assert(sizeof(struct rdmem_ctrl) <= RDMEM_CTRL_BYTES, "fits the control page");
 
 #define RDMEM_CTRL_MAGIC 0x4c525443u /* "CTRL" */
+
+/*
+ * Host order <-> wire bytes (little-endian), in place; each is its own
+ * inverse. The handshake converts the whole struct where it is sent or
+ * received; the server writes the control page field by field through
+ * rdmem_le32/64 and the agent converts its snapshot copy.
+ */
+static inline void rdmem_remote_le(struct rdmem_remote *r)
+{
+	RDMEM_LE64_SWAP(r->addr);
+	RDMEM_LE32_SWAP(r->rkey);
+	RDMEM_LE32_SWAP(r->len);
+}
+
+static inline void rdmem_hello_le(struct rdmem_xchg_hello *h)
+{
+	RDMEM_LE32_SWAP(h->magic);
+	RDMEM_LE16_SWAP(h->version);
+	RDMEM_LE16_SWAP(h->flags);
+	RDMEM_LE32_SWAP(h->ring_slots);
+	RDMEM_LE32_SWAP(h->resp_bytes);
+	rdmem_remote_le(&h->resp);
+	RDMEM_LE64_SWAP(h->nonce);
+}
+
+static inline void rdmem_welcome_le(struct rdmem_xchg_welcome *w)
+{
+	RDMEM_LE32_SWAP(w->magic);
+	RDMEM_LE16_SWAP(w->version);
+	RDMEM_LE16_SWAP(w->flags);
+	RDMEM_LE32_SWAP(w->ring_slots);
+	RDMEM_LE32_SWAP(w->slot_bytes);
+	RDMEM_LE32_SWAP(w->max_value);
+	RDMEM_LE32_SWAP(w->session_id);
+	RDMEM_LE32_SWAP(w->resp_stride);
+	RDMEM_LE32_SWAP(w->eager_bytes);
+	RDMEM_LE64_SWAP(w->objpool_bytes);
+	RDMEM_LE32_SWAP(w->obj_max);
+	RDMEM_LE32_SWAP(w->obj_count);
+	RDMEM_LE32_SWAP(w->srv_ring_slots);
+	RDMEM_LE32_SWAP(w->srv_stage_bytes);
+	rdmem_remote_le(&w->req_ring);
+	rdmem_remote_le(&w->req_payload);
+	rdmem_remote_le(&w->objpool);
+	rdmem_remote_le(&w->ctrl);
+}
+
+static inline void rdmem_reject_le(struct rdmem_xchg_reject *r)
+{
+	RDMEM_LE32_SWAP(r->magic);
+	RDMEM_LE16_SWAP(r->status);
+	RDMEM_LE16_SWAP(r->reserved);
+}
+
+static inline void rdmem_ctrl_le(struct rdmem_ctrl *c)
+{
+	unsigned i;
+
+	RDMEM_LE64_SWAP(c->seq_begin);
+	RDMEM_LE32_SWAP(c->magic);
+	RDMEM_LE32_SWAP(c->version);
+	RDMEM_LE32_SWAP(c->ring_slots);
+	RDMEM_LE32_SWAP(c->ring_backlog);
+	RDMEM_LE64_SWAP(c->objpool_bytes);
+	RDMEM_LE64_SWAP(c->objpool_used);
+	RDMEM_LE32_SWAP(c->objects_live);
+	RDMEM_LE32_SWAP(c->rdma_state);
+	RDMEM_LE32_SWAP(c->tcp_state);
+	RDMEM_LE32_SWAP(c->session_id);
+	RDMEM_LE32_SWAP(c->group);
+	RDMEM_LE32_SWAP(c->active_group);
+	RDMEM_LE64_SWAP(c->completed);
+	RDMEM_LE64_SWAP(c->failed);
+	RDMEM_LE64_SWAP(c->bad_requests);
+	RDMEM_LE64_SWAP(c->eager_to_lazy);
+	for (i = 0; i < RDMEM_PATH__COUNT; i++)
+		RDMEM_LE64_SWAP(c->ewma_ns[i]);
+	RDMEM_LE64_SWAP(c->obj_alloc);
+	RDMEM_LE64_SWAP(c->obj_reclaim);
+	RDMEM_LE64_SWAP(c->obj_repeat);
+	RDMEM_LE64_SWAP(c->obj_stale);
+	RDMEM_LE64_SWAP(c->obj_timeout);
+	RDMEM_LE64_SWAP(c->obj_full);
+	RDMEM_LE64_SWAP(c->bulk_requests);
+	RDMEM_LE64_SWAP(c->bulk_bytes);
+	RDMEM_LE64_SWAP(c->seq_end);
+}
 
 #endif

@@ -2,7 +2,9 @@
  *
  * One 64-byte descriptor is the header of every call on every path: it is a
  * request/response ring slot on the RDMA paths and the frame header on TCP.
- * Fields are fixed-width little-endian; nothing here is ever a pointer.
+ * Fields are fixed-width little-endian on the wire and host order in memory:
+ * rdmem_desc_to_wire/from_wire convert where a descriptor enters or leaves
+ * the wire (see rdmem/byteorder.h). Nothing here is ever a pointer.
  * Payload lives outside the descriptor: key bytes then value bytes.
  *
  * Header-only: libclient includes it and links nothing but libc.
@@ -14,16 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdmem/byteorder.h"
+
 /* C++ spells it static_assert: headers a C++ program includes use this. */
 #ifdef __cplusplus
 #define RDMEM_STATIC_ASSERT static_assert
 #else
 #define RDMEM_STATIC_ASSERT _Static_assert
 #endif
-
-/* The wire is little-endian and read in place; we run on LE hosts only. */
-RDMEM_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-		    "RDMemRPC needs a little-endian host");
 
 #define RDMEM_WIRE_VERSION	2 /* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID */
 #define RDMEM_DESC_SIZE		64
@@ -139,6 +139,64 @@ RDMEM_STATIC_ASSERT(sizeof(struct rdmem_desc) == RDMEM_DESC_SIZE, "descriptor is
 RDMEM_STATIC_ASSERT(offsetof(struct rdmem_desc, args) == 40, "args at byte 40");
 RDMEM_STATIC_ASSERT(sizeof(struct rdmem_objref) == 24, "objref fills args");
 RDMEM_STATIC_ASSERT(sizeof(struct rdmem_image_args) == 24, "image args fill args");
+
+/* Swaps the args union by the member in use, which op and flags (host order) name. */
+static inline void rdmem_desc_args_le(struct rdmem_desc *d, unsigned op, unsigned flags)
+{
+	if (op == RDMEM_OP_IMAGE_CHUNK) {
+		RDMEM_LE64_SWAP(d->args.image.upload_id);
+		RDMEM_LE32_SWAP(d->args.image.offset);
+		RDMEM_LE32_SWAP(d->args.image.total);
+		RDMEM_LE64_SWAP(d->args.image.hash);
+	} else if (flags & RDMEM_F_OBJREF) {
+		RDMEM_LE32_SWAP(d->args.obj.object_id);
+		RDMEM_LE32_SWAP(d->args.obj.length);
+		RDMEM_LE64_SWAP(d->args.obj.offset);
+		RDMEM_LE64_SWAP(d->args.obj.generation);
+	} else {
+		RDMEM_LE64_SWAP(d->args.raw[0]);
+		RDMEM_LE64_SWAP(d->args.raw[1]);
+		RDMEM_LE64_SWAP(d->args.raw[2]);
+	}
+}
+
+static inline void rdmem_desc_head_le(struct rdmem_desc *d)
+{
+	RDMEM_LE32_SWAP(d->state);
+	RDMEM_LE32_SWAP(d->seq);
+	RDMEM_LE16_SWAP(d->op);
+	RDMEM_LE16_SWAP(d->flags);
+	RDMEM_LE16_SWAP(d->status);
+	RDMEM_LE16_SWAP(d->key_len);
+	RDMEM_LE16_SWAP(d->hint);
+	RDMEM_LE32_SWAP(d->val_len);
+	RDMEM_LE32_SWAP(d->data_off);
+	RDMEM_LE32_SWAP(d->aux);
+	RDMEM_LE64_SWAP(d->req_id);
+}
+
+/* Host order -> wire bytes, in place: the args member is chosen before op and flags swap. */
+static inline void rdmem_desc_to_wire(struct rdmem_desc *d)
+{
+	rdmem_desc_args_le(d, d->op, d->flags);
+	rdmem_desc_head_le(d);
+}
+
+/* Wire bytes -> host order, in place: op and flags first, then the args they name. */
+static inline void rdmem_desc_from_wire(struct rdmem_desc *d)
+{
+	rdmem_desc_head_le(d);
+	rdmem_desc_args_le(d, d->op, d->flags);
+}
+
+/* One RECLAIM entry; its own inverse. */
+static inline void rdmem_objref_le(struct rdmem_objref *r)
+{
+	RDMEM_LE32_SWAP(r->object_id);
+	RDMEM_LE32_SWAP(r->length);
+	RDMEM_LE64_SWAP(r->offset);
+	RDMEM_LE64_SWAP(r->generation);
+}
 
 static inline int rdmem_status_errno(unsigned status)
 {
