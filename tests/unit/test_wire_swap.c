@@ -6,5 +6,5 @@
 #define RDMEM_TEST_SWAP 1
 
 #include "fabric/dataplane.c"
-#include "fabric/tcp_frame.c"
+#include "tcp/frame.c"
 #include "tests/unit/wire_golden.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fabric/dataplane.h"
-#include "fabric/tcp_frame.h"
+#include "tcp/frame.h"
 #include "rdmem/blob.h"
 #include "rdmem/layout.h"
 #include "rdmem/wire.h"
