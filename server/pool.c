@@ -22,7 +22,7 @@ static void rdmem_pool_geometry(struct rdmem_pool *p)
 	uint64_t payload = rdmem_pool_page_up((uint64_t)c->lease_slots * c->slot_bytes);
 	uint64_t objects = rdmem_pool_page_up(rdmem_objpool_area_bytes(&c->obj));
 	uint64_t staging =
-	    rdmem_pool_page_up((uint64_t)c->lease_slots * (RDMEM_DESC_SIZE + c->stage_bytes));
+	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_pool_stage_stride(c->stage_bytes));
 
 	p->off_payload = desc;
 	p->off_objects = p->off_payload + payload;

@@ -45,7 +45,7 @@ struct rdmem_lease {
 	uint8_t *payload; /* lease_slots x slot_bytes */
 	uint8_t *objects; /* the lease's object pool area */
 	uint8_t *ctrl;	  /* RDMEM_CTRL_BYTES */
-	uint8_t *staging; /* lease_slots x (64 + stage_bytes), never remote */
+	uint8_t *staging; /* lease_slots x rdmem_pool_stage_stride(), never remote */
 	uint64_t desc_len, payload_len, objects_len, staging_len;
 };
 
@@ -58,6 +58,14 @@ struct rdmem_pool {
 	uint8_t *taken;
 	uint32_t ntaken;
 };
+
+/* One staging slot: the reply descriptor, then its payload, padded so every
+ * slot's descriptor starts 64-byte aligned whatever --stage-bytes is (the
+ * descriptor is read as a struct; an odd stride misaligns it). */
+static inline uint64_t rdmem_pool_stage_stride(uint32_t stage_bytes)
+{
+	return RDMEM_DESC_SIZE + (((uint64_t)stage_bytes + 63) & ~(uint64_t)63);
+}
 
 int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **out);
 void rdmem_pool_destroy(struct rdmem_pool *p);

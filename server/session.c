@@ -64,7 +64,7 @@ struct rdmem_session {
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 {
-	return RDMEM_DESC_SIZE + s->cfg->stage_bytes;
+	return rdmem_pool_stage_stride(s->cfg->stage_bytes);
 }
 
 static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
