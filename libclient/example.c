@@ -1,4 +1,4 @@
-/* example.c - libclient in 20 lines: a put, a get, and one async batch of
+/* example.c - libclient in 22 lines: a put, a get, and one async batch of
  * pings. Build: cc -Iinclude -I. libclient/example.c build/lib/librdmem.a
  * (installed: cc example.c $(pkg-config --cflags --libs rdmem); it builds as
  * C++ too). Run it with an rdmem-agent on this host; argv[1] names its
@@ -21,9 +21,11 @@ int main(int argc, char **argv)
 			rdmem_rpc_init(&batch[i], RDMEM_OP_PING);
 			rc = rdmem_submit(h, &batch[i]);
 		}
-		while (i--) /* submitted calls must be waited, even after an error */
+		while (i--) { /* submitted calls must be waited, even after an error */
 			if (rdmem_rpc_pending(&batch[i]) && rdmem_wait(h, &batch[i]) && !rc)
 				rc = batch[i].rc;
+			rdmem_rpc_free(&batch[i]); /* every reply owns memory, even empty */
+		}
 	}
 	if (rc)
 		fprintf(stderr, "example: %s\n", rdmem_strerror(rc));
