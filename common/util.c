@@ -3,6 +3,7 @@
 #include "rdmem/wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,27 @@ void rdmem_log(int level, const char *fmt, ...)
 	/* One write per line keeps lines whole when threads log at once. */
 	strcat(line, "\n");
 	fputs(line, stderr);
+}
+
+uint64_t rdmem_log_window_ns = 10ull * 1000000000ull;
+
+int rdmem_log_admit(struct rdmem_log_site *site, uint64_t *dropped)
+{
+	uint64_t win = rdmem_now_ns() / rdmem_log_window_ns;
+	uint64_t seen = atomic_load_explicit(&site->window, memory_order_relaxed);
+
+	/* Relaxed throughout: the site publishes no data, only a decision to
+	 * print; a race at a window's edge costs at most a line more or less. */
+	if (win != seen &&
+	    atomic_compare_exchange_strong_explicit(&site->window, &seen, win, memory_order_relaxed,
+						    memory_order_relaxed))
+		atomic_store_explicit(&site->count, 0, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&site->count, 1, memory_order_relaxed) < RDMEM_LOG_BURST) {
+		*dropped = atomic_exchange_explicit(&site->dropped, 0, memory_order_relaxed);
+		return 1;
+	}
+	atomic_fetch_add_explicit(&site->dropped, 1, memory_order_relaxed);
+	return 0;
 }
 
 void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)

@@ -112,6 +112,38 @@ void rdmem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2,
 #define rdmem_err(...)	rdmem_log(RDMEM_LOG_ERROR, __VA_ARGS__)
 #define rdmem_warn(...) rdmem_log(RDMEM_LOG_WARN, __VA_ARGS__)
 #define rdmem_info(...) rdmem_log(RDMEM_LOG_INFO, __VA_ARGS__)
+/*
+ * Rate-limited logging, for any message a peer or a client can provoke: each
+ * call site logs its first RDMEM_LOG_BURST lines per window
+ * (rdmem_log_window_ns, 10 s), then stays quiet; the first line it logs in a
+ * later window is preceded by how many it left out. Counters, not the log,
+ * carry the full numbers, so nothing is lost but repetition.
+ */
+#define RDMEM_LOG_BURST 5
+struct rdmem_log_site {
+	_Atomic uint64_t window;  /* which window count belongs to */
+	_Atomic uint32_t count;	  /* lines attempted in that window */
+	_Atomic uint64_t dropped; /* not logged since the last line that was */
+};
+extern uint64_t rdmem_log_window_ns;
+/* 1 when this line may be logged; *dropped then holds the lines left out. */
+int rdmem_log_admit(struct rdmem_log_site *site, uint64_t *dropped);
+
+#define rdmem_log_limited(level, ...)                                                              \
+	do {                                                                                       \
+		static struct rdmem_log_site rdmem_site_;                                          \
+		uint64_t rdmem_dropped_ = 0;                                                       \
+		if ((level) <= rdmem_log_level &&                                                  \
+		    rdmem_log_admit(&rdmem_site_, &rdmem_dropped_)) {                              \
+			if (rdmem_dropped_)                                                        \
+				rdmem_log(level, "(%llu more like the next line were not logged)", \
+					  (unsigned long long)rdmem_dropped_);                     \
+			rdmem_log(level, __VA_ARGS__);                                             \
+		}                                                                                  \
+	} while (0)
+#define rdmem_warn_limited(...) rdmem_log_limited(RDMEM_LOG_WARN, __VA_ARGS__)
+#define rdmem_err_limited(...)	rdmem_log_limited(RDMEM_LOG_ERROR, __VA_ARGS__)
+
 #define rdmem_debug(...)                                                                           \
 	do {                                                                                       \
 		if (rdmem_log_level >= RDMEM_LOG_DEBUG)                                            \
