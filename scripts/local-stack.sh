@@ -12,6 +12,14 @@
 # shellcheck shell=bash
 
 LS_BIN=${RDMEM_BIN:-build}
+# Compilers for programs linked against the tree's librdmem: a sanitizer
+# build's library needs the same compiler and runtime (make asan/tsan build
+# with clang), else the link fails on __asan_*/__tsan_* symbols.
+case "${RDMEM_SANITIZER:-}" in
+asan) LS_CC="clang -fsanitize=address,undefined" LS_CXX="clang++ -fsanitize=address,undefined" ;;
+tsan) LS_CC="clang -fsanitize=thread" LS_CXX="clang++ -fsanitize=thread" ;;
+*) LS_CC=cc LS_CXX=c++ ;;
+esac
 LS_PORT=
 LS_SERVER_PID=
 LS_AGENT_PID=

@@ -198,24 +198,39 @@ static inline void rdmem_objref_le(struct rdmem_objref *r)
 	RDMEM_LE64_SWAP(r->generation);
 }
 
+/* A switch, not a designated-initializer table: the header is C++ too. */
 static inline int rdmem_status_errno(unsigned status)
 {
-	static const int map[RDMEM_S__COUNT] = {
-		[RDMEM_S_OK] = 0,
-		[RDMEM_S_NOT_FOUND] = -ENOENT,
-		[RDMEM_S_TOO_BIG] = -E2BIG,
-		[RDMEM_S_BAD_REQUEST] = -EINVAL,
-		[RDMEM_S_BUSY] = -EBUSY,
-		[RDMEM_S_TIMEOUT] = -ETIMEDOUT,
-		[RDMEM_S_STALE] = -ESTALE,
-		[RDMEM_S_UNREACHABLE] = -EHOSTUNREACH,
-		[RDMEM_S_IO] = -EIO,
-		[RDMEM_S_NO_SPACE] = -ENOSPC,
-		[RDMEM_S_MISMATCH] = -EBADMSG,
-		[RDMEM_S_SHUTDOWN] = -ESHUTDOWN,
-		[RDMEM_S_DENIED] = -EACCES,
-	};
-	return status < RDMEM_S__COUNT ? map[status] : -EPROTO;
+	switch (status) {
+	case RDMEM_S_OK:
+		return 0;
+	case RDMEM_S_NOT_FOUND:
+		return -ENOENT;
+	case RDMEM_S_TOO_BIG:
+		return -E2BIG;
+	case RDMEM_S_BAD_REQUEST:
+		return -EINVAL;
+	case RDMEM_S_BUSY:
+		return -EBUSY;
+	case RDMEM_S_TIMEOUT:
+		return -ETIMEDOUT;
+	case RDMEM_S_STALE:
+		return -ESTALE;
+	case RDMEM_S_UNREACHABLE:
+		return -EHOSTUNREACH;
+	case RDMEM_S_IO:
+		return -EIO;
+	case RDMEM_S_NO_SPACE:
+		return -ENOSPC;
+	case RDMEM_S_MISMATCH:
+		return -EBADMSG;
+	case RDMEM_S_SHUTDOWN:
+		return -ESHUTDOWN;
+	case RDMEM_S_DENIED:
+		return -EACCES;
+	default:
+		return -EPROTO;
+	}
 }
 
 /* The inverse, for agents that turn a local failure into a reply status. */

@@ -95,16 +95,16 @@ expect "Cflags point into the installed tree" \
 cf=$(pkg-config --cflags --libs rdmem)
 # shellcheck disable=SC2086
 expect "libclient/example.c builds with pkg-config only" \
-	bash -c "cd '$tmp/src' && cc -std=c11 -Wall -Wextra -Werror example.c $cf -o example 2>'$tmp/cc1.err'"
+	bash -c "cd '$tmp/src' && $LS_CC -std=c11 -pedantic -Wall -Wextra -Werror example.c $cf -o example 2>'$tmp/cc1.err'"
 # shellcheck disable=SC2086
 expect "#include <rdmem.h> builds with pkg-config only" \
-	bash -c "cd '$tmp/src' && cc -std=c11 -Wall -Wextra -Werror app.c $cf -o app 2>'$tmp/cc2.err'"
+	bash -c "cd '$tmp/src' && $LS_CC -std=c11 -pedantic -Wall -Wextra -Werror app.c $cf -o app 2>'$tmp/cc2.err'"
 # shellcheck disable=SC2086
 expect "example.c builds as C++ (c++ -x c++) with pkg-config only" \
-	bash -c "cd '$tmp/src' && c++ -x c++ example.c -x none $cf -Wall -Wextra -Werror -o example-cxx 2>'$tmp/cc3.err'"
+	bash -c "cd '$tmp/src' && $LS_CXX -x c++ example.c -x none $cf -pedantic -Wall -Wextra -Werror -o example-cxx 2>'$tmp/cc3.err'"
 # shellcheck disable=SC2086
 expect "#include <rdmem.h> builds as C++ with pkg-config only" \
-	bash -c "cd '$tmp/src' && c++ -x c++ app.c -x none $cf -Wall -Wextra -Werror -o app-cxx 2>'$tmp/cc4.err'"
+	bash -c "cd '$tmp/src' && $LS_CXX -x c++ app.c -x none $cf -pedantic -Wall -Wextra -Werror -o app-cxx 2>'$tmp/cc4.err'"
 sed 's/^/#   /' "$tmp"/cc*.err 2>/dev/null || true
 # The installed tree is under DESTDIR: tell the loader where librdmem is.
 export LD_LIBRARY_PATH=$dest$pfx/lib

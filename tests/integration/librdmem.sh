@@ -47,7 +47,7 @@ expect "rdmem-example links the shared library" \
 
 if command -v c++ >/dev/null; then
 	expect "libclient/example.c builds as C++ against librdmem.so" \
-		bash -c "c++ -x c++ libclient/example.c -x none -Iinclude -I. -Wall -Wextra -Werror \
+		bash -c "$LS_CXX -x c++ libclient/example.c -x none -Iinclude -I. -pedantic -Wall -Wextra -Werror \
 			-L'$bdir/lib' -lrdmem -Wl,-rpath,'$bdir/lib' -o '$tmp/example-cxx' 2>'$tmp/cxx.err'"
 	sed 's/^/#   /' "$tmp/cxx.err"
 else
