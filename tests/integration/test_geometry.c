@@ -4,8 +4,10 @@
  *
  *   - the finding-1 reproducer: server --stage-bytes 4k, agent --resp-bytes
  *     16k, 3000-byte GETs at window 8 on EAGER, AUTO, LAZY and BULK;
- *   - a cross product of mismatched legal values (both ends and the default
- *     of each range), every min/max pair of the key pairs, plus a seeded
+ *   - a cross product of mismatched legal values (both ends of each range
+ *     and an odd value inside it: every other test runs the defaults, and an
+ *     odd size misaligns what a power of two hides), every min/max pair of
+ *     the key pairs, plus a seeded
  *     sample (RDMEM_GEOMETRY_SEED replays it, RDMEM_GEOMETRY_EXTRA adds more);
  *   - an object pool above 4 GiB: LAZY reads of objects past 2^32 are exact;
  *   - a layout-version mismatch is refused with a reason naming both.
@@ -168,15 +170,15 @@ static const struct {
 	int server;
 	const char *v[3];
 } geo_flags[GEO_NFLAGS] = {
-	[GEO_STAGE] = { "--stage-bytes", 1, { "64", "16384", "1048576" } },
-	[GEO_SLOT] = { "--slot-bytes", 1, { "1024", "32768", "1048576" } },
-	[GEO_SRING] = { "--ring-slots", 1, { "1", "256", "4096" } },
+	[GEO_STAGE] = { "--stage-bytes", 1, { "64", "4099", "1048576" } },
+	[GEO_SLOT] = { "--slot-bytes", 1, { "1024", "32771", "1048576" } },
+	[GEO_SRING] = { "--ring-slots", 1, { "1", "255", "4096" } },
 	[GEO_SMAX] = { "--max-value", 1, { "4096", "1048576", "67108864" } },
-	[GEO_RESP] = { "--resp-bytes", 0, { "64", "16384", "1048576" } },
-	[GEO_ARING] = { "--ring-slots", 0, { "1", "256", "4096" } },
+	[GEO_RESP] = { "--resp-bytes", 0, { "64", "16385", "1048576" } },
+	[GEO_ARING] = { "--ring-slots", 0, { "1", "257", "4096" } },
 	[GEO_BULK] = { "--bulk-threshold", 0, { "0", "8192", "4294967295" } },
 	[GEO_LARGE] = { "--large-threshold", 0, { "0", "8192", "4294967295" } },
-	[GEO_AMAX] = { "--max-value", 0, { "1", "1048576", "67108864" } },
+	[GEO_AMAX] = { "--max-value", 0, { "1", "1048573", "67108864" } },
 };
 
 /* The key pairs (server flag, agent flag): every min/max combination runs. */
