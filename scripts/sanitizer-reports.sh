@@ -15,4 +15,10 @@ for f in $reports; do
 	echo "# ---- $f"
 	grep -E 'WARNING|ERROR|SUMMARY|runtime error|^ +#[0-9] ' "$f" | head -30 | sed 's/^/#   /'
 done
+# One line a report, what and where, for summaries that keep "not ok" lines.
+for f in $reports; do
+	what=$(grep -m1 -E 'ERROR:|WARNING:|runtime error' "$f" | sed -E 's/^==[0-9]+==//' | cut -c1-160)
+	where=$(grep -m1 -E '^ +#[0-9]+ .* in rdmem|^ +#[0-9]+ .* in (main|test_)' "$f" | sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //' | cut -c1-120)
+	echo "not ok - sanitizer $(basename "$f"): ${what:-report} at ${where:-?}"
+done
 exit 1
