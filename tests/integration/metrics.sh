@@ -156,8 +156,12 @@ read -r code8 ms8 < <(held_scrape 8)
 read -r code7 ms7 < <(held_scrape 7)
 echo "# a scrape took $ms8 ms behind 8 silent clients, $ms7 ms behind 7"
 served() { [ "$1" = 200 ] && [ "$2" "$3" "$4" ]; } # CODE MS OP LIMIT
-expect "a 9th client waits for a free place (at most 8 at once)" served "$code8" "$ms8" -ge 3000
-expect "with 7 silent clients the 8th is served at once" served "$code7" "$ms7" -lt 2000
+# The 9th waits for the first holder's 5 s timeout, and the holders
+# connected at most 0.5 s before it: 4.5 s at least. 4 s splits that from
+# "served without waiting", which a sanitizer build on a loaded 2-vCPU host
+# has measured at 2.2 s.
+expect "a 9th client waits for a free place (at most 8 at once)" served "$code8" "$ms8" -ge 4000
+expect "with 7 silent clients the 8th is served without waiting for a timeout" served "$code7" "$ms7" -lt 4000
 ls_stop
 
 # --- options ---------------------------------------------------------------
