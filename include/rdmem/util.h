@@ -97,6 +97,8 @@ struct rdmem_text {
 
 void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void rdmem_text_vadd(struct rdmem_text *t, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* ---- logging ------------------------------------------------------------
  * One line per event: "<prog>: <level>: <message>". Errors name what failed,
