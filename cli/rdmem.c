@@ -267,6 +267,13 @@ int rdmem_cli_attach(struct cli *c)
 
 /* ---- commands ---------------------------------------------------------- */
 
+/* Reports a finished call: 0, or the exit status of its failure. */
+static int cli_done(struct cli *c, const char *what, int rc)
+{
+	report(c, what);
+	return rc ? rdmem_cli_fail(what, rc) : 0;
+}
+
 /* How print_reply() ends a value: as it is; with "\n"; with "\n" unless it ends a line. */
 enum { OUT_RAW, OUT_NL, OUT_LINE };
 
@@ -274,9 +281,8 @@ enum { OUT_RAW, OUT_NL, OUT_LINE };
  * then writes the value to stdout (and a newline as nl says) and frees it. */
 static int print_reply(struct cli *c, const char *what, int rc, char *val, uint32_t len, int nl)
 {
-	report(c, what);
-	if (rc)
-		return rdmem_cli_fail(what, rc);
+	if ((rc = cli_done(c, what, rc)))
+		return rc;
 	rc = write_all(val, len);
 	if (!rc && (nl == OUT_NL || (nl == OUT_LINE && (len == 0 || val[len - 1] != '\n'))))
 		rc = write_all("\n", 1);
@@ -291,9 +297,8 @@ static int cmd_ping(struct cli *c, int local)
 	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = local ? rdmem_local_ping(c->h, &c->opts) : rdmem_ping(c->h, &c->opts);
-	report(c, c->argv[0]);
-	if (rc)
-		return rdmem_cli_fail(c->argv[0], rc);
+	if ((rc = cli_done(c, c->argv[0], rc)))
+		return rc;
 	printf("ok: %.1f us via %s\n", (double)c->info.latency_ns / 1000.0,
 	       local ? "the front door" : rdmem_path_name(c->info.path));
 	return 0;
@@ -345,8 +350,7 @@ static int cmd_put(struct cli *c)
 	rc = rdmem_put(c->h, key, (uint32_t)strlen(key), val, (uint32_t)len, &c->opts);
 	if (c->file)
 		free(val);
-	report(c, "put");
-	return rc ? rdmem_cli_fail("put", rc) : 0;
+	return cli_done(c, "put", rc);
 }
 
 static int cmd_get(struct cli *c)
@@ -368,8 +372,7 @@ static int cmd_del(struct cli *c)
 	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_del(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &c->opts);
-	report(c, "del");
-	return rc ? rdmem_cli_fail("del", rc) : 0;
+	return cli_done(c, "del", rc);
 }
 
 static int cmd_mget(struct cli *c)
@@ -443,9 +446,8 @@ static int cmd_profile(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_profile(c->h, id, &p, &c->opts);
-	report(c, "profile");
-	if (rc)
-		return rdmem_cli_fail("profile", rc);
+	if ((rc = cli_done(c, "profile", rc)))
+		return rc;
 	printf("id: %" PRIu64 "\nname: %.*s\ntags:", p.view.id, (int)p.view.name_len, p.view.name);
 	for (i = 0; i < p.view.tag_count; i++) {
 		const char *s;
@@ -479,9 +481,8 @@ static int cmd_large_get(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
-	report(c, "large-get");
-	if (rc)
-		return rdmem_cli_fail("large-get", rc);
+	if ((rc = cli_done(c, "large-get", rc)))
+		return rc;
 	rc = rdmem_large_verify(c->argv[1], val, len);
 	free(val);
 	if (rc) {
@@ -572,9 +573,8 @@ static int cmd_agent_ctl(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_agent_ctl(c->h, c->argv[1], &text, &len, &c->opts);
-	report(c, "agent-ctl");
-	if (rc)
-		return rdmem_cli_fail("agent-ctl", rc);
+	if ((rc = cli_done(c, "agent-ctl", rc)))
+		return rc;
 	printf("%.*s\n", (int)len, text);
 	free(text);
 	return 0;
