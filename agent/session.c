@@ -192,12 +192,7 @@ static const struct rdmem_rdma_ops rdmem_agent_session_rdma_ops = {
 
 static void rdmem_agent_session_pend(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
-	call->next = NULL;
-	if (s->pending_tail)
-		s->pending_tail->next = call;
-	else
-		s->pending_head = call;
-	s->pending_tail = call;
+	RDMEM_FIFO_PUSH(s->pending_head, s->pending_tail, call);
 }
 
 /* ---- the link --------------------------------------------------------------- */
@@ -724,14 +719,8 @@ static void *rdmem_agent_session_main(void *arg)
 	struct rdmem_idle idle = { 0 };
 
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
-		if (rdmem_agent_session_round(s)) {
-			rdmem_idle_reset(&idle);
-			continue;
-		}
-		if (rdmem_idle_step(&idle, s->cfg.busy_poll)) {
-			rdmem_idle_reset(&idle);
+		if (rdmem_idle_after(&idle, rdmem_agent_session_round(s), s->cfg.busy_poll))
 			rdmem_agent_session_block(s);
-		}
 	}
 	return NULL;
 }

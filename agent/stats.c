@@ -168,17 +168,10 @@ const struct rdmem_ctr_table rdmem_agent_ctr_table = { "agent", rdmem_agent_ctrs
 int rdmem_agent_stats_format(const struct rdmem_agent_snapshot *s, int json, char *buf, size_t cap)
 {
 	struct rdmem_text o = { buf, cap, 0, 0 };
-	int first = 1;
 
 	if (!cap)
 		return -E2BIG;
-	if (json) {
-		rdmem_text_add(&o, "{");
-		rdmem_ctr_json(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), &o, &first);
-		rdmem_text_add(&o, "}\n");
-	} else {
-		rdmem_ctr_text(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), &o);
-	}
+	rdmem_ctr_report(&rdmem_agent_ctr_table, s, rdmem_agent_snapshot_mask(s), json, "}\n", &o);
 	return o.overflow ? -E2BIG : (int)o.len;
 }
 
@@ -187,18 +180,11 @@ int rdmem_frontdoor_format_stats(struct rdmem_frontdoor *fd, int json, char *buf
 	struct rdmem_agent_snapshot snap; /* only fd is read */
 	struct rdmem_text o = { buf, cap, 0, 0 };
 	struct rdmem_ctr_table view;
-	int first = 1;
 
 	if (!cap || rdmem_ctr_table_group(&rdmem_agent_ctr_table, "frontdoor.", &view) < 0)
 		return -ENOBUFS;
 	memset(&snap, 0, sizeof(snap));
 	rdmem_frontdoor_get_stats(fd, &snap.fd);
-	if (json) {
-		rdmem_text_add(&o, "{");
-		rdmem_ctr_json(&view, &snap, 0, &o, &first);
-		rdmem_text_add(&o, "}");
-	} else {
-		rdmem_ctr_text(&view, &snap, 0, &o);
-	}
+	rdmem_ctr_report(&view, &snap, 0, json, "}", &o);
 	return o.overflow ? -ENOBUFS : (int)o.len;
 }

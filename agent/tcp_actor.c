@@ -83,12 +83,7 @@ static void rdmem_tcp_complete(struct rdmem_tcp_actor *a, struct rdmem_agent_cal
 
 static void rdmem_tcp_wait_push(struct rdmem_tcp_actor *a, struct rdmem_agent_call *call)
 {
-	call->next = NULL;
-	if (a->wait_tail)
-		a->wait_tail->next = call;
-	else
-		a->wait_head = call;
-	a->wait_tail = call;
+	RDMEM_FIFO_PUSH(a->wait_head, a->wait_tail, call);
 	a->nwaiting++;
 }
 
@@ -417,14 +412,8 @@ static void *rdmem_tcp_main(void *arg)
 		if (a->cli)
 			work += rdmem_tcp_progress(a, 0);
 		rdmem_tcp_publish_gauges(a);
-		if (work) {
-			rdmem_idle_reset(&idle);
-			continue;
-		}
-		if (rdmem_idle_step(&idle, a->cfg.busy_poll)) {
-			rdmem_idle_reset(&idle);
+		if (rdmem_idle_after(&idle, work, a->cfg.busy_poll))
 			rdmem_tcp_block(a);
-		}
 	}
 	return NULL;
 }

@@ -267,6 +267,29 @@ int rdmem_cli_attach(struct cli *c)
 
 /* ---- commands ---------------------------------------------------------- */
 
+/* Reports a finished call: 0, or the exit status of its failure. */
+static int cli_done(struct cli *c, const char *what, int rc)
+{
+	report(c, what);
+	return rc ? rdmem_cli_fail(what, rc) : 0;
+}
+
+/* How print_reply() ends a value: as it is; with "\n"; with "\n" unless it ends a line. */
+enum { OUT_RAW, OUT_NL, OUT_LINE };
+
+/* The end of a command whose reply is a malloc'd value: reports the call,
+ * then writes the value to stdout (and a newline as nl says) and frees it. */
+static int print_reply(struct cli *c, const char *what, int rc, char *val, uint32_t len, int nl)
+{
+	if ((rc = cli_done(c, what, rc)))
+		return rc;
+	rc = write_all(val, len);
+	if (!rc && (nl == OUT_NL || (nl == OUT_LINE && (len == 0 || val[len - 1] != '\n'))))
+		rc = write_all("\n", 1);
+	free(val);
+	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
+}
+
 static int cmd_ping(struct cli *c, int local)
 {
 	int rc = rdmem_cli_want_args(c, 0, local ? "local-ping" : "ping");
@@ -274,9 +297,8 @@ static int cmd_ping(struct cli *c, int local)
 	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = local ? rdmem_local_ping(c->h, &c->opts) : rdmem_ping(c->h, &c->opts);
-	report(c, c->argv[0]);
-	if (rc)
-		return rdmem_cli_fail(c->argv[0], rc);
+	if ((rc = cli_done(c, c->argv[0], rc)))
+		return rc;
 	printf("ok: %.1f us via %s\n", (double)c->info.latency_ns / 1000.0,
 	       local ? "the front door" : rdmem_path_name(c->info.path));
 	return 0;
@@ -291,14 +313,7 @@ static int cmd_echo(struct cli *c)
 	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_echo(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &out, &len, &c->opts);
-	report(c, "echo");
-	if (rc)
-		return rdmem_cli_fail("echo", rc);
-	rc = write_all(out, len);
-	free(out);
-	if (rc == 0)
-		rc = write_all("\n", 1);
-	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
+	return print_reply(c, "echo", rc, out, len, OUT_NL);
 }
 
 static int check_key(const char *key)
@@ -335,8 +350,7 @@ static int cmd_put(struct cli *c)
 	rc = rdmem_put(c->h, key, (uint32_t)strlen(key), val, (uint32_t)len, &c->opts);
 	if (c->file)
 		free(val);
-	report(c, "put");
-	return rc ? rdmem_cli_fail("put", rc) : 0;
+	return cli_done(c, "put", rc);
 }
 
 static int cmd_get(struct cli *c)
@@ -348,12 +362,7 @@ static int cmd_get(struct cli *c)
 	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_get(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &val, &len, &c->opts);
-	report(c, "get");
-	if (rc)
-		return rdmem_cli_fail("get", rc);
-	rc = write_all(val, len);
-	free(val);
-	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
+	return print_reply(c, "get", rc, val, len, OUT_RAW);
 }
 
 static int cmd_del(struct cli *c)
@@ -363,8 +372,7 @@ static int cmd_del(struct cli *c)
 	if (rc || (rc = check_key(c->argv[1])) || (rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_del(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &c->opts);
-	report(c, "del");
-	return rc ? rdmem_cli_fail("del", rc) : 0;
+	return cli_done(c, "del", rc);
 }
 
 static int cmd_mget(struct cli *c)
@@ -438,9 +446,8 @@ static int cmd_profile(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_profile(c->h, id, &p, &c->opts);
-	report(c, "profile");
-	if (rc)
-		return rdmem_cli_fail("profile", rc);
+	if ((rc = cli_done(c, "profile", rc)))
+		return rc;
 	printf("id: %" PRIu64 "\nname: %.*s\ntags:", p.view.id, (int)p.view.name_len, p.view.name);
 	for (i = 0; i < p.view.tag_count; i++) {
 		const char *s;
@@ -474,9 +481,8 @@ static int cmd_large_get(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
-	report(c, "large-get");
-	if (rc)
-		return rdmem_cli_fail("large-get", rc);
+	if ((rc = cli_done(c, "large-get", rc)))
+		return rc;
 	rc = rdmem_large_verify(c->argv[1], val, len);
 	free(val);
 	if (rc) {
@@ -551,14 +557,7 @@ static int cmd_text(struct cli *c, int agent)
 		return rc;
 	rc = agent ? rdmem_agent_stats(c->h, c->json, &text, &len, &c->opts)
 		   : rdmem_stats(c->h, c->json, &text, &len, &c->opts);
-	report(c, c->argv[0]);
-	if (rc)
-		return rdmem_cli_fail(c->argv[0], rc);
-	rc = write_all(text, len);
-	if (!rc && (len == 0 || text[len - 1] != '\n'))
-		rc = write_all("\n", 1);
-	free(text);
-	return rc ? rdmem_cli_fail("write stdout", rc) : 0;
+	return print_reply(c, c->argv[0], rc, text, len, OUT_LINE);
 }
 
 static int cmd_agent_ctl(struct cli *c)
@@ -574,65 +573,50 @@ static int cmd_agent_ctl(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	rc = rdmem_agent_ctl(c->h, c->argv[1], &text, &len, &c->opts);
-	report(c, "agent-ctl");
-	if (rc)
-		return rdmem_cli_fail("agent-ctl", rc);
+	if ((rc = cli_done(c, "agent-ctl", rc)))
+		return rc;
 	printf("%.*s\n", (int)len, text);
 	free(text);
 	return 0;
 }
 
-static int dispatch(struct cli *c)
-{
-	const char *cmd = c->argv[0];
+/* Every command: its name and the function that runs it (with flag, when
+ * one function serves two commands). */
+static const struct cli_cmd {
+	const char *name;
+	int (*run)(struct cli *c);
+	int (*run_flag)(struct cli *c, int flag);
+	int flag;
+} cli_cmds[] = {
+	{ "ping", NULL, cmd_ping, 0 },
+	{ "local-ping", NULL, cmd_ping, 1 },
+	{ "echo", cmd_echo, NULL, 0 },
+	{ "put", cmd_put, NULL, 0 },
+	{ "get", cmd_get, NULL, 0 },
+	{ "del", cmd_del, NULL, 0 },
+	{ "mget", cmd_mget, NULL, 0 },
+	{ "profile", cmd_profile, NULL, 0 },
+	{ "large-get", cmd_large_get, NULL, 0 },
+	{ "image-put", cmd_image_put, NULL, 0 },
+	{ "stats", NULL, cmd_text, 0 },
+	{ "agent-stats", NULL, cmd_text, 1 },
+	{ "agent-ctl", cmd_agent_ctl, NULL, 0 },
+	{ "bench", rdmem_cli_bench, NULL, 0 },
+};
 
-	if (!strcmp(cmd, "ping"))
-		return cmd_ping(c, 0);
-	if (!strcmp(cmd, "local-ping"))
-		return cmd_ping(c, 1);
-	if (!strcmp(cmd, "echo"))
-		return cmd_echo(c);
-	if (!strcmp(cmd, "put"))
-		return cmd_put(c);
-	if (!strcmp(cmd, "get"))
-		return cmd_get(c);
-	if (!strcmp(cmd, "del"))
-		return cmd_del(c);
-	if (!strcmp(cmd, "mget"))
-		return cmd_mget(c);
-	if (!strcmp(cmd, "profile"))
-		return cmd_profile(c);
-	if (!strcmp(cmd, "large-get"))
-		return cmd_large_get(c);
-	if (!strcmp(cmd, "image-put"))
-		return cmd_image_put(c);
-	if (!strcmp(cmd, "stats"))
-		return cmd_text(c, 0);
-	if (!strcmp(cmd, "agent-stats"))
-		return cmd_text(c, 1);
-	if (!strcmp(cmd, "agent-ctl"))
-		return cmd_agent_ctl(c);
-	if (!strcmp(cmd, "bench"))
-		return rdmem_cli_bench(c);
-	return rdmem_cli_usage("unknown command '%s'", cmd);
-}
-
-static int is_command(const char *cmd)
+static const struct cli_cmd *find_command(const char *cmd)
 {
-	static const char *const all[] = { "ping",	"local-ping", "echo",  "put",
-					   "get",	"del",	      "mget",  "profile",
-					   "large-get", "image-put",  "stats", "agent-stats",
-					   "agent-ctl", "bench" };
 	unsigned i;
 
-	for (i = 0; i < RDMEM_ARRAY_SIZE(all); i++)
-		if (!strcmp(cmd, all[i]))
-			return 1;
-	return 0;
+	for (i = 0; i < RDMEM_ARRAY_SIZE(cli_cmds); i++)
+		if (!strcmp(cmd, cli_cmds[i].name))
+			return &cli_cmds[i];
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
+	const struct cli_cmd *cmd;
 	struct cli c;
 	int rc;
 
@@ -641,11 +625,11 @@ int main(int argc, char **argv)
 	rc = parse_args(&c, argc, argv);
 	if (rc || c.done)
 		goto out;
-	if (!is_command(c.argv[0])) {
+	if (!(cmd = find_command(c.argv[0]))) {
 		rc = rdmem_cli_usage("unknown command '%s'", c.argv[0]);
 		goto out;
 	}
-	rc = dispatch(&c);
+	rc = cmd->run ? cmd->run(&c) : cmd->run_flag(&c, cmd->flag);
 	rdmem_close(c.h); /* NULL when the command never attached */
 out:
 	free(c.argv);

@@ -157,3 +157,18 @@ void rdmem_ctr_prom(const struct rdmem_ctr_table *t, const void *snap, unsigned 
 		}
 	}
 }
+
+void rdmem_ctr_report(const struct rdmem_ctr_table *t, const void *snap, unsigned mask, int json,
+		      const char *json_end, struct rdmem_text *o)
+{
+	int first = 1;
+
+	if (!json) {
+		rdmem_ctr_text(t, snap, mask, o);
+		return;
+	}
+	rdmem_text_add(o, "{");
+	rdmem_ctr_json(t, snap, mask, o, &first);
+	if (json_end)
+		rdmem_text_add(o, "%s", json_end);
+}

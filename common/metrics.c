@@ -24,10 +24,7 @@ void rdmem_hist_read(const struct rdmem_hist *h, struct rdmem_hist_snap *into)
 
 void rdmem_prom_init(struct rdmem_prom *p, char *buf, size_t cap)
 {
-	p->buf = buf;
-	p->cap = cap;
-	p->len = 0;
-	p->overflow = cap == 0;
+	p->t = (struct rdmem_text){ buf, cap, 0, cap == 0 };
 	if (cap)
 		buf[0] = '\0';
 }
@@ -35,17 +32,10 @@ void rdmem_prom_init(struct rdmem_prom *p, char *buf, size_t cap)
 void rdmem_prom_printf(struct rdmem_prom *p, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (p->overflow)
-		return;
 	va_start(ap, fmt);
-	n = vsnprintf(p->buf + p->len, p->cap - p->len, fmt, ap);
+	rdmem_text_vadd(&p->t, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= p->cap - p->len)
-		p->overflow = 1;
-	else
-		p->len += (size_t)n;
 }
 
 void rdmem_prom_family(struct rdmem_prom *p, const char *name, const char *type, const char *help)
@@ -96,5 +86,5 @@ void rdmem_prom_hist(struct rdmem_prom *p, const char *name, const char *labels,
 
 int rdmem_prom_finish(const struct rdmem_prom *p)
 {
-	return p->overflow ? -E2BIG : (int)p->len;
+	return p->t.overflow ? -E2BIG : (int)p->t.len;
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdmem/util.h"
+
 /* Bucket i counts samples <= 2^(i + RDMEM_HIST_SHIFT) ns: 1.024 us up to
  * 2^35 ns (~34 s); the last bucket is +Inf. */
 #define RDMEM_HIST_SHIFT   10
@@ -68,9 +70,7 @@ void rdmem_hist_read(const struct rdmem_hist *h, struct rdmem_hist_snap *into);
 
 /* An appender that remembers overflow instead of failing every call. */
 struct rdmem_prom {
-	char *buf;
-	size_t cap, len;
-	int overflow;
+	struct rdmem_text t; /* the writer rdmem_text_add() appends with */
 };
 
 void rdmem_prom_init(struct rdmem_prom *p, char *buf, size_t cap);

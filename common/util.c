@@ -60,20 +60,26 @@ int rdmem_log_admit(struct rdmem_log_site *site, uint64_t *dropped)
 	return 0;
 }
 
-void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
+void rdmem_text_vadd(struct rdmem_text *t, const char *fmt, va_list ap)
 {
-	va_list ap;
 	int n;
 
 	if (t->overflow)
 		return;
-	va_start(ap, fmt);
 	n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-	va_end(ap);
 	if (n < 0 || (size_t)n >= t->cap - t->len)
 		t->overflow = 1;
 	else
 		t->len += (size_t)n;
+}
+
+void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	rdmem_text_vadd(t, fmt, ap);
+	va_end(ap);
 }
 
 int rdmem_parse_size(const char *s, uint64_t *out)

@@ -284,15 +284,57 @@ int rdmem__wait_slow(rdmem_t *h, struct rdmem_rpc *c)
 	}
 }
 
+/* rdmem__finish() for all but an on-time, well-formed reply that fits
+ * c->rbuf: counts a late or malformed reply, keeps the value in the slot
+ * (inplace) or copies it into malloc'd memory with a NUL after it. */
+void rdmem__finish_slow(rdmem_t *h, struct rdmem_rpc *c, const struct rdmem_desc *d)
+{
+	struct rdmem_att *a = c->p_.att;
+	uint8_t *val;
+	int rc;
+
+	if (c->late)
+		rdmem__count(h, RDMEM__N_LATE);
+	if (d->seq != c->p_.seq || d->data_off > a->geom.payload_cap ||
+	    d->val_len > a->geom.payload_cap - d->data_off) {
+		rdmem__count(h, RDMEM__N_BAD);
+		rdmem__slot_free(a, c->p_.slot);
+		rdmem__rpc_end(h, c, -EPROTO);
+		return;
+	}
+	val = rdmem_shm_payload(rdmem__slot(a, c->p_.slot)) + d->data_off;
+	rc = rdmem__reply_fields(c, d);
+	if (c->rbuf) {
+		if (d->val_len > c->rcap)
+			rc = rc ? rc : -ENOBUFS;
+		else if (d->val_len)
+			memcpy(c->rbuf, val, d->val_len);
+		c->rval = c->rbuf;
+	} else if (c->inplace && rc == 0) {
+		/* The reply stays where the agent (or the NIC) put it: no copy.
+		 * The slot and the mapping stay ours until rdmem_rpc_free(). */
+		c->rval = val;
+		c->p_.held = a;
+		atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+		rdmem__rpc_end(h, c, rc);
+		return;
+	} else if ((c->rval = malloc((size_t)d->val_len + 1)) != NULL) {
+		memcpy(c->rval, val, d->val_len);
+		((uint8_t *)c->rval)[d->val_len] = 0;
+		c->p_.owns_rval = 1;
+	} else {
+		rc = -ENOMEM;
+	}
+	rdmem__slot_free(a, c->p_.slot);
+	rdmem__rpc_end(h, c, rc);
+}
+
 void rdmem_rpc_free(struct rdmem_rpc *c)
 {
 	if (c->p_.owns_rval)
 		free(c->rval);
 	if (c->p_.held) {
-		/* Relaxed: FREE publishes nothing to the agent; the slot is ours again. */
-		atomic_store_explicit(&rdmem__slot(c->p_.held, c->p_.slot)->state, RDMEM_SLOT_FREE,
-				      memory_order_relaxed);
-		rdmem__slot_release(c->p_.held, c->p_.slot);
+		rdmem__slot_free(c->p_.held, c->p_.slot);
 		rdmem__att_put(c->p_.held);
 		c->p_.held = NULL;
 	}
@@ -302,14 +344,15 @@ void rdmem_rpc_free(struct rdmem_rpc *c)
 
 /* ---- the fast path out of line (the parentheses skip rdmem_fast.h's macros) */
 
-void(rdmem_rpc_init)(struct rdmem_rpc *c, uint16_t op)
+void rdmem_rpc_init(struct rdmem_rpc *c, uint16_t op)
 {
-	rdmem__rpc_init(c, op);
+	memset(c, 0, sizeof(*c));
+	c->op = op;
 }
 
-int(rdmem_rpc_pending)(const struct rdmem_rpc *c)
+int rdmem_rpc_pending(const struct rdmem_rpc *c)
 {
-	return rdmem__rpc_pending(c);
+	return c->p_.state == RDMEM__INFLIGHT;
 }
 
 int(rdmem_submit)(rdmem_t *h, struct rdmem_rpc *c)

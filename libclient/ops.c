@@ -94,55 +94,47 @@ static int op_run_value(rdmem_t *h, struct rdmem_rpc *c, void **out, uint32_t *l
 	return 0;
 }
 
-int rdmem_ping(rdmem_t *h, const struct rdmem_opts *o)
+/* One call carrying key and value; with out, its reply value malloc'd in
+ * *out (as op_run_value), else the reply is dropped. */
+static int op_call(rdmem_t *h, uint16_t op, const void *key, uint32_t key_len, const void *val,
+		   uint32_t val_len, void **out, uint32_t *out_len, const struct rdmem_opts *o)
 {
 	struct rdmem_rpc c;
 
-	rdmem_rpc_init(&c, RDMEM_OP_PING);
-	return op_run_free(h, &c, o);
+	rdmem_rpc_init(&c, op);
+	c.key = key;
+	c.key_len = key_len;
+	c.val = val;
+	c.val_len = val_len;
+	return out ? op_run_value(h, &c, out, out_len, o) : op_run_free(h, &c, o);
+}
+
+int rdmem_ping(rdmem_t *h, const struct rdmem_opts *o)
+{
+	return op_call(h, RDMEM_OP_PING, NULL, 0, NULL, 0, NULL, NULL, o);
 }
 
 int rdmem_local_ping(rdmem_t *h, const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
-
-	rdmem_rpc_init(&c, RDMEM_SHM_OP_LOCAL_PING);
-	return op_run_free(h, &c, o);
+	return op_call(h, RDMEM_SHM_OP_LOCAL_PING, NULL, 0, NULL, 0, NULL, NULL, o);
 }
 
 int rdmem_echo(rdmem_t *h, const void *in, uint32_t len, void **out, uint32_t *out_len,
 	       const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
-
-	rdmem_rpc_init(&c, RDMEM_OP_ECHO);
-	c.val = in;
-	c.val_len = len;
-	return op_run_value(h, &c, out, out_len, o);
+	return op_call(h, RDMEM_OP_ECHO, NULL, 0, in, len, out, out_len, o);
 }
 
 int rdmem_put(rdmem_t *h, const void *key, uint32_t key_len, const void *val, uint32_t val_len,
 	      const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
-
-	rdmem_rpc_init(&c, RDMEM_OP_KV_PUT);
-	c.key = key;
-	c.key_len = key_len;
-	c.val = val;
-	c.val_len = val_len;
-	return op_run_free(h, &c, o);
+	return op_call(h, RDMEM_OP_KV_PUT, key, key_len, val, val_len, NULL, NULL, o);
 }
 
 int rdmem_get(rdmem_t *h, const void *key, uint32_t key_len, void **val, uint32_t *len,
 	      const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
-
-	rdmem_rpc_init(&c, RDMEM_OP_KV_GET);
-	c.key = key;
-	c.key_len = key_len;
-	return op_run_value(h, &c, val, len, o);
+	return op_call(h, RDMEM_OP_KV_GET, key, key_len, NULL, 0, val, len, o);
 }
 
 int rdmem_get_into(rdmem_t *h, const void *key, uint32_t key_len, void *buf, uint32_t cap,
@@ -164,12 +156,22 @@ int rdmem_get_into(rdmem_t *h, const void *key, uint32_t key_len, void *buf, uin
 
 int rdmem_del(rdmem_t *h, const void *key, uint32_t key_len, const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
+	return op_call(h, RDMEM_OP_KV_DEL, key, key_len, NULL, 0, NULL, NULL, o);
+}
 
-	rdmem_rpc_init(&c, RDMEM_OP_KV_DEL);
-	c.key = key;
-	c.key_len = key_len;
-	return op_run_free(h, &c, o);
+static void op_blob_free(void **blob)
+{
+	free(*blob);
+	*blob = NULL;
+}
+
+/* The end of a call whose reply is a blob: -EPROTO (and the blob freed)
+ * when the reply failed its check. */
+static int op_blob_checked(int bad, void **blob)
+{
+	if (bad)
+		op_blob_free(blob);
+	return bad ? -EPROTO : 0;
 }
 
 int rdmem_mget_value(const struct rdmem_mget *m, uint32_t i, const void **data, uint32_t *len)
@@ -182,8 +184,7 @@ int rdmem_mget_value(const struct rdmem_mget *m, uint32_t i, const void **data, 
 
 void rdmem_mget_free(struct rdmem_mget *m)
 {
-	free(m->blob);
-	m->blob = NULL;
+	op_blob_free(&m->blob);
 }
 
 /* Builds the request blob: an ARRAY of the n keys. */
@@ -240,17 +241,14 @@ int rdmem_mget(rdmem_t *h, const char *const *keys, const uint32_t *key_lens, ui
 	free(req);
 	if (rc)
 		return rc;
-	if (rdmem_blob_array_open(out->blob, out->len, &out->arr) || out->arr.count != n) {
-		rdmem_mget_free(out);
-		return -EPROTO;
-	}
-	return 0;
+	return op_blob_checked(rdmem_blob_array_open(out->blob, out->len, &out->arr) ||
+				   out->arr.count != n,
+			       &out->blob);
 }
 
 void rdmem_profile_free(struct rdmem_profile *p)
 {
-	free(p->blob);
-	p->blob = NULL;
+	op_blob_free(&p->blob);
 }
 
 int rdmem_profile(rdmem_t *h, uint64_t id, struct rdmem_profile *out, const struct rdmem_opts *o)
@@ -267,25 +265,19 @@ int rdmem_profile(rdmem_t *h, uint64_t id, struct rdmem_profile *out, const stru
 	rc = op_run_value(h, &c, &out->blob, &out->len, o);
 	if (rc)
 		return rc;
-	if (rdmem_blob_profile_open(out->blob, out->len, &out->view) || out->view.id != id) {
-		rdmem_profile_free(out);
-		return -EPROTO;
-	}
-	return 0;
+	return op_blob_checked(rdmem_blob_profile_open(out->blob, out->len, &out->view) ||
+				   out->view.id != id,
+			       &out->blob);
 }
 
 int rdmem_large_get(rdmem_t *h, const char *spec, void **val, uint32_t *len,
 		    const struct rdmem_opts *o)
 {
-	struct rdmem_rpc c;
 	uint64_t size;
 
 	if (!spec || rdmem_big_parse(spec, strlen(spec), &size))
 		return -EINVAL;
-	rdmem_rpc_init(&c, RDMEM_OP_LARGE_GET);
-	c.key = spec;
-	c.key_len = (uint32_t)strlen(spec);
-	return op_run_value(h, &c, val, len, o);
+	return op_call(h, RDMEM_OP_LARGE_GET, spec, (uint32_t)strlen(spec), NULL, 0, val, len, o);
 }
 
 int rdmem_large_verify(const char *spec, const void *val, uint32_t len)

@@ -1,75 +1,33 @@
 /* rdmem.h - the RDMemRPC client library: librdmem's API and its inline fast path.
  *
- * A local app attaches to the agent's shared-memory segment (/rdmem by
- * default), writes each request into one of its own slots, publishes
- * (client, slot) into the agent's MPSC ring, and waits on the slot word
- * (spin, yield, then futex). Build with `pkg-config --cflags --libs rdmem`
- * (in the tree: -Iinclude -I. and build/lib/librdmem.a or -lrdmem).
- *
- *   rdmem_t *h;
- *   if (rdmem_open(NULL, &h) == 0) {          // NULL: "/rdmem"
+ *   rdmem_t *h;                                // pkg-config --cflags --libs rdmem
+ *   if (rdmem_open(NULL, &h) == 0) {           // NULL: the agent's "/rdmem"
  *           rdmem_put(h, "k", 1, "v", 1, NULL);
  *           rdmem_close(h);
  *   }
  *
- * Every function returns 0 or -errno: the reply status through
- * rdmem_status_errno() (-ENOENT not found, -E2BIG over the cap, -EINVAL bad
- * request, -ETIMEDOUT, -EHOSTUNREACH no path, ...) or a local error:
- *   -ECONNREFUSED  no agent: segment missing, closed, or its agent is gone
- *   -ESHUTDOWN     the agent stopped or restarted while the call was in flight
- *                  (the next call re-attaches to the new agent by itself)
- *   -EUSERS        every client entry of the segment is taken
- *   -EPROTO        not an rdmem segment / other version / malformed reply
- *   -ENOBUFS       reply larger than the caller's buffer (needed length given)
- * rdmem_strerror() turns them into one-line messages.
- *
- * Per call, struct rdmem_opts (NULL for defaults) forces a path and sets the
- * timeout, and can return which path carried the call and its latency.
- * Values are never truncated. A handle is safe to use from many threads;
- * up to rdmem_slots() calls of one handle are in flight at once, and more
- * wait for a slot (within their timeout). Do not use a handle across fork().
- *
- * Async: fill a struct rdmem_rpc (rdmem_rpc_init()), rdmem_submit() it, then
- * rdmem_poll() (non-blocking) or rdmem_wait() it; every submitted call must
- * be polled or waited to completion, and rdmem_rpc_free() releases a reply
- * buffer the library allocated.
- *
- * Request formats (the server's dispatch reads the same): key bytes then
- * value bytes; KV_MGET's value is a blob ARRAY of keys and its reply a blob
- * ARRAY of values (rdmem/blob.h); PROFILE carries the id as decimal text in
- * the key and in args[0]; LARGE_GET's key is "big:<n>[k|m]"; IMAGE_CHUNK's
- * key is the image name, its value the chunk, args the struct
- * rdmem_image_args; STATS and AGENT_STATS take RDMEM_F_JSON; AGENT_CTL's key
- * is the command line.
- *
- * Split (liburing's): this header holds the types, the API and, for C, the
- * call's fast path inline (claim a slot, write the request, publish, poll,
- * finish); librdmem.so holds the rest (attach and re-attach, open/close,
- * one helper per op, the blob codec's use, strerror, and every wait that
- * sleeps: usleep, futex). C++ gets the same functions out of line.
- *
- * ABI rules (soname librdmem.so.RDMEM_VERSION_MAJOR; the major changes when
- * one breaks): rdmem_t is opaque. The public fields of struct rdmem_rpc,
- * rdmem_opts, rdmem_info, rdmem_counters, rdmem_mget, rdmem_profile and
- * rdmem_image_opts never move or change size; struct rdmem_rpc grows only
- * inside its reserved room (rdmem_rpc_init() zeroes it, so a new field's 0
- * is the old behaviour). struct rdmem_att is the fast path's view of an
- * attachment: the inline code reads it, so its fields only ever get appended
- * (the library keeps its own state after it). libclient/abi/librdmem.abi is
- * the baseline `make abi-check` compares against.
+ * Every function returns 0 or -errno: the reply status (rdmem_status_errno())
+ * or a local error: -ECONNREFUSED no agent; -ESHUTDOWN the agent stopped or
+ * restarted mid-call (the next call re-attaches); -EUSERS every client entry
+ * taken; -EPROTO not an rdmem segment or a malformed reply; -ENOBUFS reply
+ * over the caller's buffer (needed length given); rdmem_strerror() says each.
+ * A handle serves many threads, rdmem_slots() calls in flight at once; not
+ * across fork(). Request formats: enum rdmem_op (rdmem/wire.h). The fast
+ * path (claim a slot, write, publish, poll, finish) is inline here for C;
+ * librdmem holds the rest and exports the fast path out of line (C++). ABI:
+ * rdmem_t is opaque, public fields never move (rules: rdmem_priv.h).
  */
 #ifndef RDMEM_CLIENT_H
 #define RDMEM_CLIENT_H
 
-/* futex(), OFD locks, CPU affinity: include this header first, or build
- * with -D_GNU_SOURCE. */
+/* futex(), OFD locks, CPU affinity: include this first, or -D_GNU_SOURCE. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 /* The one version number: the soname, rdmem.pc and `rdmem --version` read it here. */
 #define RDMEM_VERSION_MAJOR 0
-#define RDMEM_VERSION_MINOR 2
+#define RDMEM_VERSION_MINOR 3
 #define RDMEM_VERSION_PATCH 0
 
 #include <errno.h>
@@ -89,8 +47,6 @@ extern "C" {
 
 #define RDMEM_DEFAULT_TIMEOUT_MS  5000u
 #define RDMEM_IMAGE_CHUNK_DEFAULT (24u << 10)
-
-/* ---- public types ------------------------------------------------------ */
 
 typedef struct rdmem rdmem_t; /* a handle: opaque, from rdmem_open() */
 struct rdmem_att;	      /* one attachment to one agent incarnation */
@@ -132,8 +88,7 @@ struct rdmem_rpc {
 	uint32_t timeout_ms; /* 0: the handle's default */
 	void *rbuf;	     /* reply value goes here; NULL: a malloc'd copy in rval */
 	uint32_t rcap;
-	uint8_t inplace; /* no rbuf: rval points into the call's slot, no copy at all;
-			  * the slot stays ours until rdmem_rpc_free() */
+	uint8_t inplace; /* no rbuf: rval points into the slot, held until rdmem_rpc_free() */
 	/* result: valid once rdmem_poll() returned 1 or rdmem_wait() returned */
 	int rc;		 /* 0 or -errno */
 	uint16_t status; /* wire status */
@@ -181,12 +136,9 @@ struct rdmem_image_opts {
 	uint64_t upload_id; /* out: the random id the upload used */
 };
 
-/* ---- the API (librdmem) ------------------------------------------------ */
-
 const char *rdmem_version(void); /* "MAJOR.MINOR.PATCH" of the library loaded */
 
-/* Attaches to the agent's segment (NULL: "/rdmem"). Fails with
- * -ECONNREFUSED when no agent runs there, -EINVAL for a bad name. */
+/* Attaches to the agent's segment (NULL: "/rdmem"); -ECONNREFUSED: no agent there. */
 int rdmem_open(const char *name, rdmem_t **out);
 /* Detaches. Every submitted call must have finished (polled or waited). */
 void rdmem_close(rdmem_t *h);
@@ -200,8 +152,7 @@ void rdmem_rpc_init(struct rdmem_rpc *c, uint16_t op);
 /* 1 while a submitted call has not been polled or waited to completion. */
 int rdmem_rpc_pending(const struct rdmem_rpc *c);
 void rdmem_rpc_free(struct rdmem_rpc *c);
-/* Starts a call. Returns 0 when it is in flight (then poll or wait it), or
- * -errno when it never left: c->rc holds the same value then. */
+/* 0: in flight (poll or wait it); -errno (also in c->rc): it never left. */
 int rdmem_submit(rdmem_t *h, struct rdmem_rpc *c);
 /* 1 when the call finished (c->rc and the reply fields are set), 0 while in flight. */
 int rdmem_poll(rdmem_t *h, struct rdmem_rpc *c);
@@ -228,8 +179,7 @@ int rdmem_mget(rdmem_t *h, const char *const *keys, const uint32_t *key_lens, ui
 /* Entry i: returns 1 and its bytes when the key exists, 0 when it is missing. */
 int rdmem_mget_value(const struct rdmem_mget *m, uint32_t i, const void **data, uint32_t *len);
 void rdmem_mget_free(struct rdmem_mget *m);
-/* The request body of an MGET for rdmem_submit (RDMEM_OP_KV_MGET, aux = n): malloc'd,
- * the caller frees it after the call completes. -EINVAL for a key over RDMEM_MAX_KEY. */
+/* MGET's request body for rdmem_submit (aux = n), malloc'd; -EINVAL: key over RDMEM_MAX_KEY. */
 int rdmem_mget_request(const char *const *keys, const uint32_t *key_lens, uint32_t n, void **blob,
 		       uint32_t *len);
 int rdmem_profile(rdmem_t *h, uint64_t id, struct rdmem_profile *out, const struct rdmem_opts *o);
@@ -239,9 +189,8 @@ int rdmem_large_get(rdmem_t *h, const char *spec, void **val, uint32_t *len,
 		    const struct rdmem_opts *o);
 /* 0 when val is exactly the object spec names, else -EBADMSG (or -EINVAL). */
 int rdmem_large_verify(const char *spec, const void *val, uint32_t len);
-/* Uploads len bytes as image key, in chunks through our slot: INIT on the
- * first, COMMIT (with the rolling hash of the whole image) on the last.
- * The server keeps nothing of an upload that fails. */
+/* Uploads len bytes as image key in chunks (INIT first, COMMIT with the
+ * image's rolling hash last); the server keeps nothing of a failed upload. */
 int rdmem_image_put(rdmem_t *h, const char *key, const void *data, uint64_t len,
 		    struct rdmem_image_opts *io, const struct rdmem_opts *o);
 /* Text (or JSON) replies, *text malloc'd and NUL-terminated: the server's
@@ -262,12 +211,12 @@ int rdmem__submit_slow(rdmem_t *h, struct rdmem_rpc *c, int rc);
 int rdmem__push_slow(rdmem_t *h, struct rdmem_rpc *c);
 int rdmem__poll_slow(rdmem_t *h, struct rdmem_rpc *c);
 int rdmem__wait_slow(rdmem_t *h, struct rdmem_rpc *c);
+void rdmem__finish_slow(rdmem_t *h, struct rdmem_rpc *c, const struct rdmem_desc *d);
 
 #ifdef __cplusplus
 }
 #endif
 
-/* ---- the fast path, inline (C) ---------------------------------------- */
 #if !defined(__cplusplus) && !defined(RDMEM_NO_INLINE)
 #include "rdmem_fast.h"
 #endif

@@ -1,32 +1,22 @@
-/* rdmem_fast.h - the call's fast path, inline: claim a slot, write the
- * request, publish it in the ring, poll the slot word, copy the reply out.
- * Included by rdmem.h for C; everything that can sleep or make a syscall
- * other than the ring's wake-up is a call into librdmem (rdmem__*_slow).
- * The names the API gives these functions are macros onto the inline
- * versions; librdmem exports the same functions out of line (C++, dlsym,
- * function pointers: `(rdmem_submit)(h, c)`).
+/* rdmem_fast.h - the call's fast path, inline (rdmem.h includes it for C):
+ * claim a slot, write the request, publish it, poll the slot word, copy the
+ * reply out. What can sleep is librdmem's (rdmem__*_slow). The API names are
+ * macros onto these; librdmem exports them out of line: `(rdmem_submit)(h, c)`.
  */
 #ifndef RDMEM_FAST_H
 #define RDMEM_FAST_H
 
 #include <stdatomic.h>
-/* What the header-only library included: programs written against it keep building. */
-#include <fcntl.h>
-#include <sched.h>
+/* What the header-only library included (with fcntl, sched, time, unistd via shm/). */
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "rdmem/idle.h"
 #include "shm/segment.h"
 
-/*
- * The fast path's view of one attachment. Part of the ABI: the inline code
- * of programs built against an older header reads these fields, so they
- * never move; the library's own state follows them in its allocation.
- */
+/* The fast path's view of one attachment. ABI: inline code built against an
+ * older header reads these fields, so they never move. */
 struct rdmem_att {
 	_Atomic uint32_t refs; /* the handle's own, plus one per call in flight */
 	_Atomic int stale;     /* the agent went away: no new calls here */
@@ -85,17 +75,6 @@ static inline void rdmem__slot_release(struct rdmem_att *a, uint32_t s)
 {
 	/* Release: our use of the slot precedes the next thread's acquire CAS. */
 	atomic_fetch_and_explicit(&a->busy, ~(1ull << s), memory_order_release);
-}
-
-static inline void rdmem__rpc_init(struct rdmem_rpc *c, uint16_t op)
-{
-	memset(c, 0, sizeof(*c));
-	c->op = op;
-}
-
-static inline int rdmem__rpc_pending(const struct rdmem_rpc *c)
-{
-	return c->p_.state == RDMEM__INFLIGHT;
 }
 
 static inline void rdmem__rpc_end(rdmem_t *h, struct rdmem_rpc *c, int rc)
@@ -160,57 +139,48 @@ static inline int rdmem__submit(rdmem_t *h, struct rdmem_rpc *c)
 	return 0;
 }
 
-/* Copies the reply out of the slot and gives the slot back. */
+/* The reply's fields; returns the call's rc from its status. */
+static inline int rdmem__reply_fields(struct rdmem_rpc *c, const struct rdmem_desc *d)
+{
+	c->status = d->status;
+	c->rflags = d->flags;
+	c->raux = d->aux;
+	c->rpath = d->path;
+	memcpy(c->rargs, d->args.raw, sizeof(c->rargs));
+	c->rlen = d->val_len;
+	return rdmem_status_errno(d->status);
+}
+
+static inline void rdmem__slot_free(struct rdmem_att *a, uint32_t s)
+{
+	/* Relaxed: FREE publishes nothing to the agent; the slot is ours again. */
+	atomic_store_explicit(&rdmem__slot(a, s)->state, RDMEM_SLOT_FREE, memory_order_relaxed);
+	rdmem__slot_release(a, s);
+}
+
+/* Copies an on-time, well-formed reply that fits c->rbuf and gives the slot
+ * back; librdmem takes the rest (late, malformed, in place, malloc'd). */
 static inline void rdmem__finish(rdmem_t *h, struct rdmem_rpc *c)
 {
 	struct rdmem_att *a = c->p_.att;
 	struct rdmem_shm_slot *slot = rdmem__slot(a, c->p_.slot);
-	uint8_t *payload = rdmem_shm_payload(slot);
 	struct rdmem_desc d;
 	int rc;
 
 	memcpy(&d, &slot->rep, sizeof(d));
 	c->latency_ns = rdmem_now_ns() - c->p_.start_ns;
 	c->late = c->p_.start_ns + c->latency_ns > c->p_.deadline_ns;
-	if (rdmem_unlikely(c->late))
-		rdmem__count(h, RDMEM__N_LATE);
-	if (rdmem_unlikely(d.seq != c->p_.seq || d.data_off > a->geom.payload_cap ||
-			   d.val_len > a->geom.payload_cap - d.data_off)) {
-		rdmem__count(h, RDMEM__N_BAD);
-		rc = -EPROTO;
-	} else {
-		c->status = d.status;
-		c->rflags = d.flags;
-		c->raux = d.aux;
-		c->rpath = d.path;
-		memcpy(c->rargs, d.args.raw, sizeof(c->rargs));
-		c->rlen = d.val_len;
-		rc = rdmem_status_errno(d.status);
-		if (c->rbuf) {
-			if (d.val_len > c->rcap)
-				rc = rc ? rc : -ENOBUFS;
-			else if (d.val_len)
-				memcpy(c->rbuf, payload + d.data_off, d.val_len);
-			c->rval = c->rbuf;
-		} else if (c->inplace && rc == 0) {
-			/* The reply stays where the agent (or the NIC) put it: no copy.
-			 * The slot and the mapping stay ours until rdmem_rpc_free(). */
-			c->rval = payload + d.data_off;
-			c->p_.held = a;
-			atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
-			rdmem__rpc_end(h, c, rc);
-			return;
-		} else if ((c->rval = malloc((size_t)d.val_len + 1)) != NULL) {
-			memcpy(c->rval, payload + d.data_off, d.val_len);
-			((uint8_t *)c->rval)[d.val_len] = 0;
-			c->p_.owns_rval = 1;
-		} else {
-			rc = -ENOMEM;
-		}
+	if (rdmem_unlikely(c->late || !c->rbuf || d.seq != c->p_.seq ||
+			   d.data_off > a->geom.payload_cap ||
+			   d.val_len > a->geom.payload_cap - d.data_off || d.val_len > c->rcap)) {
+		rdmem__finish_slow(h, c, &d);
+		return;
 	}
-	/* Relaxed: FREE publishes nothing to the agent; the slot is ours again. */
-	atomic_store_explicit(&slot->state, RDMEM_SLOT_FREE, memory_order_relaxed);
-	rdmem__slot_release(a, c->p_.slot);
+	rc = rdmem__reply_fields(c, &d);
+	if (d.val_len)
+		memcpy(c->rbuf, rdmem_shm_payload(slot) + d.data_off, d.val_len);
+	c->rval = c->rbuf;
+	rdmem__slot_free(a, c->p_.slot);
 	rdmem__rpc_end(h, c, rc);
 }
 
@@ -250,10 +220,8 @@ static inline int rdmem__wait(rdmem_t *h, struct rdmem_rpc *c)
 	return rdmem__wait_slow(h, c);
 }
 
-#define rdmem_rpc_init(c, op) rdmem__rpc_init(c, op)
-#define rdmem_rpc_pending(c)  rdmem__rpc_pending(c)
-#define rdmem_submit(h, c)    rdmem__submit(h, c)
-#define rdmem_poll(h, c)      rdmem__poll(h, c)
-#define rdmem_wait(h, c)      rdmem__wait(h, c)
+#define rdmem_submit(h, c) rdmem__submit(h, c)
+#define rdmem_poll(h, c)   rdmem__poll(h, c)
+#define rdmem_wait(h, c)   rdmem__wait(h, c)
 
 #endif

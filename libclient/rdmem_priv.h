@@ -1,6 +1,18 @@
 /* rdmem_priv.h - librdmem's own state behind the public handle and the
  * fast path's view of an attachment. Not installed: only the library's
- * sources (and white-box tests) include it. */
+ * sources (and white-box tests) include it.
+ *
+ * ABI rules (soname librdmem.so.RDMEM_VERSION_MAJOR; the major changes when
+ * one breaks): rdmem_t is opaque. The public fields of struct rdmem_rpc,
+ * rdmem_opts, rdmem_info, rdmem_counters, rdmem_mget, rdmem_profile and
+ * rdmem_image_opts never move or change size; struct rdmem_rpc grows only
+ * inside its reserved room (rdmem_rpc_init() zeroes it, so a new field's 0
+ * is the old behaviour). struct rdmem_att is the fast path's view of an
+ * attachment: the inline code reads it, so its fields only ever get appended
+ * (the library keeps its own state after it, struct rdmem_att_lib).
+ * libclient/abi/librdmem.abi is the baseline `make abi-check` compares
+ * against; a new function goes into a new node of librdmem.map.
+ */
 #ifndef RDMEM_PRIV_H
 #define RDMEM_PRIV_H
 

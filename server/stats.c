@@ -155,15 +155,9 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 {
 	struct rdmem_text o = { buf, cap, 0, 0 };
 	struct rdmem_server_snapshot s;
-	int first = 1;
 
 	rdmem_server_snapshot_take(svc, &s);
-	if (json) {
-		rdmem_text_add(&o, "{");
-		rdmem_ctr_json(&rdmem_server_ctr_table, &s, 0, &o, &first);
-	} else {
-		rdmem_ctr_text(&rdmem_server_ctr_table, &s, 0, &o);
-	}
+	rdmem_ctr_report(&rdmem_server_ctr_table, &s, 0, json, NULL, &o);
 	format_hook(svc, json, &o);
 	if (json)
 		rdmem_text_add(&o, "}\n");

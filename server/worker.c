@@ -337,14 +337,8 @@ static void *rdmem_worker_main(void *arg)
 			rdmem_worker_sweep(w, now);
 		if (now - w->published_at > RDMEM_WORKER_PUBLISH_NS)
 			rdmem_worker_publish(w, now);
-		if (rdmem_worker_round(w)) {
-			rdmem_idle_reset(&idle);
-			continue;
-		}
-		if (rdmem_idle_step(&idle, w->ws->cfg->busy_poll)) {
-			rdmem_idle_reset(&idle);
+		if (rdmem_idle_after(&idle, rdmem_worker_round(w) != 0, w->ws->cfg->busy_poll))
 			rdmem_worker_block(w);
-		}
 	}
 	rdmem_worker_adopt(w);
 	while (w->nsess)

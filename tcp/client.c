@@ -111,12 +111,7 @@ static uint64_t cli_call_len(const struct rdmem_tcp_call *call)
 static void cli_push_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int result)
 {
 	call->result = result;
-	call->next = NULL;
-	if (c->done_tail)
-		c->done_tail->next = call;
-	else
-		c->done_head = call;
-	c->done_tail = call;
+	RDMEM_FIFO_PUSH(c->done_head, c->done_tail, call);
 }
 
 static void cli_free_slot(struct rdmem_tcp_client *c, unsigned i)

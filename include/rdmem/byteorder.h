@@ -19,32 +19,22 @@
 #include <stdint.h>
 
 #ifdef RDMEM_TEST_SWAP
-static inline uint16_t rdmem_le16(uint16_t v)
-{
-	return __builtin_bswap16(v);
-}
-static inline uint32_t rdmem_le32(uint32_t v)
-{
-	return __builtin_bswap32(v);
-}
-static inline uint64_t rdmem_le64(uint64_t v)
-{
-	return __builtin_bswap64(v);
-}
+#define RDMEM__LE(bits, v) __builtin_bswap##bits(v)
 #else
+#define RDMEM__LE(bits, v) htole##bits(v)
+#endif
 static inline uint16_t rdmem_le16(uint16_t v)
 {
-	return htole16(v);
+	return RDMEM__LE(16, v);
 }
 static inline uint32_t rdmem_le32(uint32_t v)
 {
-	return htole32(v);
+	return RDMEM__LE(32, v);
 }
 static inline uint64_t rdmem_le64(uint64_t v)
 {
-	return htole64(v);
+	return RDMEM__LE(64, v);
 }
-#endif
 
 /* In place, on a field of a wire struct. */
 #define RDMEM_LE16_SWAP(x) ((x) = rdmem_le16(x))

@@ -54,4 +54,14 @@ static inline int rdmem_idle_step(struct rdmem_idle *w, int busy_poll)
 	return 0;
 }
 
+/* The end of one round of a polling loop that found `work` things to do:
+ * 1 when the caller should block now. Work starts the spin phase again. */
+static inline int rdmem_idle_after(struct rdmem_idle *w, int work, int busy_poll)
+{
+	if (!work && !rdmem_idle_step(w, busy_poll))
+		return 0;
+	rdmem_idle_reset(w);
+	return !work;
+}
+
 #endif

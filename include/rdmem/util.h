@@ -9,11 +9,22 @@
 #include <time.h>
 
 #define RDMEM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define RDMEM_MIN(a, b)	    ((a) < (b) ? (a) : (b))
-#define RDMEM_MAX(a, b)	    ((a) > (b) ? (a) : (b))
-#define RDMEM_CACHELINE	    64
-#define rdmem_likely(x)	    __builtin_expect(!!(x), 1)
-#define rdmem_unlikely(x)   __builtin_expect(!!(x), 0)
+/* Appends item to a singly linked FIFO kept as head and tail pointers (a
+ * `next` field links the items). */
+#define RDMEM_FIFO_PUSH(head, tail, item)                                                          \
+	do {                                                                                       \
+		(item)->next = NULL;                                                               \
+		if (tail)                                                                          \
+			(tail)->next = (item);                                                     \
+		else                                                                               \
+			(head) = (item);                                                           \
+		(tail) = (item);                                                                   \
+	} while (0)
+#define RDMEM_MIN(a, b)	  ((a) < (b) ? (a) : (b))
+#define RDMEM_MAX(a, b)	  ((a) > (b) ? (a) : (b))
+#define RDMEM_CACHELINE	  64
+#define rdmem_likely(x)	  __builtin_expect(!!(x), 1)
+#define rdmem_unlikely(x) __builtin_expect(!!(x), 0)
 
 static inline uint64_t rdmem_now_ns(void)
 {
@@ -97,6 +108,8 @@ struct rdmem_text {
 
 void rdmem_text_add(struct rdmem_text *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void rdmem_text_vadd(struct rdmem_text *t, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* ---- logging ------------------------------------------------------------
  * One line per event: "<prog>: <level>: <message>". Errors name what failed,

@@ -33,6 +33,13 @@
 #define RDMEM_MAX_VALUE_LIMIT	(64u << 20) /* ceiling for --max-value */
 #define RDMEM_DEFAULT_PORT	7471	    /* RDMA; TCP fallback is port + 1 */
 
+/* Request formats (the server's dispatch and librdmem's helpers agree on
+ * them): key bytes then value bytes; KV_MGET's value is a blob ARRAY of keys
+ * and its reply a blob ARRAY of values (rdmem/blob.h); PROFILE carries the id
+ * as decimal text in the key and in args[0]; LARGE_GET's key is
+ * "big:<n>[k|m]"; IMAGE_CHUNK's key is the image name, its value the chunk,
+ * args the struct rdmem_image_args; STATS and AGENT_STATS take RDMEM_F_JSON;
+ * AGENT_CTL's key is the command line. */
 enum rdmem_op {
 	RDMEM_OP_PING = 1,
 	RDMEM_OP_ECHO,

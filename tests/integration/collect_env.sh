@@ -3,14 +3,8 @@
 # with every section, exits 0, and on a host without RDMA says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d /tmp/rdmem-env-test.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-expect() {
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
+# shellcheck source=tests/tap.sh
+. tests/tap.sh env
 set +e
 log=$(scripts/collect_env.sh --out "$tmp" 2>"$tmp/err")
 rc=$?

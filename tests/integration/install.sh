@@ -10,8 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-export RDMEM_BIN=${RDMEM_BIN:-build}
-bdir=$(cd "$RDMEM_BIN" && pwd)
 for tool in cc c++ pkg-config; do
 	if ! command -v $tool >/dev/null; then
 		# The build itself needs both (scripts/install-deps.sh): a failure.
@@ -19,16 +17,8 @@ for tool in cc c++ pkg-config; do
 		exit 1
 	fi
 done
-tmp=$(mktemp -d /tmp/rdmem-install-test.XXXXXX)
-# shellcheck source=scripts/local-stack.sh
-. scripts/local-stack.sh
-trap 'ls_stop; rm -rf "$tmp"' EXIT
-failed=0
-expect() {
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
+# shellcheck source=tests/tap.sh
+. tests/tap.sh install stack
 dest=$tmp/root
 pfx=/usr/local
 # The build finds its own dependencies with the system's pkg-config: not

@@ -7,18 +7,8 @@
 # against the checked-in baseline (when abidiff is installed). Needs RDMEM_BIN.
 set -u
 cd "$(dirname "$0")/../.."
-export RDMEM_BIN=${RDMEM_BIN:-build}
-bdir=$(cd "$RDMEM_BIN" && pwd)
-tmp=$(mktemp -d /tmp/rdmem-librdmem-test.XXXXXX)
-# shellcheck source=scripts/local-stack.sh
-. scripts/local-stack.sh
-trap 'ls_stop; rm -rf "$tmp"' EXIT
-failed=0
-expect() {
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
+# shellcheck source=tests/tap.sh
+. tests/tap.sh librdmem stack
 
 ver=$(sed -n 's/^#define RDMEM_VERSION_[A-Z]* *//p' libclient/rdmem.h | paste -sd.)
 so=$bdir/lib/librdmem.so.$ver

@@ -12,14 +12,8 @@ if [ ! -x "$RDMEM_BIN/tests/rdmem_scenarios" ] || ! command -v python3 >/dev/nul
 	echo "not ok - scenarios: $RDMEM_BIN/tests/rdmem_scenarios not built or no python3 (run make; scripts/install-deps.sh)"
 	exit 1
 fi
-tmp=$(mktemp -d /tmp/rdmem-scenarios-test.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-expect() {
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
+# shellcheck source=tests/tap.sh
+. tests/tap.sh scenarios
 
 # The run itself: its TAP lines are this test's lines. Here the agent dials a
 # local server over the shm fabric: RDMA is guaranteed, so a check needing it

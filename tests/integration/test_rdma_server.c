@@ -10,146 +10,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/link.h"
 #include "check.h"
-#include "fabric/dataplane.h"
-#include "proc.h"
+#include "raw_peer.h"
 #include "rdmem/content.h"
-#include "rdmem/util.h"
 
 #define T_TIMEOUT_MS 5000
 
 static struct proc server;
-static unsigned port;
-static enum rdmem_fab_kind fabric = RDMEM_FAB_SHM;
-static const char *addr = "127.0.0.1", *source;
-
-struct peer {
-	struct rdmem_link *l;
-	struct rdmem_mr src;
-	uint8_t *buf;
-	uint32_t seq[64];
-};
-
-static int peer_open(struct peer *p)
-{
-	struct rdmem_link_config cfg = { .fabric = fabric,
-					 .host = addr,
-					 .port = (uint16_t)port,
-					 .ring_slots = 64,
-					 .resp_bytes = 16384,
-					 .timeout_ms = T_TIMEOUT_MS,
-					 .src_addr = source };
-
-	memset(p, 0, sizeof(*p));
-	if (rdmem_link_open(&cfg, &p->l) < 0)
-		return -1;
-	p->buf = malloc(2u << 20);
-	return rdmem_fab_reg(p->l->conn, p->buf, 2u << 20, RDMEM_ACCESS_LOCAL, &p->src);
-}
-
-static void peer_close(struct peer *p)
-{
-	rdmem_fab_dereg(p->l->conn, &p->src);
-	rdmem_link_close(p->l);
-	free(p->buf);
-}
-
-/* Sends desc (payload from p->buf) into ring slot i; the caller may forge fields. */
-static int peer_send(struct peer *p, uint32_t i, struct rdmem_desc *d, uint32_t payload)
-{
-	struct rdmem_sge sge = { (uintptr_t)p->buf, payload, p->src.lkey };
-	struct rdmem_dp_msg m = { i,
-				  &p->l->stage[i],
-				  p->l->mr_local.lkey,
-				  p->l->w.req_ring,
-				  &sge,
-				  payload ? 1 : 0,
-				  p->l->w.req_payload.addr + (uint64_t)i * p->l->slot_bytes,
-				  p->l->w.req_payload.rkey };
-
-	p->l->stage[i] = *d;
-	return rdmem_dp_publish(p->l->conn, &m);
-}
-
-/* Waits for a completion of the given op; returns 0 and the wc, or -1. */
-static int peer_wait(struct peer *p, uint8_t op, struct rdmem_wc *out)
-{
-	uint64_t end = rdmem_now_ns() + T_TIMEOUT_MS * 1000000ull;
-	struct rdmem_wc wc;
-
-	while (rdmem_now_ns() < end) {
-		int n = rdmem_fab_poll(p->l->conn, &wc, 1);
-
-		if (n < 0)
-			return -1;
-		if (n == 1 && wc.status != RDMEM_WC_SUCCESS)
-			return -1;
-		if (n == 1 && wc.op == op) {
-			*out = wc;
-			if (op == RDMEM_WC_RECV_IMM)
-				rdmem_fab_post_recv(p->l->conn, 1);
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* One call in slot i: the reply descriptor, payload in the response slot. */
-static int peer_call(struct peer *p, uint32_t i, struct rdmem_desc *d, uint32_t payload,
-		     struct rdmem_desc *rep)
-{
-	struct rdmem_wc wc;
-
-	d->seq = ++p->seq[i];
-	if (!d->data_off)
-		d->data_off = i * p->l->slot_bytes;
-	if (peer_send(p, i, d, payload) < 0 || peer_wait(p, RDMEM_WC_RECV_IMM, &wc) < 0)
-		return -1;
-	if (wc.imm != i || rdmem_dp_take(&p->l->resp_ring[i], rep) < 0)
-		return -1;
-	return rep->seq == d->seq ? 0 : -1;
-}
 
 static struct rdmem_desc desc(uint16_t op, uint16_t key_len, uint32_t val_len)
 {
-	struct rdmem_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.op = op;
-	d.key_len = key_len;
-	d.val_len = val_len;
-	d.path = RDMEM_PATH_EAGER;
-	return d;
+	return raw_peer_desc(op, key_len, val_len, 0);
 }
 
-static int peer_read(struct peer *p, uint64_t raddr, uint32_t rkey, void *dst, uint32_t len)
+static int peer_open(struct raw_peer *p)
 {
-	struct rdmem_wr wr = { 0 };
-	struct rdmem_wc wc;
-	struct rdmem_mr mr;
-	int ret;
-
-	if (rdmem_fab_reg(p->l->conn, dst, len, RDMEM_ACCESS_LOCAL, &mr) < 0)
-		return -1;
-	wr.wr_id = 77;
-	wr.op = RDMEM_WR_READ;
-	wr.flags = RDMEM_WR_SIGNALED;
-	wr.remote_addr = raddr;
-	wr.rkey = rkey;
-	wr.nsge = 1;
-	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)dst, len, mr.lkey };
-	ret = rdmem_fab_post(p->l->conn, &wr, 1) < 0 || peer_wait(p, RDMEM_WC_READ, &wc) < 0;
-	rdmem_fab_dereg(p->l->conn, &mr);
-	return ret ? -1 : 0;
+	return raw_peer_open(p, 64, 1);
 }
 
-static int peer_ctrl(struct peer *p, struct rdmem_ctrl *c)
+static int peer_ctrl(struct raw_peer *p, struct rdmem_ctrl *c)
 {
 	int tries;
 
 	for (tries = 0; tries < 100; tries++) {
-		if (peer_read(p, p->l->w.ctrl.addr, p->l->w.ctrl.rkey, c, sizeof(*c)) < 0)
+		if (raw_peer_read(p, p->l->w.ctrl.addr, p->l->w.ctrl.rkey, c, sizeof(*c)) < 0)
 			return -1;
 		if (c->seq_begin == c->seq_end && !(c->seq_begin & 1))
 			return 0;
@@ -157,13 +41,13 @@ static int peer_ctrl(struct peer *p, struct rdmem_ctrl *c)
 	return -1;
 }
 
-static int put(struct peer *p, const char *key, uint32_t len, uint8_t fill)
+static int put(struct raw_peer *p, const char *key, uint32_t len, uint8_t fill)
 {
 	struct rdmem_desc d = desc(RDMEM_OP_KV_PUT, (uint16_t)strlen(key), len), rep;
 
 	memcpy(p->buf, key, d.key_len);
 	memset(p->buf + d.key_len, fill, len);
-	if (peer_call(p, 0, &d, d.key_len + len, &rep) < 0)
+	if (raw_peer_call(p, 0, &d, d.key_len + len, &rep) < 0)
 		return -1;
 	return rep.status;
 }
@@ -171,19 +55,19 @@ static int put(struct peer *p, const char *key, uint32_t len, uint8_t fill)
 static void test_eager_round_trip(void)
 {
 	struct rdmem_desc d = desc(RDMEM_OP_KV_GET, 3, 0), rep;
-	struct peer p;
+	struct raw_peer p;
 	uint32_t i;
 
 	REQUIRE(peer_open(&p) == 0);
 	CHECK_EQ(put(&p, "k-1", 100, 0x41), RDMEM_S_OK);
 	memcpy(p.buf, "k-1", 3);
-	REQUIRE(peer_call(&p, 5, &d, 3, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 5, &d, 3, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_OK);
 	CHECK_EQ(rep.val_len, 100);
 	CHECK(!(rep.flags & RDMEM_F_OBJREF));
 	for (i = 0; i < 100; i++)
 		CHECK_EQ(p.l->resp_data[5 * 16384 + i], 0x41);
-	peer_close(&p);
+	raw_peer_close(&p);
 }
 
 static void test_lazy_and_reclaim(void)
@@ -191,19 +75,19 @@ static void test_lazy_and_reclaim(void)
 	struct rdmem_desc d = desc(RDMEM_OP_LARGE_GET, 7, 0), rep, rc;
 	struct rdmem_objref ref;
 	struct rdmem_ctrl ctrl;
-	struct peer p;
+	struct raw_peer p;
 	uint8_t *obj = malloc(64 << 10);
 
 	REQUIRE(obj && peer_open(&p) == 0);
 	/* 64 KiB does not fit the 16 KiB response slot: the server goes LAZY. */
 	memcpy(p.buf, "big:64k", 7);
-	REQUIRE(peer_call(&p, 1, &d, 7, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 1, &d, 7, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_OK);
 	REQUIRE(rep.flags & RDMEM_F_OBJREF);
 	ref = rep.args.obj;
 	CHECK_EQ(ref.length, 65536);
-	REQUIRE(peer_read(&p, p.l->w.objpool.addr + ref.offset, p.l->w.objpool.rkey, obj,
-			  ref.length) == 0);
+	REQUIRE(raw_peer_read(&p, p.l->w.objpool.addr + ref.offset, p.l->w.objpool.rkey, obj,
+			      ref.length) == 0);
 	CHECK_EQ(rdmem_big_verify(65536, 0, obj, 65536), 65536);
 	REQUIRE(peer_ctrl(&p, &ctrl) == 0);
 	CHECK_EQ(ctrl.objects_live, 1);
@@ -211,21 +95,21 @@ static void test_lazy_and_reclaim(void)
 	/* RECLAIM: freed; again: harmless repeat; a forged generation: stale. */
 	d = desc(RDMEM_OP_RECLAIM, 0, sizeof(ref));
 	memcpy(p.buf, &ref, sizeof(ref));
-	REQUIRE(peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
+	REQUIRE(raw_peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
 	CHECK_EQ(rc.aux, 1);
 	CHECK_EQ(rc.args.raw[0], 0);
 	d = desc(RDMEM_OP_RECLAIM, 0, sizeof(ref));
-	REQUIRE(peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
+	REQUIRE(raw_peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
 	CHECK_EQ(rc.aux, 1); /* a repeat counts as done, not refused */
 	ref.generation += 7;
 	memcpy(p.buf, &ref, sizeof(ref));
 	d = desc(RDMEM_OP_RECLAIM, 0, sizeof(ref));
-	REQUIRE(peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
+	REQUIRE(raw_peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
 	CHECK_EQ(rc.args.raw[0], 1);
 	ref.object_id = 1u << 30;
 	memcpy(p.buf, &ref, sizeof(ref));
 	d = desc(RDMEM_OP_RECLAIM, 0, sizeof(ref));
-	REQUIRE(peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
+	REQUIRE(raw_peer_call(&p, 2, &d, sizeof(ref), &rc) == 0);
 	CHECK_EQ(rc.args.raw[0], 1);
 	proc_sleep_ms(20);
 	REQUIRE(peer_ctrl(&p, &ctrl) == 0);
@@ -233,7 +117,7 @@ static void test_lazy_and_reclaim(void)
 	CHECK_EQ(ctrl.obj_reclaim, 1);
 	CHECK_EQ(ctrl.obj_repeat, 1);
 	CHECK_EQ(ctrl.obj_stale, 2);
-	peer_close(&p);
+	raw_peer_close(&p);
 	free(obj);
 }
 
@@ -241,14 +125,14 @@ static void test_forced_lazy_and_ttl(void)
 {
 	struct rdmem_desc d = desc(RDMEM_OP_KV_GET, 3, 0), rep;
 	struct rdmem_ctrl ctrl;
-	struct peer p;
+	struct raw_peer p;
 
 	REQUIRE(peer_open(&p) == 0);
 	CHECK_EQ(put(&p, "k-2", 10, 0x42), RDMEM_S_OK);
 	memcpy(p.buf, "k-2", 3);
 	d.flags = RDMEM_F_WANT_OBJREF;
 	d.path = RDMEM_PATH_LAZY;
-	REQUIRE(peer_call(&p, 3, &d, 3, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 3, &d, 3, &rep) == 0);
 	CHECK(rep.flags & RDMEM_F_OBJREF);
 	CHECK_EQ(rep.args.obj.length, 10);
 	/* Never reclaimed: the server's TTL scan (300 ms here) frees it. */
@@ -256,7 +140,7 @@ static void test_forced_lazy_and_ttl(void)
 	REQUIRE(peer_ctrl(&p, &ctrl) == 0);
 	CHECK_EQ(ctrl.objects_live, 0);
 	CHECK(ctrl.obj_timeout >= 1);
-	peer_close(&p);
+	raw_peer_close(&p);
 }
 
 /* Each forged descriptor gets BAD_REQUEST (or TOO_BIG) and a counter. */
@@ -264,36 +148,36 @@ static void test_forged_descriptors(void)
 {
 	struct rdmem_desc d, rep;
 	struct rdmem_ctrl before, after;
-	struct peer p;
+	struct raw_peer p;
 
 	REQUIRE(peer_open(&p) == 0);
 	REQUIRE(peer_ctrl(&p, &before) == 0);
 	d = desc(99, 0, 0);
-	REQUIRE(peer_call(&p, 4, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_GET, 3, 0);
 	d.data_off = 9 * p.l->slot_bytes; /* another slot's payload */
-	REQUIRE(peer_call(&p, 4, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_PUT, 3, 64u << 20); /* past the payload area */
-	REQUIRE(peer_call(&p, 60, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 60, &d, 0, &rep) == 0);
 	CHECK(rep.status == RDMEM_S_BAD_REQUEST || rep.status == RDMEM_S_TOO_BIG);
 	d = desc(RDMEM_OP_KV_PUT, 3, (1u << 20) - 100); /* runs past the area's end */
-	REQUIRE(peer_call(&p, 63, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 63, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_GET, RDMEM_MAX_KEY + 1, 0);
-	REQUIRE(peer_call(&p, 4, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_GET, 3, 0);
 	d.path = 200;
-	REQUIRE(peer_call(&p, 4, &d, 0, &rep) == 0);
+	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	proc_sleep_ms(20);
 	REQUIRE(peer_ctrl(&p, &after) == 0);
 	CHECK_EQ(after.bad_requests - before.bad_requests, 6);
 	/* The session still serves good calls. */
 	CHECK_EQ(put(&p, "k-3", 5, 0x43), RDMEM_S_OK);
-	peer_close(&p);
+	raw_peer_close(&p);
 }
 
 /* An immediate for a slot that holds no READY request is ignored and counted. */
@@ -303,7 +187,7 @@ static void test_garbage_slot(void)
 	struct rdmem_ctrl before, after;
 	struct rdmem_wr wr = { 0 };
 	uint32_t garbage = 0x12345678;
-	struct peer p;
+	struct raw_peer p;
 
 	REQUIRE(peer_open(&p) == 0);
 	REQUIRE(peer_ctrl(&p, &before) == 0);
@@ -313,7 +197,7 @@ static void test_garbage_slot(void)
 	wr.remote_addr = p.l->w.req_ring.addr + 7 * RDMEM_DESC_SIZE;
 	wr.rkey = p.l->w.req_ring.rkey;
 	wr.nsge = 1;
-	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)p.buf, 4, p.src.lkey };
+	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)p.buf, 4, p.mr.lkey };
 	REQUIRE(rdmem_fab_post(p.l->conn, &wr, 1) == 0);
 	wr.imm = 5000; /* no such slot */
 	wr.remote_addr = p.l->w.req_ring.addr;
@@ -321,65 +205,67 @@ static void test_garbage_slot(void)
 	proc_sleep_ms(50);
 	REQUIRE(peer_ctrl(&p, &after) == 0);
 	CHECK_EQ(after.bad_requests - before.bad_requests, 2);
-	REQUIRE(peer_call(&p, 8, &d, 0, &d) == 0);
+	REQUIRE(raw_peer_call(&p, 8, &d, 0, &d) == 0);
 	CHECK_EQ(d.status, RDMEM_S_OK);
-	peer_close(&p);
+	raw_peer_close(&p);
 }
 
 /* A session that breaks (access violation) takes nothing from another. */
 static void test_sessions_isolated(void)
 {
 	struct rdmem_desc d = desc(RDMEM_OP_PING, 0, 0);
-	struct peer good, bad;
+	struct raw_peer good, bad;
 	uint8_t b[64];
 
 	REQUIRE(peer_open(&good) == 0);
 	REQUIRE(peer_open(&bad) == 0);
 	/* Reading past the object pool is refused by the "NIC" and breaks bad's session. */
-	CHECK(peer_read(&bad, bad.l->w.objpool.addr + bad.l->w.objpool.len - 8,
-			bad.l->w.objpool.rkey, b, 64) < 0);
+	CHECK(raw_peer_read(&bad, bad.l->w.objpool.addr + bad.l->w.objpool.len - 8,
+			    bad.l->w.objpool.rkey, b, 64) < 0);
 	CHECK_EQ(rdmem_fab_check(bad.l->conn), -ECONNRESET);
-	CHECK_EQ(peer_call(&good, 1, &d, 0, &d), 0);
-	peer_close(&bad);
+	CHECK_EQ(raw_peer_call(&good, 1, &d, 0, &d), 0);
+	raw_peer_close(&bad);
 	/* Another session's lease, with that session's own rkey, is out of
 	 * reach too: each session's regions are registered on its connection
 	 * only (README: "its peer can reach nothing else"). */
 	REQUIRE(peer_open(&bad) == 0);
-	CHECK(peer_read(&bad, good.l->w.objpool.addr, good.l->w.objpool.rkey, b, 64) < 0);
+	CHECK(raw_peer_read(&bad, good.l->w.objpool.addr, good.l->w.objpool.rkey, b, 64) < 0);
 	CHECK_EQ(rdmem_fab_check(bad.l->conn), -ECONNRESET);
 	d = desc(RDMEM_OP_PING, 0, 0);
-	CHECK_EQ(peer_call(&good, 1, &d, 0, &d), 0);
+	CHECK_EQ(raw_peer_call(&good, 1, &d, 0, &d), 0);
 	CHECK_EQ(d.status, RDMEM_S_OK);
-	peer_close(&bad);
+	raw_peer_close(&bad);
 	d = desc(RDMEM_OP_PING, 0, 0);
-	CHECK_EQ(peer_call(&good, 2, &d, 0, &d), 0);
-	peer_close(&good);
+	CHECK_EQ(raw_peer_call(&good, 2, &d, 0, &d), 0);
+	raw_peer_close(&good);
 	/* And a new session is welcome afterwards. */
 	REQUIRE(peer_open(&good) == 0);
 	CHECK_EQ(put(&good, "k-4", 1, 1), RDMEM_S_OK);
-	peer_close(&good);
+	raw_peer_close(&good);
 }
 
 int main(int argc, char **argv_main)
 {
 	char bin[512], port_s[16], ready[64];
 	const char *fab = argc > 1 ? argv_main[1] : "shm", *env;
-	char *argv[] = { bin,	     "-b",	  (char *)addr,	  "-p",	 port_s,
-			 "--fabric", (char *)fab, "--object-ttl", "300", NULL };
+	char *argv[] = { bin,	      "-b",	      (char *)raw_peer_target.host,
+			 "-p",	      port_s,	      "--fabric",
+			 (char *)fab, "--object-ttl", "300",
+			 NULL };
 
 	rdmem_log_init("test_rdma_server", 0);
-	if (rdmem_fab_kind_parse(fab, &fabric) < 0) {
+	if (rdmem_fab_kind_parse(fab, &raw_peer_target.fabric) < 0) {
 		printf("not ok - fabric '%s': shm or verbs\n", fab);
 		return 1;
 	}
 	if ((env = getenv("RDMEM_TEST_ADDR")) && *env)
-		argv[2] = (char *)(addr = env);
+		argv[2] = (char *)(raw_peer_target.host = env);
 	if ((env = getenv("RDMEM_TEST_SOURCE")) && *env)
-		source = env;
+		raw_peer_target.src_addr = env;
 	snprintf(ready, sizeof(ready), "listening %s", fab);
-	port = proc_free_port_pair();
+	raw_peer_target.port = (uint16_t)proc_free_port_pair();
 	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
-	snprintf(port_s, sizeof(port_s), "%u", port);
+	snprintf(port_s, sizeof(port_s), "%u", raw_peer_target.port);
 	if (proc_start(&server, "server", argv, ready, T_TIMEOUT_MS) < 0) {
 		printf("not ok - start rdmem-server\n");
 		return 1;
