@@ -120,6 +120,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("tcp.waiting", G, tcp.waiting, "TCP calls waiting for a connection or window."),
 	S("tcp.bytes_out", C, tcp.bytes_out, "Request payload bytes sent on TCP."),
 	S("tcp.bytes_in", C, tcp.bytes_in, "Reply payload bytes received on TCP."),
+	S("tcp.mac_failures", C, tcp.mac_failures,
+	  "TCP replies whose MAC failed (changed, replayed, dropped, reflected): each "
+	  "reconnected."),
 	S("frontdoor.clients", G, fd.attached, "Local processes attached to the front door."),
 	S("frontdoor.inflight", G, fd.inflight, "Front-door calls not completed yet."),
 	S("frontdoor.calls", C, fd.calls, "Calls taken from the SHM ring."),

@@ -26,7 +26,7 @@
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
 	atomic_uint_fast64_t calls, ok, failed, retried, unreachable, timeouts, connects,
-	    disconnects, bytes_out, bytes_in;
+	    disconnects, bytes_out, bytes_in, mac_failures;
 	atomic_uint connected, inflight, waiting;
 };
 
@@ -151,6 +151,14 @@ static int rdmem_tcp_bind(struct rdmem_tcp_actor *a)
 	return 0;
 }
 
+/* Closes the connection, keeping its count of replies that failed their MAC. */
+static void rdmem_tcp_close_client(struct rdmem_tcp_actor *a)
+{
+	rdmem_tcp_count(&a->c.mac_failures, rdmem_tcp_client_mac_failures(a->cli));
+	rdmem_tcp_client_close(a->cli);
+	a->cli = NULL;
+}
+
 static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 {
 	int ret;
@@ -164,7 +172,7 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 	if (ret == 0)
 		ret = rdmem_tcp_bind(a);
 	if (ret < 0 && a->cli)
-		rdmem_tcp_client_close(a->cli);
+		rdmem_tcp_close_client(a);
 	if (ret < 0) {
 		a->cli = NULL;
 		a->backoff_ns = a->backoff_ns
@@ -198,8 +206,7 @@ static void rdmem_tcp_take_back(struct rdmem_tcp_actor *a)
 	while ((n = rdmem_tcp_client_abort(a->cli, done, RDMEM_TCP_DONE_BATCH)) > 0)
 		for (i = 0; i < n; i++)
 			rdmem_tcp_finished(a, done[i], &lost);
-	rdmem_tcp_client_close(a->cli);
-	a->cli = NULL;
+	rdmem_tcp_close_client(a);
 }
 
 /* The connection is gone: calls it carried go back to wait for the next one. */
@@ -512,6 +519,7 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(disconnects);
 	RDMEM_LOAD(bytes_out);
 	RDMEM_LOAD(bytes_in);
+	RDMEM_LOAD(mac_failures);
 	RDMEM_LOAD(connected);
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);

@@ -28,7 +28,7 @@ struct rdmem_tcp_actor_config {
 
 struct rdmem_tcp_actor_stats {
 	uint64_t calls, ok, failed, retried, unreachable, timeouts, connects, disconnects;
-	uint64_t bytes_out, bytes_in;
+	uint64_t bytes_out, bytes_in, mac_failures;
 	uint32_t connected, inflight, waiting;
 };
 

@@ -96,6 +96,14 @@ uint64_t rdmem_auth_nonce(void)
 	return (uint64_t)time(NULL) << 32 | randombytes_random();
 }
 
+uint64_t rdmem_auth_random64(void)
+{
+	uint64_t r;
+
+	randombytes_buf(&r, sizeof(r));
+	return r;
+}
+
 void rdmem_auth_mac(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
 		    const void *m2, size_t l2, uint8_t *out, size_t outlen)
 {
@@ -138,4 +146,16 @@ int rdmem_auth_fresh(struct rdmem_auth *a, uint64_t nonce)
 		a->seen[a->next++ % RDMEM_AUTH_SEEN] = nonce;
 	pthread_mutex_unlock(&a->lock);
 	return ret;
+}
+
+void rdmem_auth_tcp_keys(const struct rdmem_auth *a, uint64_t agent_nonce, uint64_t server_nonce,
+			 uint8_t to_server[RDMEM_AUTH_TCP_KEY],
+			 uint8_t to_agent[RDMEM_AUTH_TCP_KEY])
+{
+	_Static_assert(RDMEM_AUTH_TCP_KEY == crypto_auth_hmacsha256_BYTES, "a whole HMAC");
+	/* HMAC as the key derivation function, with a label per direction. */
+	rdmem_auth_mac(a, "tcp-frames-to-server", &agent_nonce, sizeof(agent_nonce), &server_nonce,
+		       sizeof(server_nonce), to_server, RDMEM_AUTH_TCP_KEY);
+	rdmem_auth_mac(a, "tcp-frames-to-agent", &agent_nonce, sizeof(agent_nonce), &server_nonce,
+		       sizeof(server_nonce), to_agent, RDMEM_AUTH_TCP_KEY);
 }

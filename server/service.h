@@ -95,6 +95,8 @@ void rdmem_service_tick(struct rdmem_service *svc);
 void rdmem_service_count_bad_input(struct rdmem_service *svc);
 /* Counts one peer refused for not proving the shared secret. */
 void rdmem_service_count_auth_failure(struct rdmem_service *svc);
+/* A TCP frame after AUTH failed its tag (tcp/frame_mac.h): tampered, replayed, lost. */
+void rdmem_service_count_mac_failure(struct rdmem_service *svc);
 
 /* The RDMA side adds its own section to STATS. Safe while calls are served;
  * fn NULL clears it, and returns only once no STATS is inside the old hook. */

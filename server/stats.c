@@ -32,6 +32,7 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	s->bad_input = ld(&svc->bad_input);
 	s->bad_request = ld(&svc->bad_request);
 	s->auth_failures = ld(&svc->auth_failures);
+	s->mac_failures = ld(&svc->mac_failures);
 	s->bytes_in = ld(&svc->bytes_in);
 	s->bytes_out = ld(&svc->bytes_out);
 	for (i = 1; i < RDMEM_OP__COUNT; i++) {
@@ -72,6 +73,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("bad_input", C, bad_input, "Frames or descriptors refused before dispatch."),
 	S("bad_request", C, bad_request, "Calls answered BAD_REQUEST."),
 	S("auth_failures", C, auth_failures, "Peers refused by the shared-secret check."),
+	S("mac_failures", C, mac_failures,
+	  "TCP frames after AUTH whose MAC failed (changed, replayed, dropped, reflected)."),
 	S("bytes_in", C, bytes_in, "Request key and value bytes."),
 	S("bytes_out", C, bytes_out, "Reply value bytes."),
 	OP("ping", RDMEM_OP_PING),

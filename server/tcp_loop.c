@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "tcp/frame.h"
+#include "tcp/frame_mac.h"
 #include "common/uring.h"
 #include "rdmem/auth.h"
 #include "rdmem/util.h"
@@ -65,6 +66,13 @@ struct conn {
 	unsigned ops; /* SQEs in flight that name this connection */
 	unsigned bad_logged;
 	int authed; /* proved the shared secret (or none is required) */
+	/* After AUTH with a secret: the frame tags (tcp/frame_mac.h), each way's count. */
+	struct rdmem_frame_mac *mac;
+	uint64_t tx_seq, rx_seq;
+	/* A refused frame being drained: its reply waits until its tag is checked. */
+	int reject_pending;
+	uint16_t reject_status;
+	struct rdmem_desc reject_req;
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
 	int closing;	      /* no more reads; close once flushed */
@@ -154,6 +162,7 @@ static void conn_free(struct conn *c)
 		c->next->prev = c->prev;
 	s->nconns--;
 	rdmem_service_peer_release(s->svc, &c->ident);
+	rdmem_frame_mac_free(c->mac);
 	close(c->fd);
 	free(c->rbuf);
 	free(c->out[0].p);
@@ -246,10 +255,26 @@ static int tcp_sink_reserve(struct rdmem_reply_sink *base, uint32_t len, void **
 	return RDMEM_S_OK;
 }
 
+/* After AUTH, a reply just written at hdr_at (it ends at ob->len) gets its tag. */
+static int conn_seal(struct conn *c, struct outbuf *ob, size_t hdr_at)
+{
+	size_t end = ob->len;
+
+	if (!c->mac)
+		return 0;
+	if (outbuf_reserve(ob, end + RDMEM_FRAME_TAG) < 0)
+		return -ENOMEM;
+	rdmem_frame_mac_sign(c->mac, c->tx_seq++, ob->p + hdr_at, ob->p + hdr_at + RDMEM_DESC_SIZE,
+			     end - hdr_at - RDMEM_DESC_SIZE, NULL, 0, ob->p + end);
+	ob->len = end + RDMEM_FRAME_TAG;
+	return 0;
+}
+
 /* A reply with no value: refused frames and failed calls. */
 static int conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
 {
 	struct outbuf *ob = &c->out[c->fill];
+	size_t hdr_at = ob->len;
 	struct rdmem_desc rep;
 
 	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
@@ -258,7 +283,7 @@ static int conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint1
 	rep.status = status;
 	rdmem_frame_put(ob->p + ob->len, &rep);
 	ob->len += RDMEM_DESC_SIZE;
-	return 0;
+	return conn_seal(c, ob, hdr_at);
 }
 
 static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
@@ -280,7 +305,7 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	}
 	rdmem_frame_put(ob->p + sink.hdr_at, &rep);
 	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
-	return 0;
+	return conn_seal(c, ob, sink.hdr_at);
 }
 
 /*
@@ -293,6 +318,7 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	struct rdmem_auth *auth = c->srv->cfg.auth;
 	struct outbuf *ob = &c->out[c->fill];
 	struct rdmem_auth_tcp tok;
+	struct rdmem_auth_tcp_reply ours;
 	struct rdmem_desc rep;
 	const char *why = "its first frame is not AUTH";
 	int ret;
@@ -307,15 +333,19 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	why = "stale or replayed proof";
 	if (rdmem_auth_fresh(auth, rdmem_le64(tok.nonce)) < 0) /* the MACs cover its wire bytes */
 		goto refuse;
-	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + RDMEM_AUTH_MAC) < 0)
+	/* Our nonce makes this connection's frame keys ours too (random bytes: no order). */
+	ours.nonce = rdmem_auth_random64();
+	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &ours.nonce,
+		       sizeof(ours.nonce), ours.mac, sizeof(ours.mac));
+	c->mac = rdmem_frame_mac_tcp(auth, tok.nonce, ours.nonce, 1);
+	if (!c->mac || outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + sizeof(ours)) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
-	rep.val_len = RDMEM_AUTH_MAC;
+	rep.val_len = sizeof(ours);
 	rdmem_frame_put(ob->p + ob->len, &rep);
-	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0,
-		       ob->p + ob->len + RDMEM_DESC_SIZE, RDMEM_AUTH_MAC);
-	ob->len += RDMEM_DESC_SIZE + RDMEM_AUTH_MAC;
-	c->authed = 1;
+	memcpy(ob->p + ob->len + RDMEM_DESC_SIZE, &ours, sizeof(ours));
+	ob->len += RDMEM_DESC_SIZE + sizeof(ours);
+	c->authed = 1; /* every frame from here on, both ways, carries a tag */
 	return 0;
 refuse:
 	rdmem_warn("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
@@ -341,6 +371,60 @@ static void conn_log_bad(struct conn *c, const struct rdmem_frame *f)
 	rdmem_service_count_bad_input(c->srv->svc);
 }
 
+static size_t conn_tag_len(const struct conn *c)
+{
+	return c->mac ? RDMEM_FRAME_TAG : 0;
+}
+
+/* A frame after AUTH failed its tag: nothing more from this peer is believed. */
+static void conn_mac_failure(struct conn *c, uint64_t seq)
+{
+	rdmem_warn_limited("tcp %s: frame %llu from %s fails its MAC (changed, replayed, dropped "
+			   "or reflected on the way): closing the connection",
+			   c->srv->name, (unsigned long long)seq, c->peer);
+	rdmem_service_count_mac_failure(c->srv->svc);
+	conn_close_after_flush(c);
+}
+
+/* 0 when the whole frame at p (f->len bytes, tag included) is authentic. */
+static int conn_check_tag(struct conn *c, const uint8_t *p, const struct rdmem_frame *f)
+{
+	uint64_t seq = c->rx_seq++;
+
+	rdmem_frame_mac_begin(c->mac, seq, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
+	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, f->len - RDMEM_DESC_SIZE);
+	if (rdmem_frame_mac_verify(c->mac) == 0)
+		return 0;
+	conn_mac_failure(c, seq);
+	return -1;
+}
+
+/* The refused frame's last byte is in: its status goes out if its tag holds. */
+static int conn_reject_end(struct conn *c)
+{
+	c->reject_pending = 0;
+	if (rdmem_frame_mac_verify(c->mac) < 0) {
+		conn_mac_failure(c, c->rx_seq - 1);
+		return 0;
+	}
+	return conn_reply_status(c, &c->reject_req, c->reject_status);
+}
+
+/*
+ * A refused frame after AUTH: its payload is drained, not buffered, so its
+ * tag is checked as the bytes go by, and the refusal is sent only after.
+ */
+static int conn_reject_tagged(struct conn *c, const struct rdmem_frame *f, const uint8_t *p,
+			      size_t have)
+{
+	rdmem_frame_mac_begin(c->mac, c->rx_seq++, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
+	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, have - RDMEM_DESC_SIZE);
+	c->reject_req = f->desc;
+	c->reject_status = f->status;
+	c->reject_pending = 1;
+	return c->drain ? 0 : conn_reject_end(c);
+}
+
 /* Makes room for the frame at the buffer start, or gives a grown buffer back. */
 static int conn_fit_rbuf(struct conn *c)
 {
@@ -348,7 +432,8 @@ static int conn_fit_rbuf(struct conn *c)
 	size_t want = TCP_RBUF_MIN;
 	uint8_t *p;
 
-	if (rdmem_frame_parse(c->rbuf, c->rlen, c->srv->cfg.max_value, &f) == RDMEM_FRAME_NEED &&
+	if (rdmem_frame_parse_tagged(c->rbuf, c->rlen, c->srv->cfg.max_value, conn_tag_len(c),
+				     &f) == RDMEM_FRAME_NEED &&
 	    f.len > want)
 		want = f.len; /* header seen and valid: len is under the caps */
 	if (want < c->rlen)
@@ -369,11 +454,13 @@ static int conn_process(struct conn *c)
 	size_t pos = 0;
 	int ret = 0;
 
-	while (!c->closing && conn_out_pending(c) <= TCP_OUT_HIGH) {
+	if (c->reject_pending && !c->drain && !c->closing)
+		ret = conn_reject_end(c);
+	while (ret == 0 && !c->closing && conn_out_pending(c) <= TCP_OUT_HIGH) {
 		struct rdmem_frame f;
 		size_t avail = c->rlen - pos;
-		enum rdmem_frame_kind k =
-		    rdmem_frame_parse(c->rbuf + pos, avail, c->srv->cfg.max_value, &f);
+		enum rdmem_frame_kind k = rdmem_frame_parse_tagged(
+		    c->rbuf + pos, avail, c->srv->cfg.max_value, conn_tag_len(c), &f);
 
 		if (k == RDMEM_FRAME_NEED)
 			break;
@@ -385,13 +472,18 @@ static int conn_process(struct conn *c)
 		}
 		if (k == RDMEM_FRAME_REJECT) {
 			conn_log_bad(c, &f);
-			ret = conn_reply_status(c, &f.desc, f.status);
 			if (f.len > avail)
 				c->drain = f.len - avail;
+			ret = c->mac ? conn_reject_tagged(c, &f, c->rbuf + pos,
+							  RDMEM_MIN(f.len, avail))
+				     : conn_reply_status(c, &f.desc, f.status);
 			pos += RDMEM_MIN(f.len, avail);
 		} else if (!c->authed) {
 			ret = conn_authenticate(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
+		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
+			pos = c->rlen;
+			break;
 		} else {
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
@@ -490,6 +582,8 @@ static void conn_on_recv(struct conn *c, int res)
 	if (c->drain) {
 		size_t d = RDMEM_MIN(c->drain, (uint64_t)res);
 
+		if (c->reject_pending) /* the tag covers what we throw away */
+			rdmem_frame_mac_absorb(c->mac, c->rbuf + c->rlen, d);
 		memmove(c->rbuf + c->rlen, c->rbuf + c->rlen + d, (size_t)res - d);
 		c->drain -= d;
 		res -= (int)d;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "tcp/frame.h"
+#include "tcp/frame_mac.h"
 #include "rdmem/util.h"
 
 #define CLI_RBUF       (64u << 10)
@@ -46,6 +47,9 @@ struct cli_slot {
 	int sent;    /* every request byte is with the kernel */
 	int replied; /* reply complete while the request was still being sent */
 	int result;  /* ... and its result, delivered once sent */
+	int tagged;  /* tag holds this request's tag, for sequence number tag_seq */
+	uint64_t tag_seq;
+	uint8_t tag[RDMEM_FRAME_TAG];
 };
 
 struct cli_body { /* the reply whose value is being received */
@@ -63,6 +67,10 @@ struct rdmem_tcp_client {
 	int dead;	/* connection lost: calls fail once the kernel is done with them */
 	int failed_all; /* every call was handed back after the loss */
 	uint64_t protocol_errors;
+	/* After AUTH with a secret: frame tags (tcp/frame_mac.h), each way's count. */
+	struct rdmem_frame_mac *mac;
+	uint64_t tx_seq, rx_seq;
+	uint64_t mac_failures;
 
 	struct cli_slot slots[RDMEM_TCP_CLIENT_WINDOW];
 	uint16_t free_slots[RDMEM_TCP_CLIENT_WINDOW];
@@ -73,7 +81,7 @@ struct rdmem_tcp_client {
 	unsigned sq_head, sq_len;
 	size_t head_off;     /* bytes of the first queued call already sent */
 	unsigned send_batch; /* queued calls covered by the sendmsg in flight (0: none) */
-	struct iovec iov[CLI_SEND_CALLS * 3];
+	struct iovec iov[CLI_SEND_CALLS * 4]; /* header, key, value, tag */
 	struct msghdr msg;
 
 	uint8_t rbuf[CLI_RBUF];
@@ -103,9 +111,14 @@ static struct io_uring_sqe *cli_sqe(struct rdmem_tcp_client *c)
 	return sqe;
 }
 
-static uint64_t cli_call_len(const struct rdmem_tcp_call *call)
+static size_t cli_tag_len(const struct rdmem_tcp_client *c)
 {
-	return RDMEM_DESC_SIZE + rdmem_desc_payload_len(&call->req);
+	return c->mac ? RDMEM_FRAME_TAG : 0;
+}
+
+static uint64_t cli_call_len(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call)
+{
+	return RDMEM_DESC_SIZE + rdmem_desc_payload_len(&call->req) + cli_tag_len(c);
 }
 
 static void cli_push_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int result)
@@ -120,6 +133,7 @@ static void cli_free_slot(struct rdmem_tcp_client *c, unsigned i)
 	c->slots[i].busy = 0;
 	c->slots[i].sent = 0;
 	c->slots[i].replied = 0;
+	c->slots[i].tagged = 0;
 	c->free_slots[c->nfree++] = (uint16_t)i;
 }
 
@@ -128,7 +142,7 @@ static void cli_kill(struct rdmem_tcp_client *c, const char *why)
 {
 	if (c->dead)
 		return;
-	rdmem_warn("tcp client %s: connection lost: %s", c->peer, why);
+	rdmem_warn_limited("tcp client %s: connection lost: %s", c->peer, why);
 	c->dead = 1;
 	shutdown(c->fd, SHUT_RDWR);
 }
@@ -161,6 +175,38 @@ static void cli_finish(struct rdmem_tcp_client *c, unsigned slot);
 
 /* ---- send ----------------------------------------------------------------- */
 
+/*
+ * Requests are tagged in the order they go on the wire, when they first join
+ * a send; a withdrawn request that never went out gives its sequence number
+ * back (see cli_untag_from).
+ */
+static void cli_tag(struct rdmem_tcp_client *c, struct cli_slot *s)
+{
+	const struct rdmem_tcp_call *call = s->call;
+
+	if (!c->mac || s->tagged)
+		return;
+	s->tag_seq = c->tx_seq++;
+	rdmem_frame_mac_sign(c->mac, s->tag_seq, &s->hdr, call->key, call->req.key_len, call->val,
+			     call->req.val_len, s->tag);
+	s->tagged = 1;
+}
+
+/* Unsent requests from queue position k on lose their tags (they are retagged in order). */
+static void cli_untag_from(struct rdmem_tcp_client *c, unsigned k)
+{
+	for (; k < c->sq_len; k++) {
+		struct cli_slot *s =
+		    &c->slots[c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW]];
+
+		if (!s->tagged)
+			break; /* tagged ones form a prefix of the queue */
+		if (s->tag_seq < c->tx_seq)
+			c->tx_seq = s->tag_seq;
+		s->tagged = 0;
+	}
+}
+
 static void cli_iov_add(struct rdmem_tcp_client *c, unsigned *n, const void *p, size_t len,
 			size_t *skip)
 {
@@ -186,9 +232,11 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
 		const struct rdmem_tcp_call *call = c->slots[slot].call;
 
+		cli_tag(c, &c->slots[slot]);
 		cli_iov_add(c, &n, &c->slots[slot].hdr, RDMEM_DESC_SIZE, &skip);
 		cli_iov_add(c, &n, call->key, call->req.key_len, &skip);
 		cli_iov_add(c, &n, call->val, call->req.val_len, &skip);
+		cli_iov_add(c, &n, c->slots[slot].tag, cli_tag_len(c), &skip);
 	}
 	sqe = cli_sqe(c);
 	if (!sqe) {
@@ -214,7 +262,7 @@ static void cli_on_send(struct rdmem_tcp_client *c, int res)
 	}
 	while (left && c->sq_len) {
 		unsigned slot = c->sendq[c->sq_head];
-		size_t rest = cli_call_len(c->slots[slot].call) - c->head_off;
+		size_t rest = cli_call_len(c, c->slots[slot].call) - c->head_off;
 		size_t take = RDMEM_MIN(rest, left);
 
 		c->head_off += take;
@@ -269,6 +317,21 @@ static void cli_finish(struct rdmem_tcp_client *c, unsigned slot)
 	cli_free_slot(c, slot);
 }
 
+/* The reply's last tag byte is in: 0 when it is authentic, else the connection goes. */
+static int cli_check_tag(struct rdmem_tcp_client *c)
+{
+	uint64_t seq = c->rx_seq++;
+
+	if (rdmem_frame_mac_verify(c->mac) == 0)
+		return 0;
+	c->mac_failures++;
+	rdmem_warn_limited("tcp client %s: reply %llu fails its MAC (changed, replayed, dropped or "
+			   "reflected on the way)",
+			   c->peer, (unsigned long long)seq);
+	cli_kill(c, "a reply failed its MAC");
+	return -1;
+}
+
 /*
  * A refused request (over the cap) is answered as soon as the server has its
  * header, so a reply can beat the end of our own send.
@@ -316,7 +379,9 @@ static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 	b->slot = slot;
 	b->got = 0;
 	b->drain = !call || b->hdr.val_len > call->reply_cap;
-	if (!b->hdr.val_len)
+	if (c->mac) /* completes after its tag, in cli_parse */
+		rdmem_frame_mac_begin(c->mac, c->rx_seq, p, b->hdr.val_len);
+	else if (!b->hdr.val_len)
 		cli_complete_body(c);
 	return 0;
 }
@@ -333,10 +398,19 @@ static void cli_parse(struct rdmem_tcp_client *c)
 			if (!b->drain && take)
 				memcpy((uint8_t *)c->slots[b->slot].call->reply + b->got,
 				       c->rbuf + pos, take);
+			if (c->mac && take) /* drained bytes too: the tag covers them */
+				rdmem_frame_mac_absorb(c->mac, c->rbuf + pos, take);
 			b->got += take;
 			pos += take;
 			if (b->got < b->hdr.val_len)
 				break;
+			if (c->mac) {
+				pos += rdmem_frame_mac_absorb(c->mac, c->rbuf + pos, c->rlen - pos);
+				if (!rdmem_frame_mac_done(c->mac))
+					break;
+				if (cli_check_tag(c) < 0)
+					return;
+			}
 			cli_complete_body(c);
 			continue;
 		}
@@ -361,8 +435,12 @@ static void cli_on_recv(struct rdmem_tcp_client *c, int res)
 	if (c->dead)
 		return;
 	if (c->recv_direct) {
+		if (c->mac) /* the tag comes after, into rbuf: cli_parse checks it */
+			rdmem_frame_mac_absorb(
+			    c->mac, (uint8_t *)c->slots[c->body.slot].call->reply + c->body.got,
+			    (size_t)res);
 		c->body.got += (uint32_t)res;
-		if (c->body.got == c->body.hdr.val_len)
+		if (c->body.got == c->body.hdr.val_len && !c->mac)
 			cli_complete_body(c);
 		return;
 	}
@@ -625,6 +703,7 @@ static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 		c->slots[slot].call = NULL;
 		return;
 	}
+	cli_untag_from(c, k);
 	for (; k + 1 < c->sq_len; k++)
 		c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] =
 		    c->sendq[(c->sq_head + k + 1) % RDMEM_TCP_CLIENT_WINDOW];
@@ -720,6 +799,11 @@ int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c)
 uint64_t rdmem_tcp_client_protocol_errors(struct rdmem_tcp_client *c)
 {
 	return c->protocol_errors;
+}
+
+uint64_t rdmem_tcp_client_mac_failures(struct rdmem_tcp_client *c)
+{
+	return c->mac_failures;
 }
 
 /* ---- connect and close ---------------------------------------------------- */
@@ -863,15 +947,19 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 		call->result = -ECONNRESET;
 	io_uring_queue_exit(&c->ring);
 	close(c->fd);
+	rdmem_frame_mac_free(c->mac);
 	free(c);
 }
 
 int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms)
 {
 	struct rdmem_auth_tcp tok;
+	struct rdmem_auth_tcp_reply theirs;
 	struct rdmem_tcp_call call;
-	uint8_t proof[RDMEM_AUTH_MAC];
 	int ret;
+
+	if (c->mac || rdmem_tcp_client_inflight(c))
+		return -EINVAL; /* the first call of a connection, and only once */
 
 	tok.nonce = rdmem_le64(rdmem_auth_nonce()); /* the wire bytes the MACs cover */
 	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
@@ -881,19 +969,28 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	call.req.path = RDMEM_PATH_TCP;
 	call.req.val_len = sizeof(tok);
 	call.val = &tok;
-	call.reply = proof;
-	call.reply_cap = sizeof(proof);
+	call.reply = &theirs;
+	call.reply_cap = sizeof(theirs);
 	ret = rdmem_tcp_client_call(c, &call, timeout_ms);
+	if (ret == -EMSGSIZE ||
+	    (ret == 0 && call.rep.status == RDMEM_S_OK && call.rep.val_len == RDMEM_AUTH_MAC)) {
+		rdmem_err("tcp: the server %s answers AUTH as wire version 2 did (no per-frame "
+			  "MACs); this agent needs version %d: upgrade the server",
+			  c->peer, RDMEM_WIRE_VERSION);
+		return -EPROTO;
+	}
 	if (ret < 0)
 		return ret;
-	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(proof) ||
-	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, proof,
-			      sizeof(proof)) < 0) {
+	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(theirs) ||
+	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &theirs.nonce,
+			      sizeof(theirs.nonce), theirs.mac, sizeof(theirs.mac)) < 0) {
 		rdmem_err("tcp: the server %s (status %s)",
 			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
 							: "refused our proof of the shared secret",
 			  call.rep.status == RDMEM_S_OK ? "ok" : "denied");
 		return -EACCES;
 	}
-	return 0;
+	/* From the next frame on, both ways, every frame carries its tag. */
+	c->mac = rdmem_frame_mac_tcp(auth, tok.nonce, theirs.nonce, 0);
+	return c->mac ? 0 : -ENOMEM;
 }

@@ -92,7 +92,9 @@ int rdmem_tcp_client_watch(struct rdmem_tcp_client *c, int fd);
 int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call, int timeout_ms);
 /*
  * Proves the shared secret (an AUTH call, include/rdmem/auth.h) and checks the
- * server's proof in return: 0, or -EACCES when either side lacks the secret.
+ * server's proof in return: 0, or -EACCES when either side lacks the secret
+ * (-EPROTO: a server of wire version 2). The first call on a connection; every
+ * later frame both ways then carries a MAC (tcp/frame_mac.h).
  */
 struct rdmem_auth;
 int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms);
@@ -100,5 +102,7 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c);
 /* Replies that broke the protocol (unknown req_id, bad header): each closed the connection. */
 uint64_t rdmem_tcp_client_protocol_errors(struct rdmem_tcp_client *c);
+/* Replies after AUTH whose MAC failed (tcp/frame_mac.h): each closed the connection. */
+uint64_t rdmem_tcp_client_mac_failures(struct rdmem_tcp_client *c);
 
 #endif

@@ -13,6 +13,12 @@ static enum rdmem_frame_kind frame_bad(struct rdmem_frame *f, const char *why)
 enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t max_value,
 					struct rdmem_frame *f)
 {
+	return rdmem_frame_parse_tagged(buf, len, max_value, 0, f);
+}
+
+enum rdmem_frame_kind rdmem_frame_parse_tagged(const void *buf, size_t len, uint32_t max_value,
+					       size_t tag, struct rdmem_frame *f)
+{
 	uint32_t magic;
 	uint64_t payload;
 
@@ -32,7 +38,7 @@ enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t ma
 	payload = rdmem_desc_payload_len(&f->desc);
 	if (payload > RDMEM_FRAME_DRAIN_LIMIT)
 		return frame_bad(f, "frame length beyond any cap");
-	f->len = RDMEM_DESC_SIZE + payload;
+	f->len = RDMEM_DESC_SIZE + payload + tag;
 	f->status = rdmem_desc_check(&f->desc, max_value);
 	if (f->status != RDMEM_S_OK) {
 		f->why = f->status == RDMEM_S_TOO_BIG			    ? "value over the cap"

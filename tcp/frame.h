@@ -30,7 +30,7 @@ enum rdmem_frame_kind {
 
 struct rdmem_frame {
 	struct rdmem_desc desc; /* copied out of the stream (valid from REJECT on) */
-	uint64_t len;		/* whole frame: header + payload */
+	uint64_t len;		/* whole frame: header + payload (+ tag) */
 	uint64_t need;		/* NEED: bytes still missing */
 	uint16_t status;	/* REJECT: RDMEM_S_BAD_REQUEST or RDMEM_S_TOO_BIG */
 	const char *why;	/* REJECT / BAD: for the log line */
@@ -44,6 +44,13 @@ struct rdmem_frame {
  */
 enum rdmem_frame_kind rdmem_frame_parse(const void *buf, size_t len, uint32_t max_value,
 					struct rdmem_frame *f);
+
+/*
+ * The same, on a connection whose frames end in a tag of `tag` bytes
+ * (tcp/frame_mac.h): len and need count it.
+ */
+enum rdmem_frame_kind rdmem_frame_parse_tagged(const void *buf, size_t len, uint32_t max_value,
+					       size_t tag, struct rdmem_frame *f);
 
 /* Writes d (host order) at dst as a frame header: wire bytes, no alignment needed. */
 void rdmem_frame_put(void *dst, const struct rdmem_desc *d);

@@ -11,7 +11,10 @@
  *   RDMA  agent: hello.proof   = mac("agent", hello without proof)
  *         server: welcome.proof = mac("server", agent nonce, welcome without proof)
  *   TCP   first frame AUTH, value struct rdmem_auth_tcp {nonce, mac("agent-tcp", nonce)};
- *         reply value: mac("server-tcp", nonce); every other op before it is refused.
+ *         reply value struct rdmem_auth_tcp_reply {server nonce,
+ *         mac("server-tcp", agent nonce, server nonce)}; every other op before it
+ *         is refused. Every later frame carries a tag under per-connection keys
+ *         (rdmem_auth_tcp_keys, tcp/frame_mac.h).
  */
 #ifndef RDMEM_AUTH_H
 #define RDMEM_AUTH_H
@@ -31,6 +34,14 @@ struct rdmem_auth_tcp {
 	uint8_t mac[RDMEM_AUTH_MAC];
 };
 
+/* Wire version 3: the server's nonce came in, so each connection gets its own keys. */
+struct rdmem_auth_tcp_reply {
+	uint64_t nonce; /* random, wire order */
+	uint8_t mac[RDMEM_AUTH_MAC];
+};
+
+#define RDMEM_AUTH_TCP_KEY 32
+
 struct rdmem_auth;
 
 /* Reads the secret file; refuses short secrets and files others can read. */
@@ -43,6 +54,16 @@ void rdmem_auth_mac(const struct rdmem_auth *a, const char *label, const void *m
 /* 0 when mac is right; -EACCES otherwise (constant time). */
 int rdmem_auth_verify(const struct rdmem_auth *a, const char *label, const void *m1, size_t l1,
 		      const void *m2, size_t l2, const uint8_t *mac, size_t maclen);
+/*
+ * The frame keys of one TCP connection, from the secret and both AUTH nonces
+ * (wire bytes): agent-to-server and server-to-agent, so neither direction's
+ * frames verify in the other.
+ */
+void rdmem_auth_tcp_keys(const struct rdmem_auth *a, uint64_t agent_nonce, uint64_t server_nonce,
+			 uint8_t to_server[RDMEM_AUTH_TCP_KEY],
+			 uint8_t to_agent[RDMEM_AUTH_TCP_KEY]);
+/* 64 random bits: the server's AUTH nonce (it needs no clock, only to be new). */
+uint64_t rdmem_auth_random64(void);
 /* 0 for a nonce inside the time window and never seen before; -EACCES else. */
 int rdmem_auth_fresh(struct rdmem_auth *a, uint64_t nonce);
 

@@ -25,7 +25,10 @@
 #define RDMEM_STATIC_ASSERT _Static_assert
 #endif
 
-#define RDMEM_WIRE_VERSION	2 /* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID */
+/* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID.
+ * 3: with a secret, TCP AUTH replies carry the server's nonce and every later
+ *    TCP frame a 16-byte MAC (tcp/frame_mac.h); without one, as 2. */
+#define RDMEM_WIRE_VERSION	3
 #define RDMEM_DESC_SIZE		64
 #define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
 #define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */
