@@ -49,7 +49,7 @@ struct rdmem_frontdoor {
 	uint64_t next_scan_ns;
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
-	    n_expired;
+	    n_expired, n_stalls, n_head_repaired, n_pid_forged;
 };
 
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
