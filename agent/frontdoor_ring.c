@@ -451,7 +451,8 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 		return;
 	}
 	rdmem_frontdoor_count(&fd->n_dead);
-	rdmem_info("front door %s: reclaimed client %u of dead pid %d", fd->name, c, cl->dead_pid);
+	rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: reclaimed client %u of dead pid %d",
+			  fd->name, c, cl->dead_pid);
 }
 
 /* Marks client c dead as pid (its last owner): reclaimed once nothing of it is in flight. */
@@ -525,8 +526,10 @@ static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    !rdmem_frontdoor_pid_alive(pid, cl->start_ticks)) {
-		rdmem_info("front door %s: client %u (pid %d) is gone; reclaiming its slots",
-			   fd->name, c, pid);
+		/* Limited: a client can die (or be started and killed) in a loop. */
+		rdmem_log_limited(RDMEM_LOG_INFO,
+				  "front door %s: client %u (pid %d) is gone; reclaiming its slots",
+				  fd->name, c, pid);
 		rdmem_frontdoor_mark_dead(fd, c, pid);
 	}
 	/* Acquire: pairs with the release decrement at the end of complete(). */

@@ -255,8 +255,15 @@ static inline int rdmem_ring_push(struct rdmem_ring *r, uint16_t client, uint16_
 		return -EINVAL;
 	for (tries = 0; tries < RDMEM_RING_PUSH_TRIES; tries++) {
 		rc = rdmem_ring_claim(r, &pos);
-		if (rc)
+		if (rc) {
+			/*
+			 * Full, or a word a client wrote blocks the claim. A
+			 * consumer with entries to take never sleeps, so one
+			 * that sleeps now has a repair to make: wake it.
+			 */
+			rdmem_ring_kick(r);
 			return rc;
+		}
 		if (rdmem_ring_publish(r, pos, client, slot) == 0) {
 			rdmem_ring_kick(r);
 			return 0;
