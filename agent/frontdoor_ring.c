@@ -455,6 +455,45 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 			  fd->name, c, cl->dead_pid);
 }
 
+/*
+ * A client may overwrite a published ring entry of another: that call's slot
+ * then stays SUBMITTED (or ABANDONED, once its client gave up) with no entry
+ * to bring it to the agent. A slot in that state, not held by the agent,
+ * with the same seq at two scans in a row (100 to 200 ms) is taken as if its
+ * entry had come; an entry that does come later finds it taken and is
+ * refused. So a lost entry costs its call one scan period, not a timeout.
+ */
+static void rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed), seen = 0;
+	uint32_t s;
+
+	for (s = 0; s < fd->geom.slots; s++) {
+		struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
+		/* Relaxed: a hint; take() re-reads the word with acquire. */
+		uint32_t phase =
+		    RDMEM_SLOT_PHASE(atomic_load_explicit(&slot->state, memory_order_relaxed));
+		uint64_t bit = 1ull << s;
+
+		if ((phase != RDMEM_SLOT_SUBMITTED && phase != RDMEM_SLOT_ABANDONED) ||
+		    (held & bit))
+			continue;
+		if ((cl->orphan_seen & bit) && cl->orphan_seq[s] == slot->seq) {
+			rdmem_frontdoor_count(&fd->n_orphans);
+			rdmem_warn_limited(
+			    "front door %s: client %u slot %u was submitted but its "
+			    "ring entry never came (overwritten?): taken by the scan",
+			    fd->name, c, s);
+			rdmem_frontdoor_take(fd, c, s);
+			continue;
+		}
+		seen |= bit;
+		cl->orphan_seq[s] = slot->seq;
+	}
+	cl->orphan_seen = seen;
+}
+
 /* Marks client c dead as pid (its last owner): reclaimed once nothing of it is in flight. */
 static void rdmem_frontdoor_mark_dead(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid)
 {
@@ -532,6 +571,8 @@ static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 				  fd->name, c, pid);
 		rdmem_frontdoor_mark_dead(fd, c, pid);
 	}
+	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
+		rdmem_frontdoor_scan_orphans(fd, c);
 	/* Acquire: pairs with the release decrement at the end of complete(). */
 	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&
@@ -682,6 +723,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->stalls = atomic_load_explicit(&fd->n_stalls, memory_order_relaxed);
 	out->head_repaired = atomic_load_explicit(&fd->n_head_repaired, memory_order_relaxed);
 	out->pid_forged = atomic_load_explicit(&fd->n_pid_forged, memory_order_relaxed);
+	out->orphans = atomic_load_explicit(&fd->n_orphans, memory_order_relaxed);
 	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);
 	out->expired = atomic_load_explicit(&fd->n_expired, memory_order_relaxed);

@@ -134,6 +134,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Ring heads a client moved out of range, put back."),
 	S("frontdoor.pid_forged", C, fd.pid_forged,
 	  "Client entries found with a negative pid word, restored or reclaimed."),
+	S("frontdoor.orphans", C, fd.orphans,
+	  "Submitted slots whose ring entry never came (a client overwrote it), taken by the "
+	  "scan."),
 	S("frontdoor.dead_clients", C, fd.dead_clients,
 	  "Client entries reclaimed from dead processes."),
 	S("frontdoor.dropped", C, fd.dropped, "Completions for clients that died or gave up."),

@@ -26,8 +26,8 @@
 #include "shm/ring.h"
 #include "tests/check.h"
 
-#define SIZE	64u
-#define SKIP_NS 2000000ull
+#define SIZE	 64u
+#define SKIP_NS	 2000000ull
 #define BOUND_MS 500 /* the ring must flow again within this */
 
 struct ring_mem {
@@ -49,8 +49,8 @@ static int pop_within(struct rdmem_ring *r, struct rdmem_ring_consumer *c, uint1
 
 static void test_ring_publish_after_32_bit_wrap_does_not_wedge(void)
 {
-	struct ring_mem *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
-				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ring_mem *m =
+	    mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	uint64_t start = 1000, pos_q = start + (1ull << 32), t0;
 	struct rdmem_ring_consumer c;
 	struct rdmem_ring r;
@@ -103,8 +103,8 @@ static void test_ring_publish_after_32_bit_wrap_does_not_wedge(void)
 		if (pop_within(&r, &c, &cl, &sl, BOUND_MS) != 1 || cl != 1 || sl != i % 64)
 			break;
 	}
-	printf("# %d of %u entries after the wrap, in %llu ms; %llu cell(s) rewritten\n",
-	       pushed, 3 * SIZE, (unsigned long long)((rdmem_now_ns() - t0) / 1000000),
+	printf("# %d of %u entries after the wrap, in %llu ms; %llu cell(s) rewritten\n", pushed,
+	       3 * SIZE, (unsigned long long)((rdmem_now_ns() - t0) / 1000000),
 	       (unsigned long long)c.repaired);
 	CHECK_EQ(pushed, 3 * SIZE);
 	CHECK(rdmem_now_ns() - t0 < BOUND_MS * 1000000ull);
