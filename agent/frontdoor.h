@@ -57,8 +57,9 @@ int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn 
  * One round of the actor on the caller's thread, for tests and fuzzers that
  * drive a front door whose thread was never started: takes up to one batch
  * of ring entries (each validated, then handed to submit or refused as the
- * actor would) and, with scan, looks for dead clients. Returns the entries
- * taken, or -EBUSY while the actor thread runs.
+ * actor would) and, with scan, looks for dead clients and for submitted
+ * slots whose entry was lost (taken as if it had come). Returns the entries
+ * taken, those included, or -EBUSY while the actor thread runs.
  */
 int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx,
 			 int scan);

@@ -463,17 +463,22 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
  * entry had come; an entry that does come later finds it taken and is
  * refused. So a lost entry costs its call one scan period, not a timeout.
  */
-static void rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
+static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed), seen = 0;
 	uint32_t s;
+	int taken = 0;
 
 	for (s = 0; s < fd->geom.slots; s++) {
 		struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
-		/* Relaxed: a hint; take() re-reads the word with acquire. */
+		/*
+		 * Acquire: pairs with the client's release store of SUBMITTED
+		 * (ABANDONED is an RMW in its release sequence), so the seq it
+		 * wrote before is what we read below.
+		 */
 		uint32_t phase =
-		    RDMEM_SLOT_PHASE(atomic_load_explicit(&slot->state, memory_order_relaxed));
+		    RDMEM_SLOT_PHASE(atomic_load_explicit(&slot->state, memory_order_acquire));
 		uint64_t bit = 1ull << s;
 
 		if ((phase != RDMEM_SLOT_SUBMITTED && phase != RDMEM_SLOT_ABANDONED) ||
@@ -486,12 +491,14 @@ static void rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 			    "ring entry never came (overwritten?): taken by the scan",
 			    fd->name, c, s);
 			rdmem_frontdoor_take(fd, c, s);
+			taken++;
 			continue;
 		}
 		seen |= bit;
 		cl->orphan_seq[s] = slot->seq;
 	}
 	cl->orphan_seen = seen;
+	return taken;
 }
 
 /* Marks client c dead as pid (its last owner): reclaimed once nothing of it is in flight. */
@@ -544,18 +551,20 @@ static int rdmem_frontdoor_pid_forged(struct rdmem_frontdoor *fd, uint32_t c, in
 	return 0;
 }
 
-static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
+/* Returns how many calls it took (lost entries, see scan_orphans). */
+static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	int32_t pid = atomic_load_explicit(&entry->pid, memory_order_relaxed);
 	uint32_t gen = atomic_load_explicit(&entry->gen, memory_order_relaxed);
+	int taken = 0;
 
 	if (pid < 0 && rdmem_frontdoor_pid_forged(fd, c, pid, gen))
-		return;
+		return 0;
 	if (pid == 0) {
 		cl->pid = 0; /* detached by rdmem_close(); held slots come back as they complete */
-		return;
+		return 0;
 	}
 	if (pid != cl->pid || gen != cl->gen) {
 		cl->pid = pid;
@@ -572,21 +581,25 @@ static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 		rdmem_frontdoor_mark_dead(fd, c, pid);
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
-		rdmem_frontdoor_scan_orphans(fd, c);
+		taken = rdmem_frontdoor_scan_orphans(fd, c);
 	/* Acquire: pairs with the release decrement at the end of complete(). */
 	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&
 	    (int64_t)(fd->cons.tail - cl->dead_head) >= 0)
 		rdmem_frontdoor_reclaim(fd, c);
+	return taken;
 }
 
-static void rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
+/* Returns how many calls the scan took (lost entries). */
+static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	uint32_t c;
+	int taken = 0;
 
 	for (c = 0; c < fd->geom.clients; c++)
-		rdmem_frontdoor_scan_client(fd, c);
+		taken += rdmem_frontdoor_scan_client(fd, c);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
+	return taken;
 }
 
 /* ---- the actor --------------------------------------------------------- */
@@ -673,7 +686,7 @@ int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn s
 	fd->submit_ctx = ctx;
 	n = rdmem_frontdoor_drain(fd);
 	if (scan)
-		rdmem_frontdoor_scan(fd, rdmem_now_ns());
+		n += rdmem_frontdoor_scan(fd, rdmem_now_ns()); /* calls taken, as drained ones */
 	return n;
 }
 
