@@ -57,8 +57,9 @@ int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn 
  * One round of the actor on the caller's thread, for tests and fuzzers that
  * drive a front door whose thread was never started: takes up to one batch
  * of ring entries (each validated, then handed to submit or refused as the
- * actor would) and, with scan, looks for dead clients. Returns the entries
- * taken, or -EBUSY while the actor thread runs.
+ * actor would) and, with scan, looks for dead clients and for submitted
+ * slots whose entry was lost (taken as if it had come). Returns the entries
+ * taken, those included, or -EBUSY while the actor thread runs.
  */
 int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx,
 			 int scan);
@@ -102,17 +103,21 @@ void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd);
 
 struct rdmem_frontdoor_stats {
-	uint64_t calls;	       /* entries taken from the ring */
-	uint64_t local_pings;  /* answered by the front door itself */
-	uint64_t bad_entries;  /* refused: wrong client, slot, state, length, op, path */
-	uint64_t skipped;      /* ring positions skipped after a dead or stalled producer */
-	uint64_t repaired;     /* ring cells a client scribbled on, rewritten */
-	uint64_t dead_clients; /* client entries reclaimed */
-	uint64_t dropped;      /* completions for clients that died or gave up */
-	uint64_t expired;      /* calls whose deadline passed before the agent took them */
-	uint64_t epoch;	       /* the segment's agent epoch */
-	uint32_t attached;     /* live client entries */
-	uint32_t inflight;     /* calls handed to submit() and not completed yet */
+	uint64_t calls;		/* entries taken from the ring */
+	uint64_t local_pings;	/* answered by the front door itself */
+	uint64_t bad_entries;	/* refused: wrong client, slot, state, length, op, path */
+	uint64_t skipped;	/* ring positions skipped after a dead or stalled producer */
+	uint64_t repaired;	/* ring cells a client scribbled on, rewritten */
+	uint64_t stalls;	/* waits for an unpublished position that ended in skips */
+	uint64_t head_repaired; /* ring heads a client moved out of range, reset */
+	uint64_t pid_forged;	/* client entries with a negative pid word */
+	uint64_t orphans;	/* submitted slots whose ring entry never came, taken by the scan */
+	uint64_t dead_clients;	/* client entries reclaimed */
+	uint64_t dropped;	/* completions for clients that died or gave up */
+	uint64_t expired;	/* calls whose deadline passed before the agent took them */
+	uint64_t epoch;		/* the segment's agent epoch */
+	uint32_t attached;	/* live client entries */
+	uint32_t inflight;	/* calls handed to submit() and not completed yet */
 };
 void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out);
 

@@ -25,6 +25,8 @@ struct rdmem_fd_client {
 	uint64_t start_ticks; /* /proc/<pid>/stat starttime: tells a reused pid apart */
 	uint64_t dead_head;   /* ring head when found dead; reclaim once the tail passed it */
 	int32_t dead_pid;
+	uint64_t orphan_seen; /* bit s: slot s was submitted, not held, at the last scan */
+	uint32_t orphan_seq[RDMEM_SHM_MAX_SLOTS]; /* its seq then */
 };
 
 struct rdmem_frontdoor {
@@ -49,7 +51,7 @@ struct rdmem_frontdoor {
 	uint64_t next_scan_ns;
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
-	    n_expired;
+	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans;
 };
 
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */

@@ -34,16 +34,14 @@
 
 #define RDMEM_FD_BATCH	      64	   /* ring entries per round before other work */
 #define RDMEM_FD_SCAN_NS      100000000ull /* dead-client scan period */
-#define RDMEM_FD_LOG_BURST    20	   /* refusals logged in full before sampling */
-#define RDMEM_FD_LOG_SAMPLE   1000
-#define RDMEM_FD_CLOCK_ROUNDS 64 /* busy rounds between looks at the clock */
+#define RDMEM_FD_CLOCK_ROUNDS 64	   /* busy rounds between looks at the clock */
 
 static void rdmem_frontdoor_count(_Atomic uint64_t *counter)
 {
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 }
 
-/* Counts a refused entry and logs it, sampled so a hostile client cannot flood the log. */
+/* Counts a refused entry and logs it, rate-limited so a hostile client cannot flood the log. */
 __attribute__((format(printf, 2, 3))) static void rdmem_frontdoor_refuse(struct rdmem_frontdoor *fd,
 									 const char *fmt, ...)
 {
@@ -51,13 +49,11 @@ __attribute__((format(printf, 2, 3))) static void rdmem_frontdoor_refuse(struct 
 	char msg[256];
 	va_list ap;
 
-	if (n > RDMEM_FD_LOG_BURST && n % RDMEM_FD_LOG_SAMPLE)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	rdmem_warn("front door %s: refused entry: %s (%" PRIu64 " refused so far)", fd->name, msg,
-		   n);
+	rdmem_warn_limited("front door %s: refused entry: %s (%" PRIu64 " refused so far)",
+			   fd->name, msg, n);
 }
 
 /* ---- client liveness --------------------------------------------------- */
@@ -376,10 +372,44 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	}
 }
 
+/* Adds what the consumer counted since before to counter; returns the difference. */
+static uint64_t rdmem_frontdoor_account(_Atomic uint64_t *counter, uint64_t now, uint64_t before)
+{
+	if (now != before)
+		atomic_fetch_add_explicit(counter, now - before, memory_order_relaxed);
+	return now - before;
+}
+
+/* Counts and logs (rate-limited: clients provoke these) what the last round repaired. */
+static void rdmem_frontdoor_ring_report(struct rdmem_frontdoor *fd,
+					const struct rdmem_ring_consumer *before)
+{
+	const struct rdmem_ring_consumer *now = &fd->cons;
+	uint64_t n;
+
+	rdmem_frontdoor_account(&fd->n_skipped, now->skipped, before->skipped);
+	if ((n = rdmem_frontdoor_account(&fd->n_stalls, now->stalls, before->stalls)))
+		rdmem_warn_limited(
+		    "front door %s: skipped ring positions claimed but not published "
+		    "within %" PRIu64 " us (producer stalled, died or hostile; %" PRIu64
+		    " skipped so far)",
+		    fd->name, fd->cons.skip_after_ns / 1000,
+		    atomic_load_explicit(&fd->n_skipped, memory_order_relaxed));
+	if ((n = rdmem_frontdoor_account(&fd->n_repaired, now->repaired, before->repaired)))
+		rdmem_warn_limited("front door %s: repaired %" PRIu64
+				   " ring cell(s) a client overwrote",
+				   fd->name, n);
+	if ((n = rdmem_frontdoor_account(&fd->n_head_repaired, now->head_repaired,
+					 before->head_repaired)))
+		rdmem_warn_limited("front door %s: ring head out of [tail, tail + %" PRIu64
+				   "] (a client wrote it): reset to the tail",
+				   fd->name, fd->ring.size);
+}
+
 /* Takes up to one batch of entries; returns how many. */
 static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 {
-	uint64_t skipped = fd->cons.skipped, repaired = fd->cons.repaired;
+	struct rdmem_ring_consumer before = fd->cons;
 	uint16_t c, s;
 	int n;
 
@@ -388,18 +418,9 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 			break;
 		rdmem_frontdoor_take(fd, c, s);
 	}
-	if (fd->cons.skipped != skipped) {
-		atomic_fetch_add_explicit(&fd->n_skipped, fd->cons.skipped - skipped,
-					  memory_order_relaxed);
-		rdmem_info("front door %s: skipped a ring position claimed but never published "
-			   "(producer stalled or died)",
-			   fd->name);
-	}
-	if (fd->cons.repaired != repaired) {
-		atomic_fetch_add_explicit(&fd->n_repaired, fd->cons.repaired - repaired,
-					  memory_order_relaxed);
-		rdmem_warn("front door %s: repaired a ring cell a client overwrote", fd->name);
-	}
+	if (fd->cons.skipped != before.skipped || fd->cons.repaired != before.repaired ||
+	    fd->cons.head_repaired != before.head_repaired)
+		rdmem_frontdoor_ring_report(fd, &before);
 	return n;
 }
 
@@ -430,19 +451,120 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 		return;
 	}
 	rdmem_frontdoor_count(&fd->n_dead);
-	rdmem_info("front door %s: reclaimed client %u of dead pid %d", fd->name, c, cl->dead_pid);
+	rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: reclaimed client %u of dead pid %d",
+			  fd->name, c, cl->dead_pid);
 }
 
-static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
+/*
+ * A client may overwrite a published ring entry of another: that call's slot
+ * then stays SUBMITTED (or ABANDONED, once its client gave up) with no entry
+ * to bring it to the agent. A slot in that state, not held by the agent,
+ * with the same seq at two scans in a row (100 to 200 ms) is taken as if its
+ * entry had come; an entry that does come later finds it taken and is
+ * refused. So a lost entry costs its call one scan period, not a timeout.
+ */
+static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed), seen = 0;
+	uint32_t s;
+	int taken = 0;
+
+	for (s = 0; s < fd->geom.slots; s++) {
+		struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
+		/*
+		 * Acquire: pairs with the client's release store of SUBMITTED
+		 * (ABANDONED is an RMW in its release sequence), so the seq it
+		 * wrote before is what we read below.
+		 */
+		uint32_t phase =
+		    RDMEM_SLOT_PHASE(atomic_load_explicit(&slot->state, memory_order_acquire));
+		uint64_t bit = 1ull << s;
+
+		if ((phase != RDMEM_SLOT_SUBMITTED && phase != RDMEM_SLOT_ABANDONED) ||
+		    (held & bit))
+			continue;
+		if ((cl->orphan_seen & bit) && cl->orphan_seq[s] == slot->seq) {
+			rdmem_frontdoor_count(&fd->n_orphans);
+			rdmem_warn_limited(
+			    "front door %s: client %u slot %u was submitted but its "
+			    "ring entry never came (overwritten?): taken by the scan",
+			    fd->name, c, s);
+			rdmem_frontdoor_take(fd, c, s);
+			taken++;
+			continue;
+		}
+		seen |= bit;
+		cl->orphan_seq[s] = slot->seq;
+	}
+	cl->orphan_seen = seen;
+	return taken;
+}
+
+/* Marks client c dead as pid (its last owner): reclaimed once nothing of it is in flight. */
+static void rdmem_frontdoor_mark_dead(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+
+	atomic_store_explicit(&cl->dead, 1, memory_order_relaxed);
+	cl->dead_pid = pid;
+	cl->dead_head = atomic_load_explicit(&fd->ring.ctl->head, memory_order_relaxed);
+	/* A head a client moved out of range would delay the reclaim for ever. */
+	if (rdmem_ring_head_bad(&fd->ring, &fd->cons, cl->dead_head))
+		cl->dead_head = fd->cons.tail;
+}
+
+/*
+ * A negative pid word names no process and no claim (a claim is a CAS from
+ * 0 to the claimer's pid): a client wrote it, and left alone the entry would
+ * never be reclaimed. Puts back the owner we knew while it lives; otherwise
+ * reclaims the entry like a dead client's. Returns 1 when the entry was
+ * handled here, 0 when the caller's dead-client path continues with it.
+ */
+static int rdmem_frontdoor_pid_forged(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid,
+				      uint32_t gen)
+{
+	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	int32_t forged = pid;
+
+	if (cl->pid == pid && atomic_load_explicit(&cl->dead, memory_order_relaxed))
+		return 0; /* seen before: being reclaimed */
+	rdmem_frontdoor_count(&fd->n_pid_forged);
+	if (cl->pid > 0 && !atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
+	    rdmem_frontdoor_pid_alive(cl->pid, cl->start_ticks)) {
+		rdmem_warn_limited("front door %s: client %u's pid word was overwritten with %d; "
+				   "restored to its owner, pid %d",
+				   fd->name, c, pid, cl->pid);
+		/* Relaxed: only the word itself changes hands. */
+		atomic_compare_exchange_strong_explicit(&entry->pid, &forged, cl->pid,
+							memory_order_relaxed, memory_order_relaxed);
+		return 1;
+	}
+	rdmem_warn_limited("front door %s: client %u's pid word is %d (no process): reclaiming the "
+			   "entry",
+			   fd->name, c, pid);
+	cl->pid = pid;
+	cl->gen = gen;
+	cl->start_ticks = 0;
+	rdmem_frontdoor_mark_dead(fd, c, pid);
+	return 0;
+}
+
+/* Returns how many calls it took (lost entries, see scan_orphans). */
+static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	int32_t pid = atomic_load_explicit(&entry->pid, memory_order_relaxed);
 	uint32_t gen = atomic_load_explicit(&entry->gen, memory_order_relaxed);
+	int taken = 0;
 
-	if (pid <= 0) {
+	if (pid < 0 && rdmem_frontdoor_pid_forged(fd, c, pid, gen))
+		return 0;
+	if (pid == 0) {
 		cl->pid = 0; /* detached by rdmem_close(); held slots come back as they complete */
-		return;
+		return 0;
 	}
 	if (pid != cl->pid || gen != cl->gen) {
 		cl->pid = pid;
@@ -452,26 +574,32 @@ static void rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    !rdmem_frontdoor_pid_alive(pid, cl->start_ticks)) {
-		rdmem_info("front door %s: client %u (pid %d) is gone; reclaiming its slots",
-			   fd->name, c, pid);
-		atomic_store_explicit(&cl->dead, 1, memory_order_relaxed);
-		cl->dead_pid = pid;
-		cl->dead_head = atomic_load_explicit(&fd->ring.ctl->head, memory_order_relaxed);
+		/* Limited: a client can die (or be started and killed) in a loop. */
+		rdmem_log_limited(RDMEM_LOG_INFO,
+				  "front door %s: client %u (pid %d) is gone; reclaiming its slots",
+				  fd->name, c, pid);
+		rdmem_frontdoor_mark_dead(fd, c, pid);
 	}
+	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
+		taken = rdmem_frontdoor_scan_orphans(fd, c);
 	/* Acquire: pairs with the release decrement at the end of complete(). */
 	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&
 	    (int64_t)(fd->cons.tail - cl->dead_head) >= 0)
 		rdmem_frontdoor_reclaim(fd, c);
+	return taken;
 }
 
-static void rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
+/* Returns how many calls the scan took (lost entries). */
+static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	uint32_t c;
+	int taken = 0;
 
 	for (c = 0; c < fd->geom.clients; c++)
-		rdmem_frontdoor_scan_client(fd, c);
+		taken += rdmem_frontdoor_scan_client(fd, c);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
+	return taken;
 }
 
 /* ---- the actor --------------------------------------------------------- */
@@ -558,7 +686,7 @@ int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn s
 	fd->submit_ctx = ctx;
 	n = rdmem_frontdoor_drain(fd);
 	if (scan)
-		rdmem_frontdoor_scan(fd, rdmem_now_ns());
+		n += rdmem_frontdoor_scan(fd, rdmem_now_ns()); /* calls taken, as drained ones */
 	return n;
 }
 
@@ -605,6 +733,10 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->bad_entries = atomic_load_explicit(&fd->n_bad, memory_order_relaxed);
 	out->skipped = atomic_load_explicit(&fd->n_skipped, memory_order_relaxed);
 	out->repaired = atomic_load_explicit(&fd->n_repaired, memory_order_relaxed);
+	out->stalls = atomic_load_explicit(&fd->n_stalls, memory_order_relaxed);
+	out->head_repaired = atomic_load_explicit(&fd->n_head_repaired, memory_order_relaxed);
+	out->pid_forged = atomic_load_explicit(&fd->n_pid_forged, memory_order_relaxed);
+	out->orphans = atomic_load_explicit(&fd->n_orphans, memory_order_relaxed);
 	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);
 	out->expired = atomic_load_explicit(&fd->n_expired, memory_order_relaxed);

@@ -14,11 +14,20 @@
  * Consumer: takes ENTRY(tail) and frees the cell for the next lap by storing
  * EMPTY(tail + size). If position tail was claimed but stays unpublished for
  * skip_after_ns (the producer died, or is stopped), it CASes EMPTY(tail) ->
- * EMPTY(tail + size): the position is skipped. The late producer's publish
- * CAS then fails (its expected EMPTY(tail) is gone, and no later lap can
- * look like it: the seq differs) and it claims a new position. The only
- * ABA left is a producer stalled between claim and publish for 2^32
- * positions, which the per-call timeouts rule out.
+ * EMPTY(tail + size): the position is skipped, and so is every position
+ * claimed by then that is still unpublished when the consumer reaches it
+ * (one stall per burst of abandoned claims, not one per position). The late
+ * producer's publish CAS then fails (its expected EMPTY(tail) is gone, and
+ * no later lap can look like it: the seq differs) and it claims a new
+ * position. The only ABA left is a producer stalled between claim and
+ * publish for 2^32 positions; its late entry names its own slot, which the
+ * agent validates like any other entry.
+ *
+ * Clients map the ring read-write, so any word may hold anything. The
+ * consumer repairs in O(1), without waiting: a cell at tail holding neither
+ * EMPTY(tail) nor ENTRY(tail) (back to EMPTY(tail)), and a head outside
+ * [tail, tail + size] (back to tail). A producer that finds head naming an
+ * already published position moves head on.
  *
  * Waking the consumer (an eventcount): the agent announces sleeping = 1,
  * re-checks the ring, then futex-waits on doorbell; a producer, after it
@@ -74,8 +83,11 @@ struct rdmem_ring_consumer {
 	uint64_t tail;
 	uint64_t stall_since_ns; /* when the cell at tail was first seen claimed-unpublished */
 	uint64_t skip_after_ns;
-	uint64_t skipped;  /* positions given up on: producer died or stalled */
-	uint64_t repaired; /* cells holding a word no producer may write (scribbled) */
+	uint64_t skip_until;	/* positions below it still unpublished are skipped at once */
+	uint64_t skipped;	/* positions given up on: producer died or stalled */
+	uint64_t stalls;	/* waits of skip_after_ns that ended in skipping */
+	uint64_t repaired;	/* cells holding a word no producer may write (scribbled) */
+	uint64_t head_repaired; /* head found outside [tail, tail + size] and reset */
 };
 
 static inline uint64_t rdmem_ring_empty_word(uint64_t pos)
@@ -129,8 +141,11 @@ static inline void rdmem_ring_consumer_init(struct rdmem_ring_consumer *c, uint6
 	c->tail = start;
 	c->stall_since_ns = 0;
 	c->skip_after_ns = RDMEM_RING_SKIP_NS;
+	c->skip_until = start;
 	c->skipped = 0;
+	c->stalls = 0;
 	c->repaired = 0;
+	c->head_repaired = 0;
 }
 
 /* ---- producer ---------------------------------------------------------- */
@@ -167,6 +182,18 @@ static inline int rdmem_ring_claim(struct rdmem_ring *r, uint64_t *pos_out)
 		}
 		if (lap < 0)
 			return -EAGAIN; /* the cell still holds the previous lap: full */
+		if (lap == 0) {
+			/*
+			 * Published already, yet head still names it: a client
+			 * wrote head back. Move it on for everyone. Relaxed, as
+			 * above; on failure pos holds the current head.
+			 */
+			if (atomic_compare_exchange_weak_explicit(&r->ctl->head, &pos, pos + 1,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				pos++;
+			continue;
+		}
 		rdmem_cpu_relax();
 		pos = atomic_load_explicit(&r->ctl->head, memory_order_relaxed);
 	}
@@ -228,8 +255,15 @@ static inline int rdmem_ring_push(struct rdmem_ring *r, uint16_t client, uint16_
 		return -EINVAL;
 	for (tries = 0; tries < RDMEM_RING_PUSH_TRIES; tries++) {
 		rc = rdmem_ring_claim(r, &pos);
-		if (rc)
+		if (rc) {
+			/*
+			 * Full, or a word a client wrote blocks the claim. A
+			 * consumer with entries to take never sleeps, so one
+			 * that sleeps now has a repair to make: wake it.
+			 */
+			rdmem_ring_kick(r);
 			return rc;
+		}
 		if (rdmem_ring_publish(r, pos, client, slot) == 0) {
 			rdmem_ring_kick(r);
 			return 0;
@@ -240,54 +274,105 @@ static inline int rdmem_ring_push(struct rdmem_ring *r, uint16_t client, uint16_
 
 /* ---- consumer ---------------------------------------------------------- */
 
-/* Gives up on the word w at tail, once it has been stuck long enough. */
-static inline int rdmem_ring_unstick(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
-				     uint64_t w, uint64_t head)
+/*
+ * The cell at tail may hold only EMPTY(tail) or ENTRY(tail): the consumer
+ * itself wrote EMPTY(tail) when it freed the previous lap, and producers only
+ * turn it into ENTRY(tail). Any other word is a client's scribble; put
+ * EMPTY(tail) back at once (no need to wait: no honest writer can be midway).
+ * A producer that claimed tail then publishes normally.
+ */
+static inline void rdmem_ring_repair_cell(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
+					  uint64_t w)
 {
-	_Atomic uint64_t *cell = &r->cells[c->tail & r->mask];
-	uint64_t now = rdmem_now_ns();
-	int claimed = (int64_t)(head - c->tail) > 0;
-	uint64_t next;
+	/* Relaxed: we publish nothing; a failed CAS means the word changed
+	 * again, and the caller re-reads it with acquire. */
+	if (atomic_compare_exchange_strong_explicit(&r->cells[c->tail & r->mask], &w,
+						    rdmem_ring_empty_word(c->tail),
+						    memory_order_relaxed, memory_order_relaxed))
+		c->repaired++;
+}
 
-	if (!c->stall_since_ns) {
-		c->stall_since_ns = now;
-		return -EAGAIN;
+/*
+ * head outside [tail, tail + size] cannot come from a producer (a claim
+ * needs the cell freed by the consumer, so head <= tail + size; every
+ * position below tail was published or skipped, so head >= tail): a client
+ * wrote it. Put it back at tail. Honest claims made before are safe: their
+ * cells still name their positions, a second claim of one of them loses the
+ * publish CAS and claims again.
+ */
+static inline void rdmem_ring_repair_head(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
+					  uint64_t head)
+{
+	/* Relaxed: head carries no data; producers check every claim on the cell. */
+	if (atomic_compare_exchange_strong_explicit(&r->ctl->head, &head, c->tail,
+						    memory_order_relaxed, memory_order_relaxed))
+		c->head_repaired++;
+	c->stall_since_ns = 0;
+	c->skip_until = c->tail; /* what it covered was measured on a forged head */
+}
+
+static inline int rdmem_ring_head_bad(const struct rdmem_ring *r,
+				      const struct rdmem_ring_consumer *c, uint64_t head)
+{
+	return head - c->tail > r->size; /* unsigned: below tail wraps to huge */
+}
+
+/*
+ * Position tail is claimed but not published (its cell reads EMPTY(tail)).
+ * Waits skip_after_ns once; then every position claimed by that time (up to
+ * the head read now) that is still unpublished when reached is skipped at
+ * once, so a producer that claims many positions and publishes none costs
+ * one stall, not one per position. Returns 1 (tail moved or the cell
+ * changed: look again) or -EAGAIN (still waiting).
+ */
+static inline int rdmem_ring_stalled(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
+				     uint64_t head)
+{
+	uint64_t w = rdmem_ring_empty_word(c->tail);
+
+	if ((int64_t)(c->skip_until - c->tail) <= 0) {
+		uint64_t now = rdmem_now_ns();
+
+		if (!c->stall_since_ns) {
+			c->stall_since_ns = now;
+			return -EAGAIN;
+		}
+		if (now - c->stall_since_ns < c->skip_after_ns)
+			return -EAGAIN;
+		c->skip_until = head;
+		c->stalls++;
 	}
-	if (now - c->stall_since_ns < c->skip_after_ns)
-		return -EAGAIN;
-	/*
-	 * Position claimed but never published: skip it. Nothing claimed yet
-	 * but the cell holds a foreign word (a client scribbled on it): put
-	 * EMPTY(tail) back, or no producer could ever claim tail again.
-	 */
-	next = claimed ? rdmem_ring_empty_word(c->tail + r->size) : rdmem_ring_empty_word(c->tail);
 	/*
 	 * Relaxed: we publish nothing, and the late producer learns of the
-	 * skip through its own CAS on this word. On failure the producer
-	 * published meanwhile; the caller's retry re-reads the cell with
-	 * acquire before it touches the slot.
+	 * skip through its own CAS on this word (it then claims again). On
+	 * failure the producer published meanwhile; the caller re-reads the
+	 * cell with acquire before it touches the slot.
 	 */
-	if (!atomic_compare_exchange_strong_explicit(cell, &w, next, memory_order_relaxed,
-						     memory_order_relaxed))
-		return 1; /* retry: something was published */
+	if (!atomic_compare_exchange_strong_explicit(&r->cells[c->tail & r->mask], &w,
+						     rdmem_ring_empty_word(c->tail + r->size),
+						     memory_order_relaxed, memory_order_relaxed))
+		return 1;
 	c->stall_since_ns = 0;
-	if (claimed) {
-		c->tail++;
-		c->skipped++;
-	} else {
-		c->repaired++;
-	}
+	c->tail++;
+	c->skipped++;
 	return 1;
 }
+
+/* Repairs (cells, head) one pop call makes at most before it yields: a
+ * client rewriting a word in a loop cannot keep the consumer in here. */
+#define RDMEM_RING_POP_REPAIRS 4
 
 /*
  * Takes the next entry. Returns 1 with *client and *slot set, 0 when the ring
  * is empty, or -EAGAIN while the next position is claimed but not yet
- * published (call again soon; it is skipped after skip_after_ns).
+ * published (call again soon; it is skipped after skip_after_ns) or after
+ * repairing what a client wrote (call again).
  */
 static inline int rdmem_ring_pop(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
 				 uint16_t *client, uint16_t *slot)
 {
+	int repairs = 0;
+
 	for (;;) {
 		_Atomic uint64_t *cell = &r->cells[c->tail & r->mask];
 		/*
@@ -298,7 +383,7 @@ static inline int rdmem_ring_pop(struct rdmem_ring *r, struct rdmem_ring_consume
 		uint64_t empty = rdmem_ring_empty_word(c->tail), head;
 		int rc;
 
-		if (rdmem_ring_word_seq(w) == (uint32_t)c->tail && w != empty) {
+		if (w != empty && rdmem_ring_word_seq(w) == (uint32_t)c->tail) {
 			*client = (uint16_t)(w >> 16);
 			*slot = (uint16_t)w;
 			/*
@@ -312,13 +397,25 @@ static inline int rdmem_ring_pop(struct rdmem_ring *r, struct rdmem_ring_consume
 			c->stall_since_ns = 0;
 			return 1;
 		}
+		if (w != empty) {
+			if (repairs++ == RDMEM_RING_POP_REPAIRS)
+				return -EAGAIN;
+			rdmem_ring_repair_cell(r, c, w);
+			continue;
+		}
 		/* Relaxed: only tells "nothing claimed" from "claimed, unpublished". */
 		head = atomic_load_explicit(&r->ctl->head, memory_order_relaxed);
-		if (w == empty && head == c->tail) {
+		if (head == c->tail) {
 			c->stall_since_ns = 0;
 			return 0;
 		}
-		rc = rdmem_ring_unstick(r, c, w, head);
+		if (rdmem_ring_head_bad(r, c, head)) {
+			if (repairs++ == RDMEM_RING_POP_REPAIRS)
+				return -EAGAIN;
+			rdmem_ring_repair_head(r, c, head);
+			continue;
+		}
+		rc = rdmem_ring_stalled(r, c, head);
 		if (rc <= 0)
 			return rc;
 	}
@@ -333,11 +430,15 @@ static inline int rdmem_ring_pending(struct rdmem_ring *r, const struct rdmem_ri
 {
 	/* Relaxed: a hint for the sleep decision; pop re-reads with acquire. */
 	uint64_t w = atomic_load_explicit(&r->cells[c->tail & r->mask], memory_order_relaxed);
+	uint64_t head;
 
 	if (w != rdmem_ring_empty_word(c->tail))
-		return rdmem_ring_word_seq(w) == (uint32_t)c->tail || !c->stall_since_ns;
-	return !c->stall_since_ns &&
-	       atomic_load_explicit(&r->ctl->head, memory_order_relaxed) != c->tail;
+		return 1; /* an entry, or a scribbled word to repair now */
+	head = atomic_load_explicit(&r->ctl->head, memory_order_relaxed);
+	if (head == c->tail)
+		return 0;
+	return rdmem_ring_head_bad(r, c, head) || (int64_t)(c->skip_until - c->tail) > 0 ||
+	       !c->stall_since_ns;
 }
 
 /* How long the consumer may sleep before a stalled position must be skipped. */

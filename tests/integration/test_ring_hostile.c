@@ -1,0 +1,559 @@
+/* test_ring_hostile.c - the front door's shared MPSC ring against a hostile
+ * local process. Clients map the segment read-write, so any of them can write
+ * any word of the ring; the agent must survive whatever it finds there.
+ *
+ * Each case starts a front door (with the loopback responder of
+ * tests/frontdoor_loopback.h in place of the session actor), two honest
+ * client processes running a checked ECHO workload (random bytes, every reply
+ * compared byte for byte), then a hostile process that maps the segment by
+ * name, like any client, and writes: the ring head one back, the head 100,000
+ * ahead, every cell as the next lap (what a tail out of range would leave),
+ * random words into every cell, forged entries, claims it never publishes,
+ * a head rewritten back in a loop, and a pid word of -1.
+ *
+ * After each attack: the honest clients saw 0 wrong replies and 0 timeouts
+ * (a call whose entry was overwritten is picked up by the agent's scan) and keep going,
+ * RECOVER_PINGS local pings complete within RECOVER_MS of the attack's end,
+ * the front door's log lines stay under LOG_MAX for the case, and the
+ * frontdoor.* counter of the repair it needed moved. (The consumer's tail is
+ * agent-private memory: a client cannot write it, only the cells it reads.)
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "libclient/rdmem.h"
+#include "tests/check.h"
+
+#include "tests/frontdoor_loopback.h"
+
+#define CLIENTS	      16
+#define SLOTS	      32
+#define MAX_VALUE     4096
+#define HONEST	      2
+#define RECOVER_PINGS 200
+#define RECOVER_MS    500 /* the bound: a 1 ms stall plus repairs, with room for sanitizers */
+#define LOG_MAX	      24  /* rate-limited sites: 5 lines per 10 s each, plus one "more" line */
+
+static char shm_name[64];
+static _Atomic uint64_t log_lines; /* front-door lines seen on stderr */
+
+/* ---- stderr: forwarded, front-door lines counted ------------------------ */
+
+static int log_out = -1;
+
+static void *log_pump(void *arg)
+{
+	FILE *in = fdopen((int)(intptr_t)arg, "r");
+	char line[2048];
+
+	if (!in)
+		return NULL;
+	while (fgets(line, sizeof(line), in)) {
+		if (strstr(line, "front door "))
+			atomic_fetch_add(&log_lines, 1);
+		if (write(log_out, line, strlen(line)) < 0)
+			break;
+	}
+	fclose(in);
+	return NULL;
+}
+
+/* Routes fd 2 through a pipe so the test can count the agent's lines. */
+static int log_capture(void)
+{
+	pthread_t t;
+	int p[2];
+
+	log_out = dup(2);
+	if (log_out < 0 || pipe(p) || dup2(p[1], 2) < 0)
+		return -1;
+	close(p[1]);
+	if (pthread_create(&t, NULL, log_pump, (void *)(intptr_t)p[0]))
+		return -1;
+	pthread_detach(t);
+	return 0;
+}
+
+/* ---- honest clients ----------------------------------------------------- */
+
+struct shared {
+	_Atomic int stop;
+	_Atomic uint64_t ok, wrong, timeouts;
+};
+
+static void fill_random(uint8_t *p, size_t n, uint64_t *seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		*seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = (uint8_t)(*seed >> 56);
+	}
+}
+
+/* Child: echoes random bytes until told to stop, checking every reply. */
+static void honest_main(struct shared *sh, unsigned id)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 3000, NULL };
+	uint64_t seed = 0x9e3779b97f4a7c15ull * (id + 1);
+	uint8_t buf[512];
+	rdmem_t *h = NULL;
+
+	if (rdmem_open(shm_name, &h))
+		_exit(2);
+	while (!atomic_load(&sh->stop)) {
+		uint32_t n = 1 + (uint32_t)(seed >> 40) % sizeof(buf), got_len = 0;
+		void *got = NULL;
+		int rc;
+
+		fill_random(buf, n, &seed);
+		rc = rdmem_echo(h, buf, n, &got, &got_len, &opts);
+		if (rc == 0 && got && got_len == n && !memcmp(got, buf, n)) {
+			atomic_fetch_add(&sh->ok, 1);
+		} else if (rc == -ETIMEDOUT) {
+			atomic_fetch_add(&sh->timeouts, 1);
+		} else {
+			fprintf(stderr, "  honest %u: wrong reply: rc %d, %u of %u bytes\n", id, rc,
+				got_len, n);
+			atomic_fetch_add(&sh->wrong, 1);
+		}
+		free(got);
+	}
+	rdmem_close(h);
+	_exit(0);
+}
+
+/* ---- the fixture -------------------------------------------------------- */
+
+struct fx {
+	struct lb *lb;
+	struct shared *sh;
+	pid_t honest[HONEST];
+	rdmem_t *probe; /* the parent's own client: pings */
+	uint64_t log0;
+};
+
+static int fx_start(struct fx *f, const char *label)
+{
+	struct rdmem_frontdoor_config cfg;
+	static int n;
+	unsigned i;
+
+	memset(f, 0, sizeof(*f));
+	snprintf(shm_name, sizeof(shm_name), "/rdmem-hostile-%d-%d", (int)getpid(), ++n);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.shm_name = shm_name;
+	cfg.clients = CLIENTS;
+	cfg.slots = SLOTS;
+	cfg.max_value = MAX_VALUE;
+	cfg.group = (gid_t)-1;
+	if (lb_start(&f->lb, &cfg))
+		return -1;
+	f->sh =
+	    mmap(NULL, sizeof(*f->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (f->sh == MAP_FAILED)
+		return -1;
+	memset(f->sh, 0, sizeof(*f->sh));
+	for (i = 0; i < HONEST; i++) {
+		f->honest[i] = fork();
+		if (f->honest[i] == 0)
+			honest_main(f->sh, i);
+		if (f->honest[i] < 0)
+			return -1;
+	}
+	if (rdmem_open(shm_name, &f->probe))
+		return -1;
+	/* The workload runs before the attack. */
+	for (i = 0; i < 2000 && atomic_load(&f->sh->ok) < 200; i++)
+		usleep(1000);
+	f->log0 = atomic_load(&log_lines);
+	printf("# %s: %s, %u honest clients, %" PRIu64 " checked calls before the attack\n", label,
+	       shm_name, HONEST, atomic_load(&f->sh->ok));
+	return atomic_load(&f->sh->ok) >= 200 ? 0 : -1;
+}
+
+/* A frontdoor.* counter by its name in the agent-stats text, or -1 if absent. */
+static long long fx_stat(struct fx *f, const char *name)
+{
+	char buf[8192], key[64], *p;
+	int n = rdmem_frontdoor_format_stats(f->lb->fd, 0, buf, sizeof(buf));
+
+	if (n < 0)
+		return -1;
+	snprintf(key, sizeof(key), "frontdoor.%s ", name);
+	p = strstr(buf, key);
+	return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* ms until RECOVER_PINGS local pings completed (each retried on failure), capped at 3 s. */
+static uint64_t fx_recover_ms(struct fx *f)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 50, NULL };
+	uint64_t t0 = rdmem_now_ns(), end = t0 + 3000000000ull;
+	unsigned done = 0;
+
+	while (done < RECOVER_PINGS && rdmem_now_ns() < end)
+		done += rdmem_local_ping(f->probe, &opts) == 0;
+	return (rdmem_now_ns() - t0) / 1000000;
+}
+
+/* Checks what every case promises and stops the honest clients. */
+static void fx_finish(struct fx *f, uint64_t recover_ms)
+{
+	uint64_t ok0 = atomic_load(&f->sh->ok), lines;
+	unsigned i;
+	int status;
+
+	printf("# recovered in %" PRIu64 " ms (bound %u)\n", recover_ms, RECOVER_MS);
+	CHECK(recover_ms <= RECOVER_MS);
+	/* The honest clients go on after the attack. */
+	for (i = 0; i < 3000 && atomic_load(&f->sh->ok) < ok0 + 200; i++)
+		usleep(1000);
+	CHECK(atomic_load(&f->sh->ok) >= ok0 + 200);
+	atomic_store(&f->sh->stop, 1);
+	for (i = 0; i < HONEST; i++) {
+		CHECK(waitpid(f->honest[i], &status, 0) == f->honest[i]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	CHECK_EQ(atomic_load(&f->sh->wrong), 0);
+	/* A call whose ring entry the attack overwrote is taken by the agent's
+	 * scan (frontdoor.orphans) within 200 ms: none may time out (3 s). */
+	CHECK_EQ(atomic_load(&f->sh->timeouts), 0);
+	lines = atomic_load(&log_lines) - f->log0;
+	printf("# honest: %" PRIu64 " checked, 0 wrong expected, %" PRIu64 " wrong, %" PRIu64
+	       " timed out; %" PRIu64 " front-door log lines (bound %u)\n",
+	       atomic_load(&f->sh->ok), atomic_load(&f->sh->wrong), atomic_load(&f->sh->timeouts),
+	       lines, LOG_MAX);
+	CHECK(lines <= LOG_MAX);
+}
+
+static void fx_stop(struct fx *f)
+{
+	rdmem_close(f->probe);
+	munmap(f->sh, sizeof(*f->sh));
+	lb_stop(f->lb);
+}
+
+/* ---- the hostile process ------------------------------------------------ */
+
+struct hostile {
+	void *base;
+	size_t len;
+	struct rdmem_shm_header *hdr;
+	struct rdmem_ring ring;
+	struct rdmem_shm_geom geom;
+};
+
+/* Maps the segment by name, as any local client can. */
+static int hostile_map(struct hostile *x)
+{
+	struct stat st;
+	int fd = shm_open(shm_name, O_RDWR, 0);
+
+	if (fd < 0 || fstat(fd, &st))
+		return -1;
+	x->len = (size_t)st.st_size;
+	x->base = mmap(NULL, x->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (x->base == MAP_FAILED)
+		return -1;
+	x->hdr = x->base;
+	if (rdmem_shm_header_check(x->hdr, x->len, &x->geom))
+		return -1;
+	rdmem_shm_ring_view(x->base, &x->geom, &x->ring);
+	return 0;
+}
+
+typedef void (*attack_fn)(struct hostile *x);
+
+/* Runs attack in a child that maps the segment; returns once it is done. */
+static int run_hostile(attack_fn attack)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct hostile x;
+
+		if (hostile_map(&x))
+			_exit(3);
+		attack(&x);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static void attack_head_minus_one(struct hostile *x)
+{
+	atomic_fetch_sub(&x->hdr->ring.head, 1);
+}
+
+static void attack_head_plus_100000(struct hostile *x)
+{
+	atomic_fetch_add(&x->hdr->ring.head, 100000);
+}
+
+/* Every cell as the lap after the one it serves: what a consumer tail moved
+ * out of range would leave behind. */
+static void attack_cells_next_lap(struct hostile *x)
+{
+	uint64_t head = atomic_load(&x->hdr->ring.head), i;
+
+	for (i = 0; i < x->ring.size; i++)
+		atomic_store(&x->ring.cells[(head + i) & x->ring.mask],
+			     rdmem_ring_empty_word(head + i + 2 * x->ring.size));
+}
+
+/* Random words into every cell, over and over for 100 ms. */
+static void attack_random_cells(struct hostile *x)
+{
+	uint64_t end = rdmem_now_ns() + 100000000ull, seed = 12345, i;
+
+	while (rdmem_now_ns() < end)
+		for (i = 0; i < x->ring.size; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			atomic_store(&x->ring.cells[i], seed);
+		}
+}
+
+/* Entries for the next positions, naming slots of other clients and of none. */
+static void attack_forged_cells(struct hostile *x)
+{
+	uint64_t head = atomic_load(&x->hdr->ring.head), i;
+
+	for (i = 0; i < 32; i++)
+		atomic_store(&x->ring.cells[(head + i) & x->ring.mask],
+			     rdmem_ring_entry_word(head + i, (uint16_t)(i * 977 % 0xfffe),
+						   (uint16_t)(i * 31)));
+}
+
+/* The head written back by one, every 100 us for one second. */
+static void attack_head_flood(struct hostile *x)
+{
+	uint64_t end = rdmem_now_ns() + 1000000000ull;
+
+	while (rdmem_now_ns() < end) {
+		atomic_fetch_sub(&x->hdr->ring.head, 1);
+		usleep(100);
+	}
+}
+
+/* Stops (sig SIGSTOP) or resumes (SIGCONT) the honest clients. */
+static void fx_signal(struct fx *f, int sig)
+{
+	unsigned i;
+
+	for (i = 0; i < HONEST; i++)
+		CHECK(kill(f->honest[i], sig) == 0);
+}
+
+/*
+ * quiet: the attack lands on an idle ring (the honest clients are stopped
+ * for it and resumed after), as in the report that a head written back by
+ * one on an idle ring stopped every call; on a busy ring such a head may
+ * still be in range and need no repair.
+ */
+static void run_case_ex(const char *label, attack_fn attack, const char *counter, int quiet)
+{
+	struct fx f;
+	long long before;
+
+	REQUIRE(fx_start(&f, label) == 0);
+	before = fx_stat(&f, counter);
+	CHECK(before >= 0);
+	if (quiet) {
+		fx_signal(&f, SIGSTOP);
+		usleep(50000); /* what they published is taken; a stopped claim is skipped */
+	}
+	CHECK_EQ(run_hostile(attack), 0);
+	if (quiet)
+		fx_signal(&f, SIGCONT);
+	fx_finish(&f, fx_recover_ms(&f));
+	printf("# frontdoor.%s: %lld -> %lld; frontdoor.orphans %lld\n", counter, before,
+	       fx_stat(&f, counter), fx_stat(&f, "orphans"));
+	CHECK(fx_stat(&f, counter) > before);
+	fx_stop(&f);
+}
+
+static void run_case(const char *label, attack_fn attack, const char *counter)
+{
+	run_case_ex(label, attack, counter, 0);
+}
+
+static void test_hostile_head_minus_one(void)
+{
+	run_case_ex("head - 1 on an idle ring", attack_head_minus_one, "head_repaired", 1);
+}
+
+static void test_hostile_head_plus_100000(void)
+{
+	run_case("head + 100000", attack_head_plus_100000, "head_repaired");
+}
+
+static void test_hostile_cells_next_lap(void)
+{
+	run_case("every cell a lap ahead", attack_cells_next_lap, "repaired");
+}
+
+static void test_hostile_random_cells(void)
+{
+	run_case("random words in every cell", attack_random_cells, "repaired");
+}
+
+static void test_hostile_forged_cells(void)
+{
+	run_case("forged entries", attack_forged_cells, "bad_entries");
+}
+
+static void test_hostile_head_flood(void)
+{
+	run_case("head - 1 every 100 us for 1 s", attack_head_flood, "head_repaired");
+}
+
+/*
+ * Claims every free position and never publishes, alive and stopped: the
+ * others pay one stall (frontdoor.stalls moves by one), not one per position.
+ */
+static void test_hostile_claims_never_published(void)
+{
+	struct hostile x;
+	struct fx f;
+	uint64_t recover, *claimed;
+	long long stalls, skipped;
+	int status;
+	pid_t pid;
+
+	REQUIRE(fx_start(&f, "claims never published") == 0);
+	claimed =
+	    mmap(NULL, sizeof(*claimed), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(claimed != MAP_FAILED);
+	*claimed = 0;
+	stalls = fx_stat(&f, "stalls");
+	skipped = fx_stat(&f, "skipped");
+	CHECK(stalls >= 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		uint64_t pos;
+
+		if (hostile_map(&x))
+			_exit(3);
+		while (*claimed < x.ring.size && rdmem_ring_claim(&x.ring, &pos) == 0)
+			(*claimed)++;
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status));
+	recover = fx_recover_ms(&f);
+	printf("# the hostile process claimed %" PRIu64 " positions\n", *claimed);
+	CHECK(*claimed > 100);
+	CHECK(kill(pid, SIGKILL) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	fx_finish(&f, recover);
+	printf("# frontdoor.stalls %lld -> %lld, frontdoor.skipped %lld -> %lld\n", stalls,
+	       fx_stat(&f, "stalls"), skipped, fx_stat(&f, "skipped"));
+	/* One stall for the whole burst; a second only if an honest producer
+	 * was preempted mid-publish on this loaded machine. */
+	CHECK(fx_stat(&f, "stalls") - stalls >= 1 && fx_stat(&f, "stalls") - stalls <= 3);
+	CHECK(fx_stat(&f, "skipped") - skipped >= (long long)*claimed);
+	munmap(claimed, sizeof(*claimed));
+	fx_stop(&f);
+}
+
+/* Writes -1 into client entry c's pid word. */
+static int hostile_pid(uint32_t c)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct hostile x;
+
+		if (hostile_map(&x))
+			_exit(3);
+		atomic_store(&rdmem_shm_client_at(x.base, &x.geom, c)->pid, -1);
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		       !WEXITSTATUS(status)
+		   ? 0
+		   : -1;
+}
+
+static int32_t entry_pid(struct fx *f, uint32_t c)
+{
+	size_t len;
+	void *base = rdmem_frontdoor_segment(f->lb->fd, &len);
+	struct rdmem_shm_geom g;
+
+	if (rdmem_shm_header_check(base, len, &g))
+		return 0;
+	return atomic_load(&rdmem_shm_client_at(base, &g, c)->pid);
+}
+
+/*
+ * A pid word of -1, in a free entry (reclaimed: free again) and in the entry
+ * of a live client (given back to it): neither stays lost.
+ */
+static void test_hostile_negative_pid(void)
+{
+	uint32_t c, free_c = CLIENTS, mine = CLIENTS;
+	uint64_t t0, back_ms;
+	long long forged;
+	struct fx f;
+
+	REQUIRE(fx_start(&f, "pid word -1") == 0);
+	usleep(300000); /* the agent learns who attached at its next scan (every 100 ms) */
+	forged = fx_stat(&f, "pid_forged");
+	CHECK(forged >= 0);
+	for (c = 0; c < CLIENTS; c++) {
+		int32_t pid = entry_pid(&f, c);
+
+		if (pid == 0 && free_c == CLIENTS)
+			free_c = c;
+		if (pid == (int32_t)getpid())
+			mine = c;
+	}
+	REQUIRE(free_c < CLIENTS && mine < CLIENTS);
+	CHECK_EQ(hostile_pid(free_c), 0);
+	CHECK_EQ(hostile_pid(mine), 0);
+	t0 = rdmem_now_ns();
+	while ((entry_pid(&f, free_c) != 0 || entry_pid(&f, mine) != (int32_t)getpid()) &&
+	       rdmem_now_ns() - t0 < 3000000000ull)
+		usleep(1000);
+	back_ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# entries back in %" PRIu64 " ms (bound %u): free %d, mine %d\n", back_ms,
+	       RECOVER_MS, entry_pid(&f, free_c), entry_pid(&f, mine));
+	CHECK(back_ms <= RECOVER_MS); /* the dead-client scan runs every 100 ms */
+	CHECK_EQ(entry_pid(&f, free_c), 0);
+	CHECK_EQ(entry_pid(&f, mine), getpid());
+	fx_finish(&f, fx_recover_ms(&f));
+	CHECK(fx_stat(&f, "pid_forged") - forged >= 2);
+	fx_stop(&f);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (log_capture())
+		perror("log capture");
+	RUN(test_hostile_head_minus_one);
+	RUN(test_hostile_head_plus_100000);
+	RUN(test_hostile_cells_next_lap);
+	RUN(test_hostile_random_cells);
+	RUN(test_hostile_forged_cells);
+	RUN(test_hostile_claims_never_published);
+	RUN(test_hostile_head_flood);
+	RUN(test_hostile_negative_pid);
+	return check_done();
+}
