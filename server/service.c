@@ -540,6 +540,11 @@ void rdmem_service_count_auth_failure(struct rdmem_service *svc)
 	atomic_fetch_add_explicit(&svc->auth_failures, 1, memory_order_relaxed);
 }
 
+void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
+{
+	atomic_fetch_add_explicit(&svc->net[what], 1, memory_order_relaxed);
+}
+
 void rdmem_service_count_bad_input(struct rdmem_service *svc)
 {
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);
