@@ -252,15 +252,15 @@ static int shmfab_map_fd(struct shmfab_conn *c, const char *what, int fd, uint64
 	uint64_t moff;
 
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rdmem_err("shm: handshake with %s: the %s fd is not a memfd sealed against "
-			  "shrinking",
-			  c->name, what);
+		rdmem_err_limited("shm: handshake with %s: the %s fd is not a memfd sealed against "
+				  "shrinking",
+				  c->name, what);
 		return -EPROTO;
 	}
 	if (off > (uint64_t)st.st_size || len > (uint64_t)st.st_size - off) {
-		rdmem_err("shm: handshake with %s: %s %llu+%llu past its memfd's %lld bytes",
-			  c->name, what, (unsigned long long)off, (unsigned long long)len,
-			  (long long)st.st_size);
+		rdmem_err_limited(
+		    "shm: handshake with %s: %s %llu+%llu past its memfd's %lld bytes", c->name,
+		    what, (unsigned long long)off, (unsigned long long)len, (long long)st.st_size);
 		return -EPROTO;
 	}
 	moff = off & ~(uint64_t)(pg - 1);
@@ -318,8 +318,8 @@ static int shmfab_copy_priv(struct shmfab_conn *c, const struct shmfab_msg *m, v
 	size_t cap = buf && len ? *len : 0;
 
 	if (m->hdr.priv_len > cap) {
-		rdmem_err("shm: %s sent %u bytes of private data, the buffer holds %zu", c->name,
-			  m->hdr.priv_len, cap);
+		rdmem_err_limited("shm: %s sent %u bytes of private data, the buffer holds %zu",
+				  c->name, m->hdr.priv_len, cap);
 		return -EMSGSIZE;
 	}
 	if (len) {
@@ -339,7 +339,7 @@ int shmfab_listen(const char *addr, uint16_t port, struct rdmem_listener **out)
 	socklen_t sl;
 
 	if (!l) {
-		rdmem_err("shm: listen on port %u: out of memory", port);
+		rdmem_err_limited("shm: listen on port %u: out of memory", port);
 		return -ENOMEM;
 	}
 	l->base.ops = &rdmem_fab_shm_ops;
@@ -353,8 +353,8 @@ int shmfab_listen(const char *addr, uint16_t port, struct rdmem_listener **out)
 	    (ev.data.fd = l->sock, epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) < 0) {
 		int err = errno;
 
-		rdmem_err("shm: listen on %s: %s%s", l->name, strerror(err),
-			  err == EADDRINUSE ? " (another server on this port?)" : "");
+		rdmem_err_limited("shm: listen on %s: %s%s", l->name, strerror(err),
+				  err == EADDRINUSE ? " (another server on this port?)" : "");
 		shmfab_listener_close(&l->base);
 		return -err;
 	}
@@ -370,7 +370,7 @@ int shmfab_listener_fd(struct rdmem_listener *lb)
 static void shmfab_pend_drop(struct shmfab_listener *l, int i, int close_fd)
 {
 	if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pend[i].fd, NULL) < 0)
-		rdmem_warn("shm: %s: epoll_ctl del: %s", l->name, strerror(errno));
+		rdmem_warn_limited("shm: %s: epoll_ctl del: %s", l->name, strerror(errno));
 	if (close_fd)
 		close(l->pend[i].fd);
 	l->pend[i] = l->pend[--l->npend];
@@ -390,15 +390,15 @@ static void shmfab_pend_accept(struct shmfab_listener *l)
 			if (err == EINTR || err == ECONNABORTED)
 				continue;
 			if (err != EAGAIN)
-				rdmem_warn("shm: accept on %s: %s", l->name, strerror(err));
+				rdmem_warn_limited("shm: accept on %s: %s", l->name, strerror(err));
 			return;
 		}
 		ev.data.fd = fd;
 		if (l->npend == SHMFAB_MAX_PENDING ||
 		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			rdmem_warn("shm: %s: dropping a connection: %d handshakes pending%s",
-				   l->name, l->npend,
-				   l->npend < SHMFAB_MAX_PENDING ? " (epoll)" : "");
+			rdmem_warn_limited(
+			    "shm: %s: dropping a connection: %d handshakes pending%s", l->name,
+			    l->npend, l->npend < SHMFAB_MAX_PENDING ? " (epoll)" : "");
 			close(fd);
 			continue;
 		}
@@ -431,7 +431,7 @@ static int shmfab_request_conn(struct shmfab_listener *l, int fd, struct shmfab_
 	shmfab_peer_name(fd, l->name, "client", name, sizeof(name));
 	bad = shmfab_msg_bad(m, (size_t)len, nfds, SHMFAB_MSG_CONNECT);
 	if (bad) {
-		rdmem_err("shm: connect request from %s: %s", name, bad);
+		rdmem_err_limited("shm: connect request from %s: %s", name, bad);
 		shmfab_close_fds(fds, nfds);
 		close(fd);
 		return -EPROTO;
@@ -469,15 +469,16 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 		if (n == -EAGAIN || n == -EINTR) {
 			if (now <= l->pend[i].deadline_ns)
 				continue;
-			rdmem_warn("shm: %s: a client sent no connect request in %llu s; dropped",
-				   l->name, SHMFAB_PENDING_NS / 1000000000ull);
+			rdmem_warn_limited(
+			    "shm: %s: a client sent no connect request in %llu s; dropped", l->name,
+			    SHMFAB_PENDING_NS / 1000000000ull);
 			shmfab_pend_drop(l, i--, 1);
 			continue;
 		}
 		shmfab_pend_drop(l, i, 0);
 		if (n < 0) {
-			rdmem_warn("shm: %s: a client left before its connect request: %s", l->name,
-				   strerror((int)-n));
+			rdmem_warn_limited("shm: %s: a client left before its connect request: %s",
+					   l->name, strerror((int)-n));
 			close(fd);
 			return (int)n;
 		}
@@ -492,7 +493,8 @@ static int shmfab_priv_fits(const struct shmfab_conn *c, const char *what, size_
 {
 	if (len <= (size_t)max)
 		return 0;
-	rdmem_err("shm: %s %s: %zu bytes of private data, over %d", what, c->name, len, max);
+	rdmem_err_limited("shm: %s %s: %zu bytes of private data, over %d", what, c->name, len,
+			  max);
 	return -EMSGSIZE;
 }
 
@@ -506,14 +508,15 @@ int shmfab_accept(struct rdmem_conn *cb, const void *priv, size_t len)
 	if ((rc = shmfab_priv_fits(c, "accept of", len, SHMFAB_PRIV_ACCEPT)))
 		return rc;
 	if (c->state != SHMFAB_REQUESTED || (len && !priv)) {
-		rdmem_err("shm: accept of %s: not a pending request", c->name);
+		rdmem_err_limited("shm: accept of %s: not a pending request", c->name);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->lock);
 	mlen = shmfab_msg_build(c, SHMFAB_MSG_ACCEPT, priv, len, &m, fds, &nfds);
 	rc = shmfab_send_msg(c->sock, &m, mlen, fds, nfds);
 	if (rc) {
-		rdmem_err("shm: accept of %s: sending the reply: %s", c->name, strerror(-rc));
+		rdmem_err_limited("shm: accept of %s: sending the reply: %s", c->name,
+				  strerror(-rc));
 		shmfab_break(c);
 	}
 	c->state = SHMFAB_CONNECTED;
@@ -529,14 +532,15 @@ void shmfab_reject(struct rdmem_conn *cb, const void *priv, size_t len)
 	size_t mlen;
 
 	if (len > SHMFAB_PRIV_REJECT || (len && !priv)) {
-		rdmem_warn("shm: reject of %s: reason cut to %d bytes", c->name,
-			   priv ? SHMFAB_PRIV_REJECT : 0);
+		rdmem_warn_limited("shm: reject of %s: reason cut to %d bytes", c->name,
+				   priv ? SHMFAB_PRIV_REJECT : 0);
 		len = priv ? SHMFAB_PRIV_REJECT : 0;
 	}
 	mlen = shmfab_msg_build(c, SHMFAB_MSG_REJECT, priv, len, &m, fds, &nfds);
 	rc = shmfab_send_msg(c->sock, &m, mlen, NULL, 0);
 	if (rc)
-		rdmem_warn("shm: reject of %s: sending the reason: %s", c->name, strerror(-rc));
+		rdmem_warn_limited("shm: reject of %s: sending the reason: %s", c->name,
+				   strerror(-rc));
 	shmfab_conn_free(c);
 }
 
@@ -600,12 +604,13 @@ static int shmfab_host_local(const char *host)
 		return 1;
 	rc = getaddrinfo(host, NULL, &hints, &res);
 	if (rc) {
-		rdmem_err("shm: resolving %s: %s", host, gai_strerror(rc));
+		rdmem_err_limited("shm: resolving %s: %s", host, gai_strerror(rc));
 		return -EHOSTUNREACH;
 	}
 	if (getifaddrs(&ifs) < 0) {
 		rc = -errno;
-		rdmem_err("shm: listing local addresses to check %s: %s", host, strerror(errno));
+		rdmem_err_limited("shm: listing local addresses to check %s: %s", host,
+				  strerror(errno));
 		freeaddrinfo(res);
 		return rc;
 	}
@@ -634,11 +639,12 @@ static int shmfab_dial(const struct sockaddr_un *sun, socklen_t sl, const char *
 			poll(NULL, 0, 1);
 			continue;
 		}
-		rdmem_err("shm: connect to %s: %s%s", name,
-			  err == EAGAIN ? "backlog full until the timeout" : strerror(err),
-			  err == ECONNREFUSED ? " (no shm server on this port in this network "
-						"namespace)"
-					      : "");
+		rdmem_err_limited("shm: connect to %s: %s%s", name,
+				  err == EAGAIN ? "backlog full until the timeout" : strerror(err),
+				  err == ECONNREFUSED
+				      ? " (no shm server on this port in this network "
+					"namespace)"
+				      : "");
 		close(sock);
 		return err == EAGAIN ? -ETIMEDOUT : -err;
 	}
@@ -656,9 +662,10 @@ int shmfab_resolve(const char *host, uint16_t port, const struct rdmem_fab_attr 
 
 	if (rc <= 0) {
 		if (!rc)
-			rdmem_err("shm: %s is not this host; the shm fabric reaches only local "
-				  "servers",
-				  host);
+			rdmem_err_limited(
+			    "shm: %s is not this host; the shm fabric reaches only local "
+			    "servers",
+			    host);
 		return rc ? rc : -EHOSTUNREACH;
 	}
 	sock = shmfab_dial(&sun, sl, base, timeout_ms);
@@ -701,13 +708,13 @@ static int shmfab_reply(struct shmfab_conn *c, struct shmfab_msg *m, ssize_t n, 
 	int rc;
 
 	if (bad) {
-		rdmem_err("shm: connect to %s: reply: %s", c->name, bad);
+		rdmem_err_limited("shm: connect to %s: reply: %s", c->name, bad);
 		shmfab_close_fds(fds, nfds);
 		return -EPROTO;
 	}
 	if (m->hdr.type == SHMFAB_MSG_REJECT) {
 		rc = shmfab_copy_priv(c, m, peer_priv, peer_len);
-		rdmem_warn("shm: connect to %s: rejected", c->name);
+		rdmem_warn_limited("shm: connect to %s: rejected", c->name);
 		return rc ? rc : -ECONNREFUSED;
 	}
 	rc = shmfab_peer_setup(c, m, fds, nfds);
@@ -727,28 +734,29 @@ int shmfab_connect(struct rdmem_conn *cb, const void *priv, size_t len, void *pe
 	if ((rc = shmfab_priv_fits(c, "connect to", len, SHMFAB_PRIV_CONNECT)))
 		return rc;
 	if (c->state != SHMFAB_RESOLVED || c->broken || (len && !priv)) {
-		rdmem_err("shm: connect to %s: not resolved", c->name);
+		rdmem_err_limited("shm: connect to %s: not resolved", c->name);
 		return -EINVAL;
 	}
 	if (shmfab_test_holed(c)) {
-		rdmem_err("shm: connect to %s: timed out (test black hole %s)", c->name,
-			  c->test_hole);
+		rdmem_err_limited("shm: connect to %s: timed out (test black hole %s)", c->name,
+				  c->test_hole);
 		return -ETIMEDOUT;
 	}
 	pthread_mutex_lock(&c->lock);
 	n = (ssize_t)shmfab_msg_build(c, SHMFAB_MSG_CONNECT, priv, len, &m, fds, &nfds);
 	rc = shmfab_send_msg(c->sock, &m, (size_t)n, fds, nfds);
 	if (rc) {
-		rdmem_err("shm: connect to %s: sending the request: %s", c->name, strerror(-rc));
+		rdmem_err_limited("shm: connect to %s: sending the request: %s", c->name,
+				  strerror(-rc));
 		goto out;
 	}
 	n = shmfab_await(c, &m, fds, &nfds, timeout_ms);
 	if (n < 0) {
 		rc = (int)n;
-		rdmem_err("shm: connect to %s: %s", c->name,
-			  rc == -ECONNRESET
-			      ? "the server closed the connection during the handshake"
-			      : strerror(-rc));
+		rdmem_err_limited("shm: connect to %s: %s", c->name,
+				  rc == -ECONNRESET
+				      ? "the server closed the connection during the handshake"
+				      : strerror(-rc));
 		goto out;
 	}
 	rc = shmfab_reply(c, &m, n, fds, nfds, peer_priv, peer_len);
@@ -794,8 +802,8 @@ int shmfab_check(struct rdmem_conn *cb)
 		const char *why = shmfab_probe(c, &err);
 
 		if (why) {
-			rdmem_warn("shm: connection to %s: %s%s%s", c->name, why, err ? ": " : "",
-				   err ? strerror(err) : "");
+			rdmem_warn_limited("shm: connection to %s: %s%s%s", c->name, why,
+					   err ? ": " : "", err ? strerror(err) : "");
 			shmfab_break(c);
 		}
 	}

@@ -59,7 +59,7 @@ static int rdmem_verbs_nonblock(int fd, const char *what)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		int e = errno;
 
-		rdmem_err("verbs: making the %s fd non-blocking: %s", what, strerror(e));
+		rdmem_err_limited("verbs: making the %s fd non-blocking: %s", what, strerror(e));
 		return -e;
 	}
 	return 0;
@@ -97,8 +97,8 @@ static int rdmem_verbs_lookup(const char *host, uint16_t port, int passive, stru
 	snprintf(svc, sizeof(svc), "%u", port);
 	rc = getaddrinfo(host, svc, &hints, res);
 	if (rc) {
-		rdmem_err("verbs: cannot resolve address %s: %s", host ? host : "*",
-			  gai_strerror(rc));
+		rdmem_err_limited("verbs: cannot resolve address %s: %s", host ? host : "*",
+				  gai_strerror(rc));
 		return -EADDRNOTAVAIL;
 	}
 	return 0;
@@ -110,11 +110,12 @@ static int rdmem_verbs_channel(struct rdma_event_channel **out)
 	if (!*out) {
 		int e = errno;
 
-		rdmem_err("verbs: rdma_create_event_channel: %s%s", strerror(e),
-			  e == ENODEV || e == ENOENT
-			      ? " (no RDMA device or rdma_cm on this host; scripts/rxe-vm.sh "
-				"runs Soft-RoCE in a VM)"
-			      : "");
+		rdmem_err_limited(
+		    "verbs: rdma_create_event_channel: %s%s", strerror(e),
+		    e == ENODEV || e == ENOENT
+			? " (no RDMA device or rdma_cm on this host; scripts/rxe-vm.sh "
+			  "runs Soft-RoCE in a VM)"
+			: "");
 		return -e;
 	}
 	return rdmem_verbs_nonblock((*out)->fd, "CM event channel");
@@ -125,7 +126,7 @@ static int rdmem_verbs_channel(struct rdma_event_channel **out)
 static void rdmem_verbs_ack_event(struct rdma_cm_event *ev)
 {
 	if (rdma_ack_cm_event(ev))
-		rdmem_err("verbs: rdma_ack_cm_event: %s", strerror(errno));
+		rdmem_err_limited("verbs: rdma_ack_cm_event: %s", strerror(errno));
 }
 
 /* Waits up to timeout_ms for the next event on ch (its fd is non-blocking). */
@@ -143,7 +144,7 @@ static int rdmem_verbs_next_event(struct rdma_event_channel *ch, int timeout_ms,
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			int e = errno;
 
-			rdmem_err("verbs: rdma_get_cm_event: %s", strerror(e));
+			rdmem_err_limited("verbs: rdma_get_cm_event: %s", strerror(e));
 			return -e;
 		}
 		now = rdmem_now_ns();
@@ -152,7 +153,7 @@ static int rdmem_verbs_next_event(struct rdma_event_channel *ch, int timeout_ms,
 		if (poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1) < 0 && errno != EINTR) {
 			int e = errno;
 
-			rdmem_err("verbs: poll on CM channel: %s", strerror(e));
+			rdmem_err_limited("verbs: poll on CM channel: %s", strerror(e));
 			return -e;
 		}
 	}
@@ -164,8 +165,8 @@ static int rdmem_verbs_frame(uint8_t *buf, const void *priv, size_t len, size_t 
 			     const char *what, const char *peer)
 {
 	if (len > max) {
-		rdmem_err("verbs: %s private data for %s is %zu bytes; RC allows %zu", what, peer,
-			  len, max);
+		rdmem_err_limited("verbs: %s private data for %s is %zu bytes; RC allows %zu", what,
+				  peer, len, max);
 		return -EMSGSIZE;
 	}
 	if (len && !priv)
@@ -186,14 +187,16 @@ static int rdmem_verbs_unframe(const void *data, size_t data_len, void *out, siz
 
 	if (!d || data_len < RDMEM_VERBS_PRIV_HDR || d[0] != RDMEM_VERBS_PRIV_MAGIC ||
 	    d[1] > data_len - RDMEM_VERBS_PRIV_HDR) {
-		rdmem_err("verbs: %s from %s carries no valid private data frame (%zu bytes, "
-			  "first byte 0x%02x): not an rdmem peer?",
-			  what, peer, data_len, d && data_len ? d[0] : 0);
+		rdmem_err_limited(
+		    "verbs: %s from %s carries no valid private data frame (%zu bytes, "
+		    "first byte 0x%02x): not an rdmem peer?",
+		    what, peer, data_len, d && data_len ? d[0] : 0);
 		return -EPROTO;
 	}
 	if (d[1] > room) {
-		rdmem_err("verbs: %s from %s carries %u bytes of private data; room for %zu", what,
-			  peer, d[1], room);
+		rdmem_err_limited(
+		    "verbs: %s from %s carries %u bytes of private data; room for %zu", what, peer,
+		    d[1], room);
 		return -EMSGSIZE;
 	}
 	if (d[1])
@@ -230,18 +233,19 @@ static int rdmem_verbs_size(struct rdmem_verbs_conn *c, const struct rdmem_fab_a
 		uint64_t send = room * c->max_send / ((uint64_t)c->max_send + c->max_recv);
 
 		if (send < 1 || room - send < 1) {
-			rdmem_err("verbs: %s CQs hold %d entries: too few for any queue",
-				  rdmem_verbs_dev(c), dev->max_cqe);
+			rdmem_err_limited("verbs: %s CQs hold %d entries: too few for any queue",
+					  rdmem_verbs_dev(c), dev->max_cqe);
 			return -EINVAL;
 		}
 		c->max_send = (uint32_t)send;
 		c->max_recv = (uint32_t)(room - send);
 	}
 	if (c->max_send != want_send || c->max_recv != want_recv)
-		rdmem_warn("verbs: %s allows %u WRs per QP and %d CQ entries: send queue %u -> %u, "
-			   "receive queue %u -> %u",
-			   rdmem_verbs_dev(c), qp_wr, dev->max_cqe, want_send, c->max_send,
-			   want_recv, c->max_recv);
+		rdmem_warn_limited(
+		    "verbs: %s allows %u WRs per QP and %d CQ entries: send queue %u -> %u, "
+		    "receive queue %u -> %u",
+		    rdmem_verbs_dev(c), qp_wr, dev->max_cqe, want_send, c->max_send, want_recv,
+		    c->max_recv);
 	c->sq_depth = c->max_send + c->signal_every;
 	c->rq_depth = c->max_recv;
 	c->max_sge = (uint32_t)RDMEM_MIN(RDMEM_FAB_MAX_SGE, dev->max_sge);
@@ -260,14 +264,14 @@ static int rdmem_verbs_query(struct rdmem_verbs_conn *c, const struct rdmem_fab_
 
 	rc = ibv_query_device(c->id->verbs, &dev);
 	if (rc) {
-		rdmem_err("verbs: ibv_query_device(%s) for %s: %s", rdmem_verbs_dev(c), c->peer,
-			  strerror(rc));
+		rdmem_err_limited("verbs: ibv_query_device(%s) for %s: %s", rdmem_verbs_dev(c),
+				  c->peer, strerror(rc));
 		return -rc;
 	}
 	rc = ibv_query_port(c->id->verbs, c->id->port_num, &port);
 	if (rc) {
-		rdmem_err("verbs: ibv_query_port(%s, %u) for %s: %s", rdmem_verbs_dev(c),
-			  c->id->port_num, c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_query_port(%s, %u) for %s: %s", rdmem_verbs_dev(c),
+				  c->id->port_num, c->peer, strerror(rc));
 		return -rc;
 	}
 	c->max_msg = port.max_msg_sz;
@@ -296,10 +300,11 @@ static int rdmem_verbs_create_qp(struct rdmem_verbs_conn *c, uint32_t want_inlin
 		if ((errno != EINVAL && errno != ENOMEM) || want_inline == 0) {
 			int e = errno;
 
-			rdmem_err("verbs: rdma_create_qp on %s for %s (sq %u, rq %u, sge %u, "
-				  "inline %u, then down to %u): %s",
-				  rdmem_verbs_dev(c), c->peer, c->sq_depth, c->rq_depth, c->max_sge,
-				  asked_inline, want_inline, strerror(e));
+			rdmem_err_limited(
+			    "verbs: rdma_create_qp on %s for %s (sq %u, rq %u, sge %u, "
+			    "inline %u, then down to %u): %s",
+			    rdmem_verbs_dev(c), c->peer, c->sq_depth, c->rq_depth, c->max_sge,
+			    asked_inline, want_inline, strerror(e));
 			return -e;
 		}
 		want_inline /= 2;
@@ -308,7 +313,7 @@ static int rdmem_verbs_create_qp(struct rdmem_verbs_conn *c, uint32_t want_inlin
 	if (ibv_query_qp(c->id->qp, &qa, IBV_QP_CAP, &init)) {
 		int e = errno;
 
-		rdmem_err("verbs: ibv_query_qp for %s: %s", c->peer, strerror(e));
+		rdmem_err_limited("verbs: ibv_query_qp for %s: %s", c->peer, strerror(e));
 		return -e;
 	}
 	c->max_inline = RDMEM_MIN(qa.cap.max_inline_data, init.cap.max_inline_data);
@@ -322,7 +327,7 @@ static int rdmem_verbs_alloc_arrays(struct rdmem_verbs_conn *c)
 	c->sge = calloc((size_t)c->max_send * RDMEM_FAB_MAX_SGE, sizeof(*c->sge));
 	c->rwr = calloc(c->max_recv, sizeof(*c->rwr));
 	if (!c->sq || !c->swr || !c->sge || !c->rwr) {
-		rdmem_err("verbs: out of memory for the queues of %s", c->peer);
+		rdmem_err_limited("verbs: out of memory for the queues of %s", c->peer);
 		return -ENOMEM;
 	}
 	return 0;
@@ -342,14 +347,16 @@ static int rdmem_verbs_learn_reads(struct rdmem_verbs_conn *c)
 	int rc = ibv_query_qp(c->id->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC, &init);
 
 	if (rc) {
-		rdmem_err("verbs: ibv_query_qp(max_rd_atomic) for %s: %s", c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_query_qp(max_rd_atomic) for %s: %s", c->peer,
+				  strerror(rc));
 		return -rc;
 	}
 	c->max_reads = qa.max_rd_atomic;
 	if (c->max_reads == 0) {
-		rdmem_err("verbs: %s: the connection allows no RDMA READ in flight (we offered "
-			  "initiator depth %u, responder resources %u)",
-			  c->peer, c->init_depth, c->resp_res);
+		rdmem_err_limited(
+		    "verbs: %s: the connection allows no RDMA READ in flight (we offered "
+		    "initiator depth %u, responder resources %u)",
+		    c->peer, c->init_depth, c->resp_res);
 		return -EPROTO;
 	}
 	rdmem_debug("verbs: %s: up to %u RDMA READs in flight", c->peer, c->max_reads);
@@ -366,14 +373,15 @@ static int rdmem_verbs_setup(struct rdmem_verbs_conn *c, const struct rdmem_fab_
 	c->pd = ibv_alloc_pd(c->id->verbs);
 	if (!c->pd) {
 		rc = errno;
-		rdmem_err("verbs: ibv_alloc_pd(%s) for %s: %s", rdmem_verbs_dev(c), c->peer,
-			  strerror(rc));
+		rdmem_err_limited("verbs: ibv_alloc_pd(%s) for %s: %s", rdmem_verbs_dev(c), c->peer,
+				  strerror(rc));
 		return -rc;
 	}
 	c->cc = ibv_create_comp_channel(c->id->verbs);
 	if (!c->cc) {
 		rc = errno;
-		rdmem_err("verbs: ibv_create_comp_channel for %s: %s", c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_create_comp_channel for %s: %s", c->peer,
+				  strerror(rc));
 		return -rc;
 	}
 	rc = rdmem_verbs_nonblock(c->cc->fd, "completion channel");
@@ -382,8 +390,8 @@ static int rdmem_verbs_setup(struct rdmem_verbs_conn *c, const struct rdmem_fab_
 	c->cq = ibv_create_cq(c->id->verbs, (int)(c->sq_depth + c->rq_depth), c, c->cc, 0);
 	if (!c->cq) {
 		rc = errno;
-		rdmem_err("verbs: ibv_create_cq(%u) for %s: %s", c->sq_depth + c->rq_depth, c->peer,
-			  strerror(rc));
+		rdmem_err_limited("verbs: ibv_create_cq(%u) for %s: %s", c->sq_depth + c->rq_depth,
+				  c->peer, strerror(rc));
 		return -rc;
 	}
 	rc = rdmem_verbs_create_qp(c, attr ? attr->max_inline : 0);
@@ -402,7 +410,7 @@ static struct rdmem_verbs_conn *rdmem_verbs_conn_new(void)
 	struct rdmem_verbs_conn *c = calloc(1, sizeof(*c));
 
 	if (!c) {
-		rdmem_err("verbs: out of memory for a connection");
+		rdmem_err_limited("verbs: out of memory for a connection");
 		return NULL;
 	}
 	c->base.ops = &rdmem_fab_verbs_ops;
@@ -428,14 +436,16 @@ static void rdmem_verbs_drain(struct rdmem_verbs_conn *c)
 
 	rc = ibv_modify_qp(c->id->qp, &qa, IBV_QP_STATE);
 	if (rc) {
-		rdmem_warn("verbs: moving the QP of %s to error: %s", c->peer, strerror(rc));
+		rdmem_warn_limited("verbs: moving the QP of %s to error: %s", c->peer,
+				   strerror(rc));
 		return;
 	}
 	if (!c->connected)
 		return; /* nothing was ever posted to the send queue */
 	rc = ibv_post_send(c->id->qp, &swr, &bad);
 	if (rc)
-		rdmem_warn("verbs: posting the drain marker for %s: %s", c->peer, strerror(rc));
+		rdmem_warn_limited("verbs: posting the drain marker for %s: %s", c->peer,
+				   strerror(rc));
 	waiting = rc == 0;
 	while (waiting && rdmem_now_ns() < deadline) {
 		struct ibv_wc wc[RDMEM_VERBS_POLL_BATCH];
@@ -453,8 +463,8 @@ static void rdmem_verbs_drain(struct rdmem_verbs_conn *c)
 			usleep(200);
 	}
 	if (waiting)
-		rdmem_warn("verbs: draining the send queue of %s: not flushed after %d ms", c->peer,
-			   RDMEM_VERBS_DRAIN_MS);
+		rdmem_warn_limited("verbs: draining the send queue of %s: not flushed after %d ms",
+				   c->peer, RDMEM_VERBS_DRAIN_MS);
 	if (c->flushed)
 		rdmem_debug("verbs: %u WRs of %s flushed", c->flushed, c->peer);
 }
@@ -474,7 +484,7 @@ static void rdmem_verbs_destroy_cq(struct rdmem_verbs_conn *c)
 	c->cq_unacked = 0;
 	rc = ibv_destroy_cq(c->cq);
 	if (rc)
-		rdmem_err("verbs: ibv_destroy_cq for %s: %s", c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_destroy_cq for %s: %s", c->peer, strerror(rc));
 }
 
 /* Frees everything in the order verbs requires; any part may be missing. */
@@ -491,11 +501,12 @@ static void rdmem_verbs_destroy(struct rdmem_verbs_conn *c)
 	if (c->cq)
 		rdmem_verbs_destroy_cq(c);
 	if (c->cc && (rc = ibv_destroy_comp_channel(c->cc)))
-		rdmem_err("verbs: ibv_destroy_comp_channel for %s: %s", c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_destroy_comp_channel for %s: %s", c->peer,
+				  strerror(rc));
 	if (c->pd && (rc = ibv_dealloc_pd(c->pd)))
-		rdmem_err("verbs: ibv_dealloc_pd for %s: %s", c->peer, strerror(rc));
+		rdmem_err_limited("verbs: ibv_dealloc_pd for %s: %s", c->peer, strerror(rc));
 	if (c->id && rdma_destroy_id(c->id))
-		rdmem_err("verbs: rdma_destroy_id for %s: %s", c->peer, strerror(errno));
+		rdmem_err_limited("verbs: rdma_destroy_id for %s: %s", c->peer, strerror(errno));
 	if (c->ch)
 		rdma_destroy_event_channel(c->ch);
 	free(c->sq);
@@ -557,14 +568,15 @@ static void rdmem_verbs_cm_event(struct rdmem_verbs_conn *c, const struct rdma_c
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 		break;
 	case RDMA_CM_EVENT_ADDR_CHANGE:
-		rdmem_warn("verbs: the address of %s changed (link down?)", rdmem_verbs_dev(c));
+		rdmem_warn_limited("verbs: the address of %s changed (link down?)",
+				   rdmem_verbs_dev(c));
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
-		rdmem_err("verbs: connection with %s: %s (status %d)", c->peer,
-			  rdma_event_str(ev->event), ev->status);
+		rdmem_err_limited("verbs: connection with %s: %s (status %d)", c->peer,
+				  rdma_event_str(ev->event), ev->status);
 		c->broken = 1;
 		break;
 	default:
@@ -582,7 +594,7 @@ int rdmem_verbs_check(struct rdmem_conn *conn)
 		rdmem_verbs_ack_event(ev);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK) {
-		rdmem_err("verbs: rdma_get_cm_event for %s: %s", c->peer, strerror(errno));
+		rdmem_err_limited("verbs: rdma_get_cm_event for %s: %s", c->peer, strerror(errno));
 		c->broken = 1;
 	}
 	return c->broken ? -ECONNRESET : 0;
@@ -608,20 +620,22 @@ int rdmem_verbs_listen(const char *addr, uint16_t port, struct rdmem_listener **
 	rc = rdmem_verbs_channel(&l->ch);
 	if (rc == 0 && rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_create_id for listener %s: %s", l->name, strerror(-rc));
+		rdmem_err_limited("verbs: rdma_create_id for listener %s: %s", l->name,
+				  strerror(-rc));
 	}
 	if (rc == 0)
 		rc = rdmem_verbs_lookup(addr, port, 1, &ai);
 	if (rc == 0 && rdma_bind_addr(l->id, ai->ai_addr)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_bind_addr %s: %s%s", l->name, strerror(-rc),
-			  rc == -ENODEV || rc == -EADDRNOTAVAIL
-			      ? " (no RDMA device serves this address; `rdma link` lists them)"
-			      : "");
+		rdmem_err_limited(
+		    "verbs: rdma_bind_addr %s: %s%s", l->name, strerror(-rc),
+		    rc == -ENODEV || rc == -EADDRNOTAVAIL
+			? " (no RDMA device serves this address; `rdma link` lists them)"
+			: "");
 	}
 	if (rc == 0 && rdma_listen(l->id, RDMEM_VERBS_BACKLOG)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_listen %s: %s", l->name, strerror(-rc));
+		rdmem_err_limited("verbs: rdma_listen %s: %s", l->name, strerror(-rc));
 	}
 	if (ai)
 		freeaddrinfo(ai);
@@ -644,7 +658,8 @@ void rdmem_verbs_listener_close(struct rdmem_listener *listener)
 	struct rdmem_verbs_listener *l = (struct rdmem_verbs_listener *)listener;
 
 	if (l->id && rdma_destroy_id(l->id))
-		rdmem_err("verbs: rdma_destroy_id for listener %s: %s", l->name, strerror(errno));
+		rdmem_err_limited("verbs: rdma_destroy_id for listener %s: %s", l->name,
+				  strerror(errno));
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
 	free(l);
@@ -668,7 +683,7 @@ static int rdmem_verbs_take(const struct rdmem_verbs_req *req, const struct rdme
 
 	if (!c) {
 		if (rdma_reject(req->id, NULL, 0) || rdma_destroy_id(req->id))
-			rdmem_err("verbs: refusing a request: %s", strerror(errno));
+			rdmem_err_limited("verbs: refusing a request: %s", strerror(errno));
 		return -ENOMEM;
 	}
 	c->id = req->id;
@@ -677,7 +692,7 @@ static int rdmem_verbs_take(const struct rdmem_verbs_req *req, const struct rdme
 	rc = rdmem_verbs_channel(&c->ch);
 	if (rc == 0 && rdma_migrate_id(c->id, c->ch)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_migrate_id for %s: %s", c->peer, strerror(-rc));
+		rdmem_err_limited("verbs: rdma_migrate_id for %s: %s", c->peer, strerror(-rc));
 	}
 	if (rc == 0)
 		rc = rdmem_verbs_unframe(req->priv, req->priv_len, priv, priv_len,
@@ -686,7 +701,7 @@ static int rdmem_verbs_take(const struct rdmem_verbs_req *req, const struct rdme
 		rc = rdmem_verbs_setup(c, attr);
 	if (rc) {
 		if (rdma_reject(c->id, NULL, 0))
-			rdmem_warn("verbs: rdma_reject %s: %s", c->peer, strerror(errno));
+			rdmem_warn_limited("verbs: rdma_reject %s: %s", c->peer, strerror(errno));
 		rdmem_verbs_destroy(c);
 		return rc;
 	}
@@ -710,14 +725,14 @@ int rdmem_verbs_get_request(struct rdmem_listener *listener, const struct rdmem_
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return -EAGAIN;
 			rc = -errno;
-			rdmem_err("verbs: rdma_get_cm_event on listener %s: %s", l->name,
-				  strerror(-rc));
+			rdmem_err_limited("verbs: rdma_get_cm_event on listener %s: %s", l->name,
+					  strerror(-rc));
 			return rc;
 		}
 		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 			break;
-		rdmem_warn("verbs: listener %s: %s (status %d)", l->name, rdma_event_str(ev->event),
-			   ev->status);
+		rdmem_warn_limited("verbs: listener %s: %s (status %d)", l->name,
+				   rdma_event_str(ev->event), ev->status);
 		rdmem_verbs_ack_event(ev);
 	}
 	req.id = ev->id;
@@ -769,7 +784,7 @@ int rdmem_verbs_accept(struct rdmem_conn *conn, const void *priv, size_t len)
 	if (rdma_accept(c->id, &p)) {
 		int e = errno;
 
-		rdmem_err("verbs: rdma_accept %s: %s", c->peer, strerror(e));
+		rdmem_err_limited("verbs: rdma_accept %s: %s", c->peer, strerror(e));
 		return -e;
 	}
 	c->connected = 1; /* rdma_accept moved the QP to RTS */
@@ -784,7 +799,7 @@ void rdmem_verbs_reject(struct rdmem_conn *conn, const void *priv, size_t len)
 
 	n = rdmem_verbs_frame(buf, priv, len, RDMEM_FAB_REJECT_PRIV_MAX, "reject", c->peer);
 	if (rdma_reject(c->id, n > 0 ? buf : NULL, n > 0 ? (uint8_t)n : 0))
-		rdmem_warn("verbs: rdma_reject %s: %s", c->peer, strerror(errno));
+		rdmem_warn_limited("verbs: rdma_reject %s: %s", c->peer, strerror(errno));
 	rdmem_verbs_destroy(c);
 }
 
@@ -800,7 +815,7 @@ static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_typ
 	int status;
 
 	if (rc == -ETIMEDOUT && !quiet)
-		rdmem_err("verbs: %s of %s: no answer in %d ms", step, c->peer, timeout_ms);
+		rdmem_err_limited("verbs: %s of %s: no answer in %d ms", step, c->peer, timeout_ms);
 	if (rc)
 		return rc;
 	if (ev->event == want) {
@@ -811,12 +826,13 @@ static int rdmem_verbs_expect(struct rdmem_verbs_conn *c, enum rdma_cm_event_typ
 	if (quiet && status == -ETIMEDOUT)
 		rdmem_debug("verbs: %s of %s timed out; retrying", step, c->peer);
 	else
-		rdmem_err("verbs: %s of %s failed: %s: %s%s", step, c->peer,
-			  rdma_event_str(ev->event), strerror(-status),
-			  ev->event == RDMA_CM_EVENT_ROUTE_ERROR && status == -ENODEV
-			      ? " (rxe bound to lo cannot resolve routes: bind it to a dummy "
-				"or veth netdev)"
-			      : "");
+		rdmem_err_limited(
+		    "verbs: %s of %s failed: %s: %s%s", step, c->peer, rdma_event_str(ev->event),
+		    strerror(-status),
+		    ev->event == RDMA_CM_EVENT_ROUTE_ERROR && status == -ENODEV
+			? " (rxe bound to lo cannot resolve routes: bind it to a dummy "
+			  "or veth netdev)"
+			: "");
 	rdmem_verbs_ack_event(ev);
 	return status;
 }
@@ -828,13 +844,13 @@ static int rdmem_verbs_addr_try(struct rdmem_verbs_conn *c, const struct sockadd
 	char from[INET6_ADDRSTRLEN + 8] = "";
 
 	if (c->id && rdma_destroy_id(c->id))
-		rdmem_err("verbs: rdma_destroy_id for %s: %s", c->peer, strerror(errno));
+		rdmem_err_limited("verbs: rdma_destroy_id for %s: %s", c->peer, strerror(errno));
 	c->id = NULL;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
 		int e = errno;
 
 		c->id = NULL;
-		rdmem_err("verbs: rdma_create_id for %s: %s", c->peer, strerror(e));
+		rdmem_err_limited("verbs: rdma_create_id for %s: %s", c->peer, strerror(e));
 		return -e;
 	}
 	if (rdma_resolve_addr(c->id, (struct sockaddr *)src, (struct sockaddr *)dst, try_ms)) {
@@ -842,11 +858,11 @@ static int rdmem_verbs_addr_try(struct rdmem_verbs_conn *c, const struct sockadd
 
 		if (src)
 			rdmem_verbs_addr_str(src, from, sizeof(from));
-		rdmem_err("verbs: rdma_resolve_addr %s%s%s: %s%s", c->peer, src ? " from " : "",
-			  from, strerror(e),
-			  e == ENODEV || e == EADDRNOTAVAIL
-			      ? " (no RDMA device for this address; `rdma link` lists them)"
-			      : "");
+		rdmem_err_limited("verbs: rdma_resolve_addr %s%s%s: %s%s", c->peer,
+				  src ? " from " : "", from, strerror(e),
+				  e == ENODEV || e == EADDRNOTAVAIL
+				      ? " (no RDMA device for this address; `rdma link` lists them)"
+				      : "");
 		return -e;
 	}
 	return rdmem_verbs_expect(c, RDMA_CM_EVENT_ADDR_RESOLVED, try_ms + 500,
@@ -887,10 +903,11 @@ static int rdmem_verbs_find_path(struct rdmem_verbs_conn *c, const char *src,
 		freeaddrinfo(sai);
 	if (rc == 0 && rdma_resolve_route(c->id, timeout_ms)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_resolve_route %s: %s%s", c->peer, strerror(-rc),
-			  rc == -ENODEV ? " (rxe bound to lo cannot resolve routes: bind it to "
-					  "a dummy or veth netdev)"
-					: "");
+		rdmem_err_limited("verbs: rdma_resolve_route %s: %s%s", c->peer, strerror(-rc),
+				  rc == -ENODEV
+				      ? " (rxe bound to lo cannot resolve routes: bind it to "
+					"a dummy or veth netdev)"
+				      : "");
 	}
 	if (rc == 0)
 		rc = rdmem_verbs_expect(c, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms,
@@ -937,13 +954,14 @@ static int rdmem_verbs_rejected(struct rdmem_verbs_conn *c, const struct rdma_cm
 	    d[1] <= n - RDMEM_VERBS_PRIV_HDR && peer_len && d[1] <= *peer_len) {
 		memcpy(peer_priv, d + RDMEM_VERBS_PRIV_HDR, d[1]);
 		*peer_len = d[1];
-		rdmem_err("verbs: %s refused the connection (%u bytes of reason)", c->peer, d[1]);
+		rdmem_err_limited("verbs: %s refused the connection (%u bytes of reason)", c->peer,
+				  d[1]);
 	} else {
 		if (peer_len)
 			*peer_len = 0;
-		rdmem_err("verbs: %s refused the connection (CM reject reason %d: no rdmem "
-			  "listener on that port?)",
-			  c->peer, ev->status);
+		rdmem_err_limited("verbs: %s refused the connection (CM reject reason %d: no rdmem "
+				  "listener on that port?)",
+				  c->peer, ev->status);
 	}
 	return -ECONNREFUSED;
 }
@@ -968,14 +986,15 @@ static int rdmem_verbs_connect_event(struct rdmem_verbs_conn *c, const struct rd
 	case RDMA_CM_EVENT_REJECTED:
 		return rdmem_verbs_rejected(c, ev, peer_priv, peer_len);
 	case RDMA_CM_EVENT_UNREACHABLE:
-		rdmem_err("verbs: %s unreachable (status %d; rxe on a netdev outside the initial "
-			  "network namespace never receives)",
-			  c->peer, ev->status);
+		rdmem_err_limited(
+		    "verbs: %s unreachable (status %d; rxe on a netdev outside the initial "
+		    "network namespace never receives)",
+		    c->peer, ev->status);
 		return -EHOSTUNREACH;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		rdmem_err("verbs: connecting to %s: %s (status %d)", c->peer,
-			  rdma_event_str(ev->event), ev->status);
+		rdmem_err_limited("verbs: connecting to %s: %s (status %d)", c->peer,
+				  rdma_event_str(ev->event), ev->status);
 		return -ECONNABORTED;
 	default:
 		rdmem_debug("verbs: connecting to %s: %s", c->peer, rdma_event_str(ev->event));
@@ -997,14 +1016,14 @@ int rdmem_verbs_connect(struct rdmem_conn *conn, const void *priv, size_t len, v
 		return n;
 	if (rdma_connect(c->id, &p)) {
 		rc = -errno;
-		rdmem_err("verbs: rdma_connect %s: %s", c->peer, strerror(-rc));
+		rdmem_err_limited("verbs: rdma_connect %s: %s", c->peer, strerror(-rc));
 		return rc;
 	}
 	do {
 		rc = rdmem_verbs_next_event(c->ch, timeout_ms, &ev);
 		if (rc == -ETIMEDOUT)
-			rdmem_err("verbs: connecting to %s: no answer in %d ms", c->peer,
-				  timeout_ms);
+			rdmem_err_limited("verbs: connecting to %s: no answer in %d ms", c->peer,
+					  timeout_ms);
 		if (rc)
 			return rc;
 		rc = rdmem_verbs_connect_event(c, ev, peer_priv, peer_len);

@@ -8,6 +8,7 @@
 #include "server/listener.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +22,14 @@
 #include "server/worker.h"
 
 #define RDMEM_LISTENER_POLL_MS 100
+#define RDMEM_ADDR_KEY	       64
+
+/* Sessions open from one peer address (--max-sessions-per-addr). The
+ * listener alone assigns keys; a session's close decrements n. */
+struct rdmem_addr_count {
+	char key[RDMEM_ADDR_KEY];
+	atomic_uint n;
+};
 
 struct rdmem_listener_thread {
 	const struct rdmem_rdma_config *cfg;
@@ -29,6 +38,9 @@ struct rdmem_listener_thread {
 	struct rdmem_pool *pool; /* NULL: each session takes a pool of its own */
 	struct rdmem_workers *workers;
 	uint32_t next_id;
+	struct rdmem_addr_count *addrs; /* max_sessions entries: enough for every session */
+	/* Sessions opened before this that never sent are reclaimed (see session.h). */
+	atomic_uint_fast64_t reclaim_before_ns;
 	int stop_efd;
 	pthread_t thread;
 };
@@ -53,6 +65,53 @@ static void rdmem_listener_refuse(struct rdmem_conn *c, uint16_t status, const c
 	rdmem_session_reject(c, &r);
 }
 
+/* The peer's address without its port (verbs "ip:port", "[ip6]:port"; shm
+ * names the peer process, kept whole). */
+static void rdmem_listener_addr_key(struct rdmem_conn *c, char *key)
+{
+	const char *peer = rdmem_fab_peer(c);
+	size_t n = strlen(peer), end = n;
+
+	while (end && peer[end - 1] >= '0' && peer[end - 1] <= '9')
+		end--;
+	if (end && end < n && peer[end - 1] == ':')
+		n = end - 1;
+	snprintf(key, RDMEM_ADDR_KEY, "%.*s", (int)n, peer);
+}
+
+/* The entry counting key's sessions (a free one when none), or NULL. */
+static struct rdmem_addr_count *rdmem_listener_addr(struct rdmem_listener_thread *lt,
+						    const char *key)
+{
+	struct rdmem_addr_count *free_slot = NULL;
+	uint32_t i;
+
+	for (i = 0; i < lt->cfg->max_sessions; i++) {
+		struct rdmem_addr_count *a = &lt->addrs[i];
+		/* acquire: pairs with the release decrement in rdmem_session_close */
+		unsigned n = atomic_load_explicit(&a->n, memory_order_acquire);
+
+		if (n && strcmp(a->key, key) == 0)
+			return a;
+		if (!n && !free_slot)
+			free_slot = a;
+	}
+	if (free_slot)
+		snprintf(free_slot->key, sizeof(free_slot->key), "%s", key);
+	return free_slot;
+}
+
+/* Full: sessions older than --session-grace-ms that never sent are reclaimed. */
+static void rdmem_listener_pressure(struct rdmem_listener_thread *lt)
+{
+	uint64_t grace = (uint64_t)(lt->cfg->grace_ms ? lt->cfg->grace_ms : 5000) * 1000000ull;
+	uint64_t now = rdmem_now_ns();
+
+	/* relaxed: a time the workers compare with, no data rides on it */
+	atomic_store_explicit(&lt->reclaim_before_ns, now > grace ? now - grace : 0,
+			      memory_order_relaxed);
+}
+
 /* Returns 0 to go on, or the status the request is refused with. */
 static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
 				     const struct rdmem_xchg_hello *hello, size_t len)
@@ -62,21 +121,46 @@ static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rd
 
 	if (st == RDMEM_S_DENIED) {
 		rdmem_service_count_auth_failure(lt->svc);
-		rdmem_warn("connect request from %s: authentication failed: refused",
-			   rdmem_fab_peer(c));
+		rdmem_warn_limited("connect request from %s: authentication failed: refused",
+				   rdmem_fab_peer(c));
 		rdmem_listener_refuse(c, st, "authentication failed");
 	} else if (st) {
 		rdmem_service_count_bad_input(lt->svc);
-		rdmem_warn("connect request from %s: %s (%zu bytes): refused", rdmem_fab_peer(c),
-			   why, len);
+		rdmem_warn_limited("connect request from %s: %s (%zu bytes): refused",
+				   rdmem_fab_peer(c), why, len);
 		rdmem_listener_refuse(c, st, why);
 	} else if (rdmem_workers_sessions(lt->workers) >= lt->cfg->max_sessions) {
 		st = RDMEM_S_BUSY;
-		rdmem_warn("connect request from %s: %u sessions already (--max-sessions): refused",
-			   rdmem_fab_peer(c), lt->cfg->max_sessions);
+		rdmem_listener_pressure(lt);
+		rdmem_warn_limited("connect request from %s: %u sessions already (--max-sessions): "
+				   "refused",
+				   rdmem_fab_peer(c), lt->cfg->max_sessions);
 		rdmem_listener_refuse(c, st, "too many sessions");
 	}
 	return st;
+}
+
+/* --max-sessions-per-addr: 0 and the address's entry, or the refusal status. */
+static uint16_t rdmem_listener_admit_addr(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
+					  struct rdmem_addr_count **out)
+{
+	/* 0 (a config not from main): no limit of its own */
+	uint32_t limit = lt->cfg->max_per_addr ? lt->cfg->max_per_addr : lt->cfg->max_sessions;
+	char key[RDMEM_ADDR_KEY];
+	struct rdmem_addr_count *a;
+
+	rdmem_listener_addr_key(c, key);
+	a = rdmem_listener_addr(lt, key);
+	if (a && atomic_load_explicit(&a->n, memory_order_relaxed) < limit) {
+		*out = a;
+		return 0;
+	}
+	rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_REFUSED_ADDR);
+	rdmem_warn_limited("connect request from %s: %u sessions from that address "
+			   "(--max-sessions-per-addr): refused",
+			   rdmem_fab_peer(c), limit);
+	rdmem_listener_refuse(c, RDMEM_S_BUSY, "too many sessions from this address");
+	return RDMEM_S_BUSY;
 }
 
 static void rdmem_listener_take(struct rdmem_listener_thread *lt)
@@ -84,6 +168,7 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	struct rdmem_fab_attr attr = rdmem_listener_attr(lt->cfg);
 	struct rdmem_xchg_hello hello;
 	struct rdmem_session *s;
+	struct rdmem_addr_count *addr = NULL;
 	struct rdmem_conn *c;
 	size_t len = sizeof(hello);
 	int ret;
@@ -92,15 +177,18 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	ret = rdmem_fab_get_request(lt->l, &attr, &c, &hello, &len);
 	if (ret < 0) {
 		if (ret != -EAGAIN)
-			rdmem_warn("connect request failed: %s", strerror(-ret));
+			rdmem_warn_limited("connect request failed: %s", strerror(-ret));
 		return;
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */
-	if (rdmem_listener_admit(lt, c, &hello, len))
+	if (rdmem_listener_admit(lt, c, &hello, len) || rdmem_listener_admit_addr(lt, c, &addr))
 		return;
 	/* On failure (e.g. no lease free) the session refused the request with a reason. */
-	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0)
+	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0) {
+		atomic_fetch_add_explicit(&addr->n, 1, memory_order_relaxed);
+		rdmem_session_set_guard(s, &addr->n, &lt->reclaim_before_ns);
 		rdmem_workers_add(lt->workers, s);
+	}
 }
 
 static void *rdmem_listener_main(void *arg)
@@ -159,6 +247,7 @@ static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 	rdmem_fab_listener_close(lt->l);
 	rdmem_workers_stop(lt->workers); /* closes every session: leases go back */
 	rdmem_pool_destroy(lt->pool);
+	free(lt->addrs);
 	if (lt->stop_efd >= 0)
 		close(lt->stop_efd);
 	free(lt);
@@ -208,7 +297,8 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 	lt->svc = svc;
 	rdmem_listener_memlock_check(cfg);
 	lt->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	ret = lt->stop_efd < 0 ? -errno : rdmem_listener_pool(lt);
+	lt->addrs = calloc(cfg->max_sessions, sizeof(*lt->addrs));
+	ret = lt->stop_efd < 0 ? -errno : !lt->addrs ? -ENOMEM : rdmem_listener_pool(lt);
 	if (ret == 0)
 		ret = rdmem_workers_start(cfg, &lt->workers);
 	if (ret == 0)

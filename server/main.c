@@ -23,6 +23,19 @@ static const char usage_text[] =
     "  -p, --port PORT          RDMA port (default 7471)\n"
     "      --tcp-port N         TCP fallback port (default PORT+1; 0 picks a free one)\n"
     "      --no-tcp             no TCP fallback listener\n"
+    "      --tcp-max-conns N    TCP connections at once, 16..65536 (default 1024)\n"
+    "      --tcp-auth-ms MS     a new TCP connection must authenticate (with\n"
+    "                           --secret-file) or send a valid frame within MS, or\n"
+    "                           it is closed; 100..60000 (default 3000)\n"
+    "      --tcp-idle-ms MS     close TCP connections with no traffic for MS\n"
+    "                           (agents reconnect), 1000..86400000 (default 300000)\n"
+    "      --tcp-max-per-addr N TCP connections from one address, 1..65536 (default 64)\n"
+    "      --tcp-max-partial-per-addr N\n"
+    "                           connections of one address holding half a frame,\n"
+    "                           1..65536 (default 8)\n"
+    "      --tcp-reserved-pct P share of --tcp-max-conns kept for proven peers\n"
+    "                           (authenticated, or sent a valid frame), 0..90\n"
+    "                           (default 10)\n"
     "      --image-dir DIR      accept image uploads into DIR\n"
     "      --image-hook CMD     run CMD <final path> after each committed image\n"
     "      --fabric F           verbs | shm | none: the RDMA listener (default: verbs with\n"
@@ -34,6 +47,13 @@ static const char usage_text[] =
     "                           object offsets are 64-bit: pools past 4 GiB work)\n"
     "      --object-ttl MS      free objects not reclaimed after MS (default 10000)\n"
     "      --max-sessions N     agent sessions at once (default 64)\n"
+    "      --max-sessions-per-addr N\n"
+    "                           sessions from one peer address, 1..4096 (default:\n"
+    "                           --max-sessions, no limit of its own)\n"
+    "      --session-grace-ms MS\n"
+    "                           when sessions are full, one whose agent sent no\n"
+    "                           request for MS is closed for a new agent;\n"
+    "                           100..3600000 (default 5000)\n"
     "      --shared-pool on|off one message pool leased to sessions (default on), or\n"
     "                           a private set of regions per session\n"
     "      --stage-bytes BYTES  largest EAGER reply, capped per session by the agent's\n"
@@ -87,7 +107,15 @@ enum {
 	OPT_DEDUP_WINDOW,
 	OPT_DEDUP_AGENTS,
 	OPT_DEDUP_IDLE,
-	OPT_NO_DEDUP
+	OPT_NO_DEDUP,
+	OPT_TCP_MAX_CONNS,
+	OPT_TCP_AUTH_MS,
+	OPT_TCP_IDLE_MS,
+	OPT_TCP_MAX_PER_ADDR,
+	OPT_TCP_MAX_PARTIAL,
+	OPT_TCP_RESERVED,
+	OPT_MAX_SESSIONS_PER_ADDR,
+	OPT_SESSION_GRACE_MS
 };
 
 static const struct option long_opts[] = {
@@ -122,6 +150,14 @@ static const struct option long_opts[] = {
 	{ "dedup-agents", required_argument, NULL, OPT_DEDUP_AGENTS },
 	{ "dedup-idle", required_argument, NULL, OPT_DEDUP_IDLE },
 	{ "no-dedup", no_argument, NULL, OPT_NO_DEDUP },
+	{ "max-sessions-per-addr", required_argument, NULL, OPT_MAX_SESSIONS_PER_ADDR },
+	{ "session-grace-ms", required_argument, NULL, OPT_SESSION_GRACE_MS },
+	{ "tcp-max-conns", required_argument, NULL, OPT_TCP_MAX_CONNS },
+	{ "tcp-auth-ms", required_argument, NULL, OPT_TCP_AUTH_MS },
+	{ "tcp-idle-ms", required_argument, NULL, OPT_TCP_IDLE_MS },
+	{ "tcp-max-per-addr", required_argument, NULL, OPT_TCP_MAX_PER_ADDR },
+	{ "tcp-max-partial-per-addr", required_argument, NULL, OPT_TCP_MAX_PARTIAL },
+	{ "tcp-reserved-pct", required_argument, NULL, OPT_TCP_RESERVED },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -152,6 +188,14 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_DEDUP_AGENTS, "--dedup-agents", 1, RDMEM_DEDUP_MAX_AGENTS, dedup.max_agents),
 	N(OPT_DEDUP_IDLE, "--dedup-idle", 1, 86400000, dedup.idle_ms),
 	N(OPT_METRICS_PORT, "--metrics-port", 1, 65535, metrics_port),
+	N(OPT_MAX_SESSIONS_PER_ADDR, "--max-sessions-per-addr", 1, 4096, rdma.max_per_addr),
+	N(OPT_SESSION_GRACE_MS, "--session-grace-ms", 100, 3600000, rdma.grace_ms),
+	N(OPT_TCP_MAX_CONNS, "--tcp-max-conns", 16, 65536, tcp.max_conns),
+	N(OPT_TCP_AUTH_MS, "--tcp-auth-ms", 100, 60000, tcp.auth_ms),
+	N(OPT_TCP_IDLE_MS, "--tcp-idle-ms", 1000, 86400000, tcp.idle_ms),
+	N(OPT_TCP_MAX_PER_ADDR, "--tcp-max-per-addr", 1, 65536, tcp.max_per_addr),
+	N(OPT_TCP_MAX_PARTIAL, "--tcp-max-partial-per-addr", 1, 65536, tcp.max_partial_per_addr),
+	N(OPT_TCP_RESERVED, "--tcp-reserved-pct", 0, 90, tcp.reserved_pct),
 };
 
 #undef N
@@ -209,6 +253,7 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 		if (ret == -EINVAL)
 			exit(2);
 		tcp_port_given |= ret == 0 && opt == OPT_TCP_PORT;
+		cfg->tcp.set_reserved |= ret == 0 && opt == OPT_TCP_RESERVED;
 		if (ret == 0 && opt == OPT_DEDUP_WINDOW &&
 		    (cfg->dedup.window & (cfg->dedup.window - 1)))
 			die_usage("--dedup-window must be a power of two, not '%s'", optarg);
@@ -287,6 +332,8 @@ int main(int argc, char **argv)
 			  .object_ttl_ms = 10000,
 			  .batch_budget = 32,
 			  .max_sessions = 64,
+			  .max_per_addr = 0, /* no limit of its own: --max-sessions */
+			  .grace_ms = 5000,
 			  .shared_pool = 1,
 			  .stage_bytes = RDMEM_DEFAULT_RESP_BYTES,
 			  .workers = 1,

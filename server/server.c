@@ -40,13 +40,13 @@ static int server_signals(struct rdmem_server *srv)
 
 static int server_start_tcp(struct rdmem_server *srv)
 {
-	struct rdmem_tcp_server_config tc = {
-		.addr = srv->cfg.bind_addr,
-		.port = srv->cfg.tcp_port,
-		.max_value = srv->cfg.svc.max_value,
-		.auth = srv->auth,
-	};
+	struct rdmem_tcp_server_config tc = srv->cfg.tcp; /* the limits */
 	int ret;
+
+	tc.addr = srv->cfg.bind_addr;
+	tc.port = srv->cfg.tcp_port;
+	tc.max_value = srv->cfg.svc.max_value;
+	tc.auth = srv->auth;
 
 	if (srv->cfg.no_tcp) {
 		rdmem_info("tcp fallback disabled (--no-tcp)");

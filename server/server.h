@@ -19,6 +19,8 @@ struct rdmem_server_config {
 	const char *bind_addr;
 	uint16_t port;	   /* RDMA listener */
 	uint16_t tcp_port; /* 0: any free port (the ready line names it) */
+	/* --tcp-max-conns, --tcp-auth-ms, ...: 0 takes tcp_loop.h's defaults */
+	struct rdmem_tcp_server_config tcp;
 	int no_tcp;
 	int no_rdma; /* --fabric none */
 	struct rdmem_rdma_config rdma;

@@ -545,6 +545,11 @@ void rdmem_service_count_mac_failure(struct rdmem_service *svc)
 	atomic_fetch_add_explicit(&svc->mac_failures, 1, memory_order_relaxed);
 }
 
+void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
+{
+	atomic_fetch_add_explicit(&svc->net[what], 1, memory_order_relaxed);
+}
+
 void rdmem_service_count_bad_input(struct rdmem_service *svc)
 {
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);

@@ -98,6 +98,22 @@ void rdmem_service_count_auth_failure(struct rdmem_service *svc);
 /* A TCP frame after AUTH failed its tag (tcp/frame_mac.h): tampered, replayed, lost. */
 void rdmem_service_count_mac_failure(struct rdmem_service *svc);
 
+/* What the listeners did to a hostile (or just slow) network peer: each a
+ * counter "net.<name>" (see stats.c), the full number behind a log line
+ * that is rate-limited. */
+enum rdmem_net_ctr {
+	RDMEM_NET_TCP_REFUSED_FULL,  /* --tcp-max-conns reached, nothing to evict */
+	RDMEM_NET_TCP_REFUSED_ADDR,  /* --tcp-max-per-addr reached */
+	RDMEM_NET_TCP_EVICTED,	     /* unproven connection closed to admit a newer one */
+	RDMEM_NET_TCP_DEADLINE,	     /* did not prove itself within --tcp-auth-ms */
+	RDMEM_NET_TCP_IDLE,	     /* idle past --tcp-idle-ms */
+	RDMEM_NET_TCP_PARTIAL_LIMIT, /* past --tcp-max-partial-per-addr mid-frame */
+	RDMEM_NET_RDMA_REFUSED_ADDR, /* --max-sessions-per-addr reached */
+	RDMEM_NET_RDMA_RECLAIMED,    /* sessions that never sent, closed for a new one */
+	RDMEM_NET__COUNT
+};
+void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what);
+
 /* The RDMA side adds its own section to STATS. Safe while calls are served;
  * fn NULL clears it, and returns only once no STATS is inside the old hook. */
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,

@@ -39,9 +39,10 @@ struct rdmem_service {
 	atomic_uint_fast64_t bad_input;	    /* frames/descriptors refused before dispatch */
 	atomic_uint_fast64_t auth_failures; /* peers that did not prove the secret */
 	atomic_uint_fast64_t mac_failures;  /* TCP frames whose tag failed after AUTH */
-	atomic_uint_fast64_t bad_request;   /* calls answered BAD_REQUEST by dispatch */
-	atomic_uint_fast64_t bytes_in;	    /* request key + value bytes */
-	atomic_uint_fast64_t bytes_out;	    /* reply value bytes */
+	atomic_uint_fast64_t net[RDMEM_NET__COUNT];
+	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
+	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
+	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
@@ -69,6 +70,7 @@ struct rdmem_service {
 struct rdmem_server_snapshot {
 	uint64_t uptime_s, sessions, kv_keys, kv_bytes;
 	uint64_t bad_input, bad_request, auth_failures, mac_failures, bytes_in, bytes_out;
+	uint64_t net[RDMEM_NET__COUNT];
 	uint64_t op_calls[RDMEM_OP__COUNT], op_errors[RDMEM_OP__COUNT];
 	uint64_t path_calls[RDMEM_PATH__COUNT];
 	uint64_t pool_used, pool_bytes, pool_live, reclaim_freed, reclaim_refused;

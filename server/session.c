@@ -60,6 +60,10 @@ struct rdmem_session {
 	int accepted;
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer peer;
+	uint64_t opened_ns;
+	int heard; /* the peer sent at least one request (immediate) */
+	atomic_uint *addr_ref;
+	atomic_uint_fast64_t *reclaim_before_ns;
 };
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
@@ -346,8 +350,8 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	if (rdmem_dp_take(&s->ring[slot], &req) < 0) {
 		s->bad++;
 		rdmem_service_count_bad_input(s->svc);
-		rdmem_warn("session %u: immediate for slot %u that is not READY: ignored", s->id,
-			   slot);
+		rdmem_warn_limited("session %u: immediate for slot %u that is not READY: ignored",
+				   s->id, slot);
 		return 0;
 	}
 	st = rdmem_session_check_req(&req, slot, s->slots, s->slot_bytes, s->cfg->max_value);
@@ -398,19 +402,21 @@ static int rdmem_session_reap(struct rdmem_session *s)
 		return n;
 	for (i = 0; i < n; i++) {
 		if (wc[i].status != RDMEM_WC_SUCCESS) {
-			rdmem_err("session %u (%s): completion error: %s", s->id,
-				  rdmem_fab_peer(s->conn), rdmem_wc_status_name(wc[i].status));
+			rdmem_err_limited("session %u (%s): completion error: %s", s->id,
+					  rdmem_fab_peer(s->conn),
+					  rdmem_wc_status_name(wc[i].status));
 			return -ECONNRESET;
 		}
 		if (wc[i].op != RDMEM_WC_RECV_IMM)
 			continue;
 		s->recv_owed++;
+		s->heard = 1;
 		/* At most one request per slot is in flight; more is a broken peer. */
 		if (wc[i].imm >= s->slots || s->ready_count >= s->slots) {
 			s->bad++;
 			rdmem_service_count_bad_input(s->svc);
-			rdmem_warn("session %u: immediate %u out of range: ignored", s->id,
-				   wc[i].imm);
+			rdmem_warn_limited("session %u: immediate %u out of range: ignored", s->id,
+					   wc[i].imm);
 			continue;
 		}
 		rdmem_session_ready_push(s, wc[i].imm);
@@ -487,8 +493,25 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
 
+/* The listener is full and this session's peer never sent a request. */
+static int rdmem_session_unused(struct rdmem_session *s)
+{
+	/* relaxed: a time, no other data rides on it (the listener's store) */
+	if (s->heard || !s->reclaim_before_ns ||
+	    s->opened_ns >= atomic_load_explicit(s->reclaim_before_ns, memory_order_relaxed))
+		return 0;
+	rdmem_service_count_net(s->svc, RDMEM_NET_RDMA_RECLAIMED);
+	rdmem_warn_limited("session %u (%s): no request in %llu ms while sessions are full: "
+			   "closed for a new agent (--session-grace-ms)",
+			   s->id, rdmem_fab_peer(s->conn),
+			   (unsigned long long)((rdmem_now_ns() - s->opened_ns) / 1000000));
+	return 1;
+}
+
 static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 {
+	if (rdmem_session_unused(s))
+		return -ETIMEDOUT;
 	if (now - s->check_at > RDMEM_SESSION_CHECK_NS) {
 		s->check_at = now;
 		if (rdmem_fab_check(s->conn) < 0)
@@ -498,8 +521,8 @@ static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 		uint32_t n = rdmem_objpool_scan(&s->objects, now);
 
 		if (n)
-			rdmem_warn("session %u: %u unreclaimed objects freed by the TTL scan",
-				   s->id, n);
+			rdmem_warn_limited(
+			    "session %u: %u unreclaimed objects freed by the TTL scan", s->id, n);
 		s->scan_at = now;
 	}
 	if (now - s->ctrl_at > RDMEM_SESSION_CTRL_NS)
@@ -679,8 +702,9 @@ static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
 	fit = RDMEM_MAX(fit, 1u);
 	if (fit >= slots)
 		return slots;
-	rdmem_warn("session with %s: send queue %u, receive queue %u: %u ring slots instead of %u",
-		   rdmem_fab_peer(conn), max_send, max_recv, fit, slots);
+	rdmem_warn_limited("session with %s: send queue %u, receive queue %u: %u ring slots "
+			   "instead of %u",
+			   rdmem_fab_peer(conn), max_send, max_recv, fit, slots);
 	return fit;
 }
 
@@ -710,24 +734,37 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;
 	ret = rdmem_session_setup(s, hello);
 	if (ret < 0) {
-		rdmem_err("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),
-			  strerror(-ret));
+		rdmem_err_limited("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),
+				  strerror(-ret));
 		rdmem_session_free(s);
 		return ret;
 	}
 	rdmem_service_session_delta(svc, 1);
-	rdmem_info("session %u (%s): lease %u, %u slots x %u B, object pool %llu KiB", id,
-		   rdmem_fab_peer(conn), s->lease.index, s->slots, s->slot_bytes,
-		   (unsigned long long)(s->objects.area_bytes >> 10));
+	s->opened_ns = rdmem_now_ns();
+	rdmem_log_limited(RDMEM_LOG_INFO,
+			  "session %u (%s): lease %u, %u slots x %u B, object pool %llu KiB", id,
+			  rdmem_fab_peer(conn), s->lease.index, s->slots, s->slot_bytes,
+			  (unsigned long long)(s->objects.area_bytes >> 10));
 	*out = s;
 	return 0;
+}
+
+void rdmem_session_set_guard(struct rdmem_session *s, atomic_uint *ref,
+			     atomic_uint_fast64_t *reclaim_before_ns)
+{
+	s->addr_ref = ref;
+	s->reclaim_before_ns = reclaim_before_ns;
 }
 
 void rdmem_session_close(struct rdmem_session *s)
 {
 	if (!s)
 		return;
-	rdmem_info("session %u (%s): closed", s->id, rdmem_fab_peer(s->conn));
+	rdmem_log_limited(RDMEM_LOG_INFO, "session %u (%s): closed", s->id,
+			  rdmem_fab_peer(s->conn));
 	rdmem_service_session_delta(s->svc, -1);
+	/* release: pairs with the listener's acquire load that reuses the entry */
+	if (s->addr_ref)
+		atomic_fetch_sub_explicit(s->addr_ref, 1, memory_order_release);
 	rdmem_session_free(s);
 }

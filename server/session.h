@@ -7,6 +7,7 @@
 #ifndef RDMEM_SERVER_SESSION_H
 #define RDMEM_SERVER_SESSION_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "rdmem/fabric.h"
@@ -41,6 +42,8 @@ struct rdmem_rdma_config {
 	uint32_t slice_us;	  /* a group's time slice */
 	int busy_poll;
 	int tcp_up;		 /* the TCP fallback listener runs (not --no-tcp) */
+	uint32_t max_per_addr;	 /* --max-sessions-per-addr */
+	uint32_t grace_ms;	 /* --session-grace-ms: a new session's time to send */
 	struct rdmem_auth *auth; /* --secret-file; NULL: no authentication */
 };
 
@@ -59,6 +62,14 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		       struct rdmem_pool *pool, struct rdmem_conn *conn,
 		       const struct rdmem_xchg_hello *hello, uint32_t id,
 		       struct rdmem_session **out);
+/*
+ * Hostile peers: ref counts the sessions of this one's peer address (closing
+ * decrements it); when *reclaim_before_ns (set by the listener when it is
+ * full) passes the session's start and the peer never sent a request, the
+ * session ends (-ETIMEDOUT from poll/tick) so the slot goes to a new agent.
+ */
+void rdmem_session_set_guard(struct rdmem_session *s, atomic_uint *ref,
+			     atomic_uint_fast64_t *reclaim_before_ns);
 /* Disconnects and gives everything back, the lease included. */
 void rdmem_session_close(struct rdmem_session *s);
 

@@ -34,6 +34,8 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	s->auth_failures = ld(&svc->auth_failures);
 	s->mac_failures = ld(&svc->mac_failures);
 	s->bytes_in = ld(&svc->bytes_in);
+	for (i = 0; i < RDMEM_NET__COUNT; i++)
+		s->net[i] = ld(&svc->net[i]);
 	s->bytes_out = ld(&svc->bytes_out);
 	for (i = 1; i < RDMEM_OP__COUNT; i++) {
 		s->op_calls[i] = ld(&svc->ops[i].calls);
@@ -75,6 +77,22 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("auth_failures", C, auth_failures, "Peers refused by the shared-secret check."),
 	S("mac_failures", C, mac_failures,
 	  "TCP frames after AUTH whose MAC failed (changed, replayed, dropped, reflected)."),
+	S("net.tcp_refused_full", C, net[RDMEM_NET_TCP_REFUSED_FULL],
+	  "TCP connections refused: --tcp-max-conns open and none unproven to close."),
+	S("net.tcp_refused_addr", C, net[RDMEM_NET_TCP_REFUSED_ADDR],
+	  "TCP connections refused: --tcp-max-per-addr open from that address."),
+	S("net.tcp_evicted", C, net[RDMEM_NET_TCP_EVICTED],
+	  "Unproven TCP connections closed to admit a newer one."),
+	S("net.tcp_deadline", C, net[RDMEM_NET_TCP_DEADLINE],
+	  "TCP connections closed for not proving themselves within --tcp-auth-ms."),
+	S("net.tcp_idle", C, net[RDMEM_NET_TCP_IDLE],
+	  "TCP connections closed after --tcp-idle-ms without traffic."),
+	S("net.tcp_partial_limit", C, net[RDMEM_NET_TCP_PARTIAL_LIMIT],
+	  "TCP connections closed: --tcp-max-partial-per-addr half-finished frames."),
+	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
+	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
+	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],
+	  "RDMA sessions that never sent a request, closed to admit a new one."),
 	S("bytes_in", C, bytes_in, "Request key and value bytes."),
 	S("bytes_out", C, bytes_out, "Reply value bytes."),
 	OP("ping", RDMEM_OP_PING),

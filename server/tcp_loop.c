@@ -38,8 +38,8 @@
 #define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
 #define TCP_RING_ENTRIES 512u
 #define TCP_TICK_MS	 100
-#define TCP_BAD_LOG_MAX	 16u /* bad-frame log lines per connection */
 #define TCP_CLOSE_MS	 2000u
+#define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -64,8 +64,7 @@ struct conn {
 	int send_busy;
 	int recv_busy;
 	unsigned ops; /* SQEs in flight that name this connection */
-	unsigned bad_logged;
-	int authed; /* proved the shared secret (or none is required) */
+	int authed;   /* proved the shared secret (or none is required) */
 	/* After AUTH with a secret: the frame tags (tcp/frame_mac.h), each way's count. */
 	struct rdmem_frame_mac *mac;
 	uint64_t tx_seq, rx_seq;
@@ -73,6 +72,12 @@ struct conn {
 	int reject_pending;
 	uint16_t reject_status;
 	struct rdmem_desc reject_req;
+	/* Proved itself: authenticated (with a secret) or sent a valid frame
+	 * (without). Until then it has auth_ms, and may be evicted. */
+	int proven;
+	int partial;		     /* holds part of a frame (or a refused payload to drain) */
+	char host[INET6_ADDRSTRLEN]; /* the peer's address, what per-address limits count */
+	uint64_t born_ns, last_ns;   /* accepted; last byte in or out */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
 	int closing;	      /* no more reads; close once flushed */
@@ -93,7 +98,11 @@ struct rdmem_tcp_server {
 	pthread_t thread;
 	int started;
 	struct conn *conns;
-	unsigned nconns;
+	unsigned nconns;    /* structs, the dead ones waiting for their ops included */
+	unsigned nlive;	    /* not dead: what --tcp-max-conns counts */
+	unsigned nunproven; /* live and not proven */
+	unsigned unproven_cap;
+	uint64_t swept_ns;
 	int accept_busy;
 	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
 	int stopping;
@@ -120,7 +129,7 @@ static struct io_uring_sqe *tcp_sqe(struct rdmem_tcp_server *s)
 	if (!sqe && io_uring_submit(&s->ring) >= 0)
 		sqe = io_uring_get_sqe(&s->ring);
 	if (!sqe)
-		rdmem_err("tcp %s: io_uring submission queue full", s->name);
+		rdmem_err_limited("tcp %s: io_uring submission queue full", s->name);
 	return sqe;
 }
 
@@ -177,6 +186,9 @@ static void conn_kill(struct conn *c, const char *why)
 		return;
 	rdmem_debug("tcp %s: closing %s: %s", c->srv->name, c->peer, why);
 	c->dead = 1;
+	c->srv->nlive--;
+	if (!c->proven)
+		c->srv->nunproven--;
 	shutdown(c->fd, SHUT_RDWR);
 }
 
@@ -196,6 +208,68 @@ static void conn_close_after_flush(struct conn *c)
 		conn_kill(c, "done");
 }
 
+static void conn_prove(struct conn *c)
+{
+	if (c->proven)
+		return;
+	c->proven = 1;
+	c->srv->nunproven--;
+}
+
+/* Live connections from host; partial: only those mid-frame. */
+static unsigned srv_count_addr(const struct rdmem_tcp_server *s, const char *host, int partial)
+{
+	const struct conn *c;
+	unsigned n = 0;
+
+	for (c = s->conns; c; c = c->next)
+		n += !c->dead && (!partial || c->partial) && strcmp(c->host, host) == 0;
+	return n;
+}
+
+/*
+ * Room for one more unproven connection: closes the oldest unproven one when
+ * they fill their share (or all of --tcp-max-conns), so idle connections
+ * cannot lock newer peers out; proven ones are never evicted for it.
+ */
+static int srv_make_room(struct rdmem_tcp_server *s, const char *host)
+{
+	struct conn *c, *oldest = NULL;
+
+	if (s->nunproven < s->unproven_cap && s->nlive < s->cfg.max_conns)
+		return 0;
+	for (c = s->conns; c; c = c->next) /* newest first: the last match is the oldest */
+		if (!c->dead && !c->proven)
+			oldest = c;
+	if (!oldest) {
+		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_FULL);
+		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u connections open "
+				   "(--tcp-max-conns), all proven",
+				   s->name, host, s->nlive);
+		return -1;
+	}
+	rdmem_service_count_net(s->svc, RDMEM_NET_TCP_EVICTED);
+	rdmem_warn_limited("tcp %s: closing %s, unproven for %llu ms, to admit %s "
+			   "(%u unproven connections: the --tcp-reserved-pct share is kept)",
+			   s->name, oldest->peer,
+			   (unsigned long long)((rdmem_now_ns() - oldest->born_ns) / 1000000), host,
+			   s->nunproven);
+	conn_kill(oldest, "evicted");
+	return 0;
+}
+
+static int srv_admit(struct rdmem_tcp_server *s, const char *host)
+{
+	if (srv_count_addr(s, host, 0) >= s->cfg.max_per_addr) {
+		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_ADDR);
+		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u open from that "
+				   "address (--tcp-max-per-addr)",
+				   s->name, host, s->cfg.max_per_addr);
+		return -1;
+	}
+	return srv_make_room(s, host);
+}
+
 static void conn_new(struct rdmem_tcp_server *s, int fd)
 {
 	struct sockaddr_storage sa;
@@ -204,9 +278,10 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	struct conn *c;
 	int one = 1;
 
-	if (s->nconns >= s->cfg.max_conns) {
-		rdmem_warn("tcp %s: refusing a connection: %u connections open", s->name,
-			   s->nconns);
+	if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0)
+		getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+	if (srv_admit(s, host) < 0) {
 		close(fd);
 		return;
 	}
@@ -214,26 +289,27 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	if (c)
 		c->rbuf = malloc(TCP_RBUF_MIN);
 	if (!c || !c->rbuf) {
-		rdmem_err("tcp %s: out of memory for a new connection", s->name);
+		rdmem_err_limited("tcp %s: out of memory for a new connection", s->name);
 		free(c);
 		close(fd);
 		return;
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-		rdmem_warn("tcp %s: TCP_NODELAY: %s", s->name, strerror(errno));
-	if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0)
-		getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
-			    NI_NUMERICHOST | NI_NUMERICSERV);
+		rdmem_warn_limited("tcp %s: TCP_NODELAY: %s", s->name, strerror(errno));
+	snprintf(c->host, sizeof(c->host), "%s", host);
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
 	c->srv = s;
 	c->fd = fd;
 	c->rcap = TCP_RBUF_MIN;
 	c->authed = !s->cfg.auth;
+	c->born_ns = c->last_ns = rdmem_now_ns();
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	s->nlive++;
+	s->nunproven++;
 	rdmem_debug("tcp %s: connection from %s", s->name, c->peer);
 	conn_arm_recv(c);
 }
@@ -346,10 +422,11 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	memcpy(ob->p + ob->len + RDMEM_DESC_SIZE, &ours, sizeof(ours));
 	ob->len += RDMEM_DESC_SIZE + sizeof(ours);
 	c->authed = 1; /* every frame from here on, both ways, carries a tag */
+	conn_prove(c);
 	return 0;
 refuse:
-	rdmem_warn("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
-		   c->peer, why);
+	rdmem_warn_limited("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
+			   c->peer, why);
 	rdmem_service_count_auth_failure(c->srv->svc);
 	ret = conn_reply_status(c, req, RDMEM_S_DENIED);
 	conn_close_after_flush(c);
@@ -360,14 +437,9 @@ refuse:
 
 static void conn_log_bad(struct conn *c, const struct rdmem_frame *f)
 {
-	if (c->bad_logged < TCP_BAD_LOG_MAX)
-		rdmem_warn("tcp %s: bad frame from %s: %s (op %u, key %u B, value %u B)",
+	rdmem_warn_limited("tcp %s: bad frame from %s: %s (op %u, key %u B, value %u B)",
 			   c->srv->name, c->peer, f->why, f->desc.op, f->desc.key_len,
 			   f->desc.val_len);
-	else if (c->bad_logged == TCP_BAD_LOG_MAX)
-		rdmem_warn("tcp %s: more bad frames from %s, no longer logged", c->srv->name,
-			   c->peer);
-	c->bad_logged++;
 	rdmem_service_count_bad_input(c->srv->svc);
 }
 
@@ -485,6 +557,7 @@ static int conn_process(struct conn *c)
 			pos = c->rlen;
 			break;
 		} else {
+			conn_prove(c); /* a valid frame (with a secret: after AUTH) */
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
 		}
@@ -496,7 +569,7 @@ static int conn_process(struct conn *c)
 	if (ret == 0 && !c->closing)
 		ret = conn_fit_rbuf(c);
 	if (ret < 0) {
-		rdmem_err("tcp %s: out of memory serving %s", c->srv->name, c->peer);
+		rdmem_err_limited("tcp %s: out of memory serving %s", c->srv->name, c->peer);
 		conn_kill(c, "out of memory");
 		return -1;
 	}
@@ -557,6 +630,32 @@ static void conn_kick(struct conn *c)
 		conn_close_after_flush(c);
 }
 
+/*
+ * A connection holding part of a frame ties up a buffer and the peer's
+ * promise to finish it; one address gets --tcp-max-partial-per-addr of them
+ * at once (slowloris). Returns -1 when c was closed for it.
+ */
+static int conn_check_partial(struct conn *c)
+{
+	struct rdmem_tcp_server *s = c->srv;
+	int partial = !c->dead && (c->rlen || c->drain);
+
+	if (!partial || c->partial) {
+		c->partial = partial;
+		return 0;
+	}
+	if (srv_count_addr(s, c->host, 1) >= s->cfg.max_partial_per_addr) {
+		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_PARTIAL_LIMIT);
+		rdmem_warn_limited("tcp %s: closing %s: %u connections from %s hold half a frame "
+				   "(--tcp-max-partial-per-addr)",
+				   s->name, c->peer, s->cfg.max_partial_per_addr, c->host);
+		conn_kill(c, "too many half-finished frames");
+		return -1;
+	}
+	c->partial = 1;
+	return 0;
+}
+
 static void conn_on_recv(struct conn *c, int res)
 {
 	c->recv_busy = 0;
@@ -573,8 +672,9 @@ static void conn_on_recv(struct conn *c, int res)
 			rdmem_debug("tcp %s: recv from %s: %s", c->srv->name, c->peer,
 				    strerror(-res));
 		if (c->rlen || c->drain)
-			rdmem_info("tcp %s: %s went away mid-frame (%zu bytes dropped)",
-				   c->srv->name, c->peer, c->rlen);
+			rdmem_log_limited(RDMEM_LOG_INFO,
+					  "tcp %s: %s went away mid-frame (%zu bytes dropped)",
+					  c->srv->name, c->peer, c->rlen);
 		c->rlen = 0;
 		conn_close_after_flush(c); /* replies to earlier frames may still go out */
 		return;
@@ -589,7 +689,8 @@ static void conn_on_recv(struct conn *c, int res)
 		res -= (int)d;
 	}
 	c->rlen += (size_t)res;
-	if (conn_process(c) == 0)
+	c->last_ns = rdmem_now_ns();
+	if (conn_process(c) == 0 && conn_check_partial(c) == 0)
 		conn_kick(c);
 }
 
@@ -608,6 +709,7 @@ static void conn_on_send(struct conn *c, int res)
 		return;
 	}
 	c->sent += (size_t)res;
+	c->last_ns = rdmem_now_ns();
 	if (c->sent < ob->len) {
 		sqe = tcp_sqe(c->srv);
 		if (!sqe) {
@@ -628,7 +730,7 @@ static void conn_on_send(struct conn *c, int res)
 		ob->cap = 0;
 	}
 	/* Replies drained: frames held back by back-pressure can run now. */
-	if (!c->closing && c->rlen && conn_process(c) < 0)
+	if (!c->closing && c->rlen && (conn_process(c) < 0 || conn_check_partial(c) < 0))
 		return;
 	conn_kick(c);
 }
@@ -658,7 +760,7 @@ static void srv_on_accept(struct rdmem_tcp_server *s, int res)
 		else
 			conn_new(s, res);
 	} else if (res != -ECANCELED) {
-		rdmem_warn("tcp %s: accept: %s", s->name, strerror(-res));
+		rdmem_warn_limited("tcp %s: accept: %s", s->name, strerror(-res));
 		/* Out of fds or memory: retrying at once would spin. */
 		s->accept_resume_ns = rdmem_now_ns() + TCP_TICK_MS * 1000000ull;
 	}
@@ -727,16 +829,53 @@ static void srv_on_cqe(struct rdmem_tcp_server *s, uint64_t ud, int res)
 	conn_maybe_free(c);
 }
 
-/* Cuts connections whose peer stopped reading while we close them. */
+/* Why c must go now (NULL: it may stay), and the counter that says so. */
+static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_net_ctr *ctr)
+{
+	const struct rdmem_tcp_server *s = c->srv;
+
+	if (c->closing && now > c->close_by_ns)
+		return "flush timed out";
+	if (s->stopping && now > s->stop_deadline_ns)
+		return "flush timed out";
+	if (c->closing)
+		return NULL;
+	if (!c->proven && now - c->born_ns > s->cfg.auth_ms * 1000000ull) {
+		*ctr = RDMEM_NET_TCP_DEADLINE;
+		return s->cfg.auth ? "no AUTH within --tcp-auth-ms"
+				   : "no valid frame within --tcp-auth-ms";
+	}
+	if (c->proven && !c->send_busy && now - c->last_ns > s->cfg.idle_ms * 1000000ull) {
+		*ctr = RDMEM_NET_TCP_IDLE;
+		return "idle past --tcp-idle-ms";
+	}
+	return NULL;
+}
+
+/* Cuts connections past a deadline: flushing to a peer that stopped reading,
+ * not proving themselves in time, idle too long. */
 static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
 {
 	struct conn *c, *next;
 
+	if (now - s->swept_ns < TCP_SWEEP_MS * 1000000ull && !s->stopping)
+		return;
+	s->swept_ns = now;
 	for (c = s->conns; c; c = next) {
+		enum rdmem_net_ctr ctr = RDMEM_NET__COUNT;
+		const char *why = c->dead ? NULL : conn_expired(c, now, &ctr);
+
 		next = c->next;
-		if ((c->closing && now > c->close_by_ns) ||
-		    (s->stopping && now > s->stop_deadline_ns))
-			conn_kill(c, "flush timed out");
+		if (why && ctr == RDMEM_NET_TCP_DEADLINE) {
+			rdmem_service_count_net(s->svc, ctr);
+			rdmem_warn_limited("tcp %s: closing %s: %s", s->name, c->peer, why);
+		} else if (why && ctr == RDMEM_NET_TCP_IDLE) {
+			rdmem_service_count_net(s->svc, ctr);
+			rdmem_log_limited(RDMEM_LOG_INFO, "tcp %s: closing %s: %s", s->name,
+					  c->peer, why);
+		}
+		if (why)
+			conn_kill(c, why);
 		conn_maybe_free(c);
 	}
 }
@@ -815,6 +954,22 @@ static int srv_listen(struct rdmem_tcp_server *s)
 	return 0;
 }
 
+static void rdmem_tcp_config_defaults(struct rdmem_tcp_server_config *c)
+{
+	if (!c->max_conns)
+		c->max_conns = RDMEM_TCP_DEFAULT_MAX_CONNS;
+	if (!c->auth_ms)
+		c->auth_ms = RDMEM_TCP_DEFAULT_AUTH_MS;
+	if (!c->idle_ms)
+		c->idle_ms = RDMEM_TCP_DEFAULT_IDLE_MS;
+	if (!c->max_per_addr)
+		c->max_per_addr = RDMEM_TCP_DEFAULT_MAX_PER_ADDR;
+	if (!c->max_partial_per_addr)
+		c->max_partial_per_addr = RDMEM_TCP_DEFAULT_PARTIAL_PER_ADDR;
+	if (!c->set_reserved)
+		c->reserved_pct = RDMEM_TCP_DEFAULT_RESERVED_PCT;
+}
+
 int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,
 			    struct rdmem_tcp_server **out)
 {
@@ -825,8 +980,10 @@ int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_se
 		return -ENOMEM;
 	s->svc = svc;
 	s->cfg = *cfg;
-	if (!s->cfg.max_conns)
-		s->cfg.max_conns = RDMEM_TCP_DEFAULT_MAX_CONNS;
+	rdmem_tcp_config_defaults(&s->cfg);
+	/* At least one unproven slot, or no new peer could ever get in. */
+	s->unproven_cap = RDMEM_MAX(1u, s->cfg.max_conns - (unsigned)((uint64_t)s->cfg.max_conns *
+								      s->cfg.reserved_pct / 100));
 	s->lfd = s->stop_fd = -1;
 	ret = srv_listen(s);
 	s->cfg.addr = NULL; /* the caller's string; s->name keeps what the logs need */

@@ -17,9 +17,27 @@ struct rdmem_tcp_server_config {
 	uint32_t max_value;	 /* the service's cap: frames beyond it are refused */
 	unsigned max_conns;	 /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
 	struct rdmem_auth *auth; /* --secret-file: a connection's first frame must be AUTH */
+	/*
+	 * Hostile peers (0: the defaults below). A connection is "proven" once
+	 * it authenticated (with auth) or sent one valid frame (without); until
+	 * then it must get there within auth_ms, and it may be closed to admit
+	 * a newer one when unproven connections fill their share. reserved_pct
+	 * of max_conns is kept for proven connections.
+	 */
+	unsigned auth_ms;	       /* --tcp-auth-ms */
+	unsigned idle_ms;	       /* --tcp-idle-ms: no bytes either way this long: closed */
+	unsigned max_per_addr;	       /* --tcp-max-per-addr */
+	unsigned max_partial_per_addr; /* --tcp-max-partial-per-addr: connections mid-frame */
+	unsigned reserved_pct;	       /* --tcp-reserved-pct; 0 is a valid value: set_reserved */
+	int set_reserved;
 };
 
-#define RDMEM_TCP_DEFAULT_MAX_CONNS 1024u
+#define RDMEM_TCP_DEFAULT_MAX_CONNS	   1024u
+#define RDMEM_TCP_DEFAULT_AUTH_MS	   3000u
+#define RDMEM_TCP_DEFAULT_IDLE_MS	   300000u
+#define RDMEM_TCP_DEFAULT_MAX_PER_ADDR	   64u
+#define RDMEM_TCP_DEFAULT_PARTIAL_PER_ADDR 8u
+#define RDMEM_TCP_DEFAULT_RESERVED_PCT	   10u
 
 /* Binds and listens (so a busy port fails here, before any thread starts). */
 int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,

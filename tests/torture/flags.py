@@ -56,6 +56,20 @@ SERVER = {
     # checks do not hold with it, so the draw never sets it (check_help still
     # probes that -h documents it).
     "--no-dedup": dict(kind="bool", p=0),
+    # Hostile-network limits (tests/integration/test_net_hostile.c). Reaping
+    # and deadlines are drawn: agents must ride through them. The
+    # per-address and capacity limits are never drawn: every agent of a case
+    # and the harness share 127.0.0.1 (and shm counts per process), so a
+    # small draw refuses honest peers by design rather than finding a bug;
+    # check_help still probes their ranges.
+    "--tcp-idle-ms": dict(kind="num", lo=1000, hi=86400000, default=300000),
+    "--tcp-auth-ms": dict(kind="num", lo=100, hi=60000, default=3000),
+    "--session-grace-ms": dict(kind="num", lo=100, hi=3600000, default=5000),
+    "--tcp-max-conns": dict(kind="num", lo=16, hi=65536, default=1024, p=0),
+    "--tcp-max-per-addr": dict(kind="num", lo=1, hi=65536, default=64, p=0),
+    "--tcp-max-partial-per-addr": dict(kind="num", lo=1, hi=65536, default=8, p=0),
+    "--tcp-reserved-pct": dict(kind="num", lo=0, hi=90, default=10, p=0),
+    "--max-sessions-per-addr": dict(kind="num", lo=1, hi=4096, p=0),
     "--metrics-port": dict(kind="harness", p=0.15),
     "--metrics-bind": dict(kind="harness", p=0.1, choices=["127.0.0.1", "::1"]),
     "--verbose": dict(kind="bool", p=0.1),
