@@ -212,7 +212,7 @@ static void rdmem_tcp_take_back(struct rdmem_tcp_actor *a)
 /* The connection is gone: calls it carried go back to wait for the next one. */
 static void rdmem_tcp_disconnect(struct rdmem_tcp_actor *a)
 {
-	rdmem_warn("tcp: lost the connection to %s:%u", a->cfg.host, a->cfg.port);
+	rdmem_warn_limited("tcp: lost the connection to %s:%u", a->cfg.host, a->cfg.port);
 	rdmem_tcp_take_back(a);
 	rdmem_tcp_count(&a->c.disconnects, 1);
 	atomic_store_explicit(&a->c.connected, 0, memory_order_relaxed);
