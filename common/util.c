@@ -47,8 +47,9 @@ int rdmem_log_admit(struct rdmem_log_site *site, uint64_t *dropped)
 	uint64_t seen = atomic_load_explicit(&site->window, memory_order_relaxed);
 
 	/* Relaxed throughout: the site publishes no data, only a decision to
-	 * print; a race at a window's edge costs at most a line more or less. */
-	if (win != seen &&
+	 * print. Only forward: a thread that read the clock before a window's
+	 * edge must not move the window back and reset the count. */
+	if ((int64_t)(win - seen) > 0 &&
 	    atomic_compare_exchange_strong_explicit(&site->window, &seen, win, memory_order_relaxed,
 						    memory_order_relaxed))
 		atomic_store_explicit(&site->count, 0, memory_order_relaxed);

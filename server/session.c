@@ -292,7 +292,7 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 		if ((ret = rdmem_session_reap(s)) < 0)
 			return ret;
 		if (++spins > 1000000) {
-			rdmem_err("session %u: send queue stuck full", s->id);
+			rdmem_err_limited("session %u: send queue stuck full", s->id);
 			return -EIO;
 		}
 		rdmem_cpu_relax();
@@ -410,7 +410,6 @@ static int rdmem_session_reap(struct rdmem_session *s)
 		if (wc[i].op != RDMEM_WC_RECV_IMM)
 			continue;
 		s->recv_owed++;
-		s->heard = 1;
 		/* At most one request per slot is in flight; more is a broken peer. */
 		if (wc[i].imm >= s->slots || s->ready_count >= s->slots) {
 			s->bad++;
@@ -419,6 +418,7 @@ static int rdmem_session_reap(struct rdmem_session *s)
 					   wc[i].imm);
 			continue;
 		}
+		s->heard = 1; /* only an in-range request exempts it from the grace reclaim */
 		rdmem_session_ready_push(s, wc[i].imm);
 	}
 	/* Batched, and here (every path that reaps): slots + batch were posted,

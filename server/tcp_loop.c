@@ -421,8 +421,9 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	rdmem_frame_put(ob->p + ob->len, &rep);
 	memcpy(ob->p + ob->len + RDMEM_DESC_SIZE, &ours, sizeof(ours));
 	ob->len += RDMEM_DESC_SIZE + sizeof(ours);
+	/* Not proven yet: an AUTH can be replayed by whoever saw it; the first
+	 * frame whose tag checks shows the peer holds this connection's keys. */
 	c->authed = 1; /* every frame from here on, both ways, carries a tag */
-	conn_prove(c);
 	return 0;
 refuse:
 	rdmem_warn_limited("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
