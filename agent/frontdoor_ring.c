@@ -446,8 +446,9 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	 */
 	if (!atomic_compare_exchange_strong_explicit(&entry->pid, &pid, 0, memory_order_release,
 						     memory_order_relaxed)) {
-		rdmem_warn("front door %s: client %u changed hands while reclaimed (pid %d)",
-			   fd->name, c, pid);
+		rdmem_warn_limited(
+		    "front door %s: client %u changed hands while reclaimed (pid %d)", fd->name, c,
+		    pid);
 		return;
 	}
 	rdmem_frontdoor_count(&fd->n_dead);

@@ -428,8 +428,9 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 		s->rep.status = rdmem_rdma_refusal(r, d, call);
 		s->rep.val_len = 0;
 		if (s->rep.status == RDMEM_S_IO)
-			rdmem_warn("server sent a bad object reference (%u bytes at %llu): refused",
-				   ref->length, (unsigned long long)ref->offset);
+			rdmem_warn_limited(
+			    "server sent a bad object reference (%u bytes at %llu): refused",
+			    ref->length, (unsigned long long)ref->offset);
 		/* Not read, still given back: the server frees it now, not at its TTL. */
 		rdmem_rdma_queue_reclaim(r, ref);
 		rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
@@ -494,8 +495,8 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 	    (s->owner != RDMEM_OWN_CALL && s->owner != RDMEM_OWN_RECLAIM &&
 	     s->owner != RDMEM_OWN_ORPHAN)) {
 		r->st.bad_replies++;
-		rdmem_warn("reply for slot %u with sequence %u (expected %u): refused", i, d.seq,
-			   s->seq);
+		rdmem_warn_limited("reply for slot %u with sequence %u (expected %u): refused", i,
+				   d.seq, s->seq);
 		return 0;
 	}
 	r->st.replies++;

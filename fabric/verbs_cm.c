@@ -558,11 +558,11 @@ static void rdmem_verbs_cm_event(struct rdmem_verbs_conn *c, const struct rdma_c
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		c->established = 1;
-		rdmem_info("verbs: connection from %s established on %s", c->peer,
-			   rdmem_verbs_dev(c));
+		rdmem_log_limited(RDMEM_LOG_INFO, "verbs: connection from %s established on %s",
+				  c->peer, rdmem_verbs_dev(c));
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		rdmem_info("verbs: %s disconnected", c->peer);
+		rdmem_log_limited(RDMEM_LOG_INFO, "verbs: %s disconnected", c->peer);
 		c->broken = 1;
 		break;
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:

@@ -311,9 +311,10 @@ static void rdmem_verbs_wc_error(struct rdmem_verbs_conn *c, const struct ibv_wc
 				 uint64_t wr_id)
 {
 	if (w->status != IBV_WC_WR_FLUSH_ERR)
-		rdmem_err("verbs: %s (wr_id %llu) on %s failed: %s (status %d, vendor_err 0x%x)",
-			  rdmem_verbs_op_name(op), (unsigned long long)wr_id, c->peer,
-			  ibv_wc_status_str(w->status), w->status, w->vendor_err);
+		rdmem_err_limited(
+		    "verbs: %s (wr_id %llu) on %s failed: %s (status %d, vendor_err 0x%x)",
+		    rdmem_verbs_op_name(op), (unsigned long long)wr_id, c->peer,
+		    ibv_wc_status_str(w->status), w->status, w->vendor_err);
 	else if (c->flushed++ == 0 && rdmem_verbs_check(&c->base) == 0)
 		rdmem_warn("verbs: %s (wr_id %llu) on %s: %s (vendor_err 0x%x) with no error "
 			   "or disconnect seen first (did the peer violate our access rights?)",
@@ -335,8 +336,9 @@ static int rdmem_verbs_recv_done(struct rdmem_verbs_conn *c, const struct ibv_wc
 	if (w->status != IBV_WC_SUCCESS) {
 		rdmem_verbs_wc_error(c, w, 0, 0);
 	} else if (w->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(w->wc_flags & IBV_WC_WITH_IMM)) {
-		rdmem_err("verbs: %s sent a message that is not an RDMA WRITE WITH IMM (opcode %d)",
-			  c->peer, w->opcode);
+		rdmem_err_limited(
+		    "verbs: %s sent a message that is not an RDMA WRITE WITH IMM (opcode %d)",
+		    c->peer, w->opcode);
 		out->status = RDMEM_WC_GENERAL_ERR;
 	} else {
 		out->imm = ntohl(w->imm_data);
@@ -354,8 +356,8 @@ static int rdmem_verbs_complete(struct rdmem_verbs_conn *c, const struct ibv_wc 
 	if (seq == RDMEM_VERBS_WRID_RECV)
 		return rdmem_verbs_recv_done(c, w, out);
 	if (seq < c->sq_head || seq >= c->sq_tail) {
-		rdmem_err("verbs: completion for unknown wr %llu on %s (%s)",
-			  (unsigned long long)seq, c->peer, ibv_wc_status_str(w->status));
+		rdmem_err_limited("verbs: completion for unknown wr %llu on %s (%s)",
+				  (unsigned long long)seq, c->peer, ibv_wc_status_str(w->status));
 		return 0;
 	}
 	e = &c->sq[seq % c->sq_depth];

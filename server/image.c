@@ -132,8 +132,8 @@ static void img_release(struct rdmem_image_store *st, struct upload *u)
 /* Fails an upload: temp file gone, slot free. Returns err for tail calls. */
 static int img_abort(struct rdmem_image_store *st, struct upload *u, int err, const char *why)
 {
-	rdmem_warn("image: upload %" PRIu64 " (%s) aborted after %u of %u bytes: %s", u->id,
-		   u->name, u->received, u->total, why);
+	rdmem_warn_limited("image: upload %" PRIu64 " (%s) aborted after %u of %u bytes: %s", u->id,
+			   u->name, u->received, u->total, why);
 	st->stats.failed++;
 	img_release(st, u);
 	return err;
@@ -171,7 +171,8 @@ static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chun
 	if (u->fd < 0) {
 		int err = -errno;
 
-		rdmem_err("image: cannot create %s/%s: %s", st->dir, u->tmp, strerror(errno));
+		rdmem_err_limited("image: cannot create %s/%s: %s", st->dir, u->tmp,
+				  strerror(errno));
 		u->fd = -1;
 		return err == -ENOSPC ? err : -EIO;
 	}
@@ -242,8 +243,8 @@ static int img_commit(struct rdmem_image_store *st, struct upload *u,
 	/* Cannot truncate: create() keeps the directory short enough for any name. */
 	if (snprintf(ack->path, sizeof(ack->path), "%s/%s", st->dir, u->name) < 0)
 		ack->path[0] = '\0';
-	rdmem_info("image: committed %s (%u bytes, upload %" PRIu64 ")", ack->path, u->total,
-		   u->id);
+	rdmem_log_limited(RDMEM_LOG_INFO, "image: committed %s (%u bytes, upload %" PRIu64 ")",
+			  ack->path, u->total, u->id);
 	return 0;
 }
 

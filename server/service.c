@@ -339,10 +339,10 @@ static uint16_t op_bind(struct svc_ctx *x)
 		return peer->agent_id == id ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST;
 	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, x->req->args.raw[1], &peer->agent);
 	if (ret == -ENOSPC) {
-		rdmem_warn("dedup: agent %016llx not tracked: --dedup-agents %u agents with live "
-			   "connections are tracked already; its retries may run twice",
-			   (unsigned long long)id,
-			   rdmem_dedup_get_config(x->svc->dedup)->max_agents);
+		rdmem_warn_limited(
+		    "dedup: agent %016llx not tracked: --dedup-agents %u agents with live "
+		    "connections are tracked already; its retries may run twice",
+		    (unsigned long long)id, rdmem_dedup_get_config(x->svc->dedup)->max_agents);
 		return RDMEM_S_NO_SPACE;
 	}
 	if (ret < 0)
