@@ -2,7 +2,8 @@
  * flight at most, a fixed window of call slots, replies matched by req_id.
  *
  * Requests go out with sendmsg over iovecs that point at the caller's
- * descriptor, key and value, many calls per syscall. Replies are read into a
+ * descriptor, key and value (with frame tags: at a private copy of key and
+ * value, the bytes that were tagged), many calls per syscall. Replies are read into a
  * staging buffer, which keeps small replies cheap (many per recv); once a
  * large value's header is parsed, the rest of it is received straight into
  * the caller's reply buffer, so at most one staging buffer's worth is copied.
@@ -50,7 +51,15 @@ struct cli_slot {
 	int tagged;  /* tag holds this request's tag, for sequence number tag_seq */
 	uint64_t tag_seq;
 	uint8_t tag[RDMEM_FRAME_TAG];
+	/* With tags: the key and value as tagged, what goes on the wire. The
+	 * caller's bytes may be shared memory its client can still rewrite;
+	 * tagging them and letting the kernel read them later would let that
+	 * client make the frame fail its MAC and break the connection for all. */
+	uint8_t *copy;
+	size_t copy_cap;
 };
+
+#define CLI_COPY_KEEP (64u << 10) /* a slot keeps a copy buffer this small for reuse */
 
 struct cli_body { /* the reply whose value is being received */
 	int active;
@@ -129,6 +138,11 @@ static void cli_push_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *cal
 
 static void cli_free_slot(struct rdmem_tcp_client *c, unsigned i)
 {
+	if (c->slots[i].copy_cap > CLI_COPY_KEEP) { /* the kernel is done with it */
+		free(c->slots[i].copy);
+		c->slots[i].copy = NULL;
+		c->slots[i].copy_cap = 0;
+	}
 	c->slots[i].call = NULL;
 	c->slots[i].busy = 0;
 	c->slots[i].sent = 0;
@@ -180,16 +194,36 @@ static void cli_finish(struct rdmem_tcp_client *c, unsigned slot);
  * a send; a withdrawn request that never went out gives its sequence number
  * back (see cli_untag_from).
  */
-static void cli_tag(struct rdmem_tcp_client *c, struct cli_slot *s)
+/* The value's place in the copy (NULL when there is no copy: no arithmetic on NULL). */
+static const uint8_t *cli_copy_val(const struct cli_slot *s, size_t klen)
+{
+	return s->copy ? s->copy + klen : NULL;
+}
+
+static int cli_tag(struct rdmem_tcp_client *c, struct cli_slot *s)
 {
 	const struct rdmem_tcp_call *call = s->call;
+	size_t klen = call->req.key_len, vlen = call->req.val_len;
 
 	if (!c->mac || s->tagged)
-		return;
+		return 0;
+	if (klen + vlen > s->copy_cap) {
+		uint8_t *p = realloc(s->copy, klen + vlen);
+
+		if (!p)
+			return -ENOMEM;
+		s->copy = p;
+		s->copy_cap = klen + vlen;
+	}
+	if (klen)
+		memcpy(s->copy, call->key, klen);
+	if (vlen)
+		memcpy(s->copy + klen, call->val, vlen);
 	s->tag_seq = c->tx_seq++;
-	rdmem_frame_mac_sign(c->mac, s->tag_seq, &s->hdr, call->key, call->req.key_len, call->val,
-			     call->req.val_len, s->tag);
+	rdmem_frame_mac_sign(c->mac, s->tag_seq, &s->hdr, s->copy, klen, cli_copy_val(s, klen),
+			     vlen, s->tag);
 	s->tagged = 1;
+	return 0;
 }
 
 /* Unsent requests from queue position k on lose their tags (they are retagged in order). */
@@ -230,13 +264,22 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 		return;
 	for (k = 0; k < calls; k++) {
 		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
-		const struct rdmem_tcp_call *call = c->slots[slot].call;
+		struct cli_slot *s = &c->slots[slot];
+		const struct rdmem_tcp_call *call = s->call;
+		const uint8_t *key = call->key, *val = call->val;
 
-		cli_tag(c, &c->slots[slot]);
-		cli_iov_add(c, &n, &c->slots[slot].hdr, RDMEM_DESC_SIZE, &skip);
-		cli_iov_add(c, &n, call->key, call->req.key_len, &skip);
-		cli_iov_add(c, &n, call->val, call->req.val_len, &skip);
-		cli_iov_add(c, &n, c->slots[slot].tag, cli_tag_len(c), &skip);
+		if (cli_tag(c, s) < 0) {
+			cli_kill(c, "out of memory copying a request to tag");
+			return;
+		}
+		if (c->mac) { /* send exactly the bytes that were tagged */
+			key = s->copy;
+			val = cli_copy_val(s, call->req.key_len);
+		}
+		cli_iov_add(c, &n, &s->hdr, RDMEM_DESC_SIZE, &skip);
+		cli_iov_add(c, &n, key, call->req.key_len, &skip);
+		cli_iov_add(c, &n, val, call->req.val_len, &skip);
+		cli_iov_add(c, &n, s->tag, cli_tag_len(c), &skip);
 	}
 	sqe = cli_sqe(c);
 	if (!sqe) {
@@ -948,6 +991,8 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 	io_uring_queue_exit(&c->ring);
 	close(c->fd);
 	rdmem_frame_mac_free(c->mac);
+	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++)
+		free(c->slots[i].copy);
 	free(c);
 }
 

@@ -578,6 +578,49 @@ static void test_reflected_frame(void)
 	rig_stop(&e, &m);
 }
 
+/*
+ * A local client rewrites its own request bytes (shared memory) while the
+ * agent tags and sends them. The agent tags and sends a private copy, so the
+ * frame stays authentic: no MAC failure, no reconnect, nothing that breaks
+ * the connection other clients share. (Tagging the shared bytes and letting
+ * the kernel read them later failed the server's check here.)
+ */
+static void test_client_rewrites_its_request(void)
+{
+	static uint8_t v[256u << 10];
+	struct e2e e;
+	struct mitm m;
+	int i, fired, done = 0;
+
+	REQUIRE(rig_start(&e, &m) == 0);
+	e2e_fill(v, sizeof(v), 7);
+	for (i = 0; i < 16; i++) {
+		struct rdmem_rpc c;
+		uint8_t *p;
+		uint32_t n = 0;
+
+		rdmem_rpc_init(&c, RDMEM_OP_KV_PUT);
+		c.key = "scribble";
+		c.key_len = 8;
+		c.val = v;
+		c.val_len = sizeof(v);
+		c.path = RDMEM_PATH_TCP;
+		c.timeout_ms = 3000;
+		REQUIRE(rdmem_submit(e.h, &c) == 0);
+		p = rdmem_shm_payload(rdmem__slot(c.p_.att, c.p_.slot)) + RDMEM_SHM_VALUE_OFF;
+		while (!rdmem_poll(e.h, &c)) /* the agent reads these bytes meanwhile */
+			p[(n++ * 4099u) % sizeof(v)] ^= 0x5a;
+		done += c.rc == 0;
+		rdmem_rpc_free(&c);
+	}
+	printf("# 16 PUTs of 256 KiB rewritten while sent: %d ok\n", done);
+	CHECK_EQ(done, 16);
+	CHECK_EQ(server_stat(&e, "mac_failures"), 0);
+	CHECK_EQ(e2e_stat(&e, "tcp.connects"), 1);
+	CHECK_EQ(mitm_get(&m, &fired), 1); /* one connection throughout */
+	rig_stop(&e, &m);
+}
+
 int main(void)
 {
 	snprintf(secret, sizeof(secret), "/tmp/rdmem-mac-secret-%d", (int)getpid());
@@ -591,6 +634,7 @@ int main(void)
 	RUN(test_dropped_request);
 	RUN(test_reflected_frame);
 	RUN(test_refused_frame);
+	RUN(test_client_rewrites_its_request);
 	unlink(secret);
 	return check_done();
 }
