@@ -216,14 +216,15 @@ static void conn_prove(struct conn *c)
 	c->srv->nunproven--;
 }
 
-/* Live connections from host; partial: only those mid-frame. */
+/* Live connections from host; partial: only unproven ones mid-frame. */
 static unsigned srv_count_addr(const struct rdmem_tcp_server *s, const char *host, int partial)
 {
 	const struct conn *c;
 	unsigned n = 0;
 
 	for (c = s->conns; c; c = c->next)
-		n += !c->dead && (!partial || c->partial) && strcmp(c->host, host) == 0;
+		n += !c->dead && (!partial || (c->partial && !c->proven)) &&
+		     strcmp(c->host, host) == 0;
 	return n;
 }
 
@@ -633,15 +634,18 @@ static void conn_kick(struct conn *c)
 
 /*
  * A connection holding part of a frame ties up a buffer and the peer's
- * promise to finish it; one address gets --tcp-max-partial-per-addr of them
- * at once (slowloris). Returns -1 when c was closed for it.
+ * promise to finish it; one address gets --tcp-max-partial-per-addr unproven
+ * ones at once (slowloris). Proven connections are exempt: agents behind one
+ * address stream large values at once, and an attacker sharing that address
+ * must not get them killed (a proven peer is held by the per-address
+ * connection limit and the idle reaper). Returns -1 when c was closed for it.
  */
 static int conn_check_partial(struct conn *c)
 {
 	struct rdmem_tcp_server *s = c->srv;
 	int partial = !c->dead && (c->rlen || c->drain);
 
-	if (!partial || c->partial) {
+	if (!partial || c->partial || c->proven) {
 		c->partial = partial;
 		return 0;
 	}
@@ -846,7 +850,9 @@ static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_n
 		return s->cfg.auth ? "no AUTH within --tcp-auth-ms"
 				   : "no valid frame within --tcp-auth-ms";
 	}
-	if (c->proven && !c->send_busy && now - c->last_ns > s->cfg.idle_ms * 1000000ull) {
+	/* No byte in or out for idle_ms, a send in flight or not: a peer that
+	 * stops reading its replies holds its buffers no longer than an idle one. */
+	if (c->proven && now - c->last_ns > s->cfg.idle_ms * 1000000ull) {
 		*ctr = RDMEM_NET_TCP_IDLE;
 		return "idle past --tcp-idle-ms";
 	}
