@@ -566,6 +566,58 @@ static void test_idle_reaped(void)
 	e2e_stop_agent(&tcp_e);
 }
 
+/*
+ * A proven peer that stops reading its replies: 160 ECHOs of 64 KiB (10 MiB
+ * of replies) into a 4 KiB receive buffer never read. The server's send
+ * stalls; with no byte in or out for --tcp-idle-ms (1000 here) the
+ * connection is reaped like an idle one and its buffers freed. (Before, the
+ * idle check skipped connections with a send in flight: held for good.)
+ */
+static void test_stalled_reader_reaped(void)
+{
+	static uint8_t frame[RDMEM_DESC_SIZE + (64u << 10)];
+	int rcv = 4096, fd, i, sent = 0, closed = 0;
+	long long idle0 = server_ctr(&tcp_e, "net.tcp_idle");
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)(tcp_e.port + 1)) };
+	struct rdmem_desc d;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	REQUIRE(fd >= 0);
+	struct timeval tmo = { 1, 0 }; /* a send the server stopped taking gives up after 1 s */
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
+	inet_pton(AF_INET, srv_addr, &sa.sin_addr);
+	REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	memset(&d, 0, sizeof(d));
+	d.state = RDMEM_FRAME_MAGIC;
+	d.op = RDMEM_OP_ECHO;
+	d.val_len = 64u << 10;
+	for (i = 0; i < 160; i++) { /* the first valid frame proves the connection */
+		d.req_id = (uint64_t)i + 1;
+		rdmem_frame_put(frame, &d);
+		if (send(fd, frame, sizeof(frame), MSG_NOSIGNAL) != (ssize_t)sizeof(frame))
+			break; /* the server stopped reading: enough is queued */
+		sent++;
+	}
+	for (i = 0; i < 50 && server_ctr(&tcp_e, "net.tcp_idle") <= idle0; i++)
+		proc_sleep_ms(100);
+	printf("# stalled reader: %d requests sent, net.tcp_idle %lld -> %lld after %d ms\n", sent,
+	       idle0, server_ctr(&tcp_e, "net.tcp_idle"), i * 100);
+	CHECK(server_ctr(&tcp_e, "net.tcp_idle") > idle0);
+	/* And it is our connection that went: drain it to its end. */
+	for (i = 0; i < 20000 && !closed; i++) {
+		ssize_t n = recv(fd, frame, sizeof(frame), MSG_DONTWAIT);
+
+		closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+		if (n < 0 && !closed)
+			proc_sleep_ms(1);
+	}
+	CHECK(closed);
+	close(fd);
+}
+
 /* Without the per-address limit in the way: the reserved share and closing
  * the oldest unproven connection keep the door open. */
 static void test_idle_flood_one_address_many(void)
@@ -682,6 +734,7 @@ int main(void)
 		return 1;
 	}
 	NRUN(test_idle_reaped);
+	NRUN(test_stalled_reader_reaped);
 	NRUN(test_idle_flood);
 	NRUN(test_slowloris);
 	NRUN(test_connect_storm);
