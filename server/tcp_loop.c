@@ -847,8 +847,11 @@ static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_n
 		return NULL;
 	if (!c->proven && now - c->born_ns > s->cfg.auth_ms * 1000000ull) {
 		*ctr = RDMEM_NET_TCP_DEADLINE;
-		return s->cfg.auth ? "no AUTH within --tcp-auth-ms"
-				   : "no valid frame within --tcp-auth-ms";
+		if (!s->cfg.auth)
+			return "no valid frame within --tcp-auth-ms";
+		return c->authed ? "AUTH (replayable) but no frame whose MAC checks within "
+				   "--tcp-auth-ms"
+				 : "no AUTH within --tcp-auth-ms";
 	}
 	/* No byte in or out for idle_ms, a send in flight or not: a peer that
 	 * stops reading its replies holds its buffers no longer than an idle one. */

@@ -9,11 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "check.h"
 #include "e2e.h"
 #include "tcp/client.h"
+#include "tcp/frame.h"
 #include "rdmem/auth.h"
 
 static char secret[128], other[128], loose[128];
@@ -197,6 +202,54 @@ static void test_stale_clock_proof(void)
 	e2e_fini(&e);
 }
 
+/*
+ * A valid AUTH alone does not prove a TCP connection: whoever saw one can
+ * send it again (to another server with the secret, or once the replay
+ * cache forgot it). The first frame whose MAC checks does; a connection
+ * that sends AUTH and nothing else is closed at --tcp-auth-ms like one that
+ * sent nothing. (Before, AUTH made it proven: held until --tcp-idle-ms.)
+ */
+static void test_auth_alone_does_not_prove(void)
+{
+	uint8_t frame[RDMEM_DESC_SIZE + sizeof(struct rdmem_auth_tcp)], buf[256];
+	struct timeval tmo = { 3, 0 };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct rdmem_auth_tcp tok;
+	struct rdmem_auth *a;
+	struct rdmem_desc d;
+	struct e2e e;
+	ssize_t n;
+	size_t got = 0;
+	int fd;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, "--tcp-auth-ms", "1000", NULL) == 0);
+	REQUIRE(rdmem_auth_load(secret, &a) == 0);
+	tok = make_proof(a, rdmem_auth_nonce());
+	memset(&d, 0, sizeof(d));
+	d.state = RDMEM_FRAME_MAGIC;
+	d.op = RDMEM_OP_AUTH;
+	d.val_len = sizeof(tok);
+	rdmem_frame_put(frame, &d);
+	memcpy(frame + RDMEM_DESC_SIZE, &tok, sizeof(tok));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	REQUIRE(fd >= 0);
+	sa.sin_port = htons((uint16_t)(e.port + 1));
+	inet_pton(AF_INET, e2e_addr(), &sa.sin_addr);
+	REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo));
+	CHECK(send(fd, frame, sizeof(frame), MSG_NOSIGNAL) == (ssize_t)sizeof(frame));
+	/* The AUTH reply comes, then (with nothing more sent) the end. */
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		got += (size_t)n;
+	CHECK(got >= RDMEM_DESC_SIZE); /* AUTH was accepted: a reply came */
+	CHECK_EQ(n, 0);		       /* then the server closed it, within 3 s */
+	CHECK(proc_log_has(&e.server, "no frame whose MAC checks within --tcp-auth-ms"));
+	close(fd);
+	rdmem_auth_free(a);
+	e2e_fini(&e);
+}
+
 static void test_loose_secret_file_refused(void)
 {
 	struct e2e e;
@@ -222,6 +275,7 @@ int main(void)
 	RUN(test_server_without_the_secret);
 	RUN(test_replayed_proof);
 	RUN(test_stale_clock_proof);
+	RUN(test_auth_alone_does_not_prove);
 	RUN(test_loose_secret_file_refused);
 	unlink(secret);
 	unlink(other);
