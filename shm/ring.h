@@ -361,6 +361,9 @@ static inline int rdmem_ring_stalled(struct rdmem_ring *r, struct rdmem_ring_con
 /* Repairs (cells, head) one pop call makes at most before it yields: a
  * client rewriting a word in a loop cannot keep the consumer in here. */
 #define RDMEM_RING_POP_REPAIRS 4
+/* Unpublished positions one pop call skips at most: a head a client moved a
+ * whole ring ahead costs the consumer bounded work per call, not a ring's. */
+#define RDMEM_RING_POP_SKIPS 256
 
 /*
  * Takes the next entry. Returns 1 with *client and *slot set, 0 when the ring
@@ -371,6 +374,7 @@ static inline int rdmem_ring_stalled(struct rdmem_ring *r, struct rdmem_ring_con
 static inline int rdmem_ring_pop(struct rdmem_ring *r, struct rdmem_ring_consumer *c,
 				 uint16_t *client, uint16_t *slot)
 {
+	uint64_t skipped = c->skipped;
 	int repairs = 0;
 
 	for (;;) {
@@ -418,6 +422,8 @@ static inline int rdmem_ring_pop(struct rdmem_ring *r, struct rdmem_ring_consume
 		rc = rdmem_ring_stalled(r, c, head);
 		if (rc <= 0)
 			return rc;
+		if (c->skipped - skipped >= RDMEM_RING_POP_SKIPS)
+			return -EAGAIN; /* rdmem_ring_pending() says: call again */
 	}
 }
 

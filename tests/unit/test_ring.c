@@ -249,6 +249,45 @@ static void test_ring_producer_killed_between_claim_and_publish(void)
 	ring_free(m, 64);
 }
 
+/*
+ * A client sets head a whole ring ahead (in range: every position "claimed",
+ * none published). After the one stall, each pop call skips at most
+ * RDMEM_RING_POP_SKIPS positions and returns -EAGAIN, so one store costs the
+ * consumer bounded work per call, not a ring's worth of CASes in one.
+ */
+static void test_ring_claim_burst_skips_in_bounded_steps(void)
+{
+	const uint64_t size = 4096;
+	struct rdmem_ring r;
+	struct rdmem_ring_consumer c;
+	struct ring_mem *m = ring_new(&r, size, 0);
+	uint16_t cl, sl;
+	int rc, calls = 0;
+
+	REQUIRE(m);
+	rdmem_ring_consumer_init(&c, 0);
+	c.skip_after_ns = TEST_SKIP_NS;
+	atomic_store(&m->ctl.head, size);
+	CHECK_EQ(rdmem_ring_pop(&r, &c, &cl, &sl), -EAGAIN); /* the stall starts */
+	usleep(3000);
+	do {
+		uint64_t before = c.skipped;
+
+		rc = rdmem_ring_pop(&r, &c, &cl, &sl);
+		CHECK(c.skipped - before <= 256); /* the documented bound, not the macro */
+		calls++;
+	} while (rc == -EAGAIN && calls < 100);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(c.skipped, size);
+	CHECK_EQ(c.stalls, 1);
+	CHECK(calls >= (int)(size / 256));
+	/* and the ring works after it */
+	CHECK_EQ(rdmem_ring_push(&r, 1, 2), 0);
+	CHECK_EQ(rdmem_ring_pop(&r, &c, &cl, &sl), 1);
+	CHECK(cl == 1 && sl == 2);
+	ring_free(m, size);
+}
+
 static void test_ring_stalled_producer_republishes_exactly_once(void)
 {
 	struct rdmem_ring r;
@@ -345,6 +384,7 @@ int main(void)
 	RUN(test_ring_sequence_wraps_32_bits);
 	RUN(test_ring_8_producer_processes_exactly_once_in_order);
 	RUN(test_ring_producer_killed_between_claim_and_publish);
+	RUN(test_ring_claim_burst_skips_in_bounded_steps);
 	RUN(test_ring_stalled_producer_republishes_exactly_once);
 	RUN(test_ring_scribbled_cell_is_repaired);
 	RUN(test_ring_sleeping_consumer_is_kicked);
