@@ -85,6 +85,7 @@ static int log_capture(void)
 /* ---- honest clients ----------------------------------------------------- */
 
 struct shared {
+	_Atomic int go; /* the segment exists: attach */
 	_Atomic int stop;
 	_Atomic uint64_t ok, wrong, timeouts;
 };
@@ -107,6 +108,8 @@ static void honest_main(struct shared *sh, unsigned id)
 	uint8_t buf[512];
 	rdmem_t *h = NULL;
 
+	while (!atomic_load(&sh->go))
+		usleep(1000);
 	if (rdmem_open(shm_name, &h))
 		_exit(2);
 	while (!atomic_load(&sh->stop)) {
@@ -155,13 +158,14 @@ static int fx_start(struct fx *f, const char *label)
 	cfg.slots = SLOTS;
 	cfg.max_value = MAX_VALUE;
 	cfg.group = (gid_t)-1;
-	if (lb_start(&f->lb, &cfg))
-		return -1;
 	f->sh =
 	    mmap(NULL, sizeof(*f->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (f->sh == MAP_FAILED)
 		return -1;
 	memset(f->sh, 0, sizeof(*f->sh));
+	/* Forked before the in-process agent's thread exists: a child forked
+	 * from a threaded process may find an allocator lock held for good
+	 * (it hung here once under ASan); they attach once told to. */
 	for (i = 0; i < HONEST; i++) {
 		f->honest[i] = fork();
 		if (f->honest[i] == 0)
@@ -169,6 +173,12 @@ static int fx_start(struct fx *f, const char *label)
 		if (f->honest[i] < 0)
 			return -1;
 	}
+	if (lb_start(&f->lb, &cfg)) {
+		atomic_store(&f->sh->stop, 1); /* the children find no segment and exit */
+		atomic_store(&f->sh->go, 1);
+		return -1;
+	}
+	atomic_store(&f->sh->go, 1);
 	if (rdmem_open(shm_name, &f->probe))
 		return -1;
 	/* The workload runs before the attack. */
