@@ -437,13 +437,25 @@ static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 
 	while (s->pending_head) {
 		struct rdmem_agent_call *call = s->pending_head;
-		int ret = rdmem_agent_session_post(s, call);
+		int ret;
 
-		if (ret == -EAGAIN || ret == -EBUSY)
-			break;
+		/*
+		 * Unlinked before it is posted: once posted (or failed over to
+		 * TCP) the call may complete on another thread, its client
+		 * resubmit and the front door refill this very struct, so it
+		 * must not be read after (TSan caught call->next read late).
+		 */
 		s->pending_head = call->next;
 		if (!s->pending_head)
 			s->pending_tail = NULL;
+		ret = rdmem_agent_session_post(s, call);
+		if (ret == -EAGAIN || ret == -EBUSY) { /* not taken: still ours, first again */
+			call->next = s->pending_head;
+			s->pending_head = call;
+			if (!s->pending_tail)
+				s->pending_tail = call;
+			break;
+		}
 		n++;
 	}
 	return n;
