@@ -130,7 +130,16 @@ static void test_flood_does_not_starve(void)
 	 * bound is 3x the calm p99 plus 2 ms, for scheduler noise on a shared
 	 * 2-vCPU host (a calm p99 moves 2-4 ms between runs here).
 	 */
-	CHECK(p99_calm > 0 && p99_flood > 0 && p99_flood < 3 * p99_calm + 2000);
+	CHECK(p99_calm > 0 && p99_flood > 0);
+	if (getenv("RDMEM_SANITIZER") && !strcmp(getenv("RDMEM_SANITIZER"), "tsan")) {
+		/* TSan slows each side 5-15x, unevenly: timings, not turns. */
+		printf("# p99 and share bounds not checked under TSan (measured %lld vs %lld us, "
+		       "%lld vs %lld calls); the plain and ASan builds check them\n",
+		       p99_flood, p99_calm, ops_flood, ops_calm);
+		proc_stop(&server, SIGTERM, 5000);
+		return;
+	}
+	CHECK(p99_flood < 3 * p99_calm + 2000);
 	/* And the others keep a quarter of the calls they made alone (measured
 	 * about half here: the flooder's batches take the rest of the CPU). */
 	CHECK(ops_calm > 0 && ops_flood * 4 >= ops_calm);
