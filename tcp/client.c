@@ -3,10 +3,11 @@
  *
  * Requests go out with sendmsg over iovecs that point at the caller's
  * descriptor, key and value (with frame tags: at a private copy of key and
- * value, the bytes that were tagged), many calls per syscall. Replies are read into a
- * staging buffer, which keeps small replies cheap (many per recv); once a
- * large value's header is parsed, the rest of it is received straight into
- * the caller's reply buffer, so at most one staging buffer's worth is copied.
+ * value, the bytes that were tagged), many calls per syscall. Replies are
+ * read into a staging buffer, which keeps small replies cheap (many per
+ * recv); once a large value's header is parsed, the rest of it is received
+ * straight into the caller's reply buffer, so at most one staging buffer's
+ * worth is copied.
  * req_id = (sequence << 16) | slot: a reply names its slot, and the sequence
  * catches a stale or forged id.
  */
@@ -189,17 +190,17 @@ static void cli_finish(struct rdmem_tcp_client *c, unsigned slot);
 
 /* ---- send ----------------------------------------------------------------- */
 
-/*
- * Requests are tagged in the order they go on the wire, when they first join
- * a send; a withdrawn request that never went out gives its sequence number
- * back (see cli_untag_from).
- */
 /* The value's place in the copy (NULL when there is no copy: no arithmetic on NULL). */
 static const uint8_t *cli_copy_val(const struct cli_slot *s, size_t klen)
 {
 	return s->copy ? s->copy + klen : NULL;
 }
 
+/*
+ * Requests are tagged in the order they go on the wire, when they first join
+ * a send; a withdrawn request that never went out gives its sequence number
+ * back (see cli_untag_from).
+ */
 static int cli_tag(struct rdmem_tcp_client *c, struct cli_slot *s)
 {
 	const struct rdmem_tcp_call *call = s->call;
