@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tcp/client.h"
+#include "rdmem/auth.h"
 #include "libclient/rdmem.h"
 #include "proc.h"
 
@@ -192,25 +193,52 @@ static inline long long e2e_json_num(const char *json, const char *path)
 }
 
 /* The server's STATS JSON, asked over its TCP port (tcp_port) into buf. */
-static inline int e2e_server_json_at(unsigned tcp_port, char *buf, size_t cap)
+/* The server's JSON STATS from its TCP port; with secret_file (not NULL) the
+ * connection proves the shared secret first (a server with one refuses
+ * anything else). */
+static inline int e2e_server_json_auth(unsigned tcp_port, const char *secret_file, char *buf,
+				       size_t cap)
 {
+	struct rdmem_auth *a = NULL;
 	struct rdmem_tcp_client *c;
 	struct rdmem_tcp_call call;
 	int ret = -1;
 
-	if (cap < 2 || rdmem_tcp_client_connect(e2e_addr(), (uint16_t)tcp_port, 2000, &c) < 0)
+	if (cap < 2 || (secret_file && rdmem_auth_load(secret_file, &a) < 0))
 		return -1;
+	if (rdmem_tcp_client_connect(e2e_addr(), (uint16_t)tcp_port, 2000, &c) < 0) {
+		rdmem_auth_free(a);
+		return -1;
+	}
 	memset(&call, 0, sizeof(call));
 	call.req.op = RDMEM_OP_STATS;
 	call.req.flags = RDMEM_F_JSON;
 	call.reply = buf;
 	call.reply_cap = (uint32_t)(cap - 1);
-	if (rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
+	if ((!a || rdmem_tcp_client_auth(c, a, 2000) == 0) &&
+	    rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
 		buf[call.rep.val_len] = '\0';
 		ret = 0;
 	}
 	rdmem_tcp_client_close(c);
+	rdmem_auth_free(a);
 	return ret;
+}
+
+static inline int e2e_server_json_at(unsigned tcp_port, char *buf, size_t cap)
+{
+	return e2e_server_json_auth(tcp_port, NULL, buf, cap);
+}
+
+/* One number from the STATS of a server started with --secret-file secret_file. */
+static inline long long e2e_server_stat_auth(struct e2e *e, const char *secret_file,
+					     const char *path)
+{
+	char text[16384];
+
+	return e2e_server_json_auth(e->port + 1, secret_file, text, sizeof(text)) < 0
+		   ? -1
+		   : e2e_json_num(text, path);
 }
 
 static inline int e2e_server_json(struct e2e *e, char *buf, size_t cap)

@@ -293,29 +293,7 @@ static int mitm_get(struct mitm *m, int *fired)
 /* A counter from the server's STATS, asked with the secret straight, not through the proxy. */
 static long long server_stat(struct e2e *e, const char *name)
 {
-	struct rdmem_tcp_client *c;
-	struct rdmem_auth *a;
-	struct rdmem_tcp_call call;
-	char text[16384];
-	long long v = -1;
-
-	if (rdmem_auth_load(secret, &a) < 0)
-		return -1;
-	if (rdmem_tcp_client_connect(e2e_addr(), (uint16_t)(e->port + 1), 2000, &c) == 0) {
-		memset(&call, 0, sizeof(call));
-		call.req.op = RDMEM_OP_STATS;
-		call.req.flags = RDMEM_F_JSON;
-		call.reply = text;
-		call.reply_cap = sizeof(text) - 1;
-		if (rdmem_tcp_client_auth(c, a, 2000) == 0 &&
-		    rdmem_tcp_client_call(c, &call, 2000) == 0 && call.rep.status == RDMEM_S_OK) {
-			text[call.rep.val_len] = '\0';
-			v = e2e_json_num(text, name);
-		}
-		rdmem_tcp_client_close(c);
-	}
-	rdmem_auth_free(a);
-	return v;
+	return e2e_server_stat_auth(e, secret, name);
 }
 
 /* Server with the secret (and max_value, if not NULL); the agent reaches its

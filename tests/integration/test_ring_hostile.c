@@ -480,24 +480,18 @@ static void test_hostile_claims_never_published(void)
 	fx_stop(&f);
 }
 
+static uint32_t pid_target; /* the client entry attack_pid_minus_one writes */
+
+static void attack_pid_minus_one(struct hostile *x)
+{
+	atomic_store(&rdmem_shm_client_at(x->base, &x->geom, pid_target)->pid, -1);
+}
+
 /* Writes -1 into client entry c's pid word. */
 static int hostile_pid(uint32_t c)
 {
-	int status;
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		struct hostile x;
-
-		if (hostile_map(&x))
-			_exit(3);
-		atomic_store(&rdmem_shm_client_at(x.base, &x.geom, c)->pid, -1);
-		_exit(0);
-	}
-	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-		       !WEXITSTATUS(status)
-		   ? 0
-		   : -1;
+	pid_target = c;
+	return run_hostile(attack_pid_minus_one);
 }
 
 static int32_t entry_pid(struct fx *f, uint32_t c)
