@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,12 +135,49 @@ static void honest_main(struct shared *sh, unsigned id)
 	_exit(0);
 }
 
+/*
+ * An honest client is this program run again ("--honest ID NAME FD"), not a
+ * plain fork: this process has threads (the log pump, the in-process agent),
+ * and a child forked from a threaded process can find a lock another thread
+ * held at fork() held for good (it hung in ASan's allocator in CI). exec gives
+ * it a fresh process; struct shared travels as a memfd (FD, inherited).
+ */
+static pid_t honest_spawn(int shared_fd, unsigned id)
+{
+	char ids[16], fds[16];
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed test leaves no client behind */
+	snprintf(ids, sizeof(ids), "%u", id);
+	snprintf(fds, sizeof(fds), "%d", shared_fd);
+	execl("/proc/self/exe", "test_ring_hostile", "--honest", ids, shm_name, fds, (char *)NULL);
+	_exit(127);
+}
+
+/* The exec'd side of honest_spawn. */
+static int honest_exec_main(char **argv)
+{
+	int fd = atoi(argv[4]);
+	struct shared *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (sh == MAP_FAILED)
+		return 2;
+	close(fd);
+	snprintf(shm_name, sizeof(shm_name), "%s", argv[3]);
+	honest_main(sh, (unsigned)atoi(argv[2]));
+	return 0;
+}
+
 /* ---- the fixture -------------------------------------------------------- */
 
 struct fx {
 	struct lb *lb;
 	struct shared *sh;
 	pid_t honest[HONEST];
+	int shared_fd; /* struct shared, for the exec'd honest clients */
 	rdmem_t *probe; /* the parent's own client: pings */
 	uint64_t log0;
 };
@@ -158,18 +196,14 @@ static int fx_start(struct fx *f, const char *label)
 	cfg.slots = SLOTS;
 	cfg.max_value = MAX_VALUE;
 	cfg.group = (gid_t)-1;
-	f->sh =
-	    mmap(NULL, sizeof(*f->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	f->shared_fd = memfd_create("rdmem-hostile-shared", 0); /* inherited by exec */
+	if (f->shared_fd < 0 || ftruncate(f->shared_fd, sizeof(*f->sh)))
+		return -1;
+	f->sh = mmap(NULL, sizeof(*f->sh), PROT_READ | PROT_WRITE, MAP_SHARED, f->shared_fd, 0);
 	if (f->sh == MAP_FAILED)
 		return -1;
-	memset(f->sh, 0, sizeof(*f->sh));
-	/* Forked before the in-process agent's thread exists: a child forked
-	 * from a threaded process may find an allocator lock held for good
-	 * (it hung here once under ASan); they attach once told to. */
 	for (i = 0; i < HONEST; i++) {
-		f->honest[i] = fork();
-		if (f->honest[i] == 0)
-			honest_main(f->sh, i);
+		f->honest[i] = honest_spawn(f->shared_fd, i);
 		if (f->honest[i] < 0)
 			return -1;
 	}
@@ -249,6 +283,7 @@ static void fx_stop(struct fx *f)
 {
 	rdmem_close(f->probe);
 	munmap(f->sh, sizeof(*f->sh));
+	close(f->shared_fd);
 	lb_stop(f->lb);
 }
 
@@ -546,8 +581,10 @@ static void test_hostile_negative_pid(void)
 	fx_stop(&f);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "--honest"))
+		return honest_exec_main(argv);
 	signal(SIGPIPE, SIG_IGN);
 	if (log_capture())
 		perror("log capture");
