@@ -9,7 +9,7 @@
 #include "fabric/dataplane.h"
 #include "rdmem/util.h"
 
-#define RDMEM_RDMA_CTRL_NS	 10000000ull /* read the control page at least this often */
+#define RDMEM_RDMA_CTRL_NS	 10000000ull /* with calls flowing, read the control page this often */
 #define RDMEM_RDMA_CTRL_CALLS	 64	     /* ... and every this many calls */
 #define RDMEM_RDMA_RECLAIM_QUEUE 1024
 #define RDMEM_RDMA_POST_RETRIES	 1000
@@ -678,10 +678,13 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 		return ret;
 	if ((ret = rdmem_rdma_stalled(r, now_ns)) < 0)
 		return ret;
-	/* A timed-out call waits for proof that its request left: a READ posted after it. */
+	/* A timed-out call waits for proof that its request left: a READ posted
+	 * after it. The page is read while calls flow (every CTRL_CALLS calls,
+	 * or CTRL_NS after the last read if a call went out since): an idle
+	 * session posts nothing (docs/architecture.md, "Idle sessions"). */
 	if (!r->ctrl_reading &&
 	    (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS || r->fence_need > r->done_no ||
-	     now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS))
+	     (r->calls_since_ctrl && now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS)))
 		return rdmem_rdma_read_ctrl(r, now_ns);
 	return 0;
 }
