@@ -160,8 +160,7 @@ static pid_t honest_spawn(int shared_fd, unsigned id)
 static int honest_exec_main(char **argv)
 {
 	int fd = atoi(argv[4]);
-	struct shared *sh =
-	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (sh == MAP_FAILED)
 		return 2;
@@ -177,7 +176,7 @@ struct fx {
 	struct lb *lb;
 	struct shared *sh;
 	pid_t honest[HONEST];
-	int shared_fd; /* struct shared, for the exec'd honest clients */
+	int shared_fd;	/* struct shared, for the exec'd honest clients */
 	rdmem_t *probe; /* the parent's own client: pings */
 	uint64_t log0;
 };
