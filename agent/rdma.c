@@ -689,6 +689,12 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 	return 0;
 }
 
+int rdmem_rdma_quiet(const struct rdmem_rdma *r)
+{
+	return !r->inflight_slots && !r->reads_inflight && !r->read_n && !r->reclaim_n &&
+	       !r->ctrl_reading && !r->calls_since_ctrl && r->fence_need <= r->done_no;
+}
+
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r)
 {
 	return r->ctrl_reading ? 0 : rdmem_rdma_read_ctrl(r, rdmem_now_ns());

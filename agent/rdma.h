@@ -64,6 +64,10 @@ int rdmem_rdma_progress(struct rdmem_rdma *r);
 /* Sends queued RECLAIMs and starts a control-page read if one is due.
  * -ETIMEDOUT: a READ has been stuck long enough that the path is dead. */
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
+/* 1 when nothing of ours is outstanding (no call, READ, RECLAIM, fence, or
+ * control-page read due): no deadline or liveness check needs a timer, so
+ * the session may sleep until an event (docs/architecture.md, "Idle sessions"). */
+int rdmem_rdma_quiet(const struct rdmem_rdma *r);
 /* Starts a control-page read now unless one is in flight; ops->ctrl reports it. */
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
 /* Completes calls past their deadline with -ETIMEDOUT once their request

@@ -316,6 +316,7 @@ static void *rdmem_agent_connector(void *arg)
 	uint64_t backoff = RDMEM_REDIAL_MIN_NS;
 	struct rdmem_link *l;
 
+	pthread_setname_np(pthread_self(), "rdmem-connect"); /* ps -L, top -H, the idle test */
 	lc.fd_base = rdmem_frontdoor_segment(s->fd, &lc.fd_len);
 	if (rdmem_agent_memlock_short(s, &lc))
 		return NULL; /* no link can ever come up: TCP carries every call */
@@ -657,11 +658,20 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 	return n;
 }
 
-/* Sleep no longer than until the first pending call's deadline. */
+/*
+ * Sleep no longer than until the first pending call's deadline; with nothing
+ * pending or outstanding, until an event: a call (the queue's eventfd, also
+ * rung by the connector with a new link), a completion, or the link's
+ * connection event (a peer that died or disconnected), so an idle agent
+ * does not wake at all (-1).
+ */
 static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 {
 	uint64_t now = rdmem_now_ns(), first = now + RDMEM_SESSION_BLOCK_MS * 1000000ull;
 	const struct rdmem_agent_call *call;
+
+	if (!s->pending_head && !s->stats_wait && (!s->rdma || rdmem_rdma_quiet(s->rdma)))
+		return -1;
 
 	for (call = s->pending_head; call; call = call->next)
 		first = RDMEM_MIN(first, call->deadline_ns);
@@ -730,6 +740,7 @@ static void *rdmem_agent_session_main(void *arg)
 	struct rdmem_agent_session *s = arg;
 	struct rdmem_idle idle = { 0 };
 
+	pthread_setname_np(pthread_self(), "rdmem-session"); /* ps -L, top -H, the idle test */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		if (rdmem_idle_after(&idle, rdmem_agent_session_round(s), s->cfg.busy_poll))
 			rdmem_agent_session_block(s);

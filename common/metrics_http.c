@@ -295,6 +295,7 @@ static void *mh_main(void *arg)
 {
 	struct rdmem_metrics_http *m = arg;
 
+	pthread_setname_np(pthread_self(), "rdmem-metrics"); /* ps -L, top -H, the idle test */
 	for (;;) {
 		struct pollfd pfd[2 + RDMEM_METRICS_MAX_CONNS];
 		int at[RDMEM_METRICS_MAX_CONNS], lat = -1, n = 0, r;

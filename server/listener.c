@@ -197,6 +197,7 @@ static void *rdmem_listener_main(void *arg)
 	struct pollfd pfd[2] = { { rdmem_fab_listener_fd(lt->l), POLLIN, 0 },
 				 { lt->stop_efd, POLLIN, 0 } };
 
+	pthread_setname_np(pthread_self(), "rdmem-listen"); /* ps -L, top -H, the idle test */
 	for (;;) {
 		int n = poll(pfd, 2, RDMEM_LISTENER_POLL_MS);
 

@@ -329,6 +329,7 @@ static void *rdmem_worker_main(void *arg)
 	struct rdmem_worker *w = arg;
 	struct rdmem_idle idle = { 0 };
 
+	pthread_setname_np(pthread_self(), "rdmem-worker"); /* ps -L, top -H, the idle test */
 	while (!atomic_load_explicit(&w->ws->stop, memory_order_acquire)) {
 		uint64_t now = rdmem_now_ns();
 
