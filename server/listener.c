@@ -17,12 +17,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "rdmem/netaddr.h"
 #include "rdmem/util.h"
 #include "server/pool.h"
 #include "server/worker.h"
 
 #define RDMEM_LISTENER_POLL_MS 100
-#define RDMEM_ADDR_KEY	       64
+#define RDMEM_ADDR_KEY	       RDMEM_ADDR_GROUP_MAX
 
 /* Sessions open from one peer address (--max-sessions-per-addr). The
  * listener alone assigns keys; a session's close decrements n. */
@@ -65,18 +66,21 @@ static void rdmem_listener_refuse(struct rdmem_conn *c, uint16_t status, const c
 	rdmem_session_reject(c, &r);
 }
 
-/* The peer's address without its port (verbs "ip:port", "[ip6]:port"; shm
+/* The peer's address group (include/rdmem/netaddr.h: an IPv6 /64 is one
+ * peer) from its name without the port (verbs "ip:port", "[ip6]:port"; shm
  * names the peer process, kept whole). */
 static void rdmem_listener_addr_key(struct rdmem_conn *c, char *key)
 {
 	const char *peer = rdmem_fab_peer(c);
 	size_t n = strlen(peer), end = n;
+	char host[RDMEM_ADDR_KEY];
 
 	while (end && peer[end - 1] >= '0' && peer[end - 1] <= '9')
 		end--;
 	if (end && end < n && peer[end - 1] == ':')
 		n = end - 1;
-	snprintf(key, RDMEM_ADDR_KEY, "%.*s", (int)n, peer);
+	snprintf(host, sizeof(host), "%.*s", (int)n, peer);
+	rdmem_addr_group(host, key, RDMEM_ADDR_KEY);
 }
 
 /* The entry counting key's sessions (a free one when none), or NULL. */
