@@ -323,8 +323,9 @@ static void *rdmem_agent_connector(void *arg)
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		struct pollfd pfd = { s->connector_bell.efd, POLLIN, 0 };
 
+		/* Every store of want_link = 1, and stop, rings the bell: no timer. */
 		if (!atomic_load_explicit(&s->want_link, memory_order_acquire)) {
-			if (poll(&pfd, 1, 200) > 0)
+			if (poll(&pfd, 1, -1) > 0)
 				rdmem_queue_woke(&s->connector_bell);
 			continue;
 		}
