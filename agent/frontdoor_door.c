@@ -387,7 +387,7 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 		for (k = 0; k < RDMEM_DOOR_PENDING && !p; k++) {
 			if (d->pending[k].fd < 0)
 				p = &d->pending[k];
-			else if (d->pending[k].deadline_ns < oldest->deadline_ns)
+			else if (d->pending[k].seq < oldest->seq)
 				oldest = &d->pending[k];
 		}
 		if (!p) { /* a flood of silent connections costs each one its turn, no more */
@@ -399,6 +399,7 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 		p->fd = s;
 		p->pid = cred.pid;
 		p->deadline_ns = now + RDMEM_DOOR_HELLO_NS;
+		p->seq = ++d->accepted;
 	}
 }
 

@@ -44,6 +44,7 @@ struct rdmem_door_pending {
 	pid_t pid;	      /* SO_PEERCRED at accept */
 	uint64_t deadline_ns; /* closed then */
 	uint32_t got;	      /* hello bytes so far */
+	uint64_t seq;	      /* accept order: the oldest is evicted first */
 	struct rdmem_door_hello hello;
 };
 
@@ -62,6 +63,7 @@ struct rdmem_door {
 	int *conn;	   /* per client entry: its owner's connection, or -1 */
 	uint64_t *claimed; /* per client entry: the claim word the door set */
 	uint32_t next_gen;
+	uint64_t accepted; /* connections accepted, for pending seq */
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups;
 };
 
