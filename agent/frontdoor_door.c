@@ -309,12 +309,32 @@ static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_
 	return sendmsg(s, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -EPIPE;
 }
 
-/* Answers a pending connection whose hello is good: an entry and the memfd, or EUSERS. */
-static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p)
+/* True while some client has left and its entry is not reclaimed yet. */
+static int rdmem_door_leaving(struct rdmem_frontdoor *fd)
+{
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++)
+		if (fd->door.conn[c] < 0 &&
+		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed))
+			return 1;
+	return 0;
+}
+
+/*
+ * Answers a pending connection whose hello is good: an entry and the memfd,
+ * or EUSERS. With the table full while a client that left is being
+ * reclaimed (one actor round), it waits for that entry, up to its deadline.
+ */
+static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p,
+			      uint64_t now)
 {
 	struct rdmem_door_welcome w = { 0 };
 	int c = rdmem_door_assign(fd, p->pid, &w);
 
+	p->waiting = c < 0 && now < p->deadline_ns && rdmem_door_leaving(fd);
+	if (p->waiting)
+		return;
 	if (c < 0) {
 		w.status = EUSERS;
 		rdmem_door_count(&fd->door.n_full);
@@ -364,7 +384,7 @@ static void rdmem_door_read_hello(struct rdmem_frontdoor *fd, struct rdmem_door_
 		rdmem_door_bad(fd, p, "bad hello (not an rdmem client, or another version)");
 		return;
 	}
-	rdmem_door_answer(fd, p);
+	rdmem_door_answer(fd, p, rdmem_now_ns());
 }
 
 static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
@@ -452,7 +472,9 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		struct rdmem_door_pending *p = &d->pending[i];
 
-		if (p->fd >= 0 && now >= p->deadline_ns) {
+		if (p->fd >= 0 && p->waiting)
+			rdmem_door_answer(fd, p, now);
+		else if (p->fd >= 0 && now >= p->deadline_ns) {
 			rdmem_door_count(&d->n_timeouts);
 			rdmem_warn_limited("front door %s: connection of pid %d closed: no hello "
 					   "within %llu ms",
@@ -480,6 +502,10 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		if (d->pending[i].fd < 0)
 			continue;
+		if (d->pending[i].waiting) { /* for an entry, not for bytes: retry soon */
+			*timeout_ms = 1;
+			continue;
+		}
 		who[n] = 0x80000000u | (uint32_t)i;
 		pf[n++] = (struct pollfd){ d->pending[i].fd, POLLIN, 0 };
 	}

@@ -45,6 +45,7 @@ struct rdmem_door_pending {
 	uint64_t deadline_ns; /* closed then */
 	uint32_t got;	      /* hello bytes so far */
 	uint64_t seq;	      /* accept order: the oldest is evicted first */
+	int waiting;	      /* hello good, table full, an entry being reclaimed */
 	struct rdmem_door_hello hello;
 };
 

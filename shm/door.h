@@ -132,20 +132,33 @@ static inline int rdmem_door_dir_of(const char *path, char *out, size_t cap)
 	return 0;
 }
 
+/* A directory (not a link) nobody but its owner may write. */
+static inline int rdmem_door_dir_private(const char *dir, struct stat *st)
+{
+	if (lstat(dir, st) < 0)
+		return -errno;
+	return S_ISDIR(st->st_mode) && !(st->st_mode & (S_IWGRP | S_IWOTH)) ? 0 : -EPERM;
+}
+
 /*
- * The client's rule for a socket directory: a directory (not a link), owned
- * by root or by the caller, writable by nobody else. Its owner is the only
- * uid the client accepts as the agent. Returns 0 and the owner, or -EPERM
- * (see the rule) or -errno of lstat.
+ * The client's rule for a socket directory: a directory (not a link)
+ * writable by nobody but its owner, and owned by root, by the caller, or by
+ * anyone when its parent is root's and equally private (so only root can
+ * have given it out: systemd's RuntimeDirectory= for a service user). Its
+ * owner is the only uid the client accepts as the agent. Returns 0 and the
+ * owner, -EPERM (see the rule) or -errno of lstat.
  */
 static inline int rdmem_door_dir_trusted(const char *dir, uid_t me, uid_t *owner)
 {
-	struct stat st;
+	char parent[RDMEM_DOOR_PATH_MAX];
+	struct stat st, pst;
+	int rc = rdmem_door_dir_private(dir, &st);
 
-	if (lstat(dir, &st) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode) || (st.st_uid != 0 && st.st_uid != me) ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+	if (rc)
+		return rc;
+	if (st.st_uid != 0 && st.st_uid != me &&
+	    (rdmem_door_dir_of(dir, parent, sizeof(parent)) ||
+	     rdmem_door_dir_private(parent, &pst) || pst.st_uid != 0))
 		return -EPERM;
 	*owner = st.st_uid;
 	return 0;

@@ -510,6 +510,33 @@ static void test_door_silent_garbage_and_half_hellos_block_no_one(void)
 	agent_stop(&agent);
 }
 
+/* Detach is the connection's close; a fast attach/detach loop on a small
+ * table waits the one actor round a leaving entry needs, never EUSERS. */
+static void test_door_attach_detach_loop_never_runs_out(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL, *probe = NULL;
+	int i, fails = 0;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0); /* 6 entries */
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	for (i = 0; i < 300; i++) {
+		if (rdmem_open(sock, &h) != 0) {
+			fails++;
+			continue;
+		}
+		rdmem_close(h);
+	}
+	CHECK_EQ(fails, 0);
+	CHECK_EQ(stat_of(probe, "door_full"), 0);
+	CHECK_EQ(stat_of(probe, "door_attached"), 301);
+	CHECK(wait_stat(probe, "dead_clients", 300, 2000));
+	CHECK(wait_stat(probe, "clients", 1, 2000));
+	rdmem_close(probe);
+	agent_stop(&agent);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -523,5 +550,6 @@ int main(void)
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);
 	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
+	RUN(test_door_attach_detach_loop_never_runs_out);
 	return check_done();
 }
