@@ -426,10 +426,18 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 /* An attached client's connection hung up (or sent bytes it must not). */
 static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
 {
+	ssize_t n;
 	char b;
 
-	if (recv(fd->door.conn[c], &b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN)
+	n = recv(fd->door.conn[c], &b, 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (n > 0) { /* the protocol has nothing after the hello: cut it off */
+		rdmem_door_count(&fd->door.n_bad_hello);
+		rdmem_warn_limited("front door %s: client %u sent bytes after its hello: "
+				   "disconnected",
+				   fd->name, c);
+	}
 	close(fd->door.conn[c]);
 	fd->door.conn[c] = -1;
 	rdmem_door_count(&fd->door.n_hangups);

@@ -37,6 +37,9 @@ void rdmem__att_unmap(struct rdmem_att *pub)
 	 */
 	munmap(pub->base, a->len);
 	close(a->fd);
+	/* Shut down, not just close: a child forked since holds a copy of the
+	 * socket, and the agent must still see us leave. */
+	shutdown(a->sock, SHUT_RDWR);
 	close(a->sock);
 	free(a);
 }

@@ -498,6 +498,7 @@ static void test_door_silent_garbage_and_half_hellos_block_no_one(void)
 	CHECK(write(rdmem__lib(h2->att)->sock, "x", 1) == 1);
 	CHECK(wait_stat(h, "door_hangups", 1, 1000));
 	CHECK(wait_stat(h, "clients", 1, 1000));
+	CHECK_EQ(stat_of(h, "door_bad_hello"), 3);
 	CHECK_EQ(stat_of(h, "door_attached"), 2);
 	rdmem_close(h2);
 	for (i = 0; i < HANGERS; i++)
@@ -537,6 +538,34 @@ static void test_door_attach_detach_loop_never_runs_out(void)
 	agent_stop(&agent);
 }
 
+/* rdmem_close is seen by the agent even while a forked child holds a copy of
+ * the connection (it shuts the socket down, not just closes its fd). */
+static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL, *probe = NULL;
+	pid_t child;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	CHECK_EQ(stat_of(probe, "clients"), 2);
+	child = fork();
+	REQUIRE(child >= 0);
+	if (child == 0) {
+		for (;;)
+			pause();
+	}
+	rdmem_close(h);
+	CHECK(wait_stat(probe, "clients", 1, 1000));
+	CHECK_EQ(stat_of(probe, "door_hangups"), 1);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	rdmem_close(probe);
+	agent_stop(&agent);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -551,5 +580,6 @@ int main(void)
 	RUN(test_door_attach_from_another_pid_namespace);
 	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
 	RUN(test_door_attach_detach_loop_never_runs_out);
+	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
 	return check_done();
 }
