@@ -398,6 +398,14 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 		socklen_t len = sizeof(cred);
 		int s = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), k;
 
+		if (s < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+			/* The backlog stays readable: look again in a tick, not in a spin. */
+			d->accept_pause_until = now + RDMEM_DOOR_TICK_MS * 1000000ull;
+			rdmem_warn_limited("front door %s: accept: %s (raise the open-files "
+					   "limit, LimitNOFILE)",
+					   fd->name, strerror(errno));
+		}
 		if (s < 0)
 			return;
 		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
@@ -505,7 +513,8 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 	uint32_t c;
 
 	pf[0] = (struct pollfd){ d->wake[0], POLLIN, 0 };
-	pf[1] = (struct pollfd){ d->listen_fd, POLLIN, 0 };
+	pf[1] =
+	    (struct pollfd){ d->listen_fd, rdmem_now_ns() < d->accept_pause_until ? 0 : POLLIN, 0 };
 	*timeout_ms = RDMEM_DOOR_TICK_MS;
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		if (d->pending[i].fd < 0)

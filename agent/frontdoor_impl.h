@@ -64,7 +64,8 @@ struct rdmem_door {
 	int *conn;	   /* per client entry: its owner's connection, or -1 */
 	uint64_t *claimed; /* per client entry: the claim word the door set */
 	uint32_t next_gen;
-	uint64_t accepted; /* connections accepted, for pending seq */
+	uint64_t accepted;	     /* connections accepted, for pending seq */
+	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups;
 };
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -566,6 +567,64 @@ static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
 	agent_stop(&agent);
 }
 
+/* CPU ticks (utime + stime) of pid so far, or -1. */
+static long long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After "pid (comm)": state is field 3, utime 14, stime 15. */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+/* Out of file descriptors, the door leaves its backlog alone for a tick
+ * instead of spinning on a listener that stays readable; it attaches
+ * again once connections go. */
+static void test_door_out_of_fds_does_not_spin(void)
+{
+	struct rlimit old, low;
+	struct proc agent = { 0 };
+	int hang[40], i, started;
+	long long t0, t1;
+	rdmem_t *h = NULL;
+
+	next_paths();
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = (struct rlimit){ 24, old.rlim_max }; /* the agent inherits it */
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	started = agent_start(&agent);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	REQUIRE(started == 0);
+	for (i = 0; i < 40; i++)
+		hang[i] = raw_connect();
+	usleep(300000);
+	t0 = cpu_ticks(agent.pid);
+	usleep(1000000);
+	t1 = cpu_ticks(agent.pid);
+	printf("# agent CPU over 1 s with its fds used up: %lld ticks\n", t1 - t0);
+	CHECK(t0 >= 0 && t1 - t0 < 30); /* a spin would be ~100 per second */
+	for (i = 0; i < 40; i++)
+		if (hang[i] >= 0)
+			close(hang[i]);
+	usleep(1500000); /* the hello deadline frees the ones it took */
+	CHECK_EQ(rdmem_open(sock, &h), 0);
+	if (h) {
+		CHECK(echo_ok(h, "fds back"));
+		rdmem_close(h);
+	}
+	agent_stop(&agent);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -581,5 +640,6 @@ int main(void)
 	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
 	RUN(test_door_attach_detach_loop_never_runs_out);
 	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
+	RUN(test_door_out_of_fds_does_not_spin);
 	return check_done();
 }
