@@ -18,13 +18,16 @@ struct rdmem_frontdoor;
 
 /* Zero fields take the defaults in brackets. */
 struct rdmem_frontdoor_config {
-	const char *shm_name; /* ["/rdmem"]; a missing leading '/' is added */
-	int reset;	      /* --shm-reset: take over a live agent's or a foreign segment */
-	gid_t group;	      /* segment group (mode 0660); (gid_t)-1 or 0 keeps ours */
-	uint32_t clients;     /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
-	uint32_t slots;	      /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
-	uint32_t max_value;   /* largest value a call may carry [1 MiB]; sizes slot payloads */
-	int busy_poll;	      /* never block when idle */
+	const char *shm_name; /* ["/rdmem"]; a missing leading '/' is added; names the socket */
+	/* The attach socket [<runtime dir>/<shm_name>.sock, shm/door.h]; its
+	 * directory is created 0750, or must be ours and writable by nobody else. */
+	const char *socket_path;
+	int reset;	  /* --shm-reset: take over a live agent's socket or a foreign file there */
+	gid_t group;	  /* socket and directory group; (gid_t)-1 or 0 keeps ours */
+	uint32_t clients; /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
+	uint32_t slots;	  /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
+	uint32_t max_value; /* largest value a call may carry [1 MiB]; sizes slot payloads */
+	int busy_poll;	    /* never block when idle */
 	/* Tests and fuzzers: how long a claimed, unpublished ring position (or a
 	 * scribbled cell) waits before the actor skips or repairs it
 	 * [RDMEM_RING_SKIP_NS]. */
@@ -44,12 +47,14 @@ struct rdmem_frontdoor_config {
 typedef void (*rdmem_frontdoor_submit_fn)(void *ctx, struct rdmem_agent_call *call);
 
 /*
- * Creates the segment. Refuses (-EBUSY) a name held by a live agent (any
- * process, this one included) and (-EEXIST) a segment that is not an rdmem
- * front door, unless cfg->reset. Over a dead agent's segment it marks that
- * one CLOSED, bumps its epoch (attached clients notice and re-attach), and
- * creates a fresh one with the next epoch. -ENOSPC when /dev/shm cannot hold
- * the segment; every page is allocated up front, so it can never SIGBUS.
+ * Creates the segment (a memfd sealed against shrinking and growing, every
+ * page allocated up front, so it can never SIGBUS) and the socket clients
+ * attach through. Refuses (-EBUSY) a socket a live agent answers on (any
+ * process, this one included) and (-EEXIST) a file there that is not our
+ * socket, unless cfg->reset; with reset, a live agent's segment is marked
+ * CLOSED with a bumped epoch (its clients re-attach to us). A dead agent's
+ * socket is removed. -EPERM for a socket directory that is not ours or that
+ * others may write; -ENOSPC when memory cannot hold the segment.
  */
 int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out);
 int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn submit, void *ctx);
@@ -116,8 +121,14 @@ struct rdmem_frontdoor_stats {
 	uint64_t dropped;	/* completions for clients that died or gave up */
 	uint64_t expired;	/* calls whose deadline passed before the agent took them */
 	uint64_t epoch;		/* the segment's agent epoch */
-	uint32_t attached;	/* live client entries */
-	uint32_t inflight;	/* calls handed to submit() and not completed yet */
+	uint64_t door_attached; /* attaches the door granted */
+	uint64_t door_bad_hello; /* connections closed for a bad hello or stray bytes */
+	uint64_t door_timeouts;	 /* connections closed for a hello not sent in time */
+	uint64_t door_full;	 /* attaches refused: no free client entry */
+	uint64_t door_evicted;	 /* handshakes dropped for newer ones (too many at once) */
+	uint64_t door_hangups;	 /* attached clients whose connection closed */
+	uint32_t attached;	 /* live client entries */
+	uint32_t inflight;	 /* calls handed to submit() and not completed yet */
 };
 void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out);
 

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "agent/frontdoor.h"
+#include "shm/door.h"
 #include "shm/segment.h"
 
 /* The agent's private view of one client entry. */
@@ -19,6 +20,14 @@ struct rdmem_fd_client {
 	_Atomic uint64_t held;	   /* bit s: the agent holds slot s (taken, not completed) */
 	_Atomic uint32_t inflight; /* calls taken and not completed */
 	_Atomic int dead;	   /* completions for it are dropped */
+	/*
+	 * Door thread -> actor. claim: gen << 32 | pid of the owner the door
+	 * assigned from SO_PEERCRED, 0 while free; the actor sets 0 when it has
+	 * reclaimed the entry (release, after the slot resets), the door sets it
+	 * (release) when it assigns. gone: the owner's connection closed.
+	 */
+	_Atomic uint64_t claim;
+	_Atomic int gone;
 	/* Front-door thread only. */
 	int32_t pid;
 	uint32_t gen;
@@ -29,11 +38,43 @@ struct rdmem_fd_client {
 	uint32_t orphan_seq[RDMEM_SHM_MAX_SLOTS]; /* its seq then */
 };
 
+/* A connection that has not finished its hello yet. */
+struct rdmem_door_pending {
+	int fd;		      /* -1: unused */
+	pid_t pid;	      /* SO_PEERCRED at accept */
+	uint64_t deadline_ns; /* closed then */
+	uint32_t got;	      /* hello bytes so far */
+	uint64_t seq;	      /* accept order: the oldest is evicted first */
+	int waiting;	      /* hello good, table full, an entry being reclaimed */
+	struct rdmem_door_hello hello;
+};
+
+#define RDMEM_DOOR_PENDING 16 /* handshakes at once; a new one evicts the oldest */
+
+/* The door thread's state (frontdoor_door.c). */
+struct rdmem_door {
+	char path[RDMEM_DOOR_PATH_MAX];
+	int listen_fd;
+	dev_t dev; /* to unlink the socket only while it is still ours */
+	ino_t ino;
+	int wake[2]; /* pipe: destroy() wakes the thread */
+	pthread_t thread;
+	int started;
+	struct rdmem_door_pending pending[RDMEM_DOOR_PENDING];
+	int *conn;	   /* per client entry: its owner's connection, or -1 */
+	uint64_t *claimed; /* per client entry: the claim word the door set */
+	uint32_t next_gen;
+	uint64_t accepted;	     /* connections accepted, for pending seq */
+	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
+	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups;
+};
+
 struct rdmem_frontdoor {
 	char name[RDMEM_SHM_NAME_MAX + 1];
-	int shm_fd;
-	dev_t dev; /* to unlink the name only while it is still ours */
-	ino_t ino;
+	int shm_fd; /* the sealed memfd */
+	uint64_t epoch;
+	struct rdmem_door door;
+	_Atomic int scan_req; /* the door saw a client leave: scan now */
 	void *base;
 	struct rdmem_shm_header *hdr;
 	struct rdmem_shm_geom geom;
@@ -53,6 +94,13 @@ struct rdmem_frontdoor {
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
 	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans;
 };
+
+/* frontdoor_door.c: the socket, the door thread, and their end. */
+int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg);
+int rdmem_door_start(struct rdmem_frontdoor *fd);
+void rdmem_door_close(struct rdmem_frontdoor *fd);
+/* Takes over from a live agent on our socket (--shm-reset): retires its segment. */
+int rdmem_door_retire_live(const char *path, uint64_t *epoch);
 
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
 uint64_t rdmem_frontdoor_proc_start(int32_t pid);

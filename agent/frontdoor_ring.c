@@ -293,7 +293,6 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 {
 	struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
 	struct rdmem_fd_client *cl = &fd->clients[c];
-	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	/* Acquire: pairs with the client's release store of SUBMITTED/ABANDONED. */
 	uint32_t st = atomic_load_explicit(&slot->state, memory_order_acquire);
 
@@ -316,8 +315,9 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
 			return 0;
 		}
-		/* Relaxed is enough here: attach happened long before submit. */
-		if (atomic_load_explicit(&entry->pid, memory_order_relaxed) <= 0 ||
+		/* Relaxed is enough here: attach happened long before submit. The
+		 * door's claim, not the pid word a client can write, says who owns it. */
+		if (!atomic_load_explicit(&cl->claim, memory_order_relaxed) ||
 		    atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
 			rdmem_frontdoor_refuse(fd, "client %u is not attached (slot %u)", c, s);
 			return 0;
@@ -431,7 +431,6 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	struct rdmem_fd_client *cl = &fd->clients[c];
-	int32_t pid = cl->pid;
 	uint32_t s;
 
 	for (s = 0; s < fd->geom.slots; s++)
@@ -440,20 +439,15 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	cl->pid = 0;
+	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
 	/*
-	 * Release: the slot resets above happen before the entry can be
-	 * claimed again; pairs with the acquire CAS of the next claimer.
+	 * Release: the slot resets above happen before the door may hand the
+	 * entry out again; pairs with its acquire load of claim.
 	 */
-	if (!atomic_compare_exchange_strong_explicit(&entry->pid, &pid, 0, memory_order_release,
-						     memory_order_relaxed)) {
-		rdmem_warn_limited(
-		    "front door %s: client %u changed hands while reclaimed (pid %d)", fd->name, c,
-		    pid);
-		return;
-	}
+	atomic_store_explicit(&cl->claim, 0, memory_order_release);
 	rdmem_frontdoor_count(&fd->n_dead);
-	rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: reclaimed client %u of dead pid %d",
-			  fd->name, c, cl->dead_pid);
+	rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: reclaimed client %u of pid %d", fd->name,
+			  c, cl->dead_pid);
 }
 
 /*
@@ -516,70 +510,58 @@ static void rdmem_frontdoor_mark_dead(struct rdmem_frontdoor *fd, uint32_t c, in
 }
 
 /*
- * A negative pid word names no process and no claim (a claim is a CAS from
- * 0 to the claimer's pid): a client wrote it, and left alone the entry would
- * never be reclaimed. Puts back the owner we knew while it lives; otherwise
- * reclaims the entry like a dead client's. Returns 1 when the entry was
- * handled here, 0 when the caller's dead-client path continues with it.
+ * The pid word in the segment is the client's to scribble on; the door's
+ * claim holds the pid the kernel reported. A word that differs is counted
+ * and put back, and never decides anything.
  */
-static int rdmem_frontdoor_pid_forged(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid,
-				      uint32_t gen)
+static void rdmem_frontdoor_pid_check(struct rdmem_frontdoor *fd, uint32_t c, int32_t owner)
 {
 	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
-	struct rdmem_fd_client *cl = &fd->clients[c];
-	int32_t forged = pid;
+	int32_t word = atomic_load_explicit(&entry->pid, memory_order_relaxed);
 
-	if (cl->pid == pid && atomic_load_explicit(&cl->dead, memory_order_relaxed))
-		return 0; /* seen before: being reclaimed */
+	if (word == owner)
+		return;
 	rdmem_frontdoor_count(&fd->n_pid_forged);
-	if (cl->pid > 0 && !atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
-	    rdmem_frontdoor_pid_alive(cl->pid, cl->start_ticks)) {
-		rdmem_warn_limited("front door %s: client %u's pid word was overwritten with %d; "
-				   "restored to its owner, pid %d",
-				   fd->name, c, pid, cl->pid);
-		/* Relaxed: only the word itself changes hands. */
-		atomic_compare_exchange_strong_explicit(&entry->pid, &forged, cl->pid,
-							memory_order_relaxed, memory_order_relaxed);
-		return 1;
-	}
-	rdmem_warn_limited("front door %s: client %u's pid word is %d (no process): reclaiming the "
-			   "entry",
-			   fd->name, c, pid);
-	cl->pid = pid;
-	cl->gen = gen;
-	cl->start_ticks = 0;
-	rdmem_frontdoor_mark_dead(fd, c, pid);
-	return 0;
+	rdmem_warn_limited("front door %s: client %u's pid word was overwritten with %d; "
+			   "restored to its owner, pid %d",
+			   fd->name, c, word, owner);
+	/* Relaxed: only the word itself changes hands. */
+	atomic_compare_exchange_strong_explicit(&entry->pid, &word, owner, memory_order_relaxed,
+						memory_order_relaxed);
 }
 
 /* Returns how many calls it took (lost entries, see scan_orphans). */
 static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 {
-	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	struct rdmem_fd_client *cl = &fd->clients[c];
-	int32_t pid = atomic_load_explicit(&entry->pid, memory_order_relaxed);
-	uint32_t gen = atomic_load_explicit(&entry->gen, memory_order_relaxed);
+	/* Acquire: pairs with the door's release store of claim, after it
+	 * filled the entry. */
+	uint64_t claim = atomic_load_explicit(&cl->claim, memory_order_acquire);
+	int32_t pid = (int32_t)(uint32_t)claim;
+	uint32_t gen = (uint32_t)(claim >> 32);
 	int taken = 0;
 
-	if (pid < 0 && rdmem_frontdoor_pid_forged(fd, c, pid, gen))
-		return 0;
-	if (pid == 0) {
-		cl->pid = 0; /* detached by rdmem_close(); held slots come back as they complete */
-		return 0;
-	}
+	if (!claim)
+		return 0; /* free: whatever its words say */
 	if (pid != cl->pid || gen != cl->gen) {
 		cl->pid = pid;
 		cl->gen = gen;
 		cl->start_ticks = rdmem_frontdoor_proc_start(pid);
 		atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	}
-	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
-	    !rdmem_frontdoor_pid_alive(pid, cl->start_ticks)) {
-		/* Limited: a client can die (or be started and killed) in a loop. */
-		rdmem_log_limited(RDMEM_LOG_INFO,
-				  "front door %s: client %u (pid %d) is gone; reclaiming its slots",
-				  fd->name, c, pid);
-		rdmem_frontdoor_mark_dead(fd, c, pid);
+	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
+		rdmem_frontdoor_pid_check(fd, c, pid);
+		/* Gone when its connection closed (rdmem_close, exit, kill), or
+		 * its pid is: a forked child may still hold the connection. */
+		if (atomic_load_explicit(&cl->gone, memory_order_relaxed) ||
+		    !rdmem_frontdoor_pid_alive(pid, cl->start_ticks)) {
+			/* Limited: a client can attach and leave in a loop. */
+			rdmem_log_limited(RDMEM_LOG_INFO,
+					  "front door %s: client %u (pid %d) is gone; reclaiming "
+					  "its slots",
+					  fd->name, c, pid);
+			rdmem_frontdoor_mark_dead(fd, c, pid);
+		}
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
 		taken = rdmem_frontdoor_scan_orphans(fd, c);
@@ -615,7 +597,8 @@ static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
 	timeout = fd->next_scan_ns > now ? fd->next_scan_ns - now : 1;
 	timeout = RDMEM_MIN(timeout, rdmem_ring_stall_left_ns(&fd->cons, now));
 	bell = rdmem_ring_sleep_begin(&fd->ring, &fd->cons, &busy);
-	if (busy || atomic_load_explicit(&fd->stop, memory_order_acquire)) {
+	if (busy || atomic_load_explicit(&fd->stop, memory_order_acquire) ||
+	    atomic_load_explicit(&fd->scan_req, memory_order_relaxed)) {
 		atomic_store_explicit(&fd->ring.ctl->sleeping, 0, memory_order_relaxed);
 		return;
 	}
@@ -660,7 +643,10 @@ static void *rdmem_frontdoor_main(void *arg)
 		if (n == 0 || ++rounds % RDMEM_FD_CLOCK_ROUNDS == 0) {
 			uint64_t now = rdmem_now_ns();
 
-			if (now >= fd->next_scan_ns)
+			/* Acquire: pairs with the door's release of scan_req after
+			 * it flagged a client gone. */
+			if (now >= fd->next_scan_ns ||
+			    atomic_exchange_explicit(&fd->scan_req, 0, memory_order_acquire))
 				rdmem_frontdoor_scan(fd, now);
 		}
 		if (n > 0) {
@@ -742,10 +728,15 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);
 	out->expired = atomic_load_explicit(&fd->n_expired, memory_order_relaxed);
 	out->epoch = atomic_load_explicit(&fd->hdr->epoch, memory_order_relaxed);
+	out->door_attached = atomic_load_explicit(&fd->door.n_attached, memory_order_relaxed);
+	out->door_bad_hello = atomic_load_explicit(&fd->door.n_bad_hello, memory_order_relaxed);
+	out->door_timeouts = atomic_load_explicit(&fd->door.n_timeouts, memory_order_relaxed);
+	out->door_full = atomic_load_explicit(&fd->door.n_full, memory_order_relaxed);
+	out->door_evicted = atomic_load_explicit(&fd->door.n_evicted, memory_order_relaxed);
+	out->door_hangups = atomic_load_explicit(&fd->door.n_hangups, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
-		struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
-
-		out->attached += atomic_load_explicit(&entry->pid, memory_order_relaxed) > 0;
+		out->attached +=
+		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;
 		out->inflight +=
 		    atomic_load_explicit(&fd->clients[c].inflight, memory_order_relaxed);
 	}

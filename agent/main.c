@@ -22,6 +22,7 @@
 #include "rdmem/auth.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
+#include "shm/door.h"
 #include "shm/segment.h"
 #include "rdmem/util.h"
 
@@ -46,9 +47,17 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --tcp-port N           server TCP port (default: port + 1)\n"
 	    "      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
 	    "                             device, else shm for a server on this host, else tcp)\n"
-	    "      --shm-name NAME        front-door segment (default /rdmem)\n"
-	    "      --shm-reset            take over a segment this agent did not create\n"
-	    "      --shm-group GROUP      group owning the segment (mode 0660)\n"
+	    "      --shm-name NAME        front-door name (default /rdmem): clients attach\n"
+	    "                             through the socket <runtime dir>/NAME.sock\n"
+	    "      --socket PATH          the attach socket instead (absolute path); its\n"
+	    "                             directory is created 0750, or must be ours and\n"
+	    "                             writable by nobody else. Runtime dir: /run/rdmem\n"
+	    "                             (root), else $XDG_RUNTIME_DIR/rdmem; or\n"
+	    "                             $RDMEM_RUNTIME_DIR\n"
+	    "      --shm-reset            take over a live agent's socket (its clients move\n"
+	    "                             here) or a foreign file at the socket path\n"
+	    "      --shm-group GROUP      group of the socket (0660) and its directory (0750):\n"
+	    "                             its members may attach\n"
 	    "      --clients N            front-door client entries, 1-1024 (default 32)\n"
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
@@ -128,6 +137,7 @@ enum {
 	OPT_TCP_PORT = 256,
 	OPT_FABRIC,
 	OPT_SHM_NAME,
+	OPT_SOCKET,
 	OPT_SHM_RESET,
 	OPT_SHM_GROUP,
 	OPT_CLIENTS,
@@ -159,6 +169,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
 	{ "shm-name", required_argument, NULL, OPT_SHM_NAME },
+	{ "socket", required_argument, NULL, OPT_SOCKET },
 	{ "shm-reset", no_argument, NULL, OPT_SHM_RESET },
 	{ "shm-group", required_argument, NULL, OPT_SHM_GROUP },
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
@@ -242,6 +253,16 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case OPT_SHM_NAME:
 		o->fd.shm_name = arg;
 		return 0;
+	case OPT_SOCKET:
+		if (arg[0] == '/' && strlen(arg) < RDMEM_DOOR_PATH_MAX) {
+			o->fd.socket_path = arg;
+			return 0;
+		}
+		fprintf(stderr,
+			"rdmem-agent: --socket: '%s' is not an absolute path of at most %zu "
+			"bytes\n",
+			arg, RDMEM_DOOR_PATH_MAX - 1);
+		return -EINVAL;
 	case OPT_SHM_RESET:
 		o->fd.reset = 1;
 		return 0;
@@ -429,7 +450,7 @@ int main(int argc, char **argv)
 	ret = rdmem_agent_start(&a, &o);
 	if (ret == 0) {
 		rdmem_info("ready: front door %s, server %s (rdma %s:%u, tcp port %u)",
-			   o.fd.shm_name, o.cfg.server,
+			   o.fd.socket_path ? o.fd.socket_path : o.fd.shm_name, o.cfg.server,
 			   o.cfg.fabric ? rdmem_fab_kind_name(o.cfg.fabric) : "off", o.cfg.port,
 			   o.cfg.tcp_port);
 		rdmem_agent_wait_signal();

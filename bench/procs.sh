@@ -109,7 +109,7 @@ procs_cleanup() {
 	trap - EXIT
 	stop_all
 	for s in "${SHM_NAMES[@]}"; do
-		rm -f "/dev/shm/${s#/}"
+		rm -f "${RDMEM_RUNTIME_DIR:-/run/rdmem}/${s#/}.sock" # a killed agent's socket
 	done
 	exit "$rc"
 }

@@ -256,8 +256,18 @@ int rdmem_cli_attach(struct cli *c)
 	if (c->h)
 		return 0;
 	rc = rdmem_open(c->shm_name, &c->h);
-	if (rc == -EINVAL)
-		return rdmem_cli_usage("bad --shm-name '%s': want /NAME without another '/'", name);
+	if (rc == -EINVAL || rc == -ENAMETOOLONG)
+		return rdmem_cli_usage("bad --shm-name '%s': want /NAME without another '/', or "
+				       "the socket's absolute path (at most 107 bytes)",
+				       name);
+	if (rc == -EPERM) {
+		fprintf(stderr,
+			"rdmem: %s: refused to attach: the socket's directory must be root's or "
+			"yours (or under a root-owned /run) and writable by its owner only, and "
+			"the agent must run as that owner (an impostor does not); check ls -ld\n",
+			name);
+		return EXIT_FAIL;
+	}
 	if (rc) {
 		fprintf(stderr, "rdmem: %s: %s\n", name, rdmem_strerror(rc));
 		return EXIT_FAIL;

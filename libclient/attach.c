@@ -1,128 +1,179 @@
-/* attach.c - librdmem's attachments and handles: map the agent's segment,
- * claim a client entry, notice a dead or replaced agent, re-attach. */
+/* attach.c - librdmem's attachments and handles: attach through the agent's
+ * socket (check who answers, take the sealed segment and the client entry
+ * the agent assigned), notice a dead or replaced agent, re-attach. */
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
-#include <signal.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "libclient/rdmem_priv.h"
+#include "shm/door.h"
 
-/* Gone when its pid is, or when its lock on the segment fd is (zombie, reused pid). */
-static int att_agent_gone(int fd, int32_t pid)
+/*
+ * Gone when its connection is: the kernel closes the agent's end when it
+ * exits, even as a zombie, whatever PID namespace we are in. Readable means
+ * EOF or bytes the agent never sends: either way, it is not ours any more.
+ */
+static int att_agent_gone(int sock)
 {
-	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
-		return 1;
-	return rdmem_shm_agent_locked(fd) == 0;
+	struct pollfd p = { sock, POLLIN, 0 };
+
+	return poll(&p, 1, 0) != 0;
 }
 
 void rdmem__att_unmap(struct rdmem_att *pub)
 {
 	struct rdmem_att_lib *a = rdmem__lib(pub);
-	struct rdmem_shm_client *me = rdmem_shm_client_at(pub->base, &pub->geom, pub->client);
-	int32_t pid = a->pid;
 
 	/*
-	 * Hand the entry back. Release: our slot writes precede the next
-	 * claimer's acquire CAS. Slots we abandoned stay ABANDONED until the
-	 * agent frees them; a later claimer's allocator skips them meanwhile.
+	 * Closing the connection hands the entry back: the agent frees it once
+	 * nothing of ours is in flight. Slots we abandoned stay ABANDONED until
+	 * the agent frees them.
 	 */
-	if (!atomic_load_explicit(&pub->stale, memory_order_relaxed))
-		atomic_compare_exchange_strong_explicit(&me->pid, &pid, 0, memory_order_release,
-							memory_order_relaxed);
 	munmap(pub->base, a->len);
 	close(a->fd);
+	/* Shut down, not just close: a child forked since holds a copy of the
+	 * socket, and the agent must still see us leave. */
+	shutdown(a->sock, SHUT_RDWR);
+	close(a->sock);
 	free(a);
 }
 
-/* Waits (bounded) for an agent that is still creating the segment to size it. */
-static int att_wait_sized(int fd, struct stat *st)
+/* Checks the mapped segment is the running agent's that welcomed us. */
+static int att_check(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w)
 {
-	uint64_t give_up = rdmem_now_ns() + RDMEM_ATTACH_INIT_NS;
-	int rc;
-
-	while ((rc = fstat(fd, st)) == 0 && st->st_size < (off_t)RDMEM_SHM_HEADER_SIZE &&
-	       rdmem_now_ns() < give_up)
-		usleep(1000);
-	if (rc < 0)
-		return -errno;
-	return st->st_size < (off_t)RDMEM_SHM_HEADER_SIZE ? -ECONNREFUSED : 0;
-}
-
-/* Checks the mapped segment is a running agent's. */
-static int att_check(struct rdmem_att_lib *a)
-{
-	uint64_t give_up = rdmem_now_ns() + RDMEM_ATTACH_INIT_NS;
 	struct rdmem_shm_header *hdr = a->pub.hdr;
-	uint32_t state;
 
 	/* Acquire: pairs with the agent's release store of RUNNING, after formatting. */
-	while ((state = atomic_load_explicit(&hdr->state, memory_order_acquire)) ==
-		   RDMEM_SHM_INIT &&
-	       rdmem_now_ns() < give_up)
-		usleep(1000);
-	if (state != RDMEM_SHM_RUNNING)
+	if (atomic_load_explicit(&hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING)
 		return -ECONNREFUSED;
-	if (rdmem_shm_header_check(hdr, a->len, &a->pub.geom) != 0)
+	if (rdmem_shm_header_check(hdr, a->len, &a->pub.geom) != 0 ||
+	    atomic_load_explicit(&hdr->epoch, memory_order_relaxed) != w->epoch ||
+	    w->client >= a->pub.geom.clients)
 		return -EPROTO;
-	if (att_agent_gone(a->fd, hdr->agent_pid))
-		return -ECONNREFUSED;
 	return 0;
 }
 
-/* Maps the segment and checks it is a running agent's. */
-static int att_map(const char *name, struct rdmem_att_lib *a)
+/*
+ * Connects to the door and checks the agent: its uid (SO_PEERCRED) must be
+ * the owner of the socket's directory, which must be root's or ours and
+ * writable by nobody else (shm/door.h). Anyone else there is an impostor.
+ */
+static int att_dial(const char *path)
 {
-	struct stat st;
-	int fd, rc;
+	char dir[RDMEM_DOOR_PATH_MAX];
+	struct timeval tv = { (time_t)(RDMEM_ATTACH_NS / 1000000000ull),
+			      (suseconds_t)(RDMEM_ATTACH_NS % 1000000000ull / 1000) };
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	uid_t owner = (uid_t)-1;
+	int s, rc;
 
-	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0)
-		return errno == ENOENT ? -ECONNREFUSED : -errno;
-	rc = att_wait_sized(fd, &st);
-	if (rc) {
-		close(fd);
+	if ((rc = rdmem_door_dir_of(path, dir, sizeof(dir))) ||
+	    (rc = rdmem_door_dir_trusted(dir, geteuid(), &owner)))
+		return rc == -ENOENT ? -ECONNREFUSED : rc;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = errno == ENOENT || errno == ECONNREFUSED ? -ECONNREFUSED : -errno;
+		close(s);
 		return rc;
 	}
-	a->len = (size_t)st.st_size;
-	a->pub.base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (a->pub.base == MAP_FAILED) {
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != owner) {
+		close(s);
+		return -EPERM;
+	}
+	/* Bounded: an agent that never answers costs one attach this long. */
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
 		rc = -errno;
-		close(fd);
+		close(s);
 		return rc;
 	}
-	a->fd = fd;
-	a->pub.hdr = (struct rdmem_shm_header *)a->pub.base;
-	rc = att_check(a);
-	if (rc) {
-		munmap(a->pub.base, a->len);
-		close(fd);
-	}
-	return rc;
+	return s;
 }
 
-/* Claims a client entry: CAS 0 -> our pid. */
-static int att_claim(struct rdmem_att_lib *a)
+/* Sends the hello; receives the welcome and the segment fd. */
+static int att_handshake(int s, struct rdmem_door_welcome *w, int *mfd)
 {
-	uint32_t c;
+	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION,
+					  RDMEM_SHM_VERSION, 0, 0 };
+	ssize_t n = send(s, &hello, sizeof(hello), MSG_NOSIGNAL);
 
-	a->pid = (int32_t)getpid();
-	for (c = 0; c < a->pub.geom.clients; c++) {
-		struct rdmem_shm_client *e = rdmem_shm_client_at(a->pub.base, &a->pub.geom, c);
-		int32_t free_pid = 0;
+	if (n != (ssize_t)sizeof(hello))
+		return n < 0 && errno != EAGAIN ? -ECONNREFUSED : -ETIMEDOUT;
+	n = rdmem_door_recv(s, w, sizeof(*w), mfd);
+	if (n == -EAGAIN)
+		return -ETIMEDOUT;
+	if (n < 0)
+		return (int)n;
+	if (n != (ssize_t)sizeof(*w) || w->magic != RDMEM_DOOR_MAGIC_WELCOME ||
+	    w->version != RDMEM_DOOR_VERSION || w->shm_version != RDMEM_SHM_VERSION)
+		return -EPROTO;
+	if (w->status)
+		return w->status > 0 && w->status < 4096 ? -w->status : -EPROTO;
+	return *mfd >= 0 ? 0 : -EPROTO;
+}
 
-		/* Acquire: pairs with the agent's release when it reclaimed the
-		 * entry, so its slot resets are visible to us. */
-		if (atomic_compare_exchange_strong_explicit(
-			&e->pid, &free_pid, a->pid, memory_order_acquire, memory_order_relaxed)) {
-			atomic_fetch_add_explicit(&e->gen, 1, memory_order_relaxed);
-			e->attach_ns = rdmem_now_ns();
-			a->pub.client = c;
-			return 0;
-		}
+/* The fd must be sealed so that nobody can shrink or grow it, and as big as said. */
+static int att_sealed(int mfd, const struct rdmem_door_welcome *w)
+{
+	struct stat st;
+	int seals = fcntl(mfd, F_GET_SEALS);
+
+	if (seals < 0 || (seals & RDMEM_DOOR_SEALS) != RDMEM_DOOR_SEALS)
+		return -EPERM;
+	if (fstat(mfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != w->size ||
+	    w->size < RDMEM_SHM_HEADER_SIZE || w->size > SIZE_MAX)
+		return -EPROTO;
+	return 0;
+}
+
+/* Attaches through the door: connect, hello, sealed fd, map, check. */
+static int att_map(const char *path, struct rdmem_att_lib *a)
+{
+	struct rdmem_door_welcome w;
+	int s, mfd = -1, rc;
+
+	s = att_dial(path);
+	if (s < 0)
+		return s;
+	rc = att_handshake(s, &w, &mfd);
+	if (!rc)
+		rc = att_sealed(mfd, &w);
+	if (rc)
+		goto fail;
+	a->len = (size_t)w.size;
+	a->pub.base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (a->pub.base == MAP_FAILED) {
+		rc = -errno;
+		goto fail;
 	}
-	return -EUSERS;
+	a->pub.hdr = (struct rdmem_shm_header *)a->pub.base;
+	rc = att_check(a, &w);
+	if (rc) {
+		munmap(a->pub.base, a->len);
+		goto fail;
+	}
+	a->fd = mfd;
+	a->sock = s;
+	a->pid = w.pid;
+	a->epoch = w.epoch;
+	a->pub.client = w.client;
+	return 0;
+fail:
+	if (mfd >= 0)
+		close(mfd);
+	close(s);
+	return rc;
 }
 
 static int att_attach(rdmem_t *h, struct rdmem_att **out)
@@ -132,22 +183,13 @@ static int att_attach(rdmem_t *h, struct rdmem_att **out)
 
 	if (!a)
 		return -ENOMEM;
-	rc = att_map(h->name, a);
+	rc = att_map(h->path, a);
 	if (rc) {
 		free(a);
 		return rc;
 	}
-	a->agent_pid = a->pub.hdr->agent_pid;
-	a->epoch = atomic_load_explicit(&a->pub.hdr->epoch, memory_order_relaxed);
 	a->pub.single_cpu = h->single_cpu;
 	rdmem_shm_ring_view(a->pub.base, &a->pub.geom, &a->pub.ring);
-	rc = att_claim(a);
-	if (rc) {
-		munmap(a->pub.base, a->len);
-		close(a->fd);
-		free(a);
-		return rc;
-	}
 	atomic_store_explicit(&a->pub.refs, 1, memory_order_relaxed);
 	atomic_store_explicit(&a->next_liveness_ns, rdmem_now_ns() + RDMEM_LIVENESS_NS,
 			      memory_order_relaxed);
@@ -199,7 +241,7 @@ struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err)
 
 /*
  * Is the agent behind a still the one we attached to? Header loads are
- * cheap and run on every check; kill() and the lock test run every
+ * cheap and run on every check; the look at the connection runs every
  * RDMEM_LIVENESS_NS.
  */
 int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
@@ -217,7 +259,7 @@ int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
 	if (now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,
 				      memory_order_relaxed);
-		if (att_agent_gone(a->fd, a->agent_pid))
+		if (att_agent_gone(a->sock))
 			goto stale;
 	}
 	return 1;
@@ -227,6 +269,22 @@ stale:
 }
 
 /* ---- handle ------------------------------------------------------------ */
+
+/*
+ * A segment name maps to <runtime dir>/<name>.sock (shm/door.h); a name that
+ * is a path is the socket itself. Not root and nothing in our own runtime
+ * directory: a root agent's /run/rdmem.
+ */
+static int att_resolve(const char *name, char *path, size_t cap)
+{
+	struct stat st;
+	int rc = rdmem_door_path(name, NULL, geteuid(), path, cap);
+
+	if (rc || rdmem_door_is_path(name) || geteuid() == 0 || getenv("RDMEM_RUNTIME_DIR") ||
+	    lstat(path, &st) == 0)
+		return rc;
+	return rdmem_door_path(name, RDMEM_DOOR_ROOT_DIR, 0, path, cap) ? rc : 0;
+}
 
 int rdmem_open(const char *name, rdmem_t **out)
 {
@@ -240,9 +298,10 @@ int rdmem_open(const char *name, rdmem_t **out)
 	atomic_flag_clear(&h->lock);
 	h->timeout_ms = RDMEM_DEFAULT_TIMEOUT_MS;
 	h->single_cpu = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
-	if (rdmem_shm_name_norm(name ? name : RDMEM_SHM_DEFAULT_NAME, h->name, sizeof(h->name))) {
+	rc = att_resolve(name, h->path, sizeof(h->path));
+	if (rc) {
 		free(h);
-		return -EINVAL;
+		return rc;
 	}
 	a = rdmem__att_get(h, &rc);
 	if (!a) {

@@ -20,23 +20,23 @@
 
 /* A blocked waiter looks at the agent this often (its liveness, the epoch). */
 #define RDMEM_LIVENESS_NS 20000000ull
-/* How long attach waits for an agent that is still formatting its segment. */
-#define RDMEM_ATTACH_INIT_NS 200000000ull
+/* How long attach waits for the agent's welcome on its socket. */
+#define RDMEM_ATTACH_NS 2000000000ull
 
 /* One attachment: the public view first, then what only the library reads. */
 struct rdmem_att_lib {
 	struct rdmem_att pub;
-	int fd; /* kept open to test the agent's lock on the segment */
+	int fd;	  /* the segment's sealed memfd */
+	int sock; /* the connection to the agent: open for the attachment's life */
 	size_t len;
-	int32_t pid;
-	int32_t agent_pid;
+	int32_t pid; /* our entry's pid word, as the agent wrote it */
 	uint64_t epoch;
 	_Atomic uint64_t next_liveness_ns; /* when to test the agent process again */
 };
 
 struct rdmem {
-	char name[RDMEM_SHM_NAME_MAX + 1];
-	atomic_flag lock; /* guards att: swap on re-attach, take a reference */
+	char path[RDMEM_SHM_NAME_MAX + 1]; /* the agent's socket (shm/door.h) */
+	atomic_flag lock;		   /* guards att: swap on re-attach, take a reference */
 	struct rdmem_att *att;
 	int attached_once;
 	int single_cpu; /* we may run on one CPU only: spinning cannot help */

@@ -143,9 +143,8 @@ show() { # show FILE [LABEL]
 	fi
 	grep -E '^(MemTotal|MemAvailable|HugePages_Total|HugePages_Free|Hugepagesize|Mlocked)' /proc/meminfo
 	show /sys/kernel/mm/transparent_hugepage/enabled "transparent hugepages"
-	echo "--- /dev/shm (the front-door segments live here)"
-	df -h /dev/shm 2>/dev/null || echo "(absent)"
-	ls -l /dev/shm 2>/dev/null | grep -i rdmem || echo "(no rdmem segment)"
+	echo "--- front-door sockets (/run/rdmem; segments are memfds, in RAM)"
+	ls -la /run/rdmem 2>/dev/null || echo "(no /run/rdmem)"
 
 	section "io_uring"
 	show /proc/sys/kernel/io_uring_disabled "kernel.io_uring_disabled (0 = allowed)"

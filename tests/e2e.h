@@ -12,6 +12,7 @@
 #include "rdmem/auth.h"
 #include "libclient/rdmem.h"
 #include "proc.h"
+#include "shm/door.h"
 
 #define E2E_READY_MS 10000
 
@@ -152,16 +153,25 @@ static inline void e2e_stop_agent(struct e2e *e)
 	proc_stop(&e->agent, SIGTERM, 5000);
 }
 
+/* Removes the attach socket an agent killed with -9 left behind for name. */
+static inline void e2e_unlink_door(const char *name)
+{
+	char path[RDMEM_DOOR_PATH_MAX];
+
+	if (rdmem_door_path(name, NULL, geteuid(), path, sizeof(path)) == 0)
+		unlink(path);
+}
+
 static inline void e2e_fini(struct e2e *e)
 {
 	char cmd[256];
 
 	e2e_stop_agent(e);
 	proc_stop(&e->server, SIGTERM, 5000);
-	/* Agents killed with -9 leave their segments; each holds real memory. */
-	shm_unlink(e->shm);
+	/* Agents killed with -9 leave their sockets (their memory went with them). */
+	e2e_unlink_door(e->shm);
 	snprintf(cmd, sizeof(cmd), "%s-b", e->shm);
-	shm_unlink(cmd);
+	e2e_unlink_door(cmd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->image_dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "  could not remove %s\n", e->image_dir);

@@ -23,7 +23,7 @@ cleanup() {
 	wait 2>/dev/null
 	ip netns del "$nsS" 2>/dev/null
 	ip netns del "$nsA" 2>/dev/null
-	rm -f "/dev/shm$shm"
+	rm -f "${RDMEM_RUNTIME_DIR:-/run/rdmem}$shm.sock"
 	rm -rf "$log"
 }
 trap cleanup EXIT

@@ -418,7 +418,7 @@ static void test_lazy_reads_within_depth(void)
 		CHECK(0);
 	}
 	proc_stop(&agent2, SIGTERM, 5000);
-	shm_unlink(shm2);
+	e2e_unlink_door(shm2);
 }
 
 int main(int argc, char **argv)

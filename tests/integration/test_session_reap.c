@@ -145,7 +145,7 @@ static void check_new_agent_on_rdma(const char *arg)
 		CHECK(!"rdmem_open of the new agent");
 	}
 	proc_stop(&p, SIGTERM, 5000);
-	shm_unlink(shm);
+	e2e_unlink_door(shm);
 }
 
 /* One case's processes, so a failed REQUIRE still stops them all. */
@@ -225,7 +225,7 @@ static void run_case(const struct reap_case *c)
 		bench_stop(rig.bench[i]);
 	for (i = 1; i < c->agents; i++) {
 		proc_stop(&rig.agents[i], SIGTERM, 5000);
-		shm_unlink(rig.shms[i]);
+		e2e_unlink_door(rig.shms[i]);
 	}
 	e2e_fini(&e);
 }

@@ -2,8 +2,8 @@
  * tests/frontdoor_loopback.h in place of the session actor, until SIGINT or
  * SIGTERM: a server-less agent for CLI tests and for measuring the front door.
  *
- *   fd_loopback [--shm-name NAME] [--clients N] [--slots N] [--max-value B]
- *               [--busy-poll] [--shm-reset]
+ *   fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] [--slots N]
+ *               [--max-value B] [--busy-poll] [--shm-reset]
  * Prints "ready <name>" on stdout once clients may attach.
  */
 #include <errno.h>
@@ -26,10 +26,11 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 
 static int usage(const char *why, const char *arg)
 {
-	fprintf(stderr,
-		"fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--clients N] "
-		"[--slots N] [--max-value B] [--busy-poll] [--shm-reset]\n",
-		why, arg ? arg : "");
+	fprintf(
+	    stderr,
+	    "fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] "
+	    "[--slots N] [--max-value B] [--busy-poll] [--shm-reset]\n",
+	    why, arg ? arg : "");
 	return 2;
 }
 
@@ -51,6 +52,8 @@ static int parse_args(int argc, char **argv, struct rdmem_frontdoor_config *cfg)
 		}
 		if (!strcmp(a, "--shm-name") && v)
 			cfg->shm_name = v;
+		else if (!strcmp(a, "--socket") && v)
+			cfg->socket_path = v;
 		else if (!strcmp(a, "--clients") && v)
 			bad = parse_u32(v, 1, RDMEM_SHM_MAX_CLIENTS, &cfg->clients);
 		else if (!strcmp(a, "--slots") && v)

@@ -20,7 +20,7 @@ run_case() { # run_case LABEL AGENT_CPU CLIENT_CPU [AGENT_FLAGS]
 	$apin "$bin/tests/fd_loopback" --shm-name "$name" --clients 4 --slots 32 --max-value 64k \
 		$flags >/dev/null 2>&1 &
 	local agent=$!
-	for _ in $(seq 100); do [ -e "/dev/shm${name}" ] && break; sleep 0.05; done
+	for _ in $(seq 100); do [ -S "${RDMEM_RUNTIME_DIR:-/run/rdmem}${name}.sock" ] && break; sleep 0.05; done
 	sleep 0.2
 	echo "== $label"
 	for w in 1 32; do

@@ -82,6 +82,7 @@ AGENT = {
     "--tcp-port": dict(kind="harness", lo=1, hi=65535),
     "--fabric": dict(kind="choice", choices=["shm", "tcp"], p=0.4),  # verbs: no device
     "--shm-name": dict(kind="harness"),
+    "--socket": dict(kind="harness"),  # the harness names fronts by --shm-name
     "--shm-reset": dict(kind="bool", p=0.3),
     "--shm-group": dict(kind="harness", p=0.2, choices=["root", "0"]),
     # clients x slots x (max-value + 65 KiB) of /dev/shm address space: the

@@ -17,6 +17,7 @@
 #include "libclient/rdmem_priv.h" /* white box: the handle's attachment */
 #include "tests/check.h"
 
+#include "shm/door.h"
 #include "tests/frontdoor_loopback.h"
 
 static char shm_name[64];
@@ -357,7 +358,11 @@ static void test_fd_many_processes(void)
 		ok += waitpid(pids[i], &status, 0) == pids[i] && WIFEXITED(status) &&
 		      WEXITSTATUS(status) == 0;
 	CHECK_EQ(ok, 8);
+	/* Detach is the connection's close: the agent frees the entries at once. */
+	WAIT_FOR(stats_of(lb).attached == 0, 2000);
 	CHECK_EQ(stats_of(lb).attached, 0);
+	CHECK_EQ(stats_of(lb).door_attached, 8);
+	CHECK_EQ(stats_of(lb).door_hangups, 8);
 	CHECK_EQ(stats_of(lb).bad_entries, 0);
 	lb_stop(lb);
 }
@@ -366,8 +371,8 @@ static void test_fd_many_processes(void)
 
 /* A raw view of the segment, to misbehave in ways libclient never does. */
 struct raw {
+	rdmem_t *h; /* attached legitimately, through the door */
 	void *base;
-	size_t len;
 	struct rdmem_shm_geom g;
 	struct rdmem_ring ring;
 	uint32_t client;
@@ -375,28 +380,13 @@ struct raw {
 
 static int raw_attach(struct raw *r)
 {
-	int f = shm_open(shm_name, O_RDWR, 0);
-	struct stat st;
-	uint32_t c;
-
-	if (f < 0 || fstat(f, &st))
+	if (rdmem_open(shm_name, &r->h))
 		return -1;
-	r->len = (size_t)st.st_size;
-	r->base = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-	close(f);
-	if (r->base == MAP_FAILED || rdmem_shm_header_check(r->base, r->len, &r->g))
-		return -1;
-	rdmem_shm_ring_view(r->base, &r->g, &r->ring);
-	for (c = 0; c < r->g.clients; c++) {
-		int32_t zero = 0;
-
-		if (atomic_compare_exchange_strong(&rdmem_shm_client_at(r->base, &r->g, c)->pid,
-						   &zero, (int32_t)getpid())) {
-			r->client = c;
-			return 0;
-		}
-	}
-	return -1;
+	r->base = r->h->att->base;
+	r->g = r->h->att->geom;
+	r->ring = r->h->att->ring;
+	r->client = r->h->att->client;
+	return 0;
 }
 
 /* Writes a request into our own slot s, as libclient would, with any fields. */
@@ -499,7 +489,7 @@ static void test_fd_hostile_entries_refused_good_client_unharmed(void)
 	CHECK_EQ(good.failures, 0);
 	CHECK_EQ(stats_of(lb).bad_entries - bad0, 7);
 	rdmem_close(idle);
-	munmap(r.base, r.len);
+	rdmem_close(r.h);
 	lb_stop(lb);
 }
 
@@ -690,6 +680,7 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	struct rdmem_frontdoor_config cfg = (next_name(), config(2, 2, 4096));
 	struct rdmem_frontdoor *other = NULL;
 	struct lb *lb = start(2, 2, 4096), *lb2;
+	char path[RDMEM_DOOR_PATH_MAX];
 	rdmem_t *h = NULL;
 	int f;
 
@@ -705,8 +696,9 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	CHECK_EQ(rdmem_ping(h, NULL), 0);
 	rdmem_close(h);
 	lb_stop(lb2);
-	/* A foreign object under the name is not overwritten without reset. */
-	f = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	/* A foreign file where the socket goes is not removed without reset. */
+	REQUIRE(rdmem_door_path(shm_name, NULL, geteuid(), path, sizeof(path)) == 0);
+	f = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	REQUIRE(f >= 0);
 	CHECK(write(f, "not a front door, but longer than a page? no", 44) == 44);
 	cfg.reset = 0;
@@ -725,18 +717,16 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	CHECK_EQ(rdmem_open(shm_name, &h), -ECONNREFUSED);
 }
 
-static void test_fd_refuses_a_segment_dev_shm_cannot_hold(void)
+static void test_fd_refuses_a_segment_memory_cannot_hold(void)
 {
-	/* 1024 x 64 slots of 64 MiB: far more than any /dev/shm here. */
+	/* 1024 x 64 slots of 64 MiB: far more than any host here. */
 	struct rdmem_frontdoor_config cfg = (next_name(), config(1024, 64, 64u << 20));
 	struct rdmem_frontdoor *fd = NULL;
-	int f;
+	char path[RDMEM_DOOR_PATH_MAX];
 
 	CHECK_EQ(rdmem_frontdoor_create(&cfg, &fd), -ENOSPC);
-	f = shm_open(shm_name, O_RDONLY, 0);
-	CHECK(f < 0 && errno == ENOENT); /* and nothing is left behind */
-	if (f >= 0)
-		close(f);
+	REQUIRE(rdmem_door_path(shm_name, NULL, geteuid(), path, sizeof(path)) == 0);
+	CHECK(access(path, F_OK) < 0 && errno == ENOENT); /* and nothing is left behind */
 }
 
 static void test_fd_producer_died_mid_publish(void)
@@ -862,7 +852,7 @@ int main(void)
 	RUN(test_fd_agent_stop_then_restart);
 	RUN(test_fd_agent_killed_zombie_then_restarted_over_its_segment);
 	RUN(test_fd_second_frontdoor_refused_unless_reset);
-	RUN(test_fd_refuses_a_segment_dev_shm_cannot_hold);
+	RUN(test_fd_refuses_a_segment_memory_cannot_hold);
 	RUN(test_fd_producer_died_mid_publish);
 	RUN(test_fd_cli_local_ping_and_bench);
 	return check_done();

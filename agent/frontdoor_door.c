@@ -1,0 +1,616 @@
+/* frontdoor_door.c - the front door's attach socket: its directory (ours,
+ * writable by nobody else), a dead agent's socket removed, a live one's
+ * segment retired on --shm-reset, and the door thread, which accepts
+ * clients, reads their SO_PEERCRED and hello within a deadline, assigns each
+ * a client entry under its kernel-reported pid and hands it the sealed memfd.
+ * The connection stays open: its close tells the actor the client is gone.
+ * Protocol: shm/door.h.
+ */
+#include "agent/frontdoor_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rdmem/util.h"
+
+#define RDMEM_DOOR_ACCEPTS 16 /* accepts per round: the rest wait in the backlog */
+#define RDMEM_DOOR_TICK_MS 50 /* looks for reclaimed entries this often */
+#define RDMEM_DOOR_BACKLOG 64
+
+static void rdmem_door_count(_Atomic uint64_t *n)
+{
+	atomic_fetch_add_explicit(n, 1, memory_order_relaxed); /* statistics only */
+}
+
+/* ---- the directory and the socket ---------------------------------------- */
+
+/* Creates dir 0750 (group: cfg's), or checks an existing one is ours and private. */
+static int rdmem_door_dir(const char *dir, gid_t group)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0750) == 0) {
+		/* The umask may have cut the mode; group members must search it. */
+		if (chmod(dir, 0750) < 0 ||
+		    (group != (gid_t)-1 && group != 0 && chown(dir, (uid_t)-1, group) < 0)) {
+			rdmem_err("front door: socket directory %s: chmod/chown: %s", dir,
+				  strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
+	if (errno != EEXIST) {
+		rdmem_err("front door: cannot create the socket directory %s: %s (create it "
+			  "with mode 0750, or pass --socket PATH)",
+			  dir, strerror(errno));
+		return -errno;
+	}
+	if (lstat(dir, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && group != (gid_t)-1 && group != 0 &&
+	    st.st_gid != group && chown(dir, (uid_t)-1, group) < 0)
+		rdmem_warn("front door: socket directory %s: chown to group %u: %s", dir,
+			   (unsigned)group, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		rdmem_err("front door: socket directory %s is %s (owner uid %u, mode %04o): "
+			  "clients could not trust it; remove it (the agent creates it 0750) or "
+			  "chown it to uid %u and chmod go-w",
+			  dir, !S_ISDIR(st.st_mode) ? "not a directory" : "not ours alone",
+			  (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int rdmem_door_addr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa->sun_path, path, strlen(path) + 1);
+	return 0;
+}
+
+/* A connected socket to path, or -errno. */
+static int rdmem_door_dial(const char *path)
+{
+	struct sockaddr_un sa;
+	int s, rc = rdmem_door_addr(path, &sa);
+
+	if (rc)
+		return rc;
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = -errno;
+		close(s);
+		return rc;
+	}
+	return s;
+}
+
+/*
+ * Attaches to the live agent on path as a client would, then marks its
+ * segment CLOSED with a new epoch so its clients re-attach (to us).
+ */
+int rdmem_door_retire_live(const char *path, uint64_t *epoch)
+{
+	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION,
+					  RDMEM_SHM_VERSION, 0, 0 };
+	struct rdmem_door_welcome w;
+	struct timeval tv = { 2, 0 };
+	struct rdmem_shm_header *h;
+	int s = rdmem_door_dial(path), mfd = -1, rc = -EPROTO;
+	uint64_t next;
+	ssize_t n;
+
+	if (s < 0)
+		return s;
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(s, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+		goto out;
+	n = rdmem_door_recv(s, &w, sizeof(w), &mfd);
+	if (n != (ssize_t)sizeof(w) || w.magic != RDMEM_DOOR_MAGIC_WELCOME || w.status || mfd < 0 ||
+	    w.size < RDMEM_SHM_HEADER_SIZE)
+		goto out;
+	h = mmap(NULL, RDMEM_SHM_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (h == MAP_FAILED) {
+		rc = -errno;
+		goto out;
+	}
+	next = atomic_fetch_add_explicit(&h->epoch, 1, memory_order_relaxed) + 2;
+	if (next > *epoch) /* ours must follow the one its clients saw */
+		*epoch = next;
+	/* Release: pairs with the clients' acquire load of state (libclient). */
+	atomic_store_explicit(&h->state, RDMEM_SHM_CLOSED, memory_order_release);
+	munmap(h, RDMEM_SHM_HEADER_SIZE);
+	rc = 0;
+out:
+	if (mfd >= 0)
+		close(mfd);
+	close(s);
+	return rc;
+}
+
+/*
+ * Clears the way for our socket: nothing there, or a dead agent's socket of
+ * ours (connect refused: removed). A live agent: -EBUSY, or with reset its
+ * segment is retired. Anything else there: -EEXIST unless reset.
+ */
+static int rdmem_door_clear(const char *path, int reset, uint64_t *epoch)
+{
+	struct stat st;
+	int s;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+		if (!reset) {
+			rdmem_err("front door: %s exists and is not our socket; remove it or use "
+				  "--shm-reset",
+				  path);
+			return -EEXIST;
+		}
+		rdmem_warn("front door: replacing %s, not our socket (--shm-reset)", path);
+	} else if ((s = rdmem_door_dial(path)) >= 0) {
+		close(s);
+		if (!reset) {
+			rdmem_err("front door %s: in use by a running agent; stop it or use "
+				  "--shm-reset",
+				  path);
+			return -EBUSY;
+		}
+		rdmem_warn("front door %s: taking over from the running agent (--shm-reset)", path);
+		if (rdmem_door_retire_live(path, epoch) < 0)
+			rdmem_warn("front door %s: could not retire the old agent's segment", path);
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rdmem_err("front door: cannot remove the old socket %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int rdmem_door_listen(struct rdmem_door *d, gid_t group)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+
+	if (rdmem_door_addr(d->path, &sa))
+		return -ENAMETOOLONG;
+	d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (d->listen_fd < 0)
+		return -errno;
+	if (bind(d->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rdmem_err("front door: bind %s: %s", d->path, strerror(errno));
+		return -errno;
+	}
+	if (chmod(d->path, 0660) < 0 ||
+	    (group != (gid_t)-1 && group != 0 && chown(d->path, (uid_t)-1, group) < 0) ||
+	    lstat(d->path, &st) < 0 || listen(d->listen_fd, RDMEM_DOOR_BACKLOG) < 0) {
+		rdmem_err("front door: socket %s: %s", d->path, strerror(errno));
+		return -errno;
+	}
+	d->dev = st.st_dev;
+	d->ino = st.st_ino;
+	return 0;
+}
+
+int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg)
+{
+	struct rdmem_door *d = &fd->door;
+	char dir[RDMEM_DOOR_PATH_MAX];
+	uint32_t c;
+	int rc;
+
+	d->listen_fd = d->wake[0] = d->wake[1] = -1;
+	for (c = 0; c < RDMEM_DOOR_PENDING; c++)
+		d->pending[c].fd = -1;
+	rc = rdmem_door_path(cfg->socket_path ? cfg->socket_path : fd->name, NULL, geteuid(),
+			     d->path, sizeof(d->path));
+	if (rc || (cfg->socket_path && cfg->socket_path[0] != '/')) {
+		rdmem_err("front door: socket path '%s' is not absolute or longer than %zu bytes "
+			  "(--socket)",
+			  cfg->socket_path ? cfg->socket_path : fd->name, RDMEM_DOOR_PATH_MAX - 1);
+		return -ENAMETOOLONG;
+	}
+	d->conn = malloc(fd->geom.clients * sizeof(*d->conn));
+	d->claimed = calloc(fd->geom.clients, sizeof(*d->claimed));
+	if (!d->conn || !d->claimed || pipe2(d->wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -ENOMEM;
+	for (c = 0; c < fd->geom.clients; c++)
+		d->conn[c] = -1;
+	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))) ||
+	    (rc = rdmem_door_dir(dir, cfg->group)) ||
+	    (rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
+		return rc;
+	return rdmem_door_listen(d, cfg->group);
+}
+
+/* ---- the door thread ---------------------------------------------------- */
+
+static void rdmem_door_drop(struct rdmem_door_pending *p)
+{
+	close(p->fd);
+	p->fd = -1;
+}
+
+/* Picks a free entry for pid, claims it in the segment and for the actor. */
+static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, struct rdmem_door_welcome *w)
+{
+	struct rdmem_door *d = &fd->door;
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++) {
+		struct rdmem_fd_client *cl = &fd->clients[c];
+		struct rdmem_shm_client *e = rdmem_shm_client_at(fd->base, &fd->geom, c);
+		uint32_t gen;
+
+		/* Acquire: pairs with the actor's release of claim in reclaim(),
+		 * after it reset the slots. */
+		if (d->conn[c] >= 0 || atomic_load_explicit(&cl->claim, memory_order_acquire))
+			continue;
+		gen = ++d->next_gen ? d->next_gen : ++d->next_gen;
+		atomic_store_explicit(&e->gen, gen, memory_order_relaxed);
+		e->attach_ns = rdmem_now_ns();
+		atomic_store_explicit(&e->pid, (int32_t)pid, memory_order_relaxed);
+		atomic_store_explicit(&cl->gone, 0, memory_order_relaxed);
+		d->claimed[c] = (uint64_t)gen << 32 | (uint32_t)pid;
+		/* Release: the entry words above before the actor sees the owner. */
+		atomic_store_explicit(&cl->claim, d->claimed[c], memory_order_release);
+		w->client = c;
+		w->pid = (int32_t)pid;
+		w->gen = gen;
+		return (int)c;
+	}
+	return -EUSERS;
+}
+
+/* Sends the welcome, with the memfd when status is 0. */
+static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_welcome *w)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { w, sizeof(*w) };
+	struct msghdr msg = { 0 };
+	struct cmsghdr *c;
+
+	w->magic = RDMEM_DOOR_MAGIC_WELCOME;
+	w->version = RDMEM_DOOR_VERSION;
+	w->shm_version = RDMEM_SHM_VERSION;
+	w->epoch = fd->epoch;
+	w->size = fd->geom.total_size;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (!w->status) {
+		memset(&ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd->shm_fd, sizeof(int));
+	}
+	/* A fresh connection's buffer is empty: the welcome fits or the peer is gone. */
+	return sendmsg(s, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -EPIPE;
+}
+
+/* True while some client has left and its entry is not reclaimed yet. */
+static int rdmem_door_leaving(struct rdmem_frontdoor *fd)
+{
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++)
+		if (fd->door.conn[c] < 0 &&
+		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed))
+			return 1;
+	return 0;
+}
+
+/*
+ * Answers a pending connection whose hello is good: an entry and the memfd,
+ * or EUSERS. With the table full while a client that left is being
+ * reclaimed (one actor round), it waits for that entry, up to its deadline.
+ */
+static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p,
+			      uint64_t now)
+{
+	struct rdmem_door_welcome w = { 0 };
+	int c = rdmem_door_assign(fd, p->pid, &w);
+
+	p->waiting = c < 0 && now < p->deadline_ns && rdmem_door_leaving(fd);
+	if (p->waiting)
+		return;
+	if (c < 0) {
+		w.status = EUSERS;
+		rdmem_door_count(&fd->door.n_full);
+		rdmem_warn_limited("front door %s: attach of pid %d refused: all %u client "
+				   "entries in use (--clients)",
+				   fd->name, (int)p->pid, fd->geom.clients);
+	}
+	if (rdmem_door_send(fd, p->fd, &w) == 0 && c >= 0) {
+		fd->door.conn[c] = p->fd;
+		p->fd = -1;
+		rdmem_door_count(&fd->door.n_attached);
+		return;
+	}
+	if (c >= 0) { /* the client left before its welcome: the actor frees the entry */
+		atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
+		atomic_store_explicit(&fd->scan_req, 1, memory_order_release);
+	}
+	rdmem_door_drop(p);
+}
+
+static void rdmem_door_bad(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p,
+			   const char *why)
+{
+	rdmem_door_count(&fd->door.n_bad_hello);
+	rdmem_warn_limited("front door %s: connection of pid %d closed: %s", fd->name, (int)p->pid,
+			   why);
+	rdmem_door_drop(p);
+}
+
+/* Reads what the hello still lacks; checks it once whole. */
+static void rdmem_door_read_hello(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p)
+{
+	ssize_t n =
+	    recv(p->fd, (char *)&p->hello + p->got, sizeof(p->hello) - p->got, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		rdmem_door_bad(fd, p, "closed before its hello");
+		return;
+	}
+	p->got += (uint32_t)n;
+	if (p->got < sizeof(p->hello))
+		return;
+	if (p->hello.magic != RDMEM_DOOR_MAGIC_HELLO || p->hello.version != RDMEM_DOOR_VERSION ||
+	    p->hello.shm_version != RDMEM_SHM_VERSION || p->hello.flags || p->hello.reserved) {
+		rdmem_door_bad(fd, p, "bad hello (not an rdmem client, or another version)");
+		return;
+	}
+	rdmem_door_answer(fd, p, rdmem_now_ns());
+}
+
+static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
+{
+	struct rdmem_door *d = &fd->door;
+	int i;
+
+	for (i = 0; i < RDMEM_DOOR_ACCEPTS; i++) {
+		struct rdmem_door_pending *p = NULL, *oldest = &d->pending[0];
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		int s = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), k;
+
+		if (s < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+			/* The backlog stays readable: look again in a tick, not in a spin. */
+			d->accept_pause_until = now + RDMEM_DOOR_TICK_MS * 1000000ull;
+			rdmem_warn_limited("front door %s: accept: %s (raise the open-files "
+					   "limit, LimitNOFILE)",
+					   fd->name, strerror(errno));
+		}
+		if (s < 0)
+			return;
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
+			close(s);
+			continue;
+		}
+		for (k = 0; k < RDMEM_DOOR_PENDING && !p; k++) {
+			if (d->pending[k].fd < 0)
+				p = &d->pending[k];
+			else if (d->pending[k].seq < oldest->seq)
+				oldest = &d->pending[k];
+		}
+		if (!p) { /* a flood of silent connections costs each one its turn, no more */
+			rdmem_door_count(&d->n_evicted);
+			rdmem_door_drop(oldest);
+			p = oldest;
+		}
+		memset(p, 0, sizeof(*p));
+		p->fd = s;
+		p->pid = cred.pid;
+		p->deadline_ns = now + RDMEM_DOOR_HELLO_NS;
+		p->seq = ++d->accepted;
+	}
+}
+
+/* An attached client's connection hung up (or sent bytes it must not). */
+static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	ssize_t n;
+	char b;
+
+	n = recv(fd->door.conn[c], &b, 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0) { /* the protocol has nothing after the hello: cut it off */
+		rdmem_door_count(&fd->door.n_bad_hello);
+		rdmem_warn_limited("front door %s: client %u sent bytes after its hello: "
+				   "disconnected",
+				   fd->name, c);
+	}
+	close(fd->door.conn[c]);
+	fd->door.conn[c] = -1;
+	rdmem_door_count(&fd->door.n_hangups);
+	atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
+	/* Release: the gone flag before the actor's acquire exchange of scan_req. */
+	atomic_store_explicit(&fd->scan_req, 1, memory_order_release);
+	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_relaxed);
+	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+}
+
+/* Closes connections whose entry the actor reclaimed (its pid died first). */
+static void rdmem_door_forget_reclaimed(struct rdmem_frontdoor *fd)
+{
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++)
+		if (fd->door.conn[c] >= 0 &&
+		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) !=
+			fd->door.claimed[c]) {
+			close(fd->door.conn[c]);
+			fd->door.conn[c] = -1;
+		}
+}
+
+/* Handles one round of poll results: pending handshakes first, then attached clients. */
+static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_t *who, int n,
+			     uint64_t now)
+{
+	struct rdmem_door *d = &fd->door;
+	int i;
+
+	for (i = 2; i < n; i++) {
+		if (!pf[i].revents)
+			continue;
+		if (who[i] & 0x80000000u)
+			rdmem_door_read_hello(fd, &d->pending[who[i] & 0xffffu]);
+		else if (d->conn[who[i]] == pf[i].fd)
+			rdmem_door_hangup(fd, who[i]);
+	}
+	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
+		struct rdmem_door_pending *p = &d->pending[i];
+
+		if (p->fd >= 0 && p->waiting)
+			rdmem_door_answer(fd, p, now);
+		else if (p->fd >= 0 && now >= p->deadline_ns) {
+			rdmem_door_count(&d->n_timeouts);
+			rdmem_warn_limited("front door %s: connection of pid %d closed: no hello "
+					   "within %llu ms",
+					   fd->name, (int)p->pid,
+					   (unsigned long long)(RDMEM_DOOR_HELLO_NS / 1000000));
+			rdmem_door_drop(p);
+		}
+	}
+	if (pf[1].revents)
+		rdmem_door_accept(fd, now);
+	rdmem_door_forget_reclaimed(fd);
+}
+
+/* Fills pf (wake pipe, listener, pending, attached); returns the count and the poll timeout. */
+static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_t *who,
+			  int *timeout_ms)
+{
+	struct rdmem_door *d = &fd->door;
+	int n = 2, i;
+	uint32_t c;
+
+	pf[0] = (struct pollfd){ d->wake[0], POLLIN, 0 };
+	pf[1] =
+	    (struct pollfd){ d->listen_fd, rdmem_now_ns() < d->accept_pause_until ? 0 : POLLIN, 0 };
+	*timeout_ms = RDMEM_DOOR_TICK_MS;
+	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
+		if (d->pending[i].fd < 0)
+			continue;
+		if (d->pending[i].waiting) { /* for an entry, not for bytes: retry soon */
+			*timeout_ms = 1;
+			continue;
+		}
+		who[n] = 0x80000000u | (uint32_t)i;
+		pf[n++] = (struct pollfd){ d->pending[i].fd, POLLIN, 0 };
+	}
+	for (c = 0; c < fd->geom.clients; c++)
+		if (d->conn[c] >= 0) {
+			who[n] = c;
+			pf[n++] = (struct pollfd){ d->conn[c], POLLIN, 0 };
+		}
+	return n;
+}
+
+static void *rdmem_door_main(void *arg)
+{
+	struct rdmem_frontdoor *fd = arg;
+	size_t cap = 2 + RDMEM_DOOR_PENDING + fd->geom.clients;
+	struct pollfd *pf = calloc(cap, sizeof(*pf));
+	uint32_t *who = calloc(cap, sizeof(*who));
+
+	if (!pf || !who) {
+		rdmem_err("front door %s: door thread: out of memory; no new attaches", fd->name);
+		free(pf);
+		free(who);
+		return NULL;
+	}
+	for (;;) {
+		int timeout, n = rdmem_door_fds(fd, pf, who, &timeout);
+
+		if (poll(pf, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+			rdmem_err("front door %s: door thread: poll: %s", fd->name,
+				  strerror(errno));
+			break;
+		}
+		if (pf[0].revents)
+			break; /* destroy() */
+		rdmem_door_round(fd, pf, who, n, rdmem_now_ns());
+	}
+	free(pf);
+	free(who);
+	return NULL;
+}
+
+int rdmem_door_start(struct rdmem_frontdoor *fd)
+{
+	int rc = pthread_create(&fd->door.thread, NULL, rdmem_door_main, fd);
+
+	if (rc) {
+		rdmem_err("front door %s: cannot start the door thread: %s", fd->name,
+			  strerror(rc));
+		return -rc;
+	}
+	pthread_setname_np(fd->door.thread, "rdmem-door");
+	fd->door.started = 1;
+	return 0;
+}
+
+/* Stops the thread, closes every connection (clients see the agent leave),
+ * removes the socket while it is still ours. */
+void rdmem_door_close(struct rdmem_frontdoor *fd)
+{
+	struct rdmem_door *d = &fd->door;
+	struct stat st;
+	uint32_t c;
+
+	if (d->started) {
+		if (write(d->wake[1], "x", 1) < 0)
+			rdmem_warn("front door %s: wake the door thread: %s", fd->name,
+				   strerror(errno));
+		pthread_join(d->thread, NULL);
+		d->started = 0;
+	}
+	for (c = 0; d->conn && c < fd->geom.clients; c++)
+		if (d->conn[c] >= 0)
+			close(d->conn[c]);
+	for (c = 0; c < RDMEM_DOOR_PENDING; c++)
+		if (d->pending[c].fd >= 0)
+			rdmem_door_drop(&d->pending[c]);
+	if (d->listen_fd >= 0) {
+		if (lstat(d->path, &st) == 0 && st.st_dev == d->dev && st.st_ino == d->ino &&
+		    unlink(d->path) < 0 && errno != ENOENT)
+			rdmem_warn("front door %s: unlink: %s", d->path, strerror(errno));
+		close(d->listen_fd);
+	}
+	if (d->wake[0] >= 0) {
+		close(d->wake[0]);
+		close(d->wake[1]);
+	}
+	free(d->conn);
+	free(d->claimed);
+	d->conn = NULL;
+	d->claimed = NULL;
+}

@@ -1,0 +1,645 @@
+/* test_door_attach.c - attaching through the front door's socket (shm/door.h):
+ * the segment cannot be truncated or grown by anyone it was handed to; an
+ * impostor socket or a directory others own or can write is refused by the
+ * client and by the agent; a client's forged pid word decides nothing (the
+ * agent reclaims by the kernel-reported pid); a client in another PID
+ * namespace attaches; silent, garbage and half-hello connections cost the
+ * others nothing and are counted. The agent is tests/tools/fd_loopback (the
+ * real front door, loopback responder) in its own process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/frontdoor.h"
+#include "libclient/rdmem.h"
+#include "libclient/rdmem_priv.h" /* white box: the attachment's fds and entry */
+#include "rdmem/util.h"
+#include "shm/door.h"
+#include "tests/check.h"
+#include "tests/proc.h"
+
+static char dir[64], sock[RDMEM_DOOR_PATH_MAX];
+
+/* A fresh directory name per test (the agent creates it), so runs never meet. */
+static void next_paths(void)
+{
+	static int n;
+
+	snprintf(dir, sizeof(dir), "/tmp/rdmem-door-%d-%d", (int)getpid(), ++n);
+	snprintf(sock, sizeof(sock), "%s/door.sock", dir);
+}
+
+static int agent_start(struct proc *p)
+{
+	char bin[512];
+	char *argv[] = { bin,	    "--socket", sock,	       "--clients", "6",
+			 "--slots", "4",	"--max-value", "4096",	    NULL };
+
+	snprintf(bin, sizeof(bin), "%s/tests/fd_loopback", proc_bin());
+	return proc_start(p, "door-agent", argv, "ready", 5000);
+}
+
+static void agent_stop(struct proc *p)
+{
+	char cmd[256];
+
+	proc_stop(p, SIGTERM, 5000);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  cannot remove %s\n", dir);
+}
+
+/* A frontdoor.* counter of the agent, as any client reads it; -1 when absent. */
+static long long stat_of(rdmem_t *h, const char *name)
+{
+	char key[64], *text = NULL, *p;
+	uint32_t len;
+	long long v = -1;
+
+	if (rdmem_agent_stats(h, 0, &text, &len, NULL) != 0)
+		return -1;
+	snprintf(key, sizeof(key), "frontdoor.%s ", name);
+	p = strstr(text, key);
+	if (p)
+		v = strtoll(p + strlen(key), NULL, 10);
+	free(text);
+	return v;
+}
+
+static int wait_stat(rdmem_t *h, const char *name, long long want, int ms)
+{
+	uint64_t end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (stat_of(h, name) != want && rdmem_now_ns() < end)
+		usleep(2000);
+	return stat_of(h, name) == want;
+}
+
+static int echo_ok(rdmem_t *h, const char *text)
+{
+	void *got = NULL;
+	uint32_t len = 0;
+	int ok = rdmem_echo(h, text, (uint32_t)strlen(text), &got, &len, NULL) == 0 &&
+		 len == strlen(text) && got && !memcmp(got, text, len);
+
+	free(got);
+	return ok;
+}
+
+static uid_t nobody_uid(gid_t *gid)
+{
+	struct passwd *pw = getpwnam("nobody");
+
+	*gid = pw ? pw->pw_gid : 65534;
+	return pw ? pw->pw_uid : 65534;
+}
+
+/* The client's entry's pid word, in h's own mapping. */
+static int32_t entry_word(rdmem_t *h, uint32_t c)
+{
+	return atomic_load(&rdmem_shm_client_at(h->att->base, &h->att->geom, c)->pid);
+}
+
+/* ---- seals ----------------------------------------------------------------- */
+
+static void test_door_truncate_refused_agent_and_clients_live(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL, *h2 = NULL;
+	struct stat st;
+	int mfd, status;
+	size_t len;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	REQUIRE(rdmem_open(sock, &h2) == 0);
+	/* The agent made its directory private: 0750, ours. */
+	REQUIRE(stat(dir, &st) == 0);
+	CHECK_EQ(st.st_mode & 07777, 0750);
+	CHECK_EQ(st.st_uid, geteuid());
+	mfd = rdmem__lib(h->att)->fd;
+	len = rdmem__lib(h->att)->len;
+	CHECK_EQ(fcntl(mfd, F_GET_SEALS), RDMEM_DOOR_SEALS);
+	errno = 0;
+	CHECK(ftruncate(mfd, 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(ftruncate(mfd, (off_t)len + 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(fallocate(mfd, 0, (off_t)len, 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM);
+	CHECK(fstat(mfd, &st) == 0 && (size_t)st.st_size == len);
+	usleep(300000); /* on main the agent died of SIGBUS within this */
+	CHECK_EQ(waitpid(agent.pid, &status, WNOHANG), 0);
+	CHECK(echo_ok(h, "still here"));
+	CHECK(echo_ok(h2, "me too"));
+	CHECK_EQ(stat_of(h, "door_attached"), 2);
+	rdmem_close(h2);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* ---- impostors ------------------------------------------------------------- */
+
+/*
+ * An impostor listening on path: it binds as root (in a directory root
+ * owns), or creates dir itself as nobody, and listens as nobody. Returns its
+ * pid once it listens; it answers nothing and exits when killed.
+ */
+static pid_t impostor_start(const char *path, int make_dir_as_nobody)
+{
+	int p[2];
+	pid_t pid;
+	char c = 'n';
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		struct sockaddr_un sa = { AF_UNIX, { 0 } };
+		gid_t g;
+		uid_t u = nobody_uid(&g);
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		if (make_dir_as_nobody && (setgid(g) || setuid(u) || mkdir(dir, 0755)))
+			_exit(1);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(2);
+		/* The listener's credentials are taken at listen(): nobody's. */
+		if ((!make_dir_as_nobody && (setgid(g) || setuid(u))) || listen(s, 8) < 0)
+			_exit(3);
+		c = 'y';
+		if (write(p[1], &c, 1) != 1)
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	if (pid < 0 || read(p[0], &c, 1) != 1 || c != 'y') {
+		close(p[0]);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		return -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+static void impostor_stop(pid_t pid)
+{
+	char cmd[256];
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  cannot remove %s\n", dir);
+}
+
+/* Creating the front door at path must fail with want. */
+static int agent_refuses(const char *path, int want)
+{
+	struct rdmem_frontdoor_config cfg;
+	struct rdmem_frontdoor *fd = NULL;
+	int rc;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.shm_name = "/rdmem-door-test";
+	cfg.socket_path = path;
+	cfg.clients = 2;
+	cfg.slots = 2;
+	cfg.max_value = 4096;
+	cfg.group = (gid_t)-1;
+	rc = rdmem_frontdoor_create(&cfg, &fd);
+	if (rc == 0)
+		rdmem_frontdoor_destroy(fd);
+	if (rc != want)
+		fprintf(stderr, "  create at %s: %d, want %d\n", path, rc, want);
+	return rc == want;
+}
+
+static void test_door_impostor_refused_by_client_and_agent(void)
+{
+	rdmem_t *h = NULL;
+	pid_t imp;
+
+	/* A directory nobody created (the agent was down): not root's, not ours. */
+	next_paths();
+	imp = impostor_start(sock, 1);
+	REQUIRE(imp > 0);
+	CHECK_EQ(rdmem_open(sock, &h), -EPERM);
+	CHECK(agent_refuses(sock, -EPERM)); /* and the real agent will not use it */
+	impostor_stop(imp);
+
+	/* Root's private directory, but the socket's listener is nobody. */
+	next_paths();
+	REQUIRE(mkdir(dir, 0755) == 0);
+	imp = impostor_start(sock, 0);
+	REQUIRE(imp > 0);
+	CHECK_EQ(rdmem_open(sock, &h), -EPERM);
+	impostor_stop(imp);
+
+	/* A directory others can write: neither side trusts it. */
+	next_paths();
+	REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
+	CHECK(agent_refuses(sock, -EPERM));
+	CHECK_EQ(rdmem_open(sock, &h), -EPERM);
+	CHECK(rmdir(dir) == 0);
+	CHECK(agent_refuses("/tmp/rdmem-door-in-tmp.sock", -EPERM)); /* /tmp is 1777 */
+
+	/* Nobody there at all: a plain refusal, not a hang. */
+	next_paths();
+	CHECK_EQ(rdmem_open(sock, &h), -ECONNREFUSED);
+}
+
+/* ---- credentialed pid ------------------------------------------------------ */
+
+/*
+ * A client that forges its pid word to 1 (a process that never dies) and
+ * dies is still reclaimed: by its connection, and, while a forked child
+ * keeps that connection open, by the pid the kernel reported at attach.
+ */
+static void test_door_forged_pid_word_decides_nothing(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL;
+	long long hangups;
+	int p[2], status;
+	pid_t pid, holder = 0;
+	uint32_t c = 0;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	REQUIRE(pipe(p) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		rdmem_t *mine;
+		pid_t keeper;
+
+		if (rdmem_open(sock, &mine))
+			_exit(2);
+		/* A child that keeps our connection open after we die. */
+		keeper = fork();
+		if (keeper == 0) {
+			for (;;)
+				pause();
+		}
+		c = mine->att->client;
+		atomic_store(&rdmem_shm_client_at(mine->att->base, &mine->att->geom, c)->pid, 1);
+		if (write(p[1], &c, sizeof(c)) != sizeof(c) ||
+		    write(p[1], &keeper, sizeof(keeper)) != sizeof(keeper))
+			_exit(3);
+		_exit(0); /* no rdmem_close: it just dies */
+	}
+	close(p[1]);
+	CHECK(read(p[0], &c, sizeof(c)) == sizeof(c));
+	CHECK(read(p[0], &holder, sizeof(holder)) == sizeof(holder));
+	close(p[0]);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	hangups = stat_of(h, "door_hangups");
+	/* Reclaimed while its connection is still open, whatever its word said. */
+	CHECK(wait_stat(h, "clients", 1, 2000));
+	CHECK(stat_of(h, "dead_clients") >= 1);
+	CHECK(stat_of(h, "pid_forged") >= 1);
+	CHECK_EQ(stat_of(h, "door_hangups"), hangups);
+	CHECK_EQ(entry_word(h, c), 0);
+	if (holder > 0) {
+		kill(holder, SIGKILL);
+		waitpid(holder, NULL, 0); /* not ours to reap: init's; this may fail */
+	}
+	CHECK(echo_ok(h, "after the forger"));
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* A client that forged its word and was killed -9 is reclaimed at once (its connection). */
+static void test_door_forged_pid_killed_reclaimed(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL;
+	int p[2], status;
+	uint32_t c = 0;
+	pid_t pid;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	REQUIRE(pipe(p) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		rdmem_t *mine;
+
+		if (rdmem_open(sock, &mine))
+			_exit(2);
+		c = mine->att->client;
+		atomic_store(&rdmem_shm_client_at(mine->att->base, &mine->att->geom, c)->pid, -7);
+		if (write(p[1], &c, sizeof(c)) != sizeof(c))
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	CHECK(read(p[0], &c, sizeof(c)) == sizeof(c));
+	close(p[0]);
+	/* While it lives, its word is put back to its credentialed pid. */
+	usleep(250000);
+	CHECK_EQ(entry_word(h, c), pid);
+	CHECK(stat_of(h, "pid_forged") >= 1);
+	CHECK(kill(pid, SIGKILL) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(wait_stat(h, "clients", 1, 1000));
+	CHECK_EQ(stat_of(h, "door_hangups"), 1);
+	CHECK_EQ(stat_of(h, "dead_clients"), 1);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* ---- PID namespaces ---------------------------------------------------------- */
+
+static void pidns_client(int wfd, int rfd)
+{
+	rdmem_t *h;
+	uint32_t c;
+	char go;
+	int ok;
+
+	if (rdmem_open(sock, &h))
+		_exit(2);
+	ok = getpid() == 1 && echo_ok(h, "from another pid namespace");
+	c = ok ? h->att->client : UINT32_MAX;
+	if (write(wfd, &c, sizeof(c)) != sizeof(c) || read(rfd, &go, 1) != 1)
+		_exit(3);
+	ok = ok && echo_ok(h, "still attached");
+	rdmem_close(h);
+	_exit(ok ? 0 : 1);
+}
+
+static void test_door_attach_from_another_pid_namespace(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL;
+	int up[2], down[2], pp[2], status;
+	pid_t pid, inner = 0;
+	uint32_t c = UINT32_MAX;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	REQUIRE(pipe(up) == 0 && pipe(down) == 0 && pipe(pp) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWPID) < 0)
+			_exit(10);
+		inner = fork(); /* pid 1 of the new namespace */
+		if (inner == 0)
+			pidns_client(up[1], down[0]);
+		if (inner < 0 || write(pp[1], &inner, sizeof(inner)) != sizeof(inner) ||
+		    waitpid(inner, &status, 0) != inner)
+			_exit(11);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 12);
+	}
+	close(up[1]);
+	close(down[0]);
+	close(pp[1]);
+	CHECK(read(pp[0], &inner, sizeof(inner)) == sizeof(inner));
+	CHECK(read(up[0], &c, sizeof(c)) == sizeof(c));
+	REQUIRE(c < 6);
+	/* The agent wrote the client's pid as this namespace sees it, not 1. */
+	CHECK(inner > 1);
+	CHECK_EQ(entry_word(h, c), inner);
+	CHECK(write(down[1], "g", 1) == 1);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(up[0]);
+	close(down[1]);
+	close(pp[0]);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* ---- misbehaving connections -------------------------------------------------- */
+
+static int raw_connect(void)
+{
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+#define HANGERS 20 /* more than the door's RDMEM_DOOR_PENDING handshakes */
+
+static void test_door_silent_garbage_and_half_hellos_block_no_one(void)
+{
+	struct rdmem_door_hello bad = { 0x41414141u, 1, RDMEM_SHM_VERSION, 0, 0 };
+	struct proc agent = { 0 };
+	int hang[HANGERS], g1, g2, half, i;
+	rdmem_t *h = NULL, *h2 = NULL;
+	uint64_t t0, took;
+	char b;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	for (i = 0; i < HANGERS; i++)
+		hang[i] = raw_connect();
+	g1 = raw_connect();
+	g2 = raw_connect();
+	half = raw_connect();
+	REQUIRE(hang[HANGERS - 1] >= 0 && g1 >= 0 && g2 >= 0 && half >= 0);
+	CHECK(write(g1, &bad, sizeof(bad)) == sizeof(bad));
+	CHECK(write(g2, "GET / HTTP/1.0\r\n\r\n", 18) == 18);
+	CHECK(write(half, "DORH", 3) == 3);
+	/* An honest client attaches at once, silent connections or not. */
+	t0 = rdmem_now_ns();
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	took = (rdmem_now_ns() - t0) / 1000000;
+	printf("# attach with %d silent connections waiting: %llu ms\n", HANGERS,
+	       (unsigned long long)took);
+	CHECK(took < 500);
+	CHECK(echo_ok(h, "not blocked"));
+	CHECK(wait_stat(h, "door_bad_hello", 2, 1000));
+	/* Silent and half-hello connections: evicted by newer ones (more than
+	 * the door holds at once) or closed at the hello deadline, all of them. */
+	t0 = rdmem_now_ns();
+	while (stat_of(h, "door_timeouts") + stat_of(h, "door_evicted") < HANGERS + 1 &&
+	       rdmem_now_ns() - t0 < 3000000000ull)
+		usleep(5000);
+	printf("# timeouts %lld, evicted %lld, bad hellos %lld\n", stat_of(h, "door_timeouts"),
+	       stat_of(h, "door_evicted"), stat_of(h, "door_bad_hello"));
+	CHECK_EQ(stat_of(h, "door_timeouts") + stat_of(h, "door_evicted"), HANGERS + 1);
+	CHECK(stat_of(h, "door_evicted") >= 1);
+	CHECK(stat_of(h, "door_timeouts") >= 1);
+	CHECK_EQ(stat_of(h, "door_bad_hello"), 2);
+	CHECK(read(hang[HANGERS - 1], &b, 1) == 0); /* closed by the agent */
+	/* An attached client that sends bytes it must not is cut off and counted. */
+	REQUIRE(rdmem_open(sock, &h2) == 0);
+	CHECK(write(rdmem__lib(h2->att)->sock, "x", 1) == 1);
+	CHECK(wait_stat(h, "door_hangups", 1, 1000));
+	CHECK(wait_stat(h, "clients", 1, 1000));
+	CHECK_EQ(stat_of(h, "door_bad_hello"), 3);
+	CHECK_EQ(stat_of(h, "door_attached"), 2);
+	rdmem_close(h2);
+	for (i = 0; i < HANGERS; i++)
+		if (hang[i] >= 0)
+			close(hang[i]);
+	close(g1);
+	close(g2);
+	close(half);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* Detach is the connection's close; a fast attach/detach loop on a small
+ * table waits the one actor round a leaving entry needs, never EUSERS. */
+static void test_door_attach_detach_loop_never_runs_out(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL, *probe = NULL;
+	int i, fails = 0;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0); /* 6 entries */
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	for (i = 0; i < 300; i++) {
+		if (rdmem_open(sock, &h) != 0) {
+			fails++;
+			continue;
+		}
+		rdmem_close(h);
+	}
+	CHECK_EQ(fails, 0);
+	CHECK_EQ(stat_of(probe, "door_full"), 0);
+	CHECK_EQ(stat_of(probe, "door_attached"), 301);
+	CHECK(wait_stat(probe, "dead_clients", 300, 2000));
+	CHECK(wait_stat(probe, "clients", 1, 2000));
+	rdmem_close(probe);
+	agent_stop(&agent);
+}
+
+/* rdmem_close is seen by the agent even while a forked child holds a copy of
+ * the connection (it shuts the socket down, not just closes its fd). */
+static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL, *probe = NULL;
+	pid_t child;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	CHECK_EQ(stat_of(probe, "clients"), 2);
+	child = fork();
+	REQUIRE(child >= 0);
+	if (child == 0) {
+		for (;;)
+			pause();
+	}
+	rdmem_close(h);
+	CHECK(wait_stat(probe, "clients", 1, 1000));
+	CHECK_EQ(stat_of(probe, "door_hangups"), 1);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	rdmem_close(probe);
+	agent_stop(&agent);
+}
+
+/* CPU ticks (utime + stime) of pid so far, or -1. */
+static long long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After "pid (comm)": state is field 3, utime 14, stime 15. */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+/* Out of file descriptors, the door leaves its backlog alone for a tick
+ * instead of spinning on a listener that stays readable; it attaches
+ * again once connections go. */
+static void test_door_out_of_fds_does_not_spin(void)
+{
+	struct rlimit old, low;
+	struct proc agent = { 0 };
+	int hang[40], i, started;
+	long long t0, t1;
+	rdmem_t *h = NULL;
+
+	next_paths();
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = (struct rlimit){ 24, old.rlim_max }; /* the agent inherits it */
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	started = agent_start(&agent);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	REQUIRE(started == 0);
+	for (i = 0; i < 40; i++)
+		hang[i] = raw_connect();
+	usleep(300000);
+	t0 = cpu_ticks(agent.pid);
+	usleep(1000000);
+	t1 = cpu_ticks(agent.pid);
+	printf("# agent CPU over 1 s with its fds used up: %lld ticks\n", t1 - t0);
+	CHECK(t0 >= 0 && t1 - t0 < 30); /* a spin would be ~100 per second */
+	for (i = 0; i < 40; i++)
+		if (hang[i] >= 0)
+			close(hang[i]);
+	usleep(1500000); /* the hello deadline frees the ones it took */
+	CHECK_EQ(rdmem_open(sock, &h), 0);
+	if (h) {
+		CHECK(echo_ok(h, "fds back"));
+		rdmem_close(h);
+	}
+	agent_stop(&agent);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (geteuid() != 0) {
+		check_skip("test_door_attach", "needs root (setuid nobody, unshare)");
+		return check_done();
+	}
+	RUN(test_door_truncate_refused_agent_and_clients_live);
+	RUN(test_door_impostor_refused_by_client_and_agent);
+	RUN(test_door_forged_pid_word_decides_nothing);
+	RUN(test_door_forged_pid_killed_reclaimed);
+	RUN(test_door_attach_from_another_pid_namespace);
+	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
+	RUN(test_door_attach_detach_loop_never_runs_out);
+	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
+	RUN(test_door_out_of_fds_does_not_spin);
+	return check_done();
+}
