@@ -61,6 +61,7 @@ struct resp_cmd {
 	struct resp_cmd *next;
 	struct resp_conn *conn;
 	int kind;
+	int proto; /* the connection's RESP version when the command came (HELLO may follow) */
 	uint32_t nsub, submitted, done;
 	int64_t count;		/* DEL, EXISTS: keys found */
 	int rc;			/* first error of a multi-call command */
@@ -558,6 +559,7 @@ static void resp_cmd_free(struct resp_cmd *cmd)
 static void resp_enqueue(struct resp_conn *c, struct resp_cmd *cmd)
 {
 	cmd->conn = c;
+	cmd->proto = c->proto;
 	RDMEM_FIFO_PUSH(c->head, c->tail, cmd);
 	if (!c->unsent && cmd->kind != K_LOCAL)
 		c->unsent = cmd;
@@ -760,7 +762,7 @@ static void resp_encode_mget(struct rdmem_resp *r, struct resp_conn *c, struct r
 		if (flags & RDMEM_BLOB_PRESENT)
 			rdmem_resp_bulk(&c->out, d, len);
 		else
-			rdmem_resp_nil(&c->out, c->proto);
+			rdmem_resp_nil(&c->out, cmd->proto);
 	}
 }
 
@@ -772,7 +774,7 @@ static void resp_encode_single(struct rdmem_resp *r, struct resp_conn *c, struct
 	if (rpc->rc == -ENOENT &&
 	    (cmd->kind == K_GET || cmd->kind == K_DEL || cmd->kind == K_EXISTS)) {
 		if (cmd->kind == K_GET)
-			rdmem_resp_nil(o, c->proto);
+			rdmem_resp_nil(o, cmd->proto);
 		else
 			rdmem_resp_int(o, 0);
 	} else if (rpc->rc) {
