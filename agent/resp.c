@@ -347,6 +347,22 @@ static void resp_command(struct resp_conn *c, const struct rdmem_resp_cmd *m,
 		rdmem_resp_array(o, 0);
 }
 
+/* CONFIG GET name: redis-benchmark asks for "save" and "appendonly" at
+ * start; rdmem has no such settings, so each name asked reads empty ("no"
+ * for appendonly: nothing is persisted). Everything else: no settings. */
+static void resp_config(struct resp_conn *c, const struct rdmem_resp_cmd *m,
+			struct rdmem_resp_out *o)
+{
+	if (m->argc != 3 || !rdmem_resp_is(&m->argv[1], "GET") ||
+	    memchr(m->argv[2].p, '*', m->argv[2].len)) {
+		rdmem_resp_map(o, 0, c->proto);
+		return;
+	}
+	rdmem_resp_map(o, 1, c->proto);
+	rdmem_resp_bulk(o, m->argv[2].p, m->argv[2].len);
+	rdmem_resp_bulk_str(o, rdmem_resp_is(&m->argv[2], "appendonly") ? "no" : "");
+}
+
 /* Answers a command that needs no call; 0 when it is not one of those. */
 static int resp_local(struct rdmem_resp *r, struct resp_conn *c, const struct rdmem_resp_cmd *m,
 		      struct rdmem_resp_out *o)
@@ -369,7 +385,7 @@ static int resp_local(struct rdmem_resp *r, struct resp_conn *c, const struct rd
 		else
 			resp_err(o, "ERR DB index is out of range (rdmem has database 0 only)");
 	} else if (rdmem_resp_is(a, "CONFIG")) {
-		rdmem_resp_map(o, 0, c->proto); /* no settings to show (redis-benchmark asks) */
+		resp_config(c, m, o);
 	} else if (rdmem_resp_is(a, "QUIT")) {
 		rdmem_resp_simple(o, "OK");
 		c->closing = 1;
