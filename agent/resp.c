@@ -713,12 +713,14 @@ static struct resp_call *resp_call_get(struct rdmem_resp *r)
 	return NULL;
 }
 
-/* Sends the connection's next calls, in command order, while slots last. */
+/* Sends the connection's next calls, in command order, while slots last
+ * and the peer reads its replies: a slow reader's output stays within the
+ * soft mark plus the replies of its calls in flight. */
 static void resp_submit_conn(struct rdmem_resp *r, struct resp_conn *c)
 {
 	struct resp_call *k;
 
-	while (c->unsent && !c->dead) {
+	while (c->unsent && !c->dead && c->out.len - c->out.off <= RESP_OUT_SOFT) {
 		struct resp_cmd *cmd = c->unsent;
 
 		if (cmd->kind == K_LOCAL || cmd->submitted == cmd->nsub) {

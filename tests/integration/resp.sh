@@ -113,7 +113,7 @@ bench 32
 expect "redis-benchmark's SET left its 3-byte value" \
 	[ "$(redis-cli -p "$rport" GET key:__rand_int__ | tr -d '\n' | wc -c)" = 3 ]
 
-$py tests/tools/resp_check.py "$rport" 1048576 || failed=1
+$py tests/tools/resp_check.py "$rport" 1048576 "$LS_AGENT_PID" || failed=1
 
 # The connection limit: 24 open, the 25th refused with a reason.
 $py - "$rport" >"$tmp/limit" 2>&1 <<'PY'

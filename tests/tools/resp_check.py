@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""resp_check.py PORT MAX_VALUE - what redis-py users rely on, against
+"""resp_check.py PORT MAX_VALUE [AGENT_PID] - what redis-py users rely on, against
 rdmem-agent --resp-port: values byte-exact (binary, NUL, CR LF, 1 MiB),
 pipelines in order, DEL/EXISTS counts, the limits named in errors, RESP3
 framing after HELLO 3, and malformed input answered with an error and a
@@ -7,6 +7,7 @@ closed connection. One "ok - " / "not ok - " line per check; exit 1 on any
 failure."""
 import socket
 import sys
+import time
 
 import redis
 
@@ -60,6 +61,67 @@ expect("redis-py: CLIENT ID is a number", isinstance(r.client_id(), int))
 info = r.info()
 expect("redis-py: INFO parses, with the Stats counters",
        info.get("total_commands_processed", 0) > 1000 and "redis_version" in info)
+
+
+# A slow reader: N GETs of the largest value (N MiB of replies, far over the
+# agent's 4 MiB output mark) sent at once, nothing read for a while. The
+# agent must stop reading that input and sending its calls (its heap stays
+# within the mark plus the replies in flight), keep serving others, and
+# still answer all N in order once the reader reads.
+N_SLOW = 120
+
+
+def rss_anon_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    return 0
+
+
+agent_pid = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+rss_before = rss_anon_kib(agent_pid) if agent_pid else 0
+slow = socket.create_connection(("127.0.0.1", port))
+slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+req = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n" * N_SLOW + b"*1\r\n$4\r\nPING\r\n"
+slow.setblocking(False)
+sent = 0
+t0 = time.time()
+while sent < len(req) and time.time() - t0 < 2:
+    try:
+        sent += slow.send(req[sent:])
+    except BlockingIOError:
+        time.sleep(0.01)
+ok = r.ping() is True and r.get("big") == big
+expect("a slow reader with %d MiB of replies pending does not stop other clients" % N_SLOW, ok)
+if agent_pid:
+    time.sleep(0.5)
+    grew = (rss_anon_kib(agent_pid) - rss_before) // 1024
+    # 4 MiB mark + 16 replies in flight + allocator slack (ASan's too).
+    expect("the agent holds a slow reader's output bounded (heap grew %d MiB, at most 48)"
+           % grew, grew <= 48)
+slow.setblocking(True)
+slow.settimeout(20)
+if sent < len(req):
+    slow.sendall(req[sent:])
+unit = b"$%d\r\n" % max_value + big + b"\r\n"
+buf, values, exact = bytearray(), 0, True
+while values < N_SLOW:
+    d = slow.recv(1 << 20)
+    if not d:
+        break
+    buf += d
+    while values < N_SLOW and len(buf) >= len(unit):
+        exact = exact and buf[:len(unit)] == unit
+        del buf[:len(unit)]
+        values += 1
+while len(buf) < 7:
+    d = slow.recv(100)
+    if not d:
+        break
+    buf += d
+expect("the slow reader then gets all %d values byte-exact and in order (%d)" % (N_SLOW, values),
+       values == N_SLOW and exact and bytes(buf) == b"+PONG\r\n")
+slow.close()
 
 
 def raw(payload, wait_close=False):
