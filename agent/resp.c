@@ -87,6 +87,7 @@ struct resp_conn {
 	int proto;	 /* 2 or 3 (HELLO) */
 	int closing;	 /* QUIT or protocol error: flush, then close */
 	int eof;	 /* the peer shut its side: answer what came, then close */
+	int parse_held;	 /* input left unparsed because the connection was paused */
 	int dead;	 /* the socket failed: drop replies, free once no call is in flight */
 	uint32_t events; /* what epoll watches now */
 	char name[64];
@@ -110,7 +111,7 @@ struct rdmem_resp {
 	uint64_t next_id, start_ns;
 	struct resp_call *calls;
 	uint32_t ncalls, busy;
-	int starved;				/* a connection waited for a free call this pass */
+	int starved; /* a connection has work for the next pass: do not sleep */
 	struct resp_conn *lead, *first_starved; /* who goes first next pass (fairness) */
 	struct rdmem_resp_limits lim;
 	uint32_t max_value;
@@ -946,9 +947,16 @@ static void resp_conn_parse(struct rdmem_resp *r, struct resp_conn *c)
 	struct rdmem_resp_cmd m = { 0, r->lim.max_args, r->argv };
 	size_t pos = 0;
 
-	while (!resp_conn_paused(c) && pos < c->in_len) {
-		ssize_t n = rdmem_resp_parse(c->in + pos, c->in_len - pos, &r->lim, &m, r->why,
-					     sizeof(r->why));
+	c->parse_held = 0;
+	while (pos < c->in_len) {
+		ssize_t n;
+
+		if (resp_conn_paused(c)) {
+			c->parse_held = 1;
+			break;
+		}
+		n = rdmem_resp_parse(c->in + pos, c->in_len - pos, &r->lim, &m, r->why,
+				     sizeof(r->why));
 
 		if (n < 0) {
 			resp_protocol_error(c, r->why);
@@ -1025,6 +1033,12 @@ static void resp_conn_step(struct rdmem_resp *r, struct resp_conn *c)
 	} while (!c->dead && c->in_len && c->in_len != before && !resp_conn_paused(c));
 	if (!c->dead && (c->out.oom || resp_conn_flush(c) < 0))
 		resp_conn_kill(r, c);
+	/* The flush may have taken the output under the mark: input held back
+	 * or calls not sent then need a pass now, as no event will come for
+	 * them (the peer sent everything already). */
+	if (!c->dead && ((c->parse_held && !resp_conn_paused(c)) ||
+			 (c->unsent && c->out.len - c->out.off <= RESP_OUT_SOFT)))
+		r->starved = 1;
 	if (!c->dead && (c->closing || c->eof) && !c->head && c->out.off == c->out.len)
 		resp_conn_kill(r, c);
 	if (!c->dead)
