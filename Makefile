@@ -89,7 +89,9 @@ $(B)/lib/%.a:
 
 $(B)/rdmem-server: $(call obj,server/main.c) $(LIBSERVER) $(LIBFABRIC) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
-$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON)
+# The agent links librdmem too: its RESP front end (agent/resp.c) is a client
+# of its own front door.
+$(B)/rdmem-agent: $(call obj,agent/main.c) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON) $(LIBRDMEM)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 # librdmem.so: only rdmem_* is exported (libclient/librdmem.map); it needs
 # libc only, which --no-undefined proves (not on sanitizer builds: their

@@ -16,6 +16,7 @@
 #include "agent/frontdoor.h"
 #include "agent/metrics.h"
 #include "agent/path.h"
+#include "agent/resp.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
 #include "common/metrics_http.h"
@@ -34,6 +35,8 @@ struct rdmem_agent_opts {
 	uint32_t port, tcp_port, connect_timeout_ms;
 	uint32_t metrics_port; /* 0: no /metrics endpoint */
 	const char *metrics_bind;
+	struct rdmem_resp_config resp;
+	uint32_t resp_port;
 	int verbose;
 };
 
@@ -85,9 +88,16 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --simulate-rdma-errors N       start with N RDMA errors counted\n"
 	    "      --metrics-port N       serve Prometheus /metrics on port N (default off)\n"
 	    "      --metrics-bind ADDR    address of /metrics (default 127.0.0.1)\n"
+	    "      --resp-port N          serve the Redis protocol (RESP2/3) on port N\n"
+	    "                             (default off)\n"
+	    "      --resp-bind ADDR       address of --resp-port (default 127.0.0.1)\n"
+	    "      --resp-socket PATH     serve the Redis protocol on a Unix socket\n"
+	    "                             (mode 0660; default off)\n"
+	    "      --resp-max-conns N     Redis-protocol connections at once (default %u)\n"
 	    "  -v, --verbose              debug logging\n"
 	    "  -h, --help\n",
-	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS, RDMEM_RDMA_STALL_DEFAULT_MS);
+	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS, RDMEM_RDMA_STALL_DEFAULT_MS,
+	    RDMEM_RESP_DEFAULT_MAX_CONNS);
 }
 
 /* True when host resolves to an address of this machine. */
@@ -161,6 +171,10 @@ enum {
 	OPT_SOURCE,
 	OPT_MAX_READS,
 	OPT_STALL,
+	OPT_RESP_PORT,
+	OPT_RESP_BIND,
+	OPT_RESP_SOCKET,
+	OPT_RESP_MAX_CONNS,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -193,6 +207,10 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "source", required_argument, NULL, OPT_SOURCE },
 	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "rdma-stall-ms", required_argument, NULL, OPT_STALL },
+	{ "resp-port", required_argument, NULL, OPT_RESP_PORT },
+	{ "resp-bind", required_argument, NULL, OPT_RESP_BIND },
+	{ "resp-socket", required_argument, NULL, OPT_RESP_SOCKET },
+	{ "resp-max-conns", required_argument, NULL, OPT_RESP_MAX_CONNS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -219,6 +237,8 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N(OPT_SIM_FAIL, "--simulate-rdma-op-fail", 0, UINT32_MAX, cfg.sim.op_fail),
 	N(OPT_SIM_ERRORS, "--simulate-rdma-errors", 0, UINT32_MAX, cfg.sim.rdma_errors),
 	N(OPT_METRICS_PORT, "--metrics-port", 1, 65535, metrics_port),
+	N(OPT_RESP_PORT, "--resp-port", 1, 65535, resp_port),
+	N(OPT_RESP_MAX_CONNS, "--resp-max-conns", 1, 1000000, resp.max_conns),
 };
 
 #undef N
@@ -287,6 +307,18 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case OPT_SECRET:
 		o->secret_file = arg;
 		return 0;
+	case OPT_RESP_BIND:
+		if (rdmem_metrics_bind_ok(arg) == 0) {
+			o->resp.bind = arg;
+			return 0;
+		}
+		fprintf(stderr,
+			"rdmem-agent: --resp-bind: '%s' is not a numeric IPv4 or IPv6 address\n",
+			arg);
+		return -EINVAL;
+	case OPT_RESP_SOCKET:
+		o->resp.socket = arg;
+		return 0;
 	case OPT_SOURCE:
 		o->cfg.source = arg;
 		return 0;
@@ -333,6 +365,7 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->cfg.path = (struct rdmem_path_config){ RDMEM_PATH_AUTO, 8192, 8192, 8 };
 	o->cfg.ring_slots = RDMEM_DEFAULT_RING_SLOTS;
 	o->cfg.resp_bytes = RDMEM_DEFAULT_RESP_BYTES;
+	o->resp.max_conns = RDMEM_RESP_DEFAULT_MAX_CONNS;
 }
 
 static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
@@ -360,6 +393,8 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 	o->cfg.slots = o->fd.slots;
 	o->cfg.max_value = o->fd.max_value;
 	o->cfg.connect_timeout_ms = (int)o->connect_timeout_ms;
+	o->resp.port = (uint16_t)o->resp_port;
+	o->resp.shm_name = o->fd.shm_name;
 	return rdmem_agent_pick_fabric(o);
 }
 
@@ -371,6 +406,7 @@ struct rdmem_agent {
 	struct rdmem_agent_session *session;
 	struct rdmem_agent_metrics_src msrc;
 	struct rdmem_metrics_http *metrics;
+	struct rdmem_resp *resp;
 };
 
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
@@ -401,6 +437,9 @@ static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 		    (struct rdmem_agent_metrics_src){ a->fd, a->tcp, a->session, o->cfg.fabric };
 		ret = rdmem_metrics_http_start(&mc, &a->metrics);
 	}
+	/* Last: it is a client of the front door started above. */
+	if (ret == 0 && (o->resp.port || o->resp.socket))
+		ret = rdmem_resp_start(&o->resp, &a->resp);
 	return ret;
 }
 
@@ -408,6 +447,7 @@ static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
  * then the segment itself, so every call in flight is answered. */
 static void rdmem_agent_stop(struct rdmem_agent *a)
 {
+	rdmem_resp_stop(a->resp);	     /* a client: it finishes its calls while all runs */
 	rdmem_metrics_http_stop(a->metrics); /* it reads the actors' counters */
 	if (a->fd)
 		rdmem_frontdoor_stop(a->fd);

@@ -35,6 +35,7 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 	s->link_stalls = atomic_load_explicit(&c->link_stalls, memory_order_relaxed);
 	s->link_up = atomic_load_explicit(&c->link_up, memory_order_relaxed);
 	s->memlock_short = atomic_load_explicit(&c->memlock_short, memory_order_relaxed);
+	rdmem_resp_stats_read(&s->resp);
 }
 
 static const char *const rdmem_pressure_names[] = { "none", "ring", "objpool" };
@@ -158,6 +159,16 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Handshakes dropped for newer ones: too many connections at once."),
 	S("frontdoor.door_hangups", C, fd.door_hangups,
 	  "Attached clients whose socket connection closed (detach or death)."),
+
+	S("resp.conns", C, resp.conns,
+	  "Redis-protocol connections accepted (--resp-port, --resp-socket)."),
+	S("resp.clients", G, resp.clients, "Redis-protocol connections open."),
+	S("resp.cmds", C, resp.cmds, "Redis-protocol commands taken."),
+	S("resp.errors", C, resp.errors, "Redis-protocol error replies."),
+	S("resp.protocol_errors", C, resp.protocol_errors,
+	  "Redis-protocol connections closed for malformed input."),
+	S("resp.refused", C, resp.refused,
+	  "Redis-protocol connections refused at --resp-max-conns."),
 	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
 	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
 	S("simulate.pressure", RDMEM_CTR_LABEL, pressure_name,

@@ -10,6 +10,7 @@
 
 #include "agent/frontdoor.h"
 #include "agent/rdma.h"
+#include "agent/resp.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
 #include "common/counters.h"
@@ -31,6 +32,7 @@ struct rdmem_agent_snapshot {
 	struct rdmem_frontdoor_stats fd;
 	struct rdmem_tcp_actor_stats tcp;
 	struct rdmem_rdma_stats rdma;
+	struct rdmem_resp_stats resp; /* the Redis protocol front end (agent/resp.c) */
 	uint64_t calls[RDMEM_PATH__COUNT], ok[RDMEM_PATH__COUNT], failed[RDMEM_PATH__COUNT];
 	uint64_t fallbacks, rdma_errors_total, link_opens, link_losses, link_stalls;
 	uint32_t link_up;

@@ -7,7 +7,9 @@
 # front-door segment, the gRPC server, redis-server without persistence),
 # measures in rounds where the systems take turns (A B C D, A B C D, ...; the
 # starting system rotates per round), then counts instructions per GET with
-# callgrind, and writes JSON, a Markdown table and a PNG chart.
+# callgrind, and writes JSON, a Markdown table and a PNG chart. Last,
+# bench/resp.sh: redis-benchmark GET against redis-server and against
+# rdmem-agent --resp-port at equal settings, appended to results.md.
 #
 # Placement (the same for every system; override with --cpu-*):
 #   servers (rdmem-server, grpc_server, redis-server)  CPU 1
@@ -224,6 +226,14 @@ main() {
 	fi
 	write_meta
 	python3 bench/report.py "$OUT" ${CHART:+--chart=$CHART}
+	# The Redis-protocol figure: redis-benchmark against redis-server and
+	# against rdmem-agent --resp-port, in the same run (bench/resp.sh).
+	if bench/resp.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 2000 || echo $((N * 4)))" \
+		>"$LOGS/resp.log" 2>&1; then
+		{ echo; cat "$OUT/resp.md"; } >>"$OUT/results.md"
+	else
+		fail "bench/resp.sh failed (log: $LOGS/resp.log)"
+	fi
 	if [ -n "$DOCS" ]; then
 		mkdir -p "$DOCS"
 		cp "$OUT/results.md" "$OUT/summary.json" "$DOCS/"

@@ -17,8 +17,9 @@ else
 	pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
 	      rdma-core ibverbs-providers libsodium-dev iproute2 procps psmisc python3
 	      abigail-tools redis-server redis-tools python3-redis "$@")
-	# abigail-tools: abidiff for `make abi-check`; redis-*, python3-redis: the
-	# Redis clients tests/integration/resp.sh and make bench drive rdmem-agent --resp-port with
+	# abigail-tools: abidiff for `make abi-check`; redis-server, redis-tools and
+	# python3-redis: the Redis clients that tests/integration/resp.sh and
+	# `make bench` drive rdmem-agent --resp-port with.
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -665,6 +665,39 @@ static void seeds_reply(void)
 		   6ull << 30);
 }
 
+/* ---- fuzz_resp: [max bulk index][splits][split offsets u16][stream] ---- */
+
+static void resp_seed(const char *name, uint8_t max_index, int nsplit, const uint16_t *cuts,
+		      const char *stream, size_t len)
+{
+	struct seed s = { .n = 0 };
+	int i;
+
+	u8(&s, max_index);
+	u8(&s, (uint8_t)nsplit);
+	for (i = 0; i < nsplit; i++)
+		u16(&s, cuts[i]);
+	put(&s, stream, len);
+	emit("resp", name, &s);
+}
+
+#define RESP_SEED(name, idx, n, cuts, lit) resp_seed(name, idx, n, cuts, lit, sizeof(lit) - 1)
+
+static void seeds_resp(void)
+{
+	static const uint16_t c2[] = { 5, 17 }, c3[] = { 1, 9, 30 };
+
+	RESP_SEED("set_get_pipelined", 3, 2, c2,
+		  "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+	RESP_SEED("inline_ping_echo", 3, 3, c3, "PING\r\nECHO  a b\r\n\r\nset k v\n");
+	RESP_SEED("binary_value", 3, 0, NULL, "*2\r\n$4\r\nECHO\r\n$4\r\n\0\r\n\x01\r\n");
+	RESP_SEED(
+	    "hello_mget", 4, 1, c2,
+	    "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n*0\r\n");
+	RESP_SEED("bulk_over_limit", 2, 0, NULL, "*1\r\n$17\r\n0123456789abcdefg\r\n");
+	RESP_SEED("nested_array", 3, 0, NULL, "*2\r\n*1\r\n$1\r\na\r\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -683,5 +716,6 @@ int main(int argc, char **argv)
 	seeds_image();
 	seeds_service();
 	seeds_reply();
+	seeds_resp();
 	return failed;
 }

@@ -110,6 +110,12 @@ AGENT = {
     "--simulate-rdma-errors": dict(kind="num", lo=0, hi=U32, p=0.1, fault=True),
     "--metrics-port": dict(kind="harness", p=0.15),
     "--metrics-bind": dict(kind="harness", p=0.1, choices=["127.0.0.1", "::1"]),
+    # The Redis protocol front end (agent/resp.c): tests/integration/resp.sh
+    # drives it with the Redis clients; torture cases leave it off.
+    "--resp-port": dict(kind="harness", lo=1, hi=65535),
+    "--resp-bind": dict(kind="harness", choices=["127.0.0.1", "::1"]),
+    "--resp-socket": dict(kind="harness"),
+    "--resp-max-conns": dict(kind="num", lo=1, hi=1000000, default=1024),
     "--verbose": dict(kind="bool", p=0.1),
     "--help": dict(kind="harness"),
 }

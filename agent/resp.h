@@ -1,0 +1,39 @@
+/* resp.h - the agent's Redis protocol front end (docs/architecture.md, "The
+ * Redis protocol front end (agent/resp.c)"): one thread serving RESP2/RESP3
+ * on a loopback TCP port and/or a Unix socket, carrying every data command
+ * as librdmem calls on the agent's own front door. */
+#ifndef RDMEM_AGENT_RESP_H
+#define RDMEM_AGENT_RESP_H
+
+#include <stdint.h>
+
+#define RDMEM_RESP_DEFAULT_MAX_CONNS 1024u
+
+struct rdmem_resp_config {
+	const char *shm_name; /* the front door to attach to as a client */
+	const char *bind;     /* numeric address for the TCP port; NULL: 127.0.0.1 */
+	uint16_t port;	      /* 0: no TCP listener */
+	const char *socket;   /* Unix socket path (mode 0660); NULL: none */
+	uint32_t max_conns;   /* connections served at once; more are refused */
+};
+
+/* Counters of the RESP front end (one writer: its thread). */
+struct rdmem_resp_stats {
+	uint64_t conns;		  /* connections accepted */
+	uint64_t clients;	  /* connections open now */
+	uint64_t cmds;		  /* commands answered */
+	uint64_t errors;	  /* error replies */
+	uint64_t protocol_errors; /* connections closed for malformed input */
+	uint64_t refused;	  /* connections refused at --resp-max-conns */
+};
+
+struct rdmem_resp;
+
+/* Opens the listeners, attaches to the front door and starts the thread. */
+int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **out);
+/* Stops the thread, waits for its calls in flight, closes everything (NULL: no-op). */
+void rdmem_resp_stop(struct rdmem_resp *r);
+/* The process's RESP counters (zero when no RESP front end runs). */
+void rdmem_resp_stats_read(struct rdmem_resp_stats *o);
+
+#endif
