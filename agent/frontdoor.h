@@ -22,10 +22,14 @@ struct rdmem_frontdoor_config {
 	/* The attach socket [<runtime dir>/<shm_name>.sock, shm/door.h]; its
 	 * directory is created 0750, or must be ours and writable by nobody else. */
 	const char *socket_path;
-	int reset;	  /* --shm-reset: take over a live agent's socket or a foreign file there */
-	gid_t group;	  /* socket and directory group; (gid_t)-1 or 0 keeps ours */
-	uint32_t clients; /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
-	uint32_t slots;	  /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
+	int reset;   /* --shm-reset: take over a live agent's socket or a foreign file there */
+	gid_t group; /* socket and directory group; (gid_t)-1 or 0 keeps ours */
+	/* agent-ctl is for root, the agent's own user and, with has_admin_group,
+	 * members of admin_group (docs/architecture.md, "Who may steer the agent"). */
+	gid_t admin_group;
+	int has_admin_group;
+	uint32_t clients;   /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
+	uint32_t slots;	    /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
 	uint32_t max_value; /* largest value a call may carry [1 MiB]; sizes slot payloads */
 	int busy_poll;	    /* never block when idle */
 	/* Tests and fuzzers: how long a claimed, unpublished ring position (or a
@@ -127,6 +131,7 @@ struct rdmem_frontdoor_stats {
 	uint64_t door_full;	 /* attaches refused: no free client entry */
 	uint64_t door_evicted;	 /* handshakes dropped for newer ones (too many at once) */
 	uint64_t door_hangups;	 /* attached clients whose connection closed */
+	uint64_t ctl_denied;	 /* agent-ctl calls from clients not allowed to steer */
 	uint32_t attached;	 /* live client entries */
 	uint32_t inflight;	 /* calls handed to submit() and not completed yet */
 };

@@ -215,6 +215,8 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	int rc;
 
 	d->listen_fd = d->wake[0] = d->wake[1] = -1;
+	d->admin_group = cfg->admin_group;
+	d->has_admin_group = cfg->has_admin_group;
 	for (c = 0; c < RDMEM_DOOR_PENDING; c++)
 		d->pending[c].fd = -1;
 	rc = rdmem_door_path(cfg->socket_path ? cfg->socket_path : fd->name, NULL, geteuid(),
@@ -247,7 +249,8 @@ static void rdmem_door_drop(struct rdmem_door_pending *p)
 }
 
 /* Picks a free entry for pid, claims it in the segment and for the actor. */
-static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, struct rdmem_door_welcome *w)
+static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, int admin,
+			     struct rdmem_door_welcome *w)
 {
 	struct rdmem_door *d = &fd->door;
 	uint32_t c;
@@ -266,6 +269,10 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, struct rdmem
 		e->attach_ns = rdmem_now_ns();
 		atomic_store_explicit(&e->pid, (int32_t)pid, memory_order_relaxed);
 		atomic_store_explicit(&cl->gone, 0, memory_order_relaxed);
+		/* Release: pairs with the actor's acquire load when it checks an
+		 * agent-ctl call; the client learns its entry (and can call) only
+		 * after this, from the welcome. */
+		atomic_store_explicit(&cl->admin, admin, memory_order_release);
 		d->claimed[c] = (uint64_t)gen << 32 | (uint32_t)pid;
 		/* Release: the entry words above before the actor sees the owner. */
 		atomic_store_explicit(&cl->claim, d->claimed[c], memory_order_release);
@@ -330,7 +337,7 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 			      uint64_t now)
 {
 	struct rdmem_door_welcome w = { 0 };
-	int c = rdmem_door_assign(fd, p->pid, &w);
+	int c = rdmem_door_assign(fd, p->pid, p->admin, &w);
 
 	p->waiting = c < 0 && now < p->deadline_ns && rdmem_door_leaving(fd);
 	if (p->waiting)
@@ -387,6 +394,32 @@ static void rdmem_door_read_hello(struct rdmem_frontdoor *fd, struct rdmem_door_
 	rdmem_door_answer(fd, p, rdmem_now_ns());
 }
 
+/*
+ * Whether the peer of s may run agent-ctl: root, the agent's own user, or a
+ * member of --admin-group by its primary or (SO_PEERGROUPS, as of connect)
+ * a supplementary group. Credentials are the kernel's, not the client's word.
+ */
+static int rdmem_door_admin(const struct rdmem_door *d, int s, const struct ucred *cred)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	size_t i;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return 1;
+	if (!d->has_admin_group)
+		return 0;
+	if (cred->gid == d->admin_group)
+		return 1;
+	/* ERANGE (more than 256 groups): judged by the primary group alone. */
+	if (getsockopt(s, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return 0;
+	for (i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == d->admin_group)
+			return 1;
+	return 0;
+}
+
 static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	struct rdmem_door *d = &fd->door;
@@ -426,6 +459,7 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 		memset(p, 0, sizeof(*p));
 		p->fd = s;
 		p->pid = cred.pid;
+		p->admin = rdmem_door_admin(d, s, &cred);
 		p->deadline_ns = now + RDMEM_DOOR_HELLO_NS;
 		p->seq = ++d->accepted;
 	}

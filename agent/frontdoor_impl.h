@@ -28,6 +28,9 @@ struct rdmem_fd_client {
 	 */
 	_Atomic uint64_t claim;
 	_Atomic int gone;
+	/* Door -> actor, stored before claim: the owner may run agent-ctl
+	 * (root, the agent's user, or --admin-group, from its credentials). */
+	_Atomic int admin;
 	/* Front-door thread only. */
 	int32_t pid;
 	uint32_t gen;
@@ -42,6 +45,7 @@ struct rdmem_fd_client {
 struct rdmem_door_pending {
 	int fd;		      /* -1: unused */
 	pid_t pid;	      /* SO_PEERCRED at accept */
+	int admin;	      /* its credentials allow agent-ctl */
 	uint64_t deadline_ns; /* closed then */
 	uint32_t got;	      /* hello bytes so far */
 	uint64_t seq;	      /* accept order: the oldest is evicted first */
@@ -66,6 +70,8 @@ struct rdmem_door {
 	uint32_t next_gen;
 	uint64_t accepted;	     /* connections accepted, for pending seq */
 	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
+	gid_t admin_group;	     /* --admin-group, when has_admin_group */
+	int has_admin_group;
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups;
 };
 
@@ -92,7 +98,7 @@ struct rdmem_frontdoor {
 	uint64_t next_scan_ns;
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
-	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans;
+	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_ctl_denied;
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */

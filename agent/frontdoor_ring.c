@@ -228,13 +228,21 @@ void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_ag
 /* ---- taking calls ------------------------------------------------------ */
 
 /* Checks the copied request; returns RDMEM_S_OK or the status to refuse it with. */
-static uint16_t rdmem_frontdoor_check_call(struct rdmem_frontdoor *fd,
+static uint16_t rdmem_frontdoor_check_call(struct rdmem_frontdoor *fd, uint32_t c,
 					   const struct rdmem_agent_call *call, const char **why)
 {
 	const struct rdmem_desc *d = &call->req;
 
 	if (!rdmem_shm_op_allowed(d->op))
 		return *why = "unknown or agent-only op", RDMEM_S_BAD_REQUEST;
+	/* Acquire: pairs with the door's release store, made before it handed
+	 * this client its entry (and so before any call of its could come). */
+	if (d->op == RDMEM_SHM_OP_AGENT_CTL &&
+	    !atomic_load_explicit(&fd->clients[c].admin, memory_order_acquire)) {
+		rdmem_frontdoor_count(&fd->n_ctl_denied);
+		return *why = "agent-ctl needs root, the agent's user or --admin-group",
+		       RDMEM_S_DENIED;
+	}
 	if (d->flags & ~RDMEM_SHM_REQ_FLAGS)
 		return *why = "unknown request flags", RDMEM_S_BAD_REQUEST;
 	if (call->forced_path >= RDMEM_PATH__COUNT)
@@ -356,7 +364,7 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	atomic_fetch_add_explicit(&cl->inflight, 1, memory_order_relaxed);
 	now = rdmem_now_ns();
 	call = rdmem_frontdoor_fill_call(fd, c, s, now);
-	status = rdmem_frontdoor_check_call(fd, call, &why);
+	status = rdmem_frontdoor_check_call(fd, c, call, &why);
 	if (status != RDMEM_S_OK) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,
 				       s, why, call->req.op, call->req.key_len, call->req.val_len);
@@ -734,6 +742,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->door_full = atomic_load_explicit(&fd->door.n_full, memory_order_relaxed);
 	out->door_evicted = atomic_load_explicit(&fd->door.n_evicted, memory_order_relaxed);
 	out->door_hangups = atomic_load_explicit(&fd->door.n_hangups, memory_order_relaxed);
+	out->ctl_denied = atomic_load_explicit(&fd->n_ctl_denied, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
 		out->attached +=
 		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;

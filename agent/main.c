@@ -61,6 +61,8 @@ static void rdmem_agent_usage(FILE *f)
 	    "                             here) or a foreign file at the socket path\n"
 	    "      --shm-group GROUP      group of the socket (0660) and its directory (0750):\n"
 	    "                             its members may attach\n"
+	    "      --admin-group GROUP    its members may also run agent-ctl (force paths,\n"
+	    "                             simulate faults); else root and the agent's user only\n"
 	    "      --clients N            front-door client entries, 1-1024 (default 32)\n"
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
@@ -150,6 +152,7 @@ enum {
 	OPT_SOCKET,
 	OPT_SHM_RESET,
 	OPT_SHM_GROUP,
+	OPT_ADMIN_GROUP,
 	OPT_CLIENTS,
 	OPT_SLOTS,
 	OPT_MAX_VALUE,
@@ -186,6 +189,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "socket", required_argument, NULL, OPT_SOCKET },
 	{ "shm-reset", no_argument, NULL, OPT_SHM_RESET },
 	{ "shm-group", required_argument, NULL, OPT_SHM_GROUP },
+	{ "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
 	{ "slots", required_argument, NULL, OPT_SLOTS },
 	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
@@ -244,7 +248,7 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 #undef N
 #undef B
 
-static int rdmem_agent_group(const char *name, gid_t *gid)
+static int rdmem_agent_group(const char *flag, const char *name, gid_t *gid)
 {
 	struct group *g = getgrnam(name);
 	uint64_t v;
@@ -257,7 +261,7 @@ static int rdmem_agent_group(const char *name, gid_t *gid)
 		*gid = (gid_t)v;
 		return 0;
 	}
-	fprintf(stderr, "rdmem-agent: --shm-group: no group '%s'\n", name);
+	fprintf(stderr, "rdmem-agent: %s: no group '%s'\n", flag, name);
 	return -EINVAL;
 }
 
@@ -287,7 +291,10 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 		o->fd.reset = 1;
 		return 0;
 	case OPT_SHM_GROUP:
-		return rdmem_agent_group(arg, &o->fd.group);
+		return rdmem_agent_group("--shm-group", arg, &o->fd.group);
+	case OPT_ADMIN_GROUP:
+		o->fd.has_admin_group = 1;
+		return rdmem_agent_group("--admin-group", arg, &o->fd.admin_group);
 	case OPT_BUSY:
 		o->cfg.busy_poll = o->fd.busy_poll = 1;
 		return 0;

@@ -159,6 +159,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Handshakes dropped for newer ones: too many connections at once."),
 	S("frontdoor.door_hangups", C, fd.door_hangups,
 	  "Attached clients whose socket connection closed (detach or death)."),
+	S("frontdoor.ctl_denied", C, fd.ctl_denied,
+	  "agent-ctl calls refused: not root, the agent's user or --admin-group."),
 	S("resp.conns", C, resp.conns,
 	  "Redis-protocol connections accepted (--resp-port, --resp-socket)."),
 	S("resp.clients", G, resp.clients, "Redis-protocol connections open."),

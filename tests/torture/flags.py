@@ -85,6 +85,7 @@ AGENT = {
     "--socket": dict(kind="harness"),  # the harness names fronts by --shm-name
     "--shm-reset": dict(kind="bool", p=0.3),
     "--shm-group": dict(kind="harness", p=0.2, choices=["root", "0"]),
+    "--admin-group": dict(kind="harness", p=0.2, choices=["root", "0"]),
     # clients x slots x (max-value + 65 KiB) of /dev/shm address space: the
     # draw shrinks clients until the segment is under 2 GiB.
     "--clients": dict(kind="num", lo=1, hi=1024, default=32),
