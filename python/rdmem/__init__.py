@@ -258,32 +258,28 @@ class Client:
     def version(self):
         return version()
 
+    def _handle(self, op, fn, *args):
+        """fn(h, *args) for the handle's own queries (no call, no opts)."""
+        h = self._enter(op)
+        try:
+            return fn(h, *args)
+        finally:
+            self._leave()
+
     @property
     def max_value(self):
         """rdmem_max_value(): the largest value (or image chunk) a call may carry."""
-        h = self._enter("max_value")
-        try:
-            return _n.lib.rdmem_max_value(h)
-        finally:
-            self._leave()
+        return self._handle("max_value", _n.lib.rdmem_max_value)
 
     @property
     def slots(self):
         """rdmem_slots(): calls this client can have in flight at once."""
-        h = self._enter("slots")
-        try:
-            return _n.lib.rdmem_slots(h)
-        finally:
-            self._leave()
+        return self._handle("slots", _n.lib.rdmem_slots)
 
     def counters(self):
         """rdmem_get_counters() as a dict."""
         c = _n.Counters()
-        h = self._enter("counters")
-        try:
-            _n.lib.rdmem_get_counters(h, ctypes.byref(c))
-        finally:
-            self._leave()
+        self._handle("counters", _n.lib.rdmem_get_counters, ctypes.byref(c))
         return {f: getattr(c, f) for f, _ in _n.Counters._fields_}
 
     # ---- calls ----------------------------------------------------------

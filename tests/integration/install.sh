@@ -3,7 +3,8 @@
 # librdmem (.so, soname links, .a) and its public headers only,
 # libclient/example.c and a <rdmem.h> program built in C and in C++ against
 # the installed tree with pkg-config alone and run against the installed
-# daemons, man
+# daemons, the Python package imported from the installed tree doing a put
+# and get, man
 # pages that render and name every option the programs' -h prints, systemd
 # units that systemd-analyze accepts, and `make uninstall` leaving nothing.
 # Needs RDMEM_BIN.
@@ -122,6 +123,25 @@ if ls_start_server "$tmp/run" && ls_start_agent "$tmp/run" /rdmem-install-$$ --c
 			bash -c "'$tmp/src/$a' /rdmem-install-$$ | grep -qx 'ok installed'"
 	done
 	expect "installed rdmem CLI works" bash -c "'$LS_BIN/rdmem' --shm-name /rdmem-install-$$ ping >/dev/null"
+	# The Python package, as Debian's python3 would import it, on the installed librdmem.
+	pydir=$(dirname "$(dirname "$(find "$dest$pfx/lib" -path '*/dist-packages/rdmem/__init__.py')")")
+	expect "installed the Python package under $pfx/lib/python3*/dist-packages/rdmem (0644)" \
+		bash -c "[ -n '$pydir' ] && [ \"\$(stat -c %a '$pydir/rdmem/__init__.py' '$pydir/rdmem/_native.py' | sort -u)\" = 644 ]"
+	py_preload=
+	case "${RDMEM_SANITIZER:-}" in
+	asan) py_preload=$(clang -print-file-name=libclang_rt.asan-x86_64.so) ;;
+	tsan) py_preload=$(clang -print-file-name=libclang_rt.tsan-x86_64.so) ;;
+	esac
+	expect "installed Python package: import rdmem, one put/get on the installed librdmem" \
+		env -u RDMEM_LIB PYTHONPATH="$pydir" LD_PRELOAD="$py_preload" PYTHONDONTWRITEBYTECODE=1 python3 -c "
+import rdmem, sys
+with rdmem.Client('/rdmem-install-$$') as c:
+    c.put('py', b'in\\x00stalled')
+    assert c.get('py') == b'in\\x00stalled', c.get('py')
+lib = [l.split()[-1] for l in open('/proc/self/maps') if 'librdmem.so' in l]
+assert lib and lib[0].startswith('$dest$pfx/lib/'), lib
+assert rdmem.__file__.startswith('$pydir/'), rdmem.__file__
+"
 else
 	echo "not ok - installed daemons start" && failed=1
 fi
