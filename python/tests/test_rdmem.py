@@ -3,6 +3,7 @@ rdmem-agent: tests/integration/python.sh starts them and sets RDMEM_TEST_SHM
 (the agent's segment), RDMEM_TEST_SERVER_PID and RDMEM_LIB (the build
 tree's librdmem.so.0). Run: python3 -m unittest python/tests/test_rdmem.py."""
 
+import ctypes
 import errno
 import os
 import signal
@@ -253,6 +254,45 @@ class ClientTest(unittest.TestCase):
         for t in ts:
             t.join()
         self.assertEqual(errors, [])
+
+    @unittest.skipIf(os.environ.get("LD_PRELOAD"), "a preloaded sanitizer runtime owns malloc: mallinfo2 says nothing")
+    def test_no_leak(self):
+        """Each reply the library malloc's is freed: 300 calls of each kind may
+        not grow glibc's heap by more than 64 KiB (a missed free grows it by
+        300 x the reply: 90 KiB for a profile, 1.2 MiB for a 4 KiB get)."""
+        class Mallinfo2(ctypes.Structure):
+            _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                      "usmblks", "fsmblks", "uordblks", "fordblks",
+                                                      "keepcost")]
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = Mallinfo2
+
+        def used():
+            m = libc.mallinfo2()
+            return m.uordblks + m.hblkhd
+
+        v = pattern(4096, 2)
+        self.c.put(self.key, v)
+        buf = bytearray(8192)
+        calls = {
+            "get": lambda: self.c.get(self.key),
+            "get_into": lambda: self.c.get_into(self.key, buf),
+            "mget": lambda: self.c.mget([self.key, "py:missing", self.key]),
+            "profile": lambda: self.c.profile(1001),
+            "large_get": lambda: self.c.large_get("big:64k"),
+            "echo": lambda: self.c.echo(v),
+            "stats": lambda: self.c.stats(),
+            "agent_stats": lambda: self.c.agent_stats(json=False),
+        }
+        for name, fn in calls.items():
+            with self.subTest(call=name):
+                for _ in range(50):
+                    fn()
+                before = used()
+                for _ in range(300):
+                    fn()
+                grew = used() - before
+                self.assertLess(grew, 64 << 10, f"{name}: heap grew {grew} bytes in 300 calls")
 
     def test_close_waits_for_threads(self):
         c = rdmem.Client(SHM)
