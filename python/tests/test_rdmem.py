@@ -23,6 +23,20 @@ def pattern(n, seed):
     return bytes((i * 31 + seed * 7 + (i >> 8)) & 0xFF for i in range(n))
 
 
+def wait_stopped(pid):
+    """Until every thread of pid is stopped (kill() only makes SIGSTOP pending)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in "tT" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server {pid} did not stop")
+
+
 @unittest.skipUnless(SHM, "RDMEM_TEST_SHM is not set (run tests/integration/python.sh)")
 class ClientTest(unittest.TestCase):
     def setUp(self):
@@ -195,6 +209,7 @@ class ClientTest(unittest.TestCase):
         self.c.ping(path="tcp")  # the TCP connection is up before the server stops
         os.kill(pid, signal.SIGSTOP)
         try:
+            wait_stopped(pid)
             t0 = time.monotonic()
             with self.assertRaises(rdmem.Timeout) as cm:
                 self.c.get(self.key, path="tcp", timeout_ms=300)

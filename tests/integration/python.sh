@@ -45,9 +45,9 @@ ls_stop
 
 if [ -d "$tmp/san" ]; then
 	# Reports of python3 (the daemons' go where the caller's ASAN_OPTIONS say).
-	# shellcheck disable=SC2086
 	errs=$(grep -lE 'ERROR: AddressSanitizer|runtime error' "$tmp"/san/* 2>/dev/null | tr '\n' ' ')
 	expect "python: no ASan/UBSan error in python3 running librdmem${errs:+ (see $errs)}" [ -z "$errs" ]
+	# shellcheck disable=SC2086 # a list of files
 	cat $errs 2>/dev/null | sed 's/^/#   /' | head -60
 fi
 exit $failed
