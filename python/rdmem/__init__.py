@@ -192,8 +192,11 @@ class Client:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
+        try:
+            if getattr(self, "_h", None):
+                self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: modules may be gone
+            pass
 
     @property
     def closed(self):
@@ -236,9 +239,10 @@ class Client:
         return PATHS[path]
 
     @staticmethod
-    def _ms(ms):
+    def _ms(ms, what="timeout_ms"):
+        """A uint32 argument (0: the library's default)."""
         if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= 0xFFFFFFFF:
-            raise TypeError(f"rdmem: timeout_ms must be an int in 0..2^32-1 (0: the default), not {ms!r}")
+            raise TypeError(f"rdmem: {what} must be an int in 0..2^32-1 (0: the default), not {ms!r}")
         return ms
 
     def _opts(self, path, timeout_ms, info):
@@ -392,7 +396,7 @@ class Client:
         k = _bytes_arg(key, "key")
         ptr, n, keep = _value_arg(data, "data")
         io = _n.ImageOpts()
-        io.chunk_size = self._ms(chunk_size)
+        io.chunk_size = self._ms(chunk_size, "chunk_size")
         if progress is not None:
             if not callable(progress):
                 raise TypeError("rdmem: progress must be callable(done, total)")
