@@ -134,10 +134,14 @@ if ls_start_server "$tmp/run" && ls_start_agent "$tmp/run" /rdmem-install-$$ --c
 	case "${RDMEM_SANITIZER:-}" in
 	asan) py_env+=(LD_PRELOAD="$(clang -print-file-name=libclang_rt.asan-x86_64.so)"
 		ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0") ;;
-	tsan) py_env+=(LD_PRELOAD="$(clang -print-file-name=libclang_rt.tsan-x86_64.so)") ;;
 	esac
-	expect "installed Python package: import rdmem, one put/get on the installed librdmem" \
-		env -u RDMEM_LIB "${py_env[@]}" "$py" -c "
+	pycheck="installed Python package: import rdmem, one put/get on the installed librdmem"
+	if [ "${RDMEM_SANITIZER:-}" = tsan ]; then
+		# The TSan runtime preloaded into python3 crashes it (SIGSEGV at start).
+		echo "ok - $pycheck # SKIP python3 cannot load a TSan-instrumented librdmem (make test and make asan run it)"
+	else
+		expect "$pycheck" \
+			env -u RDMEM_LIB "${py_env[@]}" "$py" -c "
 import rdmem, sys
 with rdmem.Client('/rdmem-install-$$') as c:
     c.put('py', b'in\\x00stalled')
@@ -146,6 +150,7 @@ lib = [l.split()[-1] for l in open('/proc/self/maps') if 'librdmem.so' in l]
 assert lib and lib[0].startswith('$dest$pfx/lib/'), lib
 assert rdmem.__file__.startswith('$pydir/'), rdmem.__file__
 "
+	fi
 else
 	echo "not ok - installed daemons start" && failed=1
 fi
