@@ -204,7 +204,8 @@ $(B)/fuzz_%: $(B)/obj/tests/fuzz/fuzz_%.o $(LIBS)
 # `make install [PREFIX=/usr/local] [DESTDIR=...]`: the three programs,
 # librdmem (.so with its soname links, and .a), its public headers only (the
 # ones <rdmem.h> includes, under include/rdmem-1 so "shm/" and "rdmem/" do
-# not land in include/), rdmem.pc, man pages and systemd units.
+# not land in include/), rdmem.pc, man pages, systemd units and the Python
+# package (PYTHONDIR below).
 PREFIX	   ?= /usr/local
 BINDIR	   ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
@@ -214,6 +215,14 @@ UNITDIR	   ?= $(LIBDIR)/systemd/system
 CLIENT_HDRS := include/rdmem/wire.h include/rdmem/byteorder.h include/rdmem/blob.h include/rdmem/content.h \
 	       include/rdmem/idle.h include/rdmem/util.h shm/segment.h shm/ring.h shm/futex.h
 IHDIR = $(DESTDIR)$(INCLUDEDIR)/rdmem-1
+# The Python package (python/rdmem, pure Python over librdmem.so.0) goes on
+# Debian's python3 path: /usr/lib/python3/dist-packages for PREFIX=/usr (the
+# packages' path), else PREFIX/lib/python3.X/dist-packages, the local path
+# Debian's python3 searches (/usr/local/lib/python3.11/dist-packages: it is
+# per version, unlike the packages' one). Evaluated only when used.
+PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/$(shell \
+	python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages)
+PY_SRCS    := $(wildcard python/rdmem/*.py)
 ILIBDIR = $(DESTDIR)$(LIBDIR)
 
 install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(LIBRDMEM) $(LIBRDMEM_SOLINKS)
@@ -239,6 +248,8 @@ install: $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(LIBRDMEM) $(LIBRDMEM_SO
 		sed 's|@BINDIR@|$(BINDIR)|g' systemd/$$u.service.in >$(DESTDIR)$(UNITDIR)/$$u.service && \
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service || exit 1; \
 	done
+	install -d $(DESTDIR)$(PYTHONDIR)/rdmem
+	install -m 0644 $(PY_SRCS) $(DESTDIR)$(PYTHONDIR)/rdmem/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rdmem-server $(DESTDIR)$(BINDIR)/rdmem-agent $(DESTDIR)$(BINDIR)/rdmem
@@ -248,6 +259,7 @@ uninstall:
 	rm -f $(ILIBDIR)/pkgconfig/rdmem.pc $(DESTDIR)$(MANDIR)/man1/rdmem.1 \
 		$(DESTDIR)$(MANDIR)/man8/rdmem-agent.8 $(DESTDIR)$(MANDIR)/man8/rdmem-server.8 \
 		$(DESTDIR)$(UNITDIR)/rdmem-agent.service $(DESTDIR)$(UNITDIR)/rdmem-server.service
+	rm -rf $(DESTDIR)$(PYTHONDIR)/rdmem
 
 # The ABI check: librdmem.so against the checked-in baseline (abidiff, from
 # abigail-tools). After an intended change (a new function in a new version
