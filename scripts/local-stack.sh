@@ -25,7 +25,9 @@ LS_SERVER_PID=
 LS_AGENT_PID=
 
 # A port P with P and P+1 free (RDMA port and the TCP fallback port), or
-# several, space-separated, with "ls_free_ports N" (each with its neighbour).
+# several, space-separated, with "ls_free_ports N" (each with its neighbour);
+# free on every address, and below the ephemeral range, so no outgoing
+# connection takes one between this check and the server's bind.
 ls_free_ports() {
 	python3 - "${1:-1}" <<'EOF'
 import random, socket, sys
@@ -33,14 +35,14 @@ want, got = int(sys.argv[1]), []
 def free(p):
     s = socket.socket()
     try:
-        s.bind(("127.0.0.1", p))
+        s.bind(("", p))
         return True
     except OSError:
         return False
     finally:
         s.close()
 for _ in range(2000):
-    p = random.randrange(20000, 60000, 2)
+    p = random.randrange(12000, 32000, 2)  # below the ephemeral range (32768-)
     if p not in got and free(p) and free(p + 1):
         got.append(p)
         if len(got) == want:

@@ -18,6 +18,7 @@
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
 #                  then server, under a low `ulimit -l`), many_sessions,
+#                  session_flood (a hog holding sessions that never send),
 #                  lease_hygiene, session_reap
 #   torture        tests/torture over verbs on rxe0: a few random legal
 #                  configurations, op mixes and faults, every call checked
@@ -34,7 +35,8 @@ BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
- rdma_loss_veth memlock memlock_server many_sessions lease_hygiene session_reap torture"
+ rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
+ torture"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -129,13 +131,14 @@ check_broken_detail() {
 # session connects, runs GETs with every reply checked, and disconnects; the
 # server ends with every lease back and no session left.
 # The server's open-session gauge from its /metrics (python3: the guest has no curl).
-server_sessions_open() { # METRICS_PORT
-	python3 - "$1" <<'EOF' 2>/dev/null || echo "?"
+server_metric() { # METRICS_PORT NAME: the sample's value, or "?"
+	python3 - "$1" "$2" <<'EOF' 2>/dev/null || echo "?"
 import sys, urllib.request
 text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=2).read().decode()
-print(next((l.split()[1] for l in text.splitlines() if l.startswith("rdmem_server_sessions ")), "?"))
+print(next((l.split()[1] for l in text.splitlines() if l.startswith(sys.argv[2] + " ")), "?"))
 EOF
 }
+server_sessions_open() { server_metric "$1" rdmem_server_sessions; }
 
 check_many_sessions() {
 	local port=7480 log=/tmp/rxe-many.server.log spid rc out
@@ -386,6 +389,47 @@ check_memlock_server() {
 	fi
 	grep -h 'error' "$slog" | tail -n +2 | head -3 | sed 's/^/#   memlock_server (server): /'
 	kill "$AGENT_PID" "$spid" 2>/dev/null
+	wait 2>/dev/null
+}
+
+# The RDMA listener against a session flood over real verbs. A hog takes 8
+# sessions from the agent's own address and never sends: 4 are refused by
+# --max-sessions-per-addr. An honest agent from that address (a NAT shared
+# with the hog) is refused by address at first; the refusal makes sessions
+# that never sent past --session-grace-ms reclaimable, the hog's are
+# reclaimed, and the agent's redial gets an RDMA session; its calls work.
+check_session_flood() {
+	local port=7493 slog=/tmp/rxe-flood.server.log hlog=/tmp/rxe-flood.hog.log
+	local alog=/tmp/rxe-flood.agent.log cli="$BIN/rdmem --shm-name /rxe-flood" spid hpid v n r
+	timeout -k 5 "$T" "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p "$port" --tcp-port $((port + 1)) \
+		--fabric verbs --max-sessions 8 --max-sessions-per-addr 4 --session-grace-ms 500 \
+		--metrics-port $((port + 10)) >"$slog" 2>&1 &
+	spid=$!
+	if ! wait_for_line "$slog" 'listening tcp' 60; then
+		echo "not ok - session_flood: rdmem-server did not start"
+		sed 's/^/#   session_flood: | /' "$slog"
+		kill "$spid" 2>/dev/null
+		return
+	fi
+	timeout -k 5 "$T" "$BIN/tests/session_hog" verbs "$RXE_DUMMY_IP" "$port" 8 >"$hlog" 2>&1 &
+	hpid=$!
+	wait_for_line "$hlog" '^holding' 120
+	grep -q '^holding 4 of 8 sessions' "$hlog"
+	status_line session_flood $? "the hog holds $(grep -o '[0-9]* of 8' "$hlog") sessions (--max-sessions-per-addr 4)"
+	sleep 1 # past --session-grace-ms: the hog's sessions never sent
+	"$BIN/rdmem-agent" -s "$RXE_DUMMY_IP" -p "$port" --tcp-port $((port + 1)) --fabric verbs \
+		--clients 1 --slots 2 --shm-name /rxe-flood >"$alog" 2>&1 &
+	AGENT_PID=$!
+	wait_for_line "$alog" 'rdma: session' 120
+	status_line session_flood $? "an honest agent from the hog's address gets an RDMA session"
+	$cli put flood hello >/dev/null 2>&1 && v=$($cli --path eager get flood 2>/dev/null) &&
+		[ "$v" = hello ]
+	status_line session_flood $? "its PUT and an EAGER GET succeed while the hog runs"
+	n=$(server_metric $((port + 10)) rdmem_server_net_rdma_refused_addr_total)
+	r=$(server_metric $((port + 10)) rdmem_server_net_rdma_reclaimed_total)
+	[ "$n" -ge 5 ] 2>/dev/null && [ "$r" -ge 4 ] 2>/dev/null
+	status_line session_flood $? "refused by address $n (>= 5), reclaimed $r (>= 4)"
+	kill "$AGENT_PID" "$hpid" "$spid" 2>/dev/null
 	wait 2>/dev/null
 }
 

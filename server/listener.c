@@ -159,6 +159,9 @@ static uint16_t rdmem_listener_admit_addr(struct rdmem_listener_thread *lt, stru
 		*out = a;
 		return 0;
 	}
+	/* Sessions of that address that never sent may be a hog sharing it (a
+	 * NAT) with this peer: make them reclaimable, as when the server is full. */
+	rdmem_listener_pressure(lt);
 	rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_REFUSED_ADDR);
 	rdmem_warn_limited("connect request from %s: %u sessions from that address "
 			   "(--max-sessions-per-addr): refused",

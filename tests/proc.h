@@ -129,35 +129,44 @@ static inline int proc_stop(struct proc *p, int sig, int timeout_ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* A port p with p and p + 1 free on loopback (RDMA port and TCP port). */
+/*
+ * A port p with p and p + 1 free (RDMA port and TCP port), drawn from below
+ * the kernel's ephemeral range (32768-60999 by default): a port the check
+ * found free could otherwise be taken by any outgoing connection before the
+ * server binds it (CI saw a netns server fail with EADDRINUSE that way).
+ * Checked on the wildcard address, so no address of this host holds it.
+ */
 static inline unsigned proc_free_port_pair(void)
 {
+	static unsigned seed;
 	unsigned tries;
 
-	for (tries = 0; tries < 64; tries++) {
-		struct sockaddr_in a = { AF_INET, 0, { htonl(INADDR_LOOPBACK) }, { 0 } };
-		socklen_t len = sizeof(a);
-		int s = socket(AF_INET, SOCK_STREAM, 0), s2;
+	if (!seed)
+		seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+	for (tries = 0; tries < 256; tries++) {
+		struct sockaddr_in a = { AF_INET, 0, { htonl(INADDR_ANY) }, { 0 } };
 		unsigned port;
+		int s, s2;
 
-		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    getsockname(s, (struct sockaddr *)&a, &len) < 0) {
+		seed = seed * 1103515245u + 12345u;
+		port = 10000 + (seed >> 8) % 22000; /* 10000 .. 31999, and port + 1 */
+		a.sin_port = htons((uint16_t)port);
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
 			if (s >= 0)
 				close(s);
 			continue;
 		}
-		port = ntohs(a.sin_port);
-		close(s);
-		if (port >= 65535)
-			continue;
 		a.sin_port = htons((uint16_t)(port + 1));
 		s2 = socket(AF_INET, SOCK_STREAM, 0);
 		if (s2 >= 0 && bind(s2, (struct sockaddr *)&a, sizeof(a)) == 0) {
 			close(s2);
+			close(s);
 			return port;
 		}
 		if (s2 >= 0)
 			close(s2);
+		close(s);
 	}
 	return 0;
 }
