@@ -161,23 +161,35 @@ static void rdmem_tcp_close_client(struct rdmem_tcp_actor *a)
 	a->cli = NULL;
 }
 
+/*
+ * A TLS session counts as made once the connection is set up: a TLS 1.3
+ * server refuses a client certificate only after the client's handshake
+ * ended, with an alert the first read (BIND's reply) meets.
+ */
+static void rdmem_tcp_count_tls(struct rdmem_tcp_actor *a, int handshake_ret)
+{
+	int refused = handshake_ret < 0 || (a->cli && rdmem_tcp_client_tls_refused(a->cli));
+
+	rdmem_tcp_count(refused ? &a->c.tls_handshake_failures : &a->c.tls_handshakes, 1);
+}
+
 static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 {
-	int ret;
+	int ret, tls_ret = 0;
 
 	if (now < a->next_connect_ns)
 		return;
 	ret =
 	    rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms, &a->cli);
-	if (ret == 0 && a->cfg.tls) {
-		ret = rdmem_tcp_client_starttls(a->cli, a->cfg.tls, a->cfg.host,
-						a->cfg.connect_timeout_ms);
-		rdmem_tcp_count(ret ? &a->c.tls_handshake_failures : &a->c.tls_handshakes, 1);
-	}
+	if (ret == 0 && a->cfg.tls)
+		ret = tls_ret = rdmem_tcp_client_starttls(a->cli, a->cfg.tls, a->cfg.host,
+							  a->cfg.connect_timeout_ms);
 	if (ret == 0 && a->cfg.auth)
 		ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms);
 	if (ret == 0)
 		ret = rdmem_tcp_bind(a);
+	if (a->cli && a->cfg.tls)
+		rdmem_tcp_count_tls(a, tls_ret);
 	if (ret < 0 && a->cli)
 		rdmem_tcp_close_client(a);
 	if (ret < 0) {

@@ -791,6 +791,12 @@ static void conn_on_recv(struct conn *c, int res)
 		if (res < 0)
 			rdmem_debug("tcp %s: recv from %s: %s", c->srv->name, c->peer,
 				    strerror(-res));
+		if (c->tls && !rdmem_tls_ready(c->tls)) {
+			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKE_FAILURES);
+			rdmem_warn_limited("tcp %s: %s left during the TLS handshake (did it "
+					   "refuse our certificate?)",
+					   c->srv->name, c->peer);
+		}
 		if (c->rlen || c->drain)
 			rdmem_log_limited(RDMEM_LOG_INFO,
 					  "tcp %s: %s went away mid-frame (%zu bytes dropped)",

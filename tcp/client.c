@@ -94,7 +94,8 @@ struct rdmem_tcp_client {
 	size_t tls_plain; /* request bytes of the send_batch calls in tls_out */
 	int tls_err;	  /* why the handshake failed (-errno), 0 if it did not */
 	uint64_t tls_record_failures;
-	int send_busy; /* a send (TLS) or sendmsg is in flight */
+	int tls_refused; /* the server sent a fatal alert after the handshake */
+	int send_busy;	 /* a send (TLS) or sendmsg is in flight */
 
 	struct cli_slot slots[RDMEM_TCP_CLIENT_WINDOW];
 	uint16_t free_slots[RDMEM_TCP_CLIENT_WINDOW];
@@ -642,6 +643,15 @@ static void cli_tls_input(struct rdmem_tcp_client *c)
 			return;
 		if (n == 0) {
 			cli_kill(c, "the server ended the TLS session");
+			return;
+		}
+		if (n == -EACCES) {
+			c->tls_refused = 1;
+			rdmem_err_limited("tcp: %s refused our TLS session (%s): does it require a "
+					  "client certificate (--tls-cert, --tls-key) signed by "
+					  "another CA?",
+					  c->peer, rdmem_tls_why(c->tls));
+			cli_kill(c, rdmem_tls_why(c->tls));
 			return;
 		}
 		if (n < 0) {
@@ -1252,4 +1262,9 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 uint64_t rdmem_tcp_client_tls_record_failures(struct rdmem_tcp_client *c)
 {
 	return c->tls_record_failures;
+}
+
+int rdmem_tcp_client_tls_refused(const struct rdmem_tcp_client *c)
+{
+	return c->tls_refused;
 }

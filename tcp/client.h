@@ -110,6 +110,8 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 			      int timeout_ms);
 /* TLS records that failed to decrypt: each closed the connection. */
 uint64_t rdmem_tcp_client_tls_record_failures(struct rdmem_tcp_client *c);
+/* 1 when the server ended the session with a fatal alert (refused our certificate). */
+int rdmem_tcp_client_tls_refused(const struct rdmem_tcp_client *c);
 /* Calls submitted and not yet handed back (withdrawn ones included until their reply). */
 int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c);
 /* Replies that broke the protocol (unknown req_id, bad header): each closed the connection. */

@@ -254,8 +254,8 @@ static int tls_client_setup(struct rdmem_tls *t, const char *host)
 
 int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, struct rdmem_tls **out)
 {
-	unsigned flags = (x->server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NONBLOCK |
-			 GNUTLS_NO_TICKETS;
+	unsigned flags =
+	    (x->server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NONBLOCK | GNUTLS_NO_TICKETS;
 	struct rdmem_tls *t = calloc(1, sizeof(*t));
 	int r;
 
@@ -346,8 +346,7 @@ static void tls_explain(struct rdmem_tls *t, int r)
 	gnutls_datum_t txt = { NULL, 0 };
 
 	if (r == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR && status &&
-	    gnutls_certificate_verification_status_print(
-		status, GNUTLS_CRT_X509, &txt, 0) == 0) {
+	    gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &txt, 0) == 0) {
 		snprintf(t->why, sizeof(t->why), "%s certificate refused: %s",
 			 t->x->server ? "the client's" : "the server's", (const char *)txt.data);
 		gnutls_free(txt.data);
@@ -358,7 +357,8 @@ static void tls_explain(struct rdmem_tls *t, int r)
 			 gnutls_alert_get_name(gnutls_alert_get(t->s)));
 		return;
 	}
-	snprintf(t->why, sizeof(t->why), "%s", t->out_of_memory ? "out of memory" : gnutls_strerror(r));
+	snprintf(t->why, sizeof(t->why), "%s",
+		 t->out_of_memory ? "out of memory" : gnutls_strerror(r));
 }
 
 int rdmem_tls_handshake(struct rdmem_tls *t)
@@ -400,6 +400,12 @@ ssize_t rdmem_tls_recv(struct rdmem_tls *t, void *buf, size_t len)
 			return r;
 		if (r == GNUTLS_E_AGAIN)
 			return -EAGAIN;
+		if (r == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+			/* TLS 1.3: a server refuses our certificate after our handshake ended */
+			snprintf(t->why, sizeof(t->why), "the peer refused the session: %s",
+				 gnutls_alert_get_name(gnutls_alert_get(t->s)));
+			return -EACCES;
+		}
 		if (gnutls_error_is_fatal((int)r)) {
 			snprintf(t->why, sizeof(t->why), "%s",
 				 t->out_of_memory ? "out of memory" : gnutls_strerror((int)r));

@@ -67,7 +67,9 @@ const char *rdmem_tls_why(const struct rdmem_tls *t);
 /*
  * Plaintext. recv: bytes, 0 when the peer closed the session, -EAGAIN when
  * it needs more ciphertext, -EBADMSG when a record failed (changed on the
- * way, or garbage): the connection is finished. send: encrypts all of it
+ * way, or garbage), -EACCES when the peer sent a fatal alert (a TLS 1.3
+ * server refusing our certificate does so after our handshake ended): the
+ * connection is finished. send: encrypts all of it
  * into the out-buffer (as few records as fit), 0 or -errno.
  */
 ssize_t rdmem_tls_recv(struct rdmem_tls *t, void *buf, size_t len);
