@@ -85,11 +85,11 @@ static int make_certs(void)
 	snprintf(other_cli_cert, sizeof(other_cli_cert), "%s/ocli.pem", dir);
 	snprintf(other_cli_key, sizeof(other_cli_key), "%s/ocli.key", dir);
 	return make_cert("ca", "rdmem-test-ca", NULL, NULL) ||
-			   make_cert("other", "rdmem-other-ca", NULL, NULL) ||
-			   make_cert("srv", "localhost", "ca",
-				     "subjectAltName=DNS:localhost,IP:127.0.0.1") ||
-			   make_cert("cli", "agent-1", "ca", "extendedKeyUsage=clientAuth") ||
-			   make_cert("ocli", "agent-x", "other", "extendedKeyUsage=clientAuth")
+		       make_cert("other", "rdmem-other-ca", NULL, NULL) ||
+		       make_cert("srv", "localhost", "ca",
+				 "subjectAltName=DNS:localhost,IP:127.0.0.1") ||
+		       make_cert("cli", "agent-1", "ca", "extendedKeyUsage=clientAuth") ||
+		       make_cert("ocli", "agent-x", "other", "extendedKeyUsage=clientAuth")
 		   ? -1
 		   : 0;
 }
@@ -145,7 +145,9 @@ static int relay_pass(struct relay *r, int from, int to, uint8_t *buf, int down)
 
 static int relay_dial(unsigned port)
 {
-	struct sockaddr_in a = { AF_INET, htons((uint16_t)port), { htonl(INADDR_LOOPBACK) }, { 0 } };
+	struct sockaddr_in a = {
+		AF_INET, htons((uint16_t)port), { htonl(INADDR_LOOPBACK) }, { 0 }
+	};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
@@ -293,8 +295,8 @@ static long long server_stat(struct e2e *e, const char *name)
  * Server (with TLS when tls), agent over TCP through the relay; extra agent
  * arguments after the relay's port (NULL-terminated, at most 8).
  */
-static int rig_start(struct e2e *e, struct relay *r, int tls, const char *server_ca,
-		     const char *a0, const char *a1, const char *a2, const char *a3)
+static int rig_start(struct e2e *e, struct relay *r, int tls, const char *server_ca, const char *a0,
+		     const char *a1, const char *a2, const char *a3)
 {
 	char port[16];
 
@@ -308,8 +310,7 @@ static int rig_start(struct e2e *e, struct relay *r, int tls, const char *server
 	if (relay_start(r, e->port + 1) < 0)
 		return -1;
 	snprintf(port, sizeof(port), "%u", r->port);
-	return e2e_agent(e, "--tcp-port", port, "--connect-timeout", "1000", a0, a1, a2, a3,
-			 NULL);
+	return e2e_agent(e, "--tcp-port", port, "--connect-timeout", "1000", a0, a1, a2, a3, NULL);
 }
 
 static void rig_stop(struct e2e *e, struct relay *r)
@@ -367,6 +368,19 @@ static void exact_calls(struct e2e *e)
 		CHECK(n == sizeof(small[i]) && d && memcmp(d, small[i], n) == 0);
 	}
 	rdmem_mget_free(&m);
+}
+
+/* A ping through the agent on segment shm (not the rig's): its result. */
+static int ping_via(const char *shm)
+{
+	rdmem_t *h = NULL;
+	int rc = rdmem_open(shm, &h);
+
+	if (rc == 0)
+		rc = rdmem_ping(h, &(struct rdmem_opts){ RDMEM_PATH_TCP, 1500, NULL });
+	if (h)
+		rdmem_close(h);
+	return rc;
 }
 
 /* ---- cases ---------------------------------------------------------------------- */
@@ -458,7 +472,8 @@ static void test_client_cert_required(void)
 		REQUIRE(e2e_second_agent(&e, &p2, shm, "--tcp-port", port, "--tls-ca", ca,
 					 "--tls-cert", other_cli_cert, "--tls-key", other_cli_key,
 					 NULL) == 0);
-		proc_sleep_ms(300);
+		CHECK(ping_via(shm) < 0);
+		CHECK(proc_log_has(&p2, "refused our TLS session"));
 		CHECK(!proc_log_has(&p2, "tcp: connected"));
 		proc_stop(&p2, SIGTERM, 5000);
 		shm_unlink(shm);
@@ -514,6 +529,50 @@ static void test_flipped_request_record(void)
 	flip_case(0);
 }
 
+/*
+ * Secret and certificates combine: AUTH runs inside TLS (no frame tags
+ * there: the records authenticate every byte), and a wrong secret is still
+ * refused after a good handshake.
+ */
+static void test_tls_with_secret(void)
+{
+	struct e2e e;
+	struct relay r;
+	struct proc p2;
+	char port[16], s1[160], s2[160], shm[96], cmd[512];
+	uint8_t v[4096];
+
+	snprintf(s1, sizeof(s1), "%s/secret", dir);
+	snprintf(s2, sizeof(s2), "%s/wrong", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "umask 077 && echo rdmem-tls-test-secret-0123456789abcdef > %s && "
+		 "echo rdmem-tls-test-wrong-0123456789abcdef > %s",
+		 s1, s2);
+	REQUIRE(sh(cmd) == 0);
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, "--secret-file",
+			   s1, NULL) == 0);
+	REQUIRE(relay_start(&r, e.port + 1) == 0);
+	snprintf(port, sizeof(port), "%u", r.port);
+	REQUIRE(e2e_agent(&e, "--tcp-port", port, "--tls-ca", ca, "--secret-file", s1, NULL) == 0);
+	e2e_fill(v, sizeof(v), 5);
+	CHECK_EQ(rdmem_put(e.h, "sec", 3, v, sizeof(v), &tcp_opts), 0);
+	CHECK_EQ(get_is(&e, "sec", v, sizeof(v)), 0);
+	CHECK_EQ(e2e_stat(&e, "tls.handshakes"), 1);
+	CHECK_EQ(e2e_stat(&e, "tcp.mac_failures"), 0);
+	snprintf(shm, sizeof(shm), "%s-w", e.shm);
+	snprintf(port, sizeof(port), "%u", e.port + 1); /* straight: the relay serves one */
+	memset(&p2, 0, sizeof(p2));
+	REQUIRE(e2e_second_agent(&e, &p2, shm, "--tcp-port", port, "--tls-ca", ca, "--secret-file",
+				 s2, NULL) == 0);
+	CHECK(ping_via(shm) < 0);
+	CHECK(proc_log_has(&p2, "refused our proof of the shared secret"));
+	CHECK(!proc_log_has(&p2, "tcp: connected"));
+	proc_stop(&p2, SIGTERM, 5000);
+	shm_unlink(shm);
+	rig_stop(&e, &r);
+}
+
 /* A raw connection that sends the first bytes of a ClientHello and stops. */
 static int stall_dial(unsigned port)
 {
@@ -550,8 +609,8 @@ static void test_stalled_handshake_closed(void)
 	uint8_t v[512];
 
 	REQUIRE(e2e_init(&e, "tcp") == 0);
-	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key,
-			   "--tcp-auth-ms", "1000", NULL) == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, "--tcp-auth-ms",
+			   "1000", NULL) == 0);
 	t0 = rdmem_now_ns();
 	for (i = 0; i < STALLERS; i++)
 		fds[i] = stall_dial(e.port + 1);
@@ -589,6 +648,7 @@ int main(void)
 	RUN(test_wrong_ca_refused);
 	RUN(test_wrong_name_refused);
 	RUN(test_client_cert_required);
+	RUN(test_tls_with_secret);
 	RUN(test_flipped_reply_record);
 	RUN(test_flipped_request_record);
 	RUN(test_stalled_handshake_closed);

@@ -62,11 +62,15 @@ static void test_agent_tls_flags(void)
 	expect("rdmem-agent", "-s 127.0.0.1 --tls-server-name x", 2, "need --tls-ca");
 	expect("rdmem-agent", "-s 127.0.0.1 --tls-ca /x.pem --tls-cert /x.pem", 2,
 	       "--tls-cert needs --tls-key");
-	snprintf(a, sizeof(a), "-s 127.0.0.1 --fabric tcp --shm-name /rdmem-opts-tls-%d "
-		 "--tls-ca /nonexistent.pem", (int)getpid());
+	snprintf(a, sizeof(a),
+		 "-s 127.0.0.1 --fabric tcp --shm-name /rdmem-opts-tls-%d "
+		 "--tls-ca /nonexistent.pem",
+		 (int)getpid());
 	expect("rdmem-agent", a, 1, "--tls-ca /nonexistent.pem: No such file or directory");
-	snprintf(a, sizeof(a), "-s 127.0.0.1 --fabric tcp --shm-name /rdmem-opts-tls-%d "
-		 "--tls-ca %s --tls-cert %s --tls-key %s", (int)getpid(), pem, pem, key_loose);
+	snprintf(a, sizeof(a),
+		 "-s 127.0.0.1 --fabric tcp --shm-name /rdmem-opts-tls-%d "
+		 "--tls-ca %s --tls-cert %s --tls-key %s",
+		 (int)getpid(), pem, pem, key_loose);
 	expect("rdmem-agent", a, 1, "--tls-key");
 }
 
