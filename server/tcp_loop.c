@@ -726,7 +726,7 @@ static void conn_take(struct conn *c, size_t n)
 static void conn_tls_fail(struct conn *c, enum rdmem_net_ctr ctr, const char *what)
 {
 	rdmem_service_count_net(c->srv->svc, ctr);
-	rdmem_warn_limited("tcp %s: %s with %s: %s: closing", c->srv->name, what, c->peer,
+	rdmem_warn_limited("tcp %s: %s with %s (%s): closing", c->srv->name, what, c->peer,
 			   rdmem_tls_why(c->tls));
 }
 

@@ -586,12 +586,21 @@ static void cli_take(struct rdmem_tcp_client *c, size_t res)
 	cli_parse(c);
 }
 
+/* Without TLS, a reply that starts as a TLS alert record (type 21, version 3.x). */
+static int cli_saw_tls(const struct rdmem_tcp_client *c)
+{
+	return !c->tls && c->rlen >= 2 && c->rbuf[0] == 0x15 && c->rbuf[1] == 0x03;
+}
+
 static void cli_on_recv(struct rdmem_tcp_client *c, int res)
 {
 	c->recv_busy = 0;
 	if (res <= 0) {
 		if (!c->dead)
-			cli_kill(c, res ? strerror(-res) : "server closed the connection");
+			cli_kill(c, res		     ? strerror(-res)
+				    : cli_saw_tls(c) ? "the server answered in TLS: it runs "
+						       "--tls-cert, give this agent --tls-ca"
+						     : "server closed the connection");
 		return;
 	}
 	if (c->dead)
@@ -1235,7 +1244,8 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 		return ret;
 	ret = rdmem_tls_handshake(c->tls); /* our ClientHello, into tls_out */
 	if (ret != -EAGAIN) {
-		rdmem_err("tcp: TLS with %s cannot start: %s", c->peer, rdmem_tls_why(c->tls));
+		rdmem_err_limited("tcp: TLS with %s cannot start: %s", c->peer,
+				  rdmem_tls_why(c->tls));
 		return ret ? ret : -EPROTO;
 	}
 	ret = cli_pump(c, timeout_ms, UNTIL_TLS, NULL);
@@ -1244,16 +1254,17 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 	if (rdmem_tls_ready(c->tls))
 		return 0;
 	if (c->tls_err) {
-		rdmem_err("tcp: TLS with %s failed: %s", c->peer, rdmem_tls_why(c->tls));
+		rdmem_err_limited("tcp: TLS with %s failed: %s", c->peer, rdmem_tls_why(c->tls));
 		return c->tls_err;
 	}
 	if (c->dead) {
-		rdmem_err("tcp: %s closed the connection during the TLS handshake (does it "
-			  "run with --tls-cert? does it want our client certificate?)",
-			  c->peer);
+		rdmem_err_limited("tcp: %s closed the connection during the TLS handshake (does "
+				  "it run with --tls-cert?)",
+				  c->peer);
 		return -ECONNRESET;
 	}
-	rdmem_err("tcp: TLS handshake with %s not finished within %d ms", c->peer, timeout_ms);
+	rdmem_err_limited("tcp: TLS handshake with %s not finished within %d ms", c->peer,
+			  timeout_ms);
 	cli_kill(c, "TLS handshake timed out");
 	cli_wait_idle(c);
 	return -ETIMEDOUT;

@@ -573,6 +573,28 @@ static void test_tls_with_secret(void)
 	rig_stop(&e, &r);
 }
 
+/* One end with TLS, the other without: no call goes through, each says why. */
+static void test_mismatched_ends(void)
+{
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--connect-timeout", "1000", NULL) == 0);
+	CHECK(rdmem_ping(e.h, &(struct rdmem_opts){ RDMEM_PATH_TCP, 1500, NULL }) < 0);
+	CHECK(proc_log_has(&e.agent, "the server answered in TLS"));
+	CHECK(proc_log_has(&e.server, "An unexpected TLS packet was received"));
+	e2e_fini(&e);
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--tls-ca", ca, "--connect-timeout", "1000", NULL) == 0);
+	CHECK(rdmem_ping(e.h, &(struct rdmem_opts){ RDMEM_PATH_TCP, 1500, NULL }) < 0);
+	CHECK(proc_log_has(&e.agent, "closed the connection during the TLS handshake"));
+	CHECK(e2e_stat(&e, "tls.handshake_failures") >= 1);
+	e2e_fini(&e);
+}
+
 /* A raw connection that sends the first bytes of a ClientHello and stops. */
 static int stall_dial(unsigned port)
 {
@@ -649,6 +671,7 @@ int main(void)
 	RUN(test_wrong_name_refused);
 	RUN(test_client_cert_required);
 	RUN(test_tls_with_secret);
+	RUN(test_mismatched_ends);
 	RUN(test_flipped_reply_record);
 	RUN(test_flipped_request_record);
 	RUN(test_stalled_handshake_closed);
