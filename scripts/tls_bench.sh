@@ -68,8 +68,10 @@ start_pair tls $((base + 2)) --tls-cert "$dir/srv.pem" --tls-key "$dir/srv.key" 
 	--tls-ca "$dir/ca.pem"
 
 # One run: "ops/s p50 p99".
-run() { # name op size n window
-	"$B/rdmem" --shm-name "/rdmem-tlsbench-$1-$$" --path tcp bench --op "$2" --size "$3" \
+run() { # name op size n window (size 0: none, as for ping)
+	local size=()
+	[ "$3" != 0 ] && size=(--size "$3")
+	"$B/rdmem" --shm-name "/rdmem-tlsbench-$1-$$" --path tcp bench --op "$2" "${size[@]}" \
 		-n "$4" --window "$5" | awk '
 		/ ops\/s/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "ops/s") ops = $i }
 		/latency us:/ { for (i = 1; i <= NF; i++) { if ($i == "p50") p50 = $(i + 1); if ($i == "p99") p99 = $(i + 1) } }

@@ -41,6 +41,8 @@
 #define TCP_TICK_MS	 100
 #define TCP_CLOSE_MS	 2000u
 #define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
+/* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
+#define TCP_TLS_IN (64u << 10)
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -295,7 +297,8 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	c = calloc(1, sizeof(*c));
 	if (c)
 		c->rbuf = malloc(TCP_RBUF_MIN);
-	if (c && c->rbuf && s->cfg.tls && rdmem_tls_new(s->cfg.tls, NULL, &c->tls) < 0) {
+	if (c && c->rbuf && s->cfg.tls &&
+	    rdmem_tls_new(s->cfg.tls, NULL, TCP_TLS_IN, &c->tls) < 0) {
 		free(c->rbuf);
 		c->rbuf = NULL;
 	}
@@ -770,7 +773,8 @@ static void conn_tls_input(struct conn *c)
 			conn_close_after_flush(c); /* its alert tells the peer why */
 		} else if (r == 0) {
 			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKES);
-			rdmem_debug("tcp %s: TLS with %s", c->srv->name, c->peer);
+			rdmem_debug("tcp %s: TLS with %s: %s", c->srv->name, c->peer,
+				    rdmem_tls_desc(c->tls));
 		}
 	}
 	conn_kick(c);

@@ -39,6 +39,9 @@
 #define CLI_DIRECT_MIN (4u << 10) /* bodies at least this long skip the staging buffer */
 #define CLI_SEND_CALLS 64u	  /* calls per sendmsg */
 #define CLI_SLOT_BITS  16
+/* Ciphertext per recv with TLS: one connection per agent, so a large one
+ * (fewer recvs for a large value; without TLS it lands in the caller's buffer). */
+#define CLI_TLS_IN (256u << 10)
 
 enum cli_ud { UD_SEND = 1, UD_RECV, UD_WATCH, UD_CANCEL };
 
@@ -1239,7 +1242,7 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 
 	if (c->tls || c->mac || rdmem_tcp_client_inflight(c))
 		return -EINVAL; /* before any call, once */
-	ret = rdmem_tls_new(x, host, &c->tls);
+	ret = rdmem_tls_new(x, host, CLI_TLS_IN, &c->tls);
 	if (ret < 0)
 		return ret;
 	ret = rdmem_tls_handshake(c->tls); /* our ClientHello, into tls_out */
@@ -1251,8 +1254,10 @@ int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *
 	ret = cli_pump(c, timeout_ms, UNTIL_TLS, NULL);
 	if (ret < 0)
 		return ret;
-	if (rdmem_tls_ready(c->tls))
+	if (rdmem_tls_ready(c->tls)) {
+		rdmem_info("tcp: TLS with %s: %s", c->peer, rdmem_tls_desc(c->tls));
 		return 0;
+	}
 	if (c->tls_err) {
 		rdmem_err_limited("tcp: TLS with %s failed: %s", c->peer, rdmem_tls_why(c->tls));
 		return c->tls_err;

@@ -21,7 +21,6 @@
 
 #include "rdmem/util.h"
 
-#define TLS_IN_CAP   (32u << 10) /* ciphertext received per recv */
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3"
 
 struct rdmem_tls_ctx {
@@ -36,7 +35,7 @@ struct rdmem_tls {
 	struct rdmem_tls_ctx *x;
 	gnutls_session_t s;
 	uint8_t *in;
-	size_t in_len, in_pos;
+	size_t in_len, in_pos, in_cap;
 	uint8_t *out;
 	size_t out_len, out_cap;
 	int ready;
@@ -252,18 +251,19 @@ static int tls_client_setup(struct rdmem_tls *t, const char *host)
 	return r;
 }
 
-int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, struct rdmem_tls **out)
+int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, size_t in_cap, struct rdmem_tls **out)
 {
 	unsigned flags =
 	    (x->server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NONBLOCK | GNUTLS_NO_TICKETS;
 	struct rdmem_tls *t = calloc(1, sizeof(*t));
 	int r;
 
-	if (!t || !(t->in = malloc(TLS_IN_CAP))) {
+	if (!t || !(t->in = malloc(in_cap))) {
 		free(t);
 		return -ENOMEM;
 	}
 	t->x = x;
+	t->in_cap = in_cap;
 	r = gnutls_init(&t->s, flags);
 	if (r < 0) {
 		free(t->in);
@@ -310,7 +310,7 @@ int rdmem_tls_in_empty(const struct rdmem_tls *t)
 
 uint8_t *rdmem_tls_in_space(struct rdmem_tls *t, size_t *len)
 {
-	*len = TLS_IN_CAP - t->in_len;
+	*len = t->in_cap - t->in_len;
 	return t->in + t->in_len;
 }
 
@@ -384,6 +384,18 @@ int rdmem_tls_handshake(struct rdmem_tls *t)
 int rdmem_tls_ready(const struct rdmem_tls *t)
 {
 	return t->ready;
+}
+
+const char *rdmem_tls_desc(struct rdmem_tls *t)
+{
+	char *d;
+
+	if (!t->ready)
+		return "handshake not done";
+	d = gnutls_session_get_desc(t->s);
+	snprintf(t->why, sizeof(t->why), "%s", d ? d : "?");
+	gnutls_free(d);
+	return t->why;
 }
 
 const char *rdmem_tls_why(const struct rdmem_tls *t)

@@ -41,8 +41,9 @@ void rdmem_tls_ctx_free(struct rdmem_tls_ctx *x);
 const char *rdmem_tls_files_misuse(const struct rdmem_tls_files *f, int server);
 
 /* One connection. host: the name or address the agent dialled (the name to
- * verify when no server_name was set); NULL on the server. */
-int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, struct rdmem_tls **out);
+ * verify when no server_name was set); NULL on the server. in_cap: bytes of
+ * ciphertext one recv takes (what a connection holds; larger, fewer recvs). */
+int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, size_t in_cap, struct rdmem_tls **out);
 void rdmem_tls_free(struct rdmem_tls *t);
 
 /* Ciphertext in: when in_empty, receive into in_space and report with in_add. */
@@ -61,6 +62,8 @@ void rdmem_tls_out_take(struct rdmem_tls *t, uint8_t **p, size_t *len, size_t *c
 /* 0: done; -EAGAIN: send what is pending and feed more; else failed (rdmem_tls_why). */
 int rdmem_tls_handshake(struct rdmem_tls *t);
 int rdmem_tls_ready(const struct rdmem_tls *t);
+/* The version and cipher suite agreed, for log lines (overwrites rdmem_tls_why). */
+const char *rdmem_tls_desc(struct rdmem_tls *t);
 /* Why the last call failed, for log lines. */
 const char *rdmem_tls_why(const struct rdmem_tls *t);
 
