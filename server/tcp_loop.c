@@ -608,6 +608,9 @@ static int conn_tls_seal(struct conn *c, struct outbuf *ob)
 	}
 	ob->len = 0;
 	rdmem_tls_out_take(c->tls, &ob->p, &ob->len, &ob->cap);
+	/* The session got ob's old storage: a large reply's must not stay with
+	 * an idle connection (without TLS it is freed once sent, as here). */
+	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
 	return 0;
 }
 

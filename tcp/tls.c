@@ -303,6 +303,15 @@ void rdmem_tls_free(struct rdmem_tls *t)
 	free(t);
 }
 
+void rdmem_tls_out_trim(struct rdmem_tls *t, size_t keep)
+{
+	if (t->out_len || t->out_cap <= keep)
+		return;
+	free(t->out);
+	t->out = NULL;
+	t->out_cap = 0;
+}
+
 int rdmem_tls_in_empty(const struct rdmem_tls *t)
 {
 	return t->in_len == 0;

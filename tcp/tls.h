@@ -58,6 +58,8 @@ void rdmem_tls_in_add(struct rdmem_tls *t, size_t n);
  */
 size_t rdmem_tls_out_pending(const struct rdmem_tls *t);
 void rdmem_tls_out_take(struct rdmem_tls *t, uint8_t **p, size_t *len, size_t *cap);
+/* Frees the session's (empty) out-buffer if it is over keep bytes. */
+void rdmem_tls_out_trim(struct rdmem_tls *t, size_t keep);
 
 /* 0: done; -EAGAIN: send what is pending and feed more; else failed (rdmem_tls_why). */
 int rdmem_tls_handshake(struct rdmem_tls *t);
