@@ -439,18 +439,25 @@ ssize_t rdmem_tls_recv(struct rdmem_tls *t, void *buf, size_t len)
 int rdmem_tls_sendv(struct rdmem_tls *t, const struct iovec *iov, unsigned n)
 {
 	unsigned i;
-	int r;
+	int r = 0, cork = n > 1; /* many small pieces: few full records; one: no copy */
 
-	gnutls_record_cork(t->s); /* many small pieces, few full records */
+	if (cork)
+		gnutls_record_cork(t->s);
 	for (i = 0; i < n; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		r = (int)gnutls_record_send(t->s, iov[i].iov_base, iov[i].iov_len);
-		if (r < 0)
-			goto fail;
+		const uint8_t *p = iov[i].iov_base;
+		size_t off = 0;
+
+		while (off < iov[i].iov_len) { /* a record at a time unless corked */
+			ssize_t w = gnutls_record_send(t->s, p + off, iov[i].iov_len - off);
+
+			if (w < 0) {
+				r = (int)w;
+				goto fail;
+			}
+			off += (size_t)w;
+		}
 	}
-	r = gnutls_record_uncork(t->s, GNUTLS_RECORD_WAIT);
-	if (r >= 0)
+	if (!cork || (r = gnutls_record_uncork(t->s, GNUTLS_RECORD_WAIT)) >= 0)
 		return 0;
 fail:
 	snprintf(t->why, sizeof(t->why), "%s",
