@@ -42,7 +42,8 @@
 #define TCP_CLOSE_MS	 2000u
 #define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
 /* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
-#define TCP_TLS_IN (64u << 10)
+#define TCP_TLS_IN	(64u << 10)
+#define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -163,6 +164,32 @@ static int outbuf_reserve(struct outbuf *ob, size_t need)
 }
 
 static void conn_arm_recv(struct conn *c);
+
+/* An empty send buffer over TCP_OBUF_KEEP goes back to the allocator. */
+static void outbuf_trim(struct outbuf *ob)
+{
+	if (ob->len || ob->cap <= TCP_OBUF_KEEP)
+		return;
+	free(ob->p);
+	ob->p = NULL;
+	ob->cap = 0;
+}
+
+/*
+ * With TLS, three buffers take turns (two for replies, the session's for
+ * ciphertext): freeing a large one after each send made every large reply
+ * fault its pages in twice (a third of the server's time at 1 MiB values).
+ * They are kept while the connection is busy and freed here once it has
+ * rested TCP_TLS_REST_MS, so an idle connection holds no large buffer.
+ */
+static void conn_tls_trim(struct conn *c, uint64_t now)
+{
+	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull)
+		return;
+	outbuf_trim(&c->out[0]);
+	outbuf_trim(&c->out[1]);
+	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
+}
 
 /* ---- connection lifetime ------------------------------------------------ */
 
@@ -608,9 +635,6 @@ static int conn_tls_seal(struct conn *c, struct outbuf *ob)
 	}
 	ob->len = 0;
 	rdmem_tls_out_take(c->tls, &ob->p, &ob->len, &ob->cap);
-	/* The session got ob's old storage: a large reply's must not stay with
-	 * an idle connection (without TLS it is freed once sent, as here). */
-	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
 	return 0;
 }
 
@@ -853,11 +877,8 @@ static void conn_on_send(struct conn *c, int res)
 	}
 	ob->len = 0;
 	c->sent = 0;
-	if (ob->cap > TCP_OBUF_KEEP) {
-		free(ob->p);
-		ob->p = NULL;
-		ob->cap = 0;
-	}
+	if (!c->tls) /* with TLS, conn_tls_trim frees them once the connection rests */
+		outbuf_trim(ob);
 	/* Replies drained: frames held back by back-pressure can run now. */
 	if (!c->closing && c->rlen && (conn_process(c) < 0 || conn_check_partial(c) < 0))
 		return;
@@ -1014,6 +1035,8 @@ static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
 		}
 		if (why)
 			conn_kill(c, why);
+		else if (!c->dead)
+			conn_tls_trim(c, now);
 		conn_maybe_free(c);
 	}
 }
