@@ -437,23 +437,28 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	struct rdmem_auth_tcp tok;
 	struct rdmem_auth_tcp_reply ours;
 	struct rdmem_desc rep;
+	uint8_t bind[RDMEM_AUTH_BINDING], *b = NULL;
 	const char *why = "its first frame is not AUTH";
 	int ret;
 
 	if (req->op != RDMEM_OP_AUTH || req->key_len || req->val_len != sizeof(tok))
 		goto refuse;
 	memcpy(&tok, payload, sizeof(tok));
+	/* Under TLS the proof must be bound to this session: one seen elsewhere
+	 * (a plain AUTH, another session) proves nothing here. */
+	if (c->tls && rdmem_tls_binding(c->tls, (b = bind), sizeof(bind)) < 0) {
+		why = rdmem_tls_why(c->tls);
+		goto refuse;
+	}
 	why = "wrong proof";
-	if (rdmem_auth_verify(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
-			      sizeof(tok.mac)) < 0)
+	if (rdmem_auth_tcp_check(auth, 0, tok.nonce, 0, b, tok.mac) < 0)
 		goto refuse;
 	why = "stale or replayed proof";
 	if (rdmem_auth_fresh(auth, rdmem_le64(tok.nonce)) < 0) /* the MACs cover its wire bytes */
 		goto refuse;
 	/* Our nonce makes this connection's frame keys ours too (random bytes: no order). */
 	ours.nonce = rdmem_auth_random64();
-	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &ours.nonce,
-		       sizeof(ours.nonce), ours.mac, sizeof(ours.mac));
+	rdmem_auth_tcp_proof(auth, 1, tok.nonce, ours.nonce, b, ours.mac);
 	/* Under TLS every record is authenticated and encrypted already: the
 	 * secret proves who the peer is, frame tags would add nothing. */
 	c->mac = c->tls ? NULL : rdmem_frame_mac_tcp(auth, tok.nonce, ours.nonce, 1);

@@ -1193,14 +1193,18 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	struct rdmem_auth_tcp tok;
 	struct rdmem_auth_tcp_reply theirs;
 	struct rdmem_tcp_call call;
+	uint8_t bind[RDMEM_AUTH_BINDING], *b = NULL;
 	int ret;
 
 	if (c->mac || rdmem_tcp_client_inflight(c))
 		return -EINVAL; /* the first call of a connection, and only once */
-
+	/* Under TLS both proofs are bound to this session (rdmem/auth.h). */
+	if (c->tls && rdmem_tls_binding(c->tls, (b = bind), sizeof(bind)) < 0) {
+		rdmem_err("tcp: AUTH with %s: %s", c->peer, rdmem_tls_why(c->tls));
+		return -EPROTO;
+	}
 	tok.nonce = rdmem_le64(rdmem_auth_nonce()); /* the wire bytes the MACs cover */
-	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
-		       sizeof(tok.mac));
+	rdmem_auth_tcp_proof(auth, 0, tok.nonce, 0, b, tok.mac);
 	memset(&call, 0, sizeof(call));
 	call.req.op = RDMEM_OP_AUTH;
 	call.req.path = RDMEM_PATH_TCP;
@@ -1219,8 +1223,7 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	if (ret < 0)
 		return ret;
 	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(theirs) ||
-	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &theirs.nonce,
-			      sizeof(theirs.nonce), theirs.mac, sizeof(theirs.mac)) < 0) {
+	    rdmem_auth_tcp_check(auth, 1, tok.nonce, theirs.nonce, b, theirs.mac) < 0) {
 		rdmem_err("tcp: the server %s (status %s)",
 			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
 							: "refused our proof of the shared secret",

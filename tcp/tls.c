@@ -407,6 +407,20 @@ const char *rdmem_tls_desc(struct rdmem_tls *t)
 	return t->why;
 }
 
+int rdmem_tls_binding(struct rdmem_tls *t, uint8_t *out, size_t len)
+{
+	static const char label[] = "EXPORTER-rdmem-auth";
+	int r = t->ready
+		    ? gnutls_prf_rfc5705(t->s, sizeof(label) - 1, label, 0, NULL, len, (char *)out)
+		    : GNUTLS_E_INVALID_REQUEST;
+
+	if (r < 0) {
+		snprintf(t->why, sizeof(t->why), "no TLS exporter value: %s", gnutls_strerror(r));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 const char *rdmem_tls_why(const struct rdmem_tls *t)
 {
 	return t->why[0] ? t->why : "no error";

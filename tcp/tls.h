@@ -66,6 +66,13 @@ int rdmem_tls_handshake(struct rdmem_tls *t);
 int rdmem_tls_ready(const struct rdmem_tls *t);
 /* The version and cipher suite agreed, for log lines (overwrites rdmem_tls_why). */
 const char *rdmem_tls_desc(struct rdmem_tls *t);
+/*
+ * After the handshake: RFC 8446 exporter keying material, label
+ * "EXPORTER-rdmem-auth", RDMEM_AUTH_BINDING (32) bytes. Both ends of one
+ * session get the same bytes, no other session does: the AUTH proofs mix it
+ * in (rdmem/auth.h). 0, or -EPROTO (the reason in rdmem_tls_why).
+ */
+int rdmem_tls_binding(struct rdmem_tls *t, uint8_t *out, size_t len);
 /* Why the last call failed, for log lines. */
 const char *rdmem_tls_why(const struct rdmem_tls *t);
 

@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 
 #include "check.h"
+#include "rdmem/auth.h"
 #include "e2e.h"
 #include "tcp/client.h"
 #include "tcp/tls.h"
@@ -263,18 +264,22 @@ static unsigned relay_get(struct relay *r, int *flipped)
 
 static const struct rdmem_opts tcp_opts = { RDMEM_PATH_TCP, 3000, NULL };
 
-/* The server's STATS over TLS (as the agent would, with a client certificate). */
-static long long server_stat(struct e2e *e, const char *name)
+/* The server's STATS over TLS (as the agent would, with a client certificate),
+ * after AUTH when the server has a secret (secret: its file, else NULL). */
+static long long server_stat_auth(struct e2e *e, const char *secret, const char *name)
 {
 	struct rdmem_tls_files f = { cli_cert, cli_key, ca, NULL };
 	struct rdmem_tls_ctx *x = NULL;
 	struct rdmem_tcp_client *c = NULL;
+	struct rdmem_auth *a = NULL;
 	struct rdmem_tcp_call call;
 	static char text[16384];
 	long long v = -1;
 
-	if (rdmem_tls_ctx_create(&f, 0, &x) < 0)
+	if (rdmem_tls_ctx_create(&f, 0, &x) < 0 || (secret && rdmem_auth_load(secret, &a) < 0)) {
+		rdmem_tls_ctx_free(x);
 		return -1;
+	}
 	memset(&call, 0, sizeof(call));
 	call.req.op = RDMEM_OP_STATS;
 	call.req.flags = RDMEM_F_JSON;
@@ -282,13 +287,20 @@ static long long server_stat(struct e2e *e, const char *name)
 	call.reply_cap = sizeof(text) - 1;
 	if (rdmem_tcp_client_connect("127.0.0.1", (uint16_t)(e->port + 1), 2000, &c) == 0 &&
 	    rdmem_tcp_client_starttls(c, x, "127.0.0.1", 2000) == 0 &&
+	    (!a || rdmem_tcp_client_auth(c, a, 2000) == 0) &&
 	    rdmem_tcp_client_call(c, &call, 5000) == 0 && call.rep.status == RDMEM_S_OK) {
 		text[call.rep.val_len] = '\0';
 		v = e2e_json_num(text, name);
 	}
 	rdmem_tcp_client_close(c);
+	rdmem_auth_free(a);
 	rdmem_tls_ctx_free(x);
 	return v;
+}
+
+static long long server_stat(struct e2e *e, const char *name)
+{
+	return server_stat_auth(e, NULL, name);
 }
 
 /*
@@ -529,6 +541,32 @@ static void test_flipped_request_record(void)
 	flip_case(0);
 }
 
+/* The secret file (s1) and a wrong one (s2), each 160 bytes. */
+static int make_secrets(char *s1, char *s2)
+{
+	char cmd[512];
+
+	snprintf(s1, 160, "%s/secret", dir);
+	snprintf(s2, 160, "%s/wrong", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "umask 077 && echo rdmem-tls-test-secret-0123456789abcdef > %s && "
+		 "echo rdmem-tls-test-wrong-0123456789abcdef > %s",
+		 s1, s2);
+	return sh(cmd);
+}
+
+/* A TLS server with the secret s1 (s2: a wrong one), the relay before it at port. */
+static int secret_rig(struct e2e *e, struct relay *r, char *s1, char *s2, char *port)
+{
+	if (make_secrets(s1, s2) < 0 || e2e_init(e, "tcp") < 0 ||
+	    e2e_server(e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, "--secret-file", s1,
+		       NULL) < 0 ||
+	    relay_start(r, e->port + 1) < 0)
+		return -1;
+	snprintf(port, 16, "%u", r->port);
+	return 0;
+}
+
 /*
  * Secret and certificates combine: AUTH runs inside TLS (no frame tags
  * there: the records authenticate every byte), and a wrong secret is still
@@ -539,21 +577,10 @@ static void test_tls_with_secret(void)
 	struct e2e e;
 	struct relay r;
 	struct proc p2;
-	char port[16], s1[160], s2[160], shm[96], cmd[512];
+	char port[16], s1[160], s2[160], shm[96];
 	uint8_t v[4096];
 
-	snprintf(s1, sizeof(s1), "%s/secret", dir);
-	snprintf(s2, sizeof(s2), "%s/wrong", dir);
-	snprintf(cmd, sizeof(cmd),
-		 "umask 077 && echo rdmem-tls-test-secret-0123456789abcdef > %s && "
-		 "echo rdmem-tls-test-wrong-0123456789abcdef > %s",
-		 s1, s2);
-	REQUIRE(sh(cmd) == 0);
-	REQUIRE(e2e_init(&e, "tcp") == 0);
-	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, "--secret-file",
-			   s1, NULL) == 0);
-	REQUIRE(relay_start(&r, e.port + 1) == 0);
-	snprintf(port, sizeof(port), "%u", r.port);
+	REQUIRE(secret_rig(&e, &r, s1, s2, port) == 0);
 	REQUIRE(e2e_agent(&e, "--tcp-port", port, "--tls-ca", ca, "--secret-file", s1, NULL) == 0);
 	e2e_fill(v, sizeof(v), 5);
 	CHECK_EQ(rdmem_put(e.h, "sec", 3, v, sizeof(v), &tcp_opts), 0);
@@ -570,6 +597,78 @@ static void test_tls_with_secret(void)
 	CHECK(!proc_log_has(&p2, "tcp: connected"));
 	proc_stop(&p2, SIGTERM, 5000);
 	shm_unlink(shm);
+	rig_stop(&e, &r);
+}
+
+/* Sends the AUTH value tok (a captured one) in a TLS session of our own: the reply's status. */
+static int replay_auth_over_tls(unsigned port, const uint8_t *tok)
+{
+	struct rdmem_tls_files f = { NULL, NULL, ca, NULL };
+	struct rdmem_tls_ctx *x = NULL;
+	struct rdmem_tcp_client *c = NULL;
+	struct rdmem_auth_tcp_reply theirs;
+	struct rdmem_tcp_call call;
+	int st = -1;
+
+	if (rdmem_tls_ctx_create(&f, 0, &x) < 0)
+		return -1;
+	memset(&call, 0, sizeof(call));
+	call.req.op = RDMEM_OP_AUTH;
+	call.req.path = RDMEM_PATH_TCP;
+	call.req.val_len = sizeof(struct rdmem_auth_tcp);
+	call.val = tok;
+	call.reply = &theirs;
+	call.reply_cap = sizeof(theirs);
+	if (rdmem_tcp_client_connect("127.0.0.1", (uint16_t)port, 2000, &c) == 0 &&
+	    rdmem_tcp_client_starttls(c, x, "127.0.0.1", 2000) == 0 &&
+	    rdmem_tcp_client_call(c, &call, 3000) == 0)
+		st = call.rep.status;
+	rdmem_tcp_client_close(c);
+	rdmem_tls_ctx_free(x);
+	return st;
+}
+
+/*
+ * Under TLS frames carry no tags, so AUTH must be bound to the session: a
+ * plain agent with the secret dials the TLS server and sends its AUTH in the
+ * clear (the relay records it); replayed inside another TLS session, still
+ * fresh and never seen by the server, it is refused and counted. The honest
+ * TLS agent with the secret works.
+ */
+static void test_auth_replay_over_tls_refused(void)
+{
+	struct e2e e;
+	struct relay r;
+	struct proc p2;
+	char port[16], s1[160], s2[160], shm[96];
+	uint8_t auth[RDMEM_DESC_SIZE + sizeof(struct rdmem_auth_tcp)], v[700];
+	uint16_t op = 0;
+
+	REQUIRE(secret_rig(&e, &r, s1, s2, port) == 0);
+	snprintf(shm, sizeof(shm), "%s-p", e.shm);
+	memset(&p2, 0, sizeof(p2));
+	REQUIRE(e2e_second_agent(&e, &p2, shm, "--tcp-port", port, "--connect-timeout", "1000",
+				 "--secret-file", s1, NULL) == 0);
+	CHECK(ping_via(shm) < 0);
+	proc_stop(&p2, SIGTERM, 5000);
+	shm_unlink(shm);
+	/* The agent speaks first: the capture starts with its AUTH frame. */
+	pthread_mutex_lock(&r.lock);
+	REQUIRE(r.cap_len >= sizeof(auth));
+	memcpy(auth, r.cap, sizeof(auth));
+	pthread_mutex_unlock(&r.lock);
+	memcpy(&op, auth + 8, sizeof(op));
+	REQUIRE(op == RDMEM_OP_AUTH);
+	CHECK_EQ(replay_auth_over_tls(e.port + 1, auth + RDMEM_DESC_SIZE), RDMEM_S_DENIED);
+	CHECK(proc_log_has(&e.server, "did not prove the shared secret (wrong proof)"));
+	CHECK_EQ(server_stat_auth(&e, s1, "auth_failures"), 1);
+	/* The honest agent, TLS and the secret: AUTH bound to its session checks. */
+	REQUIRE(e2e_agent(&e, "--tls-ca", ca, "--secret-file", s1, NULL) == 0);
+	e2e_fill(v, sizeof(v), 9);
+	CHECK_EQ(rdmem_put(e.h, "hb", 2, v, sizeof(v), &tcp_opts), 0);
+	CHECK_EQ(get_is(&e, "hb", v, sizeof(v)), 0);
+	CHECK_EQ(e2e_stat(&e, "tls.handshakes"), 1);
+	CHECK_EQ(server_stat_auth(&e, s1, "auth_failures"), 1);
 	rig_stop(&e, &r);
 }
 
@@ -679,6 +778,7 @@ int main(void)
 	RUN(test_wrong_name_refused);
 	RUN(test_client_cert_required);
 	RUN(test_tls_with_secret);
+	RUN(test_auth_replay_over_tls_refused);
 	RUN(test_mismatched_ends);
 	RUN(test_flipped_reply_record);
 	RUN(test_flipped_request_record);
