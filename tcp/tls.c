@@ -370,15 +370,40 @@ static void tls_explain(struct rdmem_tls *t, int r)
 		 t->out_of_memory ? "out of memory" : gnutls_strerror(r));
 }
 
+static size_t tls_in_left(const struct rdmem_tls *t)
+{
+	return t->in_len - t->in_pos;
+}
+
+/*
+ * GnuTLS said E_AGAIN, yet it consumed ciphertext and more is waiting: after
+ * a record that carries no data (a post-handshake KeyUpdate, GnuTLS 3.7)
+ * it returns E_AGAIN without reading on. The loops only receive again once
+ * the in-buffer is empty, so the caller must call again, or the connection
+ * stalls with the next records unread.
+ */
+static int tls_again_with_input(const struct rdmem_tls *t, size_t before)
+{
+	size_t left = tls_in_left(t);
+
+	return left && left < before;
+}
+
 int rdmem_tls_handshake(struct rdmem_tls *t)
 {
 	int r;
 
 	if (t->ready)
 		return 0;
-	do
+	for (;;) {
+		size_t before = tls_in_left(t);
+
 		r = gnutls_handshake(t->s);
-	while (r < 0 && r != GNUTLS_E_AGAIN && !gnutls_error_is_fatal(r));
+		if (r == GNUTLS_E_AGAIN && tls_again_with_input(t, before))
+			continue;
+		if (r >= 0 || r == GNUTLS_E_AGAIN || gnutls_error_is_fatal(r))
+			break;
+	}
 	if (r == GNUTLS_E_AGAIN)
 		return -EAGAIN;
 	if (r < 0) {
@@ -429,10 +454,13 @@ const char *rdmem_tls_why(const struct rdmem_tls *t)
 ssize_t rdmem_tls_recv(struct rdmem_tls *t, void *buf, size_t len)
 {
 	for (;;) {
+		size_t before = tls_in_left(t);
 		ssize_t r = gnutls_record_recv(t->s, buf, len);
 
 		if (r >= 0)
 			return r;
+		if (r == GNUTLS_E_AGAIN && tls_again_with_input(t, before))
+			continue;
 		if (r == GNUTLS_E_AGAIN)
 			return -EAGAIN;
 		if (r == GNUTLS_E_FATAL_ALERT_RECEIVED) {

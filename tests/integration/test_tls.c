@@ -14,6 +14,7 @@
  *   counted, and an honest agent works meanwhile.
  */
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -30,6 +32,7 @@
 #include "rdmem/auth.h"
 #include "e2e.h"
 #include "tcp/client.h"
+#include "tcp/frame.h"
 #include "tcp/tls.h"
 
 #define CAP_MAX	  (16u << 20) /* bytes the relay records, both ways */
@@ -672,6 +675,81 @@ static void test_auth_replay_over_tls_refused(void)
 	rig_stop(&e, &r);
 }
 
+/* Whole TLS records of plaintext until n bytes came; 0, or -1 (3 s passed, closed). */
+static int gnutls_recv_all(gnutls_session_t s, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = gnutls_record_recv(s, p, n);
+
+		if (r <= 0)
+			return -1; /* E_AGAIN here is SO_RCVTIMEO: no answer */
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * A GnuTLS peer (blocking, in this thread) that updates its keys right after
+ * the handshake (a TLS 1.3 KeyUpdate record) and then pings: the reply's
+ * status, or -1 when none came within 3 s.
+ */
+static int keyupdate_then_ping(unsigned port)
+{
+	gnutls_certificate_credentials_t cred = NULL;
+	gnutls_session_t s = NULL;
+	struct timeval tv = { 3, 0 };
+	struct rdmem_desc d;
+	struct rdmem_frame f;
+	uint8_t req[RDMEM_DESC_SIZE], rep[RDMEM_DESC_SIZE];
+	int fd = relay_dial(port), r = -1, st = -1;
+
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    gnutls_certificate_allocate_credentials(&cred) < 0 ||
+	    gnutls_certificate_set_x509_trust_file(cred, ca, GNUTLS_X509_FMT_PEM) <= 0 ||
+	    gnutls_init(&s, GNUTLS_CLIENT) < 0)
+		goto out;
+	if (gnutls_priority_set_direct(s, "NORMAL:-VERS-ALL:+VERS-TLS1.3", NULL) < 0 ||
+	    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cred) < 0)
+		goto out;
+	gnutls_transport_set_int(s, fd);
+	do
+		r = gnutls_handshake(s);
+	while (r < 0 && !gnutls_error_is_fatal(r));
+	if (r < 0 || gnutls_session_key_update(s, 0) < 0)
+		goto out;
+	memset(&d, 0, sizeof(d));
+	d.state = RDMEM_FRAME_MAGIC;
+	d.op = RDMEM_OP_PING;
+	d.path = RDMEM_PATH_TCP;
+	d.req_id = 7;
+	rdmem_frame_put(req, &d);
+	if (gnutls_record_send(s, req, sizeof(req)) == (ssize_t)sizeof(req) &&
+	    gnutls_recv_all(s, rep, sizeof(rep)) == 0 &&
+	    rdmem_frame_parse(rep, sizeof(rep), 0, &f) == RDMEM_FRAME_OK && f.desc.req_id == 7)
+		st = f.desc.status;
+out:
+	if (s)
+		gnutls_deinit(s);
+	if (cred)
+		gnutls_certificate_free_credentials(cred);
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
+/* A KeyUpdate leaves records in the session's in-buffer: they are read on. */
+static void test_key_update_answered(void)
+{
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, NULL) == 0);
+	CHECK_EQ(keyupdate_then_ping(e.port + 1), RDMEM_S_OK);
+	CHECK_EQ(server_stat(&e, "tls.handshakes"), 2);
+	e2e_fini(&e);
+}
+
 /* One end with TLS, the other without: no call goes through, each says why. */
 static void test_mismatched_ends(void)
 {
@@ -780,6 +858,7 @@ int main(void)
 	RUN(test_tls_with_secret);
 	RUN(test_auth_replay_over_tls_refused);
 	RUN(test_mismatched_ends);
+	RUN(test_key_update_answered);
 	RUN(test_flipped_reply_record);
 	RUN(test_flipped_request_record);
 	RUN(test_stalled_handshake_closed);
