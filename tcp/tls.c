@@ -41,6 +41,10 @@ struct rdmem_tls {
 	int ready;
 	int out_of_memory;
 	char why[256];
+	/* What the peer's certificate must carry, read by GnuTLS during the
+	 * handshake (gnutls_session_set_verify_cert2 keeps the pointer). */
+	gnutls_typed_vdata_st vdata[2];
+	char name[256];
 };
 
 /* ---- files ----------------------------------------------------------------- */
@@ -236,6 +240,24 @@ static int tls_is_ip(const char *host)
 	return inet_pton(AF_INET, host, b) == 1 || inet_pton(AF_INET6, host, b) == 1;
 }
 
+/*
+ * The peer's chain must lead to our CA, and its certificate be meant for
+ * its end (extended key usage): a server certificate from the same CA is
+ * not a client's, nor the reverse. A certificate without the extension
+ * passes (GnuTLS: no restriction stated). name: the server's, agent only.
+ */
+static void tls_verify_peer(struct rdmem_tls *t, const char *purpose, const char *name)
+{
+	unsigned n = 0;
+
+	t->vdata[n++] =
+	    (gnutls_typed_vdata_st){ GNUTLS_DT_KEY_PURPOSE_OID, (unsigned char *)purpose, 0 };
+	if (name)
+		t->vdata[n++] =
+		    (gnutls_typed_vdata_st){ GNUTLS_DT_DNS_HOSTNAME, (unsigned char *)name, 0 };
+	gnutls_session_set_verify_cert2(t->s, t->vdata, n, 0);
+}
+
 /* The agent checks the server's chain and that it names the server. */
 static int tls_client_setup(struct rdmem_tls *t, const char *host)
 {
@@ -244,10 +266,12 @@ static int tls_client_setup(struct rdmem_tls *t, const char *host)
 
 	if (!name || !*name)
 		return GNUTLS_E_INVALID_REQUEST;
+	if ((size_t)snprintf(t->name, sizeof(t->name), "%s", name) >= sizeof(t->name))
+		return GNUTLS_E_INVALID_REQUEST;
 	if (!tls_is_ip(name)) /* SNI carries names only */
 		r = gnutls_server_name_set(t->s, GNUTLS_NAME_DNS, name, strlen(name));
 	if (r == 0)
-		gnutls_session_set_verify_cert(t->s, name, 0);
+		tls_verify_peer(t, GNUTLS_KP_TLS_WWW_SERVER, t->name);
 	return r;
 }
 
@@ -275,7 +299,7 @@ int rdmem_tls_new(struct rdmem_tls_ctx *x, const char *host, size_t in_cap, stru
 		r = gnutls_credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, x->cred);
 	if (r == 0 && x->verify_peer) {
 		gnutls_certificate_server_set_request(t->s, GNUTLS_CERT_REQUIRE);
-		gnutls_session_set_verify_cert(t->s, NULL, 0);
+		tls_verify_peer(t, GNUTLS_KP_TLS_WWW_CLIENT, NULL);
 	}
 	if (r == 0 && !x->server)
 		r = tls_client_setup(t, host);

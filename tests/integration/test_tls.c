@@ -41,6 +41,8 @@
 static char dir[128];
 static char ca[160], ca_key[160], srv_cert[160], srv_key[160], cli_cert[160], cli_key[160];
 static char other_ca[160], other_cli_cert[160], other_cli_key[160];
+/* From the right CA for the wrong end: server-only (serverAuth), client-only (clientAuth). */
+static char srvonly_cert[160], srvonly_key[160], clionly_cert[160], clionly_key[160];
 
 /* ---- certificates ------------------------------------------------------------ */
 
@@ -75,6 +77,9 @@ static int make_cert(const char *name, const char *cn, const char *ca_name, cons
 	return sh(cmd);
 }
 
+/* The server's names, then (the shell's printf makes the \\n a newline) its purpose. */
+#define SRV_EXT "subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage="
+
 static int make_certs(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/rdmem-tls-%d", (int)getpid());
@@ -88,12 +93,17 @@ static int make_certs(void)
 	snprintf(other_ca, sizeof(other_ca), "%s/other.pem", dir);
 	snprintf(other_cli_cert, sizeof(other_cli_cert), "%s/ocli.pem", dir);
 	snprintf(other_cli_key, sizeof(other_cli_key), "%s/ocli.key", dir);
+	snprintf(srvonly_cert, sizeof(srvonly_cert), "%s/srvonly.pem", dir);
+	snprintf(srvonly_key, sizeof(srvonly_key), "%s/srvonly.key", dir);
+	snprintf(clionly_cert, sizeof(clionly_cert), "%s/clionly.pem", dir);
+	snprintf(clionly_key, sizeof(clionly_key), "%s/clionly.key", dir);
 	return make_cert("ca", "rdmem-test-ca", NULL, NULL) ||
 		       make_cert("other", "rdmem-other-ca", NULL, NULL) ||
-		       make_cert("srv", "localhost", "ca",
-				 "subjectAltName=DNS:localhost,IP:127.0.0.1") ||
+		       make_cert("srv", "localhost", "ca", SRV_EXT "serverAuth") ||
 		       make_cert("cli", "agent-1", "ca", "extendedKeyUsage=clientAuth") ||
-		       make_cert("ocli", "agent-x", "other", "extendedKeyUsage=clientAuth")
+		       make_cert("ocli", "agent-x", "other", "extendedKeyUsage=clientAuth") ||
+		       make_cert("srvonly", "agent-s", "ca", "extendedKeyUsage=serverAuth") ||
+		       make_cert("clionly", "localhost", "ca", SRV_EXT "clientAuth")
 		   ? -1
 		   : 0;
 }
@@ -502,6 +512,39 @@ static void test_client_cert_required(void)
 	rig_stop(&e, &r);
 }
 
+/*
+ * Certificates from the right CA but for the other end are refused
+ * (extended key usage): a server-only one offered by an agent, a
+ * client-only one offered by a server. Both sides count it.
+ */
+static void test_wrong_purpose_refused(void)
+{
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", srv_cert, "--tls-key", srv_key, "--tls-ca", ca,
+			   NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--tls-ca", ca, "--tls-cert", srvonly_cert, "--tls-key", srvonly_key,
+			  "--connect-timeout", "1000", NULL) == 0);
+	CHECK(rdmem_ping(e.h, &(struct rdmem_opts){ RDMEM_PATH_TCP, 1500, NULL }) < 0);
+	CHECK(proc_log_has(&e.server, "does not match the intended purpose"));
+	CHECK(proc_log_has(&e.agent, "refused our TLS session"));
+	CHECK(server_stat(&e, "tls.handshake_failures") >= 1);
+	CHECK_EQ(e2e_stat(&e, "tls.handshakes"), 0);
+	e2e_fini(&e);
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--tls-cert", clionly_cert, "--tls-key", clionly_key, NULL) ==
+		0);
+	REQUIRE(e2e_agent(&e, "--tls-ca", ca, "--connect-timeout", "1000", NULL) == 0);
+	CHECK(rdmem_ping(e.h, &(struct rdmem_opts){ RDMEM_PATH_TCP, 1500, NULL }) < 0);
+	CHECK(proc_log_has(&e.agent, "the server's certificate refused"));
+	CHECK(proc_log_has(&e.agent, "does not match the intended purpose"));
+	CHECK(e2e_stat(&e, "tls.handshake_failures") >= 1);
+	CHECK_EQ(e2e_stat(&e, "tls.handshakes"), 0);
+	e2e_fini(&e);
+}
+
 /* One byte flipped in a record: the connection breaks, never wrong bytes. */
 static void flip_case(int down)
 {
@@ -855,6 +898,7 @@ int main(void)
 	RUN(test_wrong_ca_refused);
 	RUN(test_wrong_name_refused);
 	RUN(test_client_cert_required);
+	RUN(test_wrong_purpose_refused);
 	RUN(test_tls_with_secret);
 	RUN(test_auth_replay_over_tls_refused);
 	RUN(test_mismatched_ends);
