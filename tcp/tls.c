@@ -22,6 +22,7 @@
 #include "rdmem/util.h"
 
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+#define TLS_NAME_MAX 253 /* characters in a DNS name (RFC 1035) */
 
 struct rdmem_tls_ctx {
 	gnutls_certificate_credentials_t cred;
@@ -59,6 +60,10 @@ const char *rdmem_tls_files_misuse(const struct rdmem_tls_files *f, int server)
 	if (!server && !f->ca && (f->cert || f->server_name))
 		return "--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA the "
 		       "server's certificate must be signed by)";
+	/* A DNS name has at most 253 characters; empty would mean no check at all. */
+	if (f->server_name && (!*f->server_name || strlen(f->server_name) > TLS_NAME_MAX))
+		return "--tls-server-name needs 1 to 253 characters (the name the server's "
+		       "certificate carries)";
 	return NULL;
 }
 

@@ -1,7 +1,8 @@
 /* test_opts_tls.c - the TLS flags of rdmem-server and rdmem-agent: in
  * --help, a cert without its key (and the like) refused at parse time
  * (exit 2), and files checked at start (exit 1): missing, not a regular
- * file, a key readable by others; each error names the flag. */
+ * file, a key readable by others; each error names the flag.
+ * --tls-server-name empty or over 253 characters: refused (exit 2). */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -55,13 +56,20 @@ static void test_server_tls_flags(void)
 
 static void test_agent_tls_flags(void)
 {
-	char a[1024];
+	char a[1024], name[255];
 
 	expect("rdmem-agent", "-s 127.0.0.1 --tls-cert /x.pem --tls-key /x.key", 2,
 	       "need --tls-ca");
 	expect("rdmem-agent", "-s 127.0.0.1 --tls-server-name x", 2, "need --tls-ca");
 	expect("rdmem-agent", "-s 127.0.0.1 --tls-ca /x.pem --tls-cert /x.pem", 2,
 	       "--tls-cert needs --tls-key");
+	/* A name the check would not use as given: refused, not truncated or dropped. */
+	expect("rdmem-agent", "-s 127.0.0.1 --tls-ca /x.pem --tls-server-name ''", 2,
+	       "--tls-server-name needs 1 to 253 characters");
+	memset(name, 'a', 254);
+	name[254] = '\0';
+	snprintf(a, sizeof(a), "-s 127.0.0.1 --tls-ca /x.pem --tls-server-name %s", name);
+	expect("rdmem-agent", a, 2, "--tls-server-name needs 1 to 253 characters");
 	snprintf(a, sizeof(a),
 		 "-s 127.0.0.1 --fabric tcp --shm-name /rdmem-opts-tls-%d "
 		 "--tls-ca /nonexistent.pem",
