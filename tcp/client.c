@@ -41,7 +41,8 @@
 #define CLI_SLOT_BITS  16
 /* Ciphertext per recv with TLS: one connection per agent, so a large one
  * (fewer recvs for a large value; without TLS it lands in the caller's buffer). */
-#define CLI_TLS_IN (256u << 10)
+#define CLI_TLS_IN    (256u << 10)
+#define CLI_TLS_CHUNK (1u << 20) /* request bytes encrypted per send */
 
 enum cli_ud { UD_SEND = 1, UD_RECV, UD_WATCH, UD_CANCEL };
 
@@ -94,7 +95,7 @@ struct rdmem_tcp_client {
 	struct rdmem_tls *tls;
 	uint8_t *tls_out;
 	size_t tls_out_len, tls_out_cap, tls_out_sent;
-	size_t tls_plain; /* request bytes of the send_batch calls in tls_out */
+	size_t tls_plain; /* request bytes in tls_out (of the send_batch calls) */
 	int tls_err;	  /* why the handshake failed (-errno), 0 if it did not */
 	uint64_t tls_record_failures;
 	int tls_refused; /* the server sent a fatal alert after the handshake */
@@ -303,28 +304,63 @@ static unsigned cli_build_iov(struct rdmem_tcp_client *c, unsigned *niov)
 	return calls;
 }
 
+/* Cuts the iovecs to at most cap bytes: their plaintext length. */
+static size_t cli_iov_cap(struct rdmem_tcp_client *c, unsigned *n, size_t cap)
+{
+	size_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < *n && sum < cap; i++) {
+		if (c->iov[i].iov_len > cap - sum)
+			c->iov[i].iov_len = cap - sum;
+		sum += c->iov[i].iov_len;
+	}
+	*n = i;
+	return sum;
+}
+
+/* How many calls of the send queue the next plain bytes (from head_off) reach. */
+static unsigned cli_calls_in(const struct rdmem_tcp_client *c, size_t plain)
+{
+	unsigned k = 0;
+
+	plain += c->head_off;
+	while (k < c->sq_len && plain) {
+		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
+		uint64_t len = cli_call_len(c, c->slots[slot].call);
+
+		k++;
+		if (plain <= len)
+			break;
+		plain -= len;
+	}
+	return k;
+}
+
 /*
  * With TLS: once the last ciphertext is all sent, the next calls are
  * encrypted (with any handshake or alert bytes the session has waiting)
- * and sent from tls_out; a short send resumes where it stopped.
+ * and sent from tls_out; a short send resumes where it stopped. At most
+ * CLI_TLS_CHUNK bytes of them at a time: a batch of large values is not
+ * held twice more (GnuTLS's cork buffer, all its ciphertext) while it goes;
+ * the rest follows once that much is with the kernel (cli_sent: head_off).
  */
 static void cli_tls_arm_send(struct rdmem_tcp_client *c)
 {
 	struct io_uring_sqe *sqe;
-	unsigned n = 0, i;
+	unsigned n = 0;
 
 	if (c->tls_out_len == 0) {
 		if (rdmem_tls_ready(c->tls) && c->sq_len) {
-			c->send_batch = cli_build_iov(c, &n);
-			if (!c->send_batch)
+			if (!cli_build_iov(c, &n))
 				return;
+			c->tls_plain = cli_iov_cap(c, &n, CLI_TLS_CHUNK);
+			c->send_batch = cli_calls_in(c, c->tls_plain);
 			if (rdmem_tls_sendv(c->tls, c->iov, n) < 0) {
 				c->send_batch = 0;
 				cli_kill(c, "TLS could not encrypt a request");
 				return;
 			}
-			for (c->tls_plain = 0, i = 0; i < n; i++)
-				c->tls_plain += c->iov[i].iov_len;
 		}
 		rdmem_tls_out_take(c->tls, &c->tls_out, &c->tls_out_len, &c->tls_out_cap);
 		c->tls_out_sent = 0;

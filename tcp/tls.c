@@ -22,7 +22,8 @@
 #include "rdmem/util.h"
 
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3"
-#define TLS_NAME_MAX 253 /* characters in a DNS name (RFC 1035) */
+#define TLS_CORK_MAX (16u << 10) /* a piece this large fills a record alone */
+#define TLS_NAME_MAX 253	 /* characters in a DNS name (RFC 1035) */
 
 struct rdmem_tls_ctx {
 	gnutls_certificate_credentials_t cred;
@@ -507,16 +508,34 @@ ssize_t rdmem_tls_recv(struct rdmem_tls *t, void *buf, size_t len)
 	}
 }
 
+/* Corks (on) or flushes what is corked into records (off): 0 or a GnuTLS error. */
+static int tls_cork(struct rdmem_tls *t, int on)
+{
+	int r;
+
+	if (on) {
+		gnutls_record_cork(t->s);
+		return 0;
+	}
+	r = gnutls_record_uncork(t->s, GNUTLS_RECORD_WAIT);
+	return r < 0 ? r : 0;
+}
+
 int rdmem_tls_sendv(struct rdmem_tls *t, const struct iovec *iov, unsigned n)
 {
 	unsigned i;
-	int r = 0, cork = n > 1; /* many small pieces: few full records; one: no copy */
+	int r = 0, cork = 0;
 
-	if (cork)
-		gnutls_record_cork(t->s);
 	for (i = 0; i < n; i++) {
 		const uint8_t *p = iov[i].iov_base;
 		size_t off = 0;
+		/* Small pieces corked together make few full records; a large one
+		 * goes record by record, without GnuTLS copying it first. */
+		int small = n > 1 && iov[i].iov_len < TLS_CORK_MAX;
+
+		if (small != cork && (r = tls_cork(t, small)) < 0)
+			goto fail;
+		cork = small;
 
 		while (off < iov[i].iov_len) { /* a record at a time unless corked */
 			ssize_t w = gnutls_record_send(t->s, p + off, iov[i].iov_len - off);
@@ -528,7 +547,7 @@ int rdmem_tls_sendv(struct rdmem_tls *t, const struct iovec *iov, unsigned n)
 			off += (size_t)w;
 		}
 	}
-	if (!cork || (r = gnutls_record_uncork(t->s, GNUTLS_RECORD_WAIT)) >= 0)
+	if (!cork || (r = tls_cork(t, 0)) >= 0)
 		return 0;
 fail:
 	snprintf(t->why, sizeof(t->why), "%s",
