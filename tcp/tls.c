@@ -44,7 +44,7 @@ struct rdmem_tls {
 	int out_of_memory;
 	char why[256];
 	/* What the peer's certificate must carry, read by GnuTLS during the
-	 * handshake (gnutls_session_set_verify_cert2 keeps the pointer). */
+	 * handshake: gnutls_session_set_verify_cert2 may keep the pointer. */
 	gnutls_typed_vdata_st vdata[2];
 	char name[256];
 };
