@@ -17,7 +17,7 @@ CPPFLAGS += -Iinclude -I.
 # once, with the Debian package that provides it, before anything builds
 # (not for goals that build nothing).
 DEPS	:= libibverbs:libibverbs-dev librdmacm:librdmacm-dev liburing:liburing-dev \
-	   libsodium:libsodium-dev
+	   libsodium:libsodium-dev gnutls:libgnutls28-dev
 DEP_NAMES := $(foreach d,$(DEPS),$(firstword $(subst :, ,$(d))))
 NOBUILD_GOALS := clean format format-check uninstall
 ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)

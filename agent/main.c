@@ -26,12 +26,15 @@
 #include "shm/door.h"
 #include "shm/segment.h"
 #include "rdmem/util.h"
+#include "tcp/tls.h"
 
 struct rdmem_agent_opts {
 	struct rdmem_agent_config cfg;
 	struct rdmem_frontdoor_config fd;
 	const char *fabric; /* NULL: choose */
 	const char *secret_file;
+	struct rdmem_tls_files tls; /* --tls-ca, --tls-cert, --tls-key, --tls-server-name */
+	struct rdmem_tls_ctx *tls_ctx;
 	uint32_t port, tcp_port, connect_timeout_ms;
 	uint32_t metrics_port; /* 0: no /metrics endpoint */
 	const char *metrics_bind;
@@ -83,6 +86,12 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --busy-poll            never sleep when idle (dedicated cores)\n"
 	    "      --secret-file PATH     prove this shared secret to the server, and check\n"
 	    "                             that the server knows it too (mode 0600 file)\n"
+	    "      --tls-ca PATH          TLS 1.3 to the server's TCP port: its certificate\n"
+	    "                             must chain to this CA (PEM) and carry its name\n"
+	    "      --tls-server-name NAME the name to check (default: the --server host)\n"
+	    "      --tls-cert PATH        our client certificate (PEM), for a server that\n"
+	    "                             requires one; with --tls-key\n"
+	    "      --tls-key PATH         its private key (PEM, mode 0600 file)\n"
 	    "      --source ADDR          local address to dial RDMA from (picks the device)\n"
 	    "      --simulate-rdma-down   fault injection: RDMA unavailable\n"
 	    "      --simulate-rdma-op-fail N      fail the next N RDMA operations\n"
@@ -178,6 +187,10 @@ enum {
 	OPT_RESP_BIND,
 	OPT_RESP_SOCKET,
 	OPT_RESP_MAX_CONNS,
+	OPT_TLS_CA,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
+	OPT_TLS_NAME,
 };
 
 static const struct option rdmem_agent_longopts[] = {
@@ -208,6 +221,10 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "tls-server-name", required_argument, NULL, OPT_TLS_NAME },
 	{ "source", required_argument, NULL, OPT_SOURCE },
 	{ "max-reads", required_argument, NULL, OPT_MAX_READS },
 	{ "rdma-stall-ms", required_argument, NULL, OPT_STALL },
@@ -326,6 +343,18 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	case OPT_RESP_SOCKET:
 		o->resp.socket = arg;
 		return 0;
+	case OPT_TLS_CA:
+		o->tls.ca = arg;
+		return 0;
+	case OPT_TLS_CERT:
+		o->tls.cert = arg;
+		return 0;
+	case OPT_TLS_KEY:
+		o->tls.key = arg;
+		return 0;
+	case OPT_TLS_NAME:
+		o->tls.server_name = arg;
+		return 0;
 	case OPT_SOURCE:
 		o->cfg.source = arg;
 		return 0;
@@ -394,6 +423,10 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 		rdmem_agent_usage(stderr);
 		return -EINVAL;
 	}
+	if (rdmem_tls_files_misuse(&o->tls, 0)) {
+		fprintf(stderr, "rdmem-agent: %s\n", rdmem_tls_files_misuse(&o->tls, 0));
+		return -EINVAL;
+	}
 	o->cfg.port = (uint16_t)o->port;
 	o->cfg.tcp_port = (uint16_t)(o->tcp_port ? o->tcp_port : o->port + 1);
 	o->cfg.clients = o->fd.clients;
@@ -418,16 +451,22 @@ struct rdmem_agent {
 
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
-	struct rdmem_tcp_actor_config tc = {
-		o->cfg.server, o->cfg.tcp_port,		  o->cfg.clients,
-		o->cfg.slots,  o->cfg.connect_timeout_ms, o->cfg.busy_poll,
-		NULL
-	};
+	struct rdmem_tcp_actor_config tc = { o->cfg.server,
+					     o->cfg.tcp_port,
+					     o->cfg.clients,
+					     o->cfg.slots,
+					     o->cfg.connect_timeout_ms,
+					     o->cfg.busy_poll,
+					     NULL,
+					     NULL };
 	int ret;
 
 	if (o->secret_file && (ret = rdmem_auth_load(o->secret_file, &o->cfg.auth)) < 0)
 		return ret;
 	tc.auth = o->cfg.auth;
+	if (o->tls.ca && (ret = rdmem_tls_ctx_create(&o->tls, 0, &o->tls_ctx)) < 0)
+		return ret;
+	tc.tls = o->tls_ctx;
 	if ((ret = rdmem_frontdoor_create(&o->fd, &a->fd)) < 0)
 		return ret;
 	if ((ret = rdmem_tcp_actor_start(&tc, a->fd, &a->tcp)) < 0)
@@ -506,5 +545,6 @@ int main(int argc, char **argv)
 	}
 	rdmem_agent_stop(&a);
 	rdmem_auth_free(o.cfg.auth);
+	rdmem_tls_ctx_free(o.tls_ctx);
 	return ret == 0 ? 0 : 1;
 }

@@ -124,6 +124,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("tcp.mac_failures", C, tcp.mac_failures,
 	  "TCP replies whose MAC failed (changed, replayed, dropped, reflected): each "
 	  "reconnected."),
+	S("tls.handshakes", C, tcp.tls_handshakes, "TLS sessions established with the server."),
+	S("tls.handshake_failures", C, tcp.tls_handshake_failures,
+	  "TLS handshakes that failed (certificate refused, refused by the server, timed out)."),
+	S("tls.record_failures", C, tcp.tls_record_failures,
+	  "TLS records from the server that failed to decrypt: each reconnected."),
 	S("frontdoor.clients", G, fd.attached, "Local processes attached to the front door."),
 	S("frontdoor.inflight", G, fd.inflight, "Front-door calls not completed yet."),
 	S("frontdoor.calls", C, fd.calls, "Calls taken from the SHM ring."),

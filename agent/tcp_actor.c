@@ -26,7 +26,8 @@
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
 	atomic_uint_fast64_t calls, ok, failed, retried, unreachable, timeouts, connects,
-	    disconnects, bytes_out, bytes_in, mac_failures;
+	    disconnects, bytes_out, bytes_in, mac_failures, tls_handshakes, tls_handshake_failures,
+	    tls_record_failures;
 	atomic_uint connected, inflight, waiting;
 };
 
@@ -151,26 +152,44 @@ static int rdmem_tcp_bind(struct rdmem_tcp_actor *a)
 	return 0;
 }
 
-/* Closes the connection, keeping its count of replies that failed their MAC. */
+/* Closes the connection, keeping its counts of replies that failed their MAC or TLS. */
 static void rdmem_tcp_close_client(struct rdmem_tcp_actor *a)
 {
 	rdmem_tcp_count(&a->c.mac_failures, rdmem_tcp_client_mac_failures(a->cli));
+	rdmem_tcp_count(&a->c.tls_record_failures, rdmem_tcp_client_tls_record_failures(a->cli));
 	rdmem_tcp_client_close(a->cli);
 	a->cli = NULL;
 }
 
+/*
+ * A TLS session counts as made once the connection is set up: a TLS 1.3
+ * server refuses a client certificate only after the client's handshake
+ * ended, with an alert the first read (BIND's reply) meets.
+ */
+static void rdmem_tcp_count_tls(struct rdmem_tcp_actor *a, int handshake_ret)
+{
+	int refused = handshake_ret < 0 || (a->cli && rdmem_tcp_client_tls_refused(a->cli));
+
+	rdmem_tcp_count(refused ? &a->c.tls_handshake_failures : &a->c.tls_handshakes, 1);
+}
+
 static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 {
-	int ret;
+	int ret, tls_ret = 0;
 
 	if (now < a->next_connect_ns)
 		return;
 	ret =
 	    rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms, &a->cli);
+	if (ret == 0 && a->cfg.tls)
+		ret = tls_ret = rdmem_tcp_client_starttls(a->cli, a->cfg.tls, a->cfg.host,
+							  a->cfg.connect_timeout_ms);
 	if (ret == 0 && a->cfg.auth)
 		ret = rdmem_tcp_client_auth(a->cli, a->cfg.auth, a->cfg.connect_timeout_ms);
 	if (ret == 0)
 		ret = rdmem_tcp_bind(a);
+	if (a->cli && a->cfg.tls)
+		rdmem_tcp_count_tls(a, tls_ret);
 	if (ret < 0 && a->cli)
 		rdmem_tcp_close_client(a);
 	if (ret < 0) {
@@ -521,6 +540,9 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(bytes_out);
 	RDMEM_LOAD(bytes_in);
 	RDMEM_LOAD(mac_failures);
+	RDMEM_LOAD(tls_handshakes);
+	RDMEM_LOAD(tls_handshake_failures);
+	RDMEM_LOAD(tls_record_failures);
 	RDMEM_LOAD(connected);
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);

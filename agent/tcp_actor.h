@@ -16,6 +16,7 @@
 #include "agent/frontdoor.h"
 
 struct rdmem_tcp_actor;
+struct rdmem_tls_ctx;
 
 struct rdmem_tcp_actor_config {
 	const char *host;
@@ -23,12 +24,14 @@ struct rdmem_tcp_actor_config {
 	uint32_t clients, slots; /* front-door geometry: one TCP call per client slot */
 	int connect_timeout_ms;
 	int busy_poll;
-	struct rdmem_auth *auth; /* --secret-file: prove it first on every connection */
+	struct rdmem_auth *auth;   /* --secret-file: prove it first on every connection */
+	struct rdmem_tls_ctx *tls; /* --tls-ca: TLS 1.3 on every connection (tcp/tls.h) */
 };
 
 struct rdmem_tcp_actor_stats {
 	uint64_t calls, ok, failed, retried, unreachable, timeouts, connects, disconnects;
 	uint64_t bytes_out, bytes_in, mac_failures;
+	uint64_t tls_handshakes, tls_handshake_failures, tls_record_failures;
 	uint32_t connected, inflight, waiting;
 };
 

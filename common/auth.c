@@ -159,3 +159,28 @@ void rdmem_auth_tcp_keys(const struct rdmem_auth *a, uint64_t agent_nonce, uint6
 	rdmem_auth_mac(a, "tcp-frames-to-agent", &agent_nonce, sizeof(agent_nonce), &server_nonce,
 		       sizeof(server_nonce), to_agent, RDMEM_AUTH_TCP_KEY);
 }
+
+void rdmem_auth_tcp_proof(const struct rdmem_auth *a, int server, uint64_t agent_nonce,
+			  uint64_t server_nonce, const uint8_t *binding,
+			  uint8_t mac[RDMEM_AUTH_MAC])
+{
+	uint64_t n[2] = { agent_nonce, server_nonce };
+	size_t nl = server ? sizeof(n) : sizeof(n[0]);
+
+	if (!binding) /* plain TCP: wire version 3's bytes, unchanged */
+		rdmem_auth_mac(a, server ? "server-tcp" : "agent-tcp", n, nl, NULL, 0, mac,
+			       RDMEM_AUTH_MAC);
+	else /* own labels: a plain proof never checks as a bound one */
+		rdmem_auth_mac(a, server ? "server-tcp-tls" : "agent-tcp-tls", n, nl, binding,
+			       RDMEM_AUTH_BINDING, mac, RDMEM_AUTH_MAC);
+}
+
+int rdmem_auth_tcp_check(const struct rdmem_auth *a, int server, uint64_t agent_nonce,
+			 uint64_t server_nonce, const uint8_t *binding,
+			 const uint8_t mac[RDMEM_AUTH_MAC])
+{
+	uint8_t want[RDMEM_AUTH_MAC];
+
+	rdmem_auth_tcp_proof(a, server, agent_nonce, server_nonce, binding, want);
+	return sodium_memcmp(want, mac, RDMEM_AUTH_MAC) == 0 ? 0 : -EACCES;
+}

@@ -64,6 +64,10 @@ static const char usage_text[] =
     "      --slice-us N         a group's time slice in microseconds (default 500)\n"
     "      --busy-poll          session workers never sleep (dedicated cores)\n"
     "      --secret-file PATH   peers must prove this shared secret (mode 0600 file)\n"
+    "      --tls-cert PATH      TLS 1.3 on every TCP connection: this certificate\n"
+    "                           chain (PEM), with --tls-key\n"
+    "      --tls-key PATH       its private key (PEM, mode 0600 file)\n"
+    "      --tls-ca PATH        require client certificates signed by this CA (PEM)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
@@ -115,7 +119,10 @@ enum {
 	OPT_TCP_MAX_PARTIAL,
 	OPT_TCP_RESERVED,
 	OPT_MAX_SESSIONS_PER_ADDR,
-	OPT_SESSION_GRACE_MS
+	OPT_SESSION_GRACE_MS,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
+	OPT_TLS_CA
 };
 
 static const struct option long_opts[] = {
@@ -146,6 +153,9 @@ static const struct option long_opts[] = {
 	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
 	{ "dedup-window", required_argument, NULL, OPT_DEDUP_WINDOW },
 	{ "dedup-agents", required_argument, NULL, OPT_DEDUP_AGENTS },
 	{ "dedup-idle", required_argument, NULL, OPT_DEDUP_IDLE },
@@ -290,6 +300,15 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 		case OPT_SECRET_FILE:
 			cfg->secret_file = optarg;
 			break;
+		case OPT_TLS_CERT:
+			cfg->tls.cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			cfg->tls.key = optarg;
+			break;
+		case OPT_TLS_CA:
+			cfg->tls.ca = optarg;
+			break;
 		case OPT_NO_DEDUP:
 			cfg->no_dedup = 1;
 			break;
@@ -312,6 +331,10 @@ static void parse_args(int argc, char **argv, struct rdmem_server_config *cfg, i
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
+	if (rdmem_tls_files_misuse(&cfg->tls, 1))
+		die_usage("%s", rdmem_tls_files_misuse(&cfg->tls, 1));
+	if (cfg->tls.cert && cfg->no_tcp)
+		die_usage("--tls-cert is for the TCP listener, which --no-tcp turns off%s", "");
 	if (cfg->svc.image_hook && !cfg->svc.image_dir)
 		die_usage("--image-hook needs --image-dir%s", "");
 	if (!tcp_port_given && cfg->port == 65535 && !cfg->no_tcp)

@@ -47,6 +47,7 @@ static int server_start_tcp(struct rdmem_server *srv)
 	tc.port = srv->cfg.tcp_port;
 	tc.max_value = srv->cfg.svc.max_value;
 	tc.auth = srv->auth;
+	tc.tls = srv->tls;
 
 	if (srv->cfg.no_tcp) {
 		rdmem_info("tcp fallback disabled (--no-tcp)");
@@ -84,9 +85,13 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 		return ret;
 	if (cfg->secret_file && (ret = rdmem_auth_load(cfg->secret_file, &srv->auth)) < 0)
 		return ret;
+	if (cfg->tls.cert && (ret = rdmem_tls_ctx_create(&cfg->tls, 1, &srv->tls)) < 0)
+		return ret;
 	if (!srv->auth && (!strcmp(cfg->bind_addr, "0.0.0.0") || !strcmp(cfg->bind_addr, "::")))
 		rdmem_warn("listening on every address with no --secret-file: any host that can "
-			   "reach this one may use and change its data");
+			   "reach this one may use and change its data%s",
+			   cfg->tls.ca ? " over RDMA (TCP needs a client certificate, --tls-ca)"
+				       : "");
 	ret = rdmem_service_create(&cfg->svc, &srv->svc);
 	if (ret == 0 && (cfg->no_dedup || cfg->dedup.window))
 		ret = rdmem_service_set_dedup(srv->svc, cfg->no_dedup ? NULL : &cfg->dedup);
@@ -140,6 +145,8 @@ void rdmem_server_stop(struct rdmem_server *srv)
 	srv->svc = NULL;
 	rdmem_auth_free(srv->auth);
 	srv->auth = NULL;
+	rdmem_tls_ctx_free(srv->tls);
+	srv->tls = NULL;
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	srv->sigfd = -1;

@@ -14,6 +14,7 @@
 #include "server/service.h"
 #include "server/session.h"
 #include "server/tcp_loop.h"
+#include "tcp/tls.h"
 
 struct rdmem_server_config {
 	const char *bind_addr;
@@ -25,9 +26,10 @@ struct rdmem_server_config {
 	int no_rdma; /* --fabric none */
 	struct rdmem_rdma_config rdma;
 	struct rdmem_service_config svc;
-	uint16_t metrics_port;	  /* 0: no /metrics endpoint */
-	const char *metrics_bind; /* NULL: loopback */
-	const char *secret_file;  /* --secret-file: peers must prove it */
+	uint16_t metrics_port;	    /* 0: no /metrics endpoint */
+	const char *metrics_bind;   /* NULL: loopback */
+	const char *secret_file;    /* --secret-file: peers must prove it */
+	struct rdmem_tls_files tls; /* --tls-cert, --tls-key, --tls-ca: TLS on TCP */
 	/* Exactly-once: --dedup-window/-agents/-idle; window 0: the defaults. */
 	struct rdmem_dedup_config dedup;
 	int no_dedup; /* --no-dedup */
@@ -40,6 +42,7 @@ struct rdmem_server {
 	struct rdmem_listener_thread *rdma;
 	struct rdmem_metrics_http *metrics;
 	struct rdmem_auth *auth;
+	struct rdmem_tls_ctx *tls;
 	int sigfd; /* SIGINT/SIGTERM, blocked and read here: no work in handlers */
 };
 

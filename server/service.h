@@ -110,6 +110,10 @@ enum rdmem_net_ctr {
 	RDMEM_NET_TCP_PARTIAL_LIMIT, /* past --tcp-max-partial-per-addr mid-frame */
 	RDMEM_NET_RDMA_REFUSED_ADDR, /* --max-sessions-per-addr reached */
 	RDMEM_NET_RDMA_RECLAIMED,    /* sessions that never sent, closed for a new one */
+	/* With --tls-cert: counters "tls.<name>". */
+	RDMEM_NET_TLS_HANDSHAKES,	  /* TLS sessions established */
+	RDMEM_NET_TLS_HANDSHAKE_FAILURES, /* refused, broken or past --tcp-auth-ms */
+	RDMEM_NET_TLS_RECORD_FAILURES,	  /* a record failed to decrypt: connection closed */
 	RDMEM_NET__COUNT
 };
 void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what);

@@ -29,6 +29,7 @@
 
 #include "tcp/frame.h"
 #include "tcp/frame_mac.h"
+#include "tcp/tls.h"
 #include "common/uring.h"
 #include "rdmem/auth.h"
 #include "rdmem/util.h"
@@ -40,6 +41,9 @@
 #define TCP_TICK_MS	 100
 #define TCP_CLOSE_MS	 2000u
 #define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
+/* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
+#define TCP_TLS_IN	(64u << 10)
+#define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -68,6 +72,9 @@ struct conn {
 	/* After AUTH with a secret: the frame tags (tcp/frame_mac.h), each way's count. */
 	struct rdmem_frame_mac *mac;
 	uint64_t tx_seq, rx_seq;
+	/* With --tls-cert: every byte either way goes through this session;
+	 * rbuf and out[] hold plaintext (tcp/tls.h). */
+	struct rdmem_tls *tls;
 	/* A refused frame being drained: its reply waits until its tag is checked. */
 	int reject_pending;
 	uint16_t reject_status;
@@ -135,7 +142,8 @@ static struct io_uring_sqe *tcp_sqe(struct rdmem_tcp_server *s)
 
 static size_t conn_out_pending(const struct conn *c)
 {
-	return c->out[0].len + c->out[1].len - c->sent;
+	return c->out[0].len + c->out[1].len - c->sent +
+	       (c->tls ? rdmem_tls_out_pending(c->tls) : 0);
 }
 
 static int outbuf_reserve(struct outbuf *ob, size_t need)
@@ -157,6 +165,32 @@ static int outbuf_reserve(struct outbuf *ob, size_t need)
 
 static void conn_arm_recv(struct conn *c);
 
+/* An empty send buffer over TCP_OBUF_KEEP goes back to the allocator. */
+static void outbuf_trim(struct outbuf *ob)
+{
+	if (ob->len || ob->cap <= TCP_OBUF_KEEP)
+		return;
+	free(ob->p);
+	ob->p = NULL;
+	ob->cap = 0;
+}
+
+/*
+ * With TLS, three buffers take turns (two for replies, the session's for
+ * ciphertext): freeing a large one after each send made every large reply
+ * fault its pages in twice (a third of the server's time at 1 MiB values).
+ * They are kept while the connection is busy and freed here once it has
+ * rested TCP_TLS_REST_MS, so an idle connection holds no large buffer.
+ */
+static void conn_tls_trim(struct conn *c, uint64_t now)
+{
+	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull)
+		return;
+	outbuf_trim(&c->out[0]);
+	outbuf_trim(&c->out[1]);
+	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
+}
+
 /* ---- connection lifetime ------------------------------------------------ */
 
 static void conn_free(struct conn *c)
@@ -172,6 +206,7 @@ static void conn_free(struct conn *c)
 	s->nconns--;
 	rdmem_service_peer_release(s->svc, &c->ident);
 	rdmem_frame_mac_free(c->mac);
+	rdmem_tls_free(c->tls);
 	close(c->fd);
 	free(c->rbuf);
 	free(c->out[0].p);
@@ -289,6 +324,11 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	c = calloc(1, sizeof(*c));
 	if (c)
 		c->rbuf = malloc(TCP_RBUF_MIN);
+	if (c && c->rbuf && s->cfg.tls &&
+	    rdmem_tls_new(s->cfg.tls, NULL, TCP_TLS_IN, &c->tls) < 0) {
+		free(c->rbuf);
+		c->rbuf = NULL;
+	}
 	if (!c || !c->rbuf) {
 		rdmem_err_limited("tcp %s: out of memory for a new connection", s->name);
 		free(c);
@@ -397,25 +437,33 @@ static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const
 	struct rdmem_auth_tcp tok;
 	struct rdmem_auth_tcp_reply ours;
 	struct rdmem_desc rep;
+	uint8_t bind[RDMEM_AUTH_BINDING], *b = NULL;
 	const char *why = "its first frame is not AUTH";
 	int ret;
 
 	if (req->op != RDMEM_OP_AUTH || req->key_len || req->val_len != sizeof(tok))
 		goto refuse;
 	memcpy(&tok, payload, sizeof(tok));
+	/* Under TLS the proof must be bound to this session: one seen elsewhere
+	 * (a plain AUTH, another session) proves nothing here. */
+	if (c->tls && rdmem_tls_binding(c->tls, (b = bind), sizeof(bind)) < 0) {
+		why = rdmem_tls_why(c->tls);
+		goto refuse;
+	}
 	why = "wrong proof";
-	if (rdmem_auth_verify(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
-			      sizeof(tok.mac)) < 0)
+	if (rdmem_auth_tcp_check(auth, 0, tok.nonce, 0, b, tok.mac) < 0)
 		goto refuse;
 	why = "stale or replayed proof";
 	if (rdmem_auth_fresh(auth, rdmem_le64(tok.nonce)) < 0) /* the MACs cover its wire bytes */
 		goto refuse;
 	/* Our nonce makes this connection's frame keys ours too (random bytes: no order). */
 	ours.nonce = rdmem_auth_random64();
-	rdmem_auth_mac(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &ours.nonce,
-		       sizeof(ours.nonce), ours.mac, sizeof(ours.mac));
-	c->mac = rdmem_frame_mac_tcp(auth, tok.nonce, ours.nonce, 1);
-	if (!c->mac || outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + sizeof(ours)) < 0)
+	rdmem_auth_tcp_proof(auth, 1, tok.nonce, ours.nonce, b, ours.mac);
+	/* Under TLS every record is authenticated and encrypted already: the
+	 * secret proves who the peer is, frame tags would add nothing. */
+	c->mac = c->tls ? NULL : rdmem_frame_mac_tcp(auth, tok.nonce, ours.nonce, 1);
+	if ((!c->mac && !c->tls) ||
+	    outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + sizeof(ours)) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
 	rep.val_len = sizeof(ours);
@@ -580,12 +628,33 @@ static int conn_process(struct conn *c)
 
 /* ---- io ------------------------------------------------------------------- */
 
+/* With TLS: the replies queued in ob become records, and ob takes the ciphertext. */
+static int conn_tls_seal(struct conn *c, struct outbuf *ob)
+{
+	struct iovec iov = { ob->p, ob->len };
+
+	if (ob->len && rdmem_tls_sendv(c->tls, &iov, 1) < 0) {
+		rdmem_err_limited("tcp %s: TLS to %s: %s", c->srv->name, c->peer,
+				  rdmem_tls_why(c->tls));
+		return -1;
+	}
+	ob->len = 0;
+	rdmem_tls_out_take(c->tls, &ob->p, &ob->len, &ob->cap);
+	return 0;
+}
+
 static void conn_arm_send(struct conn *c)
 {
 	struct outbuf *ob = &c->out[c->fill];
 	struct io_uring_sqe *sqe;
 
-	if (c->send_busy || c->dead || !ob->len)
+	if (c->send_busy || c->dead)
+		return;
+	if (c->tls && conn_tls_seal(c, ob) < 0) {
+		conn_kill(c, "TLS send failed");
+		return;
+	}
+	if (!ob->len)
 		return;
 	sqe = tcp_sqe(c->srv);
 	if (!sqe) {
@@ -603,20 +672,30 @@ static void conn_arm_send(struct conn *c)
 static void conn_arm_recv(struct conn *c)
 {
 	struct io_uring_sqe *sqe;
+	uint8_t *buf = c->rbuf + c->rlen;
+	size_t len = c->rcap - c->rlen;
 
-	if (c->recv_busy || c->closing || c->dead || conn_out_pending(c) > TCP_OUT_HIGH ||
-	    c->rlen == c->rcap)
+	if (c->recv_busy || c->closing || c->dead || conn_out_pending(c) > TCP_OUT_HIGH)
+		return;
+	/* With TLS, ciphertext goes to the session; more only once it took all. */
+	if (c->tls && !rdmem_tls_in_empty(c->tls))
+		return;
+	if (c->tls)
+		buf = rdmem_tls_in_space(c->tls, &len);
+	if (!len)
 		return;
 	sqe = tcp_sqe(c->srv);
 	if (!sqe) {
 		conn_kill(c, "no submission entry");
 		return;
 	}
-	io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+	io_uring_prep_recv(sqe, c->fd, buf, len, 0);
 	io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_RECV));
 	c->recv_busy = 1;
 	c->ops++;
 }
+
+static int conn_tls_read(struct conn *c);
 
 static void conn_kick(struct conn *c)
 {
@@ -625,6 +704,8 @@ static void conn_kick(struct conn *c)
 	if (c->srv->stopping && !c->closing)
 		conn_close_after_flush(c); /* a recv that beat its cancel */
 	if (c->dead)
+		return;
+	if (c->tls && rdmem_tls_ready(c->tls) && conn_tls_read(c) < 0)
 		return;
 	conn_arm_send(c);
 	conn_arm_recv(c);
@@ -661,6 +742,76 @@ static int conn_check_partial(struct conn *c)
 	return 0;
 }
 
+/* n plaintext bytes landed at rbuf + rlen: a refused frame's payload is dropped. */
+static void conn_take(struct conn *c, size_t n)
+{
+	if (c->drain) {
+		size_t d = RDMEM_MIN(c->drain, (uint64_t)n);
+
+		if (c->reject_pending) /* the tag covers what we throw away */
+			rdmem_frame_mac_absorb(c->mac, c->rbuf + c->rlen, d);
+		memmove(c->rbuf + c->rlen, c->rbuf + c->rlen + d, n - d);
+		c->drain -= d;
+		n -= d;
+	}
+	c->rlen += n;
+}
+
+/* A TLS failure: counted, logged (rate-limited), the connection goes. */
+static void conn_tls_fail(struct conn *c, enum rdmem_net_ctr ctr, const char *what)
+{
+	rdmem_service_count_net(c->srv->svc, ctr);
+	rdmem_warn_limited("tcp %s: %s with %s (%s): closing", c->srv->name, what, c->peer,
+			   rdmem_tls_why(c->tls));
+}
+
+/*
+ * Plaintext from the session into rbuf, served as it comes, while there is
+ * room and replies are not backed up. Returns -1 when c was killed.
+ */
+static int conn_tls_read(struct conn *c)
+{
+	while (!c->dead && !c->closing && conn_out_pending(c) <= TCP_OUT_HIGH &&
+	       c->rlen < c->rcap) {
+		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
+
+		if (n == -EAGAIN)
+			return 0;
+		if (n == 0) { /* close_notify: the peer is done, as at EOF */
+			conn_close_after_flush(c);
+			return 0;
+		}
+		if (n < 0) { /* nothing after a bad record is believed, replies included */
+			conn_tls_fail(c, RDMEM_NET_TLS_RECORD_FAILURES, "a TLS record failed");
+			conn_kill(c, "bad TLS record");
+			return -1;
+		}
+		conn_take(c, (size_t)n);
+		if (conn_process(c) < 0 || conn_check_partial(c) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Ciphertext arrived: the handshake moves on, or records are read (conn_kick). */
+static void conn_tls_input(struct conn *c)
+{
+	int r;
+
+	if (!rdmem_tls_ready(c->tls)) {
+		r = rdmem_tls_handshake(c->tls);
+		if (r < 0 && r != -EAGAIN) {
+			conn_tls_fail(c, RDMEM_NET_TLS_HANDSHAKE_FAILURES, "TLS handshake failed");
+			conn_close_after_flush(c); /* its alert tells the peer why */
+		} else if (r == 0) {
+			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKES);
+			rdmem_debug("tcp %s: TLS with %s: %s", c->srv->name, c->peer,
+				    rdmem_tls_desc(c->tls));
+		}
+	}
+	conn_kick(c);
+}
+
 static void conn_on_recv(struct conn *c, int res)
 {
 	c->recv_busy = 0;
@@ -676,6 +827,12 @@ static void conn_on_recv(struct conn *c, int res)
 		if (res < 0)
 			rdmem_debug("tcp %s: recv from %s: %s", c->srv->name, c->peer,
 				    strerror(-res));
+		if (c->tls && !rdmem_tls_ready(c->tls)) {
+			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKE_FAILURES);
+			rdmem_warn_limited("tcp %s: %s left during the TLS handshake (did it "
+					   "refuse our certificate?)",
+					   c->srv->name, c->peer);
+		}
 		if (c->rlen || c->drain)
 			rdmem_log_limited(RDMEM_LOG_INFO,
 					  "tcp %s: %s went away mid-frame (%zu bytes dropped)",
@@ -684,17 +841,13 @@ static void conn_on_recv(struct conn *c, int res)
 		conn_close_after_flush(c); /* replies to earlier frames may still go out */
 		return;
 	}
-	if (c->drain) {
-		size_t d = RDMEM_MIN(c->drain, (uint64_t)res);
-
-		if (c->reject_pending) /* the tag covers what we throw away */
-			rdmem_frame_mac_absorb(c->mac, c->rbuf + c->rlen, d);
-		memmove(c->rbuf + c->rlen, c->rbuf + c->rlen + d, (size_t)res - d);
-		c->drain -= d;
-		res -= (int)d;
-	}
-	c->rlen += (size_t)res;
 	c->last_ns = rdmem_now_ns();
+	if (c->tls) {
+		rdmem_tls_in_add(c->tls, (size_t)res);
+		conn_tls_input(c);
+		return;
+	}
+	conn_take(c, (size_t)res);
 	if (conn_process(c) == 0 && conn_check_partial(c) == 0)
 		conn_kick(c);
 }
@@ -729,11 +882,8 @@ static void conn_on_send(struct conn *c, int res)
 	}
 	ob->len = 0;
 	c->sent = 0;
-	if (ob->cap > TCP_OBUF_KEEP) {
-		free(ob->p);
-		ob->p = NULL;
-		ob->cap = 0;
-	}
+	if (!c->tls) /* with TLS, conn_tls_trim frees them once the connection rests */
+		outbuf_trim(ob);
 	/* Replies drained: frames held back by back-pressure can run now. */
 	if (!c->closing && c->rlen && (conn_process(c) < 0 || conn_check_partial(c) < 0))
 		return;
@@ -847,6 +997,8 @@ static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_n
 		return NULL;
 	if (!c->proven && now - c->born_ns > s->cfg.auth_ms * 1000000ull) {
 		*ctr = RDMEM_NET_TCP_DEADLINE;
+		if (c->tls && !rdmem_tls_ready(c->tls))
+			return "TLS handshake not finished within --tcp-auth-ms";
 		if (!s->cfg.auth)
 			return "no valid frame within --tcp-auth-ms";
 		return c->authed ? "AUTH (replayable) but no frame whose MAC checks within "
@@ -878,6 +1030,8 @@ static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
 		next = c->next;
 		if (why && ctr == RDMEM_NET_TCP_DEADLINE) {
 			rdmem_service_count_net(s->svc, ctr);
+			if (c->tls && !rdmem_tls_ready(c->tls))
+				rdmem_service_count_net(s->svc, RDMEM_NET_TLS_HANDSHAKE_FAILURES);
 			rdmem_warn_limited("tcp %s: closing %s: %s", s->name, c->peer, why);
 		} else if (why && ctr == RDMEM_NET_TCP_IDLE) {
 			rdmem_service_count_net(s->svc, ctr);
@@ -886,6 +1040,8 @@ static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
 		}
 		if (why)
 			conn_kill(c, why);
+		else if (!c->dead)
+			conn_tls_trim(c, now);
 		conn_maybe_free(c);
 	}
 }

@@ -10,13 +10,15 @@
 #include "server/service.h"
 
 struct rdmem_tcp_server;
+struct rdmem_tls_ctx;
 
 struct rdmem_tcp_server_config {
-	const char *addr;	 /* numeric IPv4/IPv6 address to bind */
-	uint16_t port;		 /* 0: the kernel picks one (see rdmem_tcp_server_port) */
-	uint32_t max_value;	 /* the service's cap: frames beyond it are refused */
-	unsigned max_conns;	 /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
-	struct rdmem_auth *auth; /* --secret-file: a connection's first frame must be AUTH */
+	const char *addr;	   /* numeric IPv4/IPv6 address to bind */
+	uint16_t port;		   /* 0: the kernel picks one (see rdmem_tcp_server_port) */
+	uint32_t max_value;	   /* the service's cap: frames beyond it are refused */
+	unsigned max_conns;	   /* 0: RDMEM_TCP_DEFAULT_MAX_CONNS */
+	struct rdmem_auth *auth;   /* --secret-file: a connection's first frame must be AUTH */
+	struct rdmem_tls_ctx *tls; /* --tls-cert: every connection is TLS 1.3 (tcp/tls.h) */
 	/*
 	 * Hostile peers (0: the defaults below). A connection is "proven" once
 	 * it authenticated (with auth) or sent one valid frame (without); until

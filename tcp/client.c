@@ -32,12 +32,17 @@
 
 #include "tcp/frame.h"
 #include "tcp/frame_mac.h"
+#include "tcp/tls.h"
 #include "rdmem/util.h"
 
 #define CLI_RBUF       (64u << 10)
 #define CLI_DIRECT_MIN (4u << 10) /* bodies at least this long skip the staging buffer */
 #define CLI_SEND_CALLS 64u	  /* calls per sendmsg */
 #define CLI_SLOT_BITS  16
+/* Ciphertext per recv with TLS: one connection per agent, so a large one
+ * (fewer recvs for a large value; without TLS it lands in the caller's buffer). */
+#define CLI_TLS_IN    (256u << 10)
+#define CLI_TLS_CHUNK (1u << 20) /* request bytes encrypted per send */
 
 enum cli_ud { UD_SEND = 1, UD_RECV, UD_WATCH, UD_CANCEL };
 
@@ -81,6 +86,20 @@ struct rdmem_tcp_client {
 	struct rdmem_frame_mac *mac;
 	uint64_t tx_seq, rx_seq;
 	uint64_t mac_failures;
+	/*
+	 * With TLS (tcp/tls.h): requests are encrypted into tls_out and sent
+	 * from there, so once a batch is encrypted the caller's bytes are no
+	 * longer read; ciphertext is received into the session and the
+	 * plaintext parsed as without TLS. No frame tags then.
+	 */
+	struct rdmem_tls *tls;
+	uint8_t *tls_out;
+	size_t tls_out_len, tls_out_cap, tls_out_sent;
+	size_t tls_plain; /* request bytes in tls_out (of the send_batch calls) */
+	int tls_err;	  /* why the handshake failed (-errno), 0 if it did not */
+	uint64_t tls_record_failures;
+	int tls_refused; /* the server sent a fatal alert after the handshake */
+	int send_busy;	 /* a send (TLS) or sendmsg is in flight */
 
 	struct cli_slot slots[RDMEM_TCP_CLIENT_WINDOW];
 	uint16_t free_slots[RDMEM_TCP_CLIENT_WINDOW];
@@ -166,8 +185,9 @@ static void cli_fail_all(struct rdmem_tcp_client *c)
 {
 	unsigned i;
 
-	if (c->failed_all || c->send_batch || c->recv_busy)
+	if (c->failed_all || c->send_busy || c->recv_busy)
 		return;
+	c->send_batch = 0; /* with TLS: a batch whose ciphertext never all went */
 	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++) {
 		if (!c->slots[i].busy)
 			continue;
@@ -255,14 +275,12 @@ static void cli_iov_add(struct rdmem_tcp_client *c, unsigned *n, const void *p, 
 	(*n)++;
 }
 
-static void cli_arm_send(struct rdmem_tcp_client *c)
+/* iovecs for the next calls of the send queue: returns how many calls, 0 when killed. */
+static unsigned cli_build_iov(struct rdmem_tcp_client *c, unsigned *niov)
 {
 	unsigned n = 0, k, calls = RDMEM_MIN(c->sq_len, CLI_SEND_CALLS);
-	struct io_uring_sqe *sqe;
 	size_t skip = c->head_off;
 
-	if (c->dead || c->send_batch || !c->sq_len)
-		return;
 	for (k = 0; k < calls; k++) {
 		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
 		struct cli_slot *s = &c->slots[slot];
@@ -271,7 +289,7 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 
 		if (cli_tag(c, s) < 0) {
 			cli_kill(c, "out of memory copying a request to tag");
-			return;
+			return 0;
 		}
 		if (c->mac) { /* send exactly the bytes that were tagged */
 			key = s->copy;
@@ -282,6 +300,97 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 		cli_iov_add(c, &n, val, call->req.val_len, &skip);
 		cli_iov_add(c, &n, s->tag, cli_tag_len(c), &skip);
 	}
+	*niov = n;
+	return calls;
+}
+
+/* Cuts the iovecs to at most cap bytes: their plaintext length. */
+static size_t cli_iov_cap(struct rdmem_tcp_client *c, unsigned *n, size_t cap)
+{
+	size_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < *n && sum < cap; i++) {
+		if (c->iov[i].iov_len > cap - sum)
+			c->iov[i].iov_len = cap - sum;
+		sum += c->iov[i].iov_len;
+	}
+	*n = i;
+	return sum;
+}
+
+/* How many calls of the send queue the next plain bytes (from head_off) reach. */
+static unsigned cli_calls_in(const struct rdmem_tcp_client *c, size_t plain)
+{
+	unsigned k = 0;
+
+	plain += c->head_off;
+	while (k < c->sq_len && plain) {
+		unsigned slot = c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW];
+		uint64_t len = cli_call_len(c, c->slots[slot].call);
+
+		k++;
+		if (plain <= len)
+			break;
+		plain -= len;
+	}
+	return k;
+}
+
+/*
+ * With TLS: once the last ciphertext is all sent, the next calls are
+ * encrypted (with any handshake or alert bytes the session has waiting)
+ * and sent from tls_out; a short send resumes where it stopped. At most
+ * CLI_TLS_CHUNK bytes of them at a time: a batch of large values is not
+ * held twice more (GnuTLS's cork buffer, all its ciphertext) while it goes;
+ * the rest follows once that much is with the kernel (cli_sent: head_off).
+ */
+static void cli_tls_arm_send(struct rdmem_tcp_client *c)
+{
+	struct io_uring_sqe *sqe;
+	unsigned n = 0;
+
+	if (c->tls_out_len == 0) {
+		if (rdmem_tls_ready(c->tls) && c->sq_len) {
+			if (!cli_build_iov(c, &n))
+				return;
+			c->tls_plain = cli_iov_cap(c, &n, CLI_TLS_CHUNK);
+			c->send_batch = cli_calls_in(c, c->tls_plain);
+			if (rdmem_tls_sendv(c->tls, c->iov, n) < 0) {
+				c->send_batch = 0;
+				cli_kill(c, "TLS could not encrypt a request");
+				return;
+			}
+		}
+		rdmem_tls_out_take(c->tls, &c->tls_out, &c->tls_out_len, &c->tls_out_cap);
+		c->tls_out_sent = 0;
+	}
+	if (c->tls_out_len == c->tls_out_sent)
+		return;
+	sqe = cli_sqe(c);
+	if (!sqe) {
+		cli_kill(c, "io_uring submission queue full");
+		return;
+	}
+	io_uring_prep_send(sqe, c->fd, c->tls_out + c->tls_out_sent,
+			   c->tls_out_len - c->tls_out_sent, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, ud_of(UD_SEND));
+	c->send_busy = 1;
+}
+
+static void cli_arm_send(struct rdmem_tcp_client *c)
+{
+	struct io_uring_sqe *sqe;
+	unsigned n = 0, calls;
+
+	if (c->dead || c->send_busy)
+		return;
+	if (c->tls) {
+		cli_tls_arm_send(c);
+		return;
+	}
+	if (!c->sq_len || !(calls = cli_build_iov(c, &n)))
+		return;
 	sqe = cli_sqe(c);
 	if (!sqe) {
 		cli_kill(c, "io_uring submission queue full");
@@ -293,17 +402,12 @@ static void cli_arm_send(struct rdmem_tcp_client *c)
 	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, ud_of(UD_SEND));
 	c->send_batch = calls;
+	c->send_busy = 1;
 }
 
-static void cli_on_send(struct rdmem_tcp_client *c, int res)
+/* left request bytes of the send queue are with the kernel. */
+static void cli_sent(struct rdmem_tcp_client *c, size_t left)
 {
-	size_t left = res > 0 ? (size_t)res : 0;
-
-	c->send_batch = 0;
-	if (res <= 0) {
-		cli_kill(c, res ? strerror(-res) : "send made no progress");
-		return;
-	}
 	while (left && c->sq_len) {
 		unsigned slot = c->sendq[c->sq_head];
 		size_t rest = cli_call_len(c, c->slots[slot].call) - c->head_off;
@@ -321,6 +425,29 @@ static void cli_on_send(struct rdmem_tcp_client *c, int res)
 	}
 }
 
+static void cli_on_send(struct rdmem_tcp_client *c, int res)
+{
+	c->send_busy = 0;
+	if (res <= 0) {
+		c->send_batch = 0;
+		cli_kill(c, res ? strerror(-res) : "send made no progress");
+		return;
+	}
+	if (!c->tls) {
+		c->send_batch = 0;
+		cli_sent(c, (size_t)res);
+		return;
+	}
+	c->tls_out_sent += (size_t)res;
+	if (c->tls_out_sent < c->tls_out_len)
+		return; /* cli_tls_arm_send sends the rest */
+	c->tls_out_len = c->tls_out_sent = 0;
+	if (c->send_batch) { /* all of the batch's records are with the kernel */
+		c->send_batch = 0;
+		cli_sent(c, c->tls_plain);
+	}
+}
+
 /* ---- receive -------------------------------------------------------------- */
 
 static void cli_arm_recv(struct rdmem_tcp_client *c)
@@ -330,9 +457,21 @@ static void cli_arm_recv(struct rdmem_tcp_client *c)
 
 	if (c->dead || c->recv_busy)
 		return;
+	if (c->tls && !rdmem_tls_in_empty(c->tls))
+		return; /* the session has not taken all of the last recv yet */
 	sqe = cli_sqe(c);
 	if (!sqe) {
 		cli_kill(c, "io_uring submission queue full");
+		return;
+	}
+	c->recv_busy = 1;
+	if (c->tls) {
+		size_t len;
+		uint8_t *p = rdmem_tls_in_space(c->tls, &len);
+
+		c->recv_direct = 0;
+		io_uring_prep_recv(sqe, c->fd, p, len, 0);
+		io_uring_sqe_set_data64(sqe, ud_of(UD_RECV));
 		return;
 	}
 	c->recv_direct =
@@ -346,7 +485,6 @@ static void cli_arm_recv(struct rdmem_tcp_client *c)
 		io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen, CLI_RBUF - c->rlen, 0);
 	}
 	io_uring_sqe_set_data64(sqe, ud_of(UD_RECV));
-	c->recv_busy = 1;
 }
 
 /* Hands a call back once both its reply arrived and the kernel is done sending it. */
@@ -468,16 +606,11 @@ static void cli_parse(struct rdmem_tcp_client *c)
 	c->rlen -= pos;
 }
 
-static void cli_on_recv(struct rdmem_tcp_client *c, int res)
+static void cli_tls_input(struct rdmem_tcp_client *c);
+
+/* n reply bytes landed: in the caller's buffer (recv_direct) or at rbuf + rlen. */
+static void cli_take(struct rdmem_tcp_client *c, size_t res)
 {
-	c->recv_busy = 0;
-	if (res <= 0) {
-		if (!c->dead)
-			cli_kill(c, res ? strerror(-res) : "server closed the connection");
-		return;
-	}
-	if (c->dead)
-		return;
 	if (c->recv_direct) {
 		if (c->mac) /* the tag comes after, into rbuf: cli_parse checks it */
 			rdmem_frame_mac_absorb(
@@ -488,8 +621,97 @@ static void cli_on_recv(struct rdmem_tcp_client *c, int res)
 			cli_complete_body(c);
 		return;
 	}
-	c->rlen += (size_t)res;
+	c->rlen += res;
 	cli_parse(c);
+}
+
+/* Without TLS, a reply that starts as a TLS alert record (type 21, version 3.x). */
+static int cli_saw_tls(const struct rdmem_tcp_client *c)
+{
+	return !c->tls && c->rlen >= 2 && c->rbuf[0] == 0x15 && c->rbuf[1] == 0x03;
+}
+
+static void cli_on_recv(struct rdmem_tcp_client *c, int res)
+{
+	c->recv_busy = 0;
+	if (res <= 0) {
+		if (!c->dead)
+			cli_kill(c, res		     ? strerror(-res)
+				    : cli_saw_tls(c) ? "the server answered in TLS: it runs "
+						       "--tls-cert, give this agent --tls-ca"
+						     : "server closed the connection");
+		return;
+	}
+	if (c->dead)
+		return;
+	if (c->tls) {
+		rdmem_tls_in_add(c->tls, (size_t)res);
+		cli_tls_input(c);
+		return;
+	}
+	cli_take(c, (size_t)res);
+}
+
+/* Where the next plaintext goes: as cli_arm_recv picks for a socket recv. */
+static uint8_t *cli_tls_dest(struct rdmem_tcp_client *c, size_t *room)
+{
+	struct cli_body *b = &c->body;
+
+	c->recv_direct =
+	    b->active && !b->drain && c->rlen == 0 && b->hdr.val_len - b->got >= CLI_DIRECT_MIN;
+	if (c->recv_direct) {
+		*room = b->hdr.val_len - b->got;
+		return (uint8_t *)c->slots[b->slot].call->reply + b->got;
+	}
+	*room = CLI_RBUF - c->rlen;
+	return c->rbuf + c->rlen;
+}
+
+/* Ciphertext arrived: the handshake moves on, then every whole record is read. */
+static void cli_tls_input(struct rdmem_tcp_client *c)
+{
+	int r;
+
+	if (!rdmem_tls_ready(c->tls)) {
+		r = rdmem_tls_handshake(c->tls);
+		if (r == -EAGAIN)
+			return;
+		if (r < 0) {
+			c->tls_err = r;
+			cli_kill(c, rdmem_tls_why(c->tls));
+			return;
+		}
+	}
+	while (!c->dead) {
+		size_t room;
+		uint8_t *p = cli_tls_dest(c, &room);
+		ssize_t n = rdmem_tls_recv(c->tls, p, room);
+
+		if (n == -EAGAIN)
+			return;
+		if (n == 0) {
+			cli_kill(c, "the server ended the TLS session");
+			return;
+		}
+		if (n == -EACCES) {
+			c->tls_refused = 1;
+			rdmem_err_limited("tcp: %s refused our TLS session (%s): does it require a "
+					  "client certificate (--tls-cert, --tls-key) signed by "
+					  "another CA?",
+					  c->peer, rdmem_tls_why(c->tls));
+			cli_kill(c, rdmem_tls_why(c->tls));
+			return;
+		}
+		if (n < 0) {
+			c->tls_record_failures++;
+			rdmem_warn_limited("tcp client %s: a TLS record failed (%s): changed on "
+					   "the way, or not from the server",
+					   c->peer, rdmem_tls_why(c->tls));
+			cli_kill(c, "a TLS record failed");
+			return;
+		}
+		cli_take(c, (size_t)n);
+	}
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -553,6 +775,7 @@ enum cli_until {
 	UNTIL_ANY,  /* any completion queued, or the watched fd readable (progress) */
 	UNTIL_CALL, /* this call completed (sync call) */
 	UNTIL_SLOT, /* a window slot is free (sync call into a full window) */
+	UNTIL_TLS,  /* the TLS handshake finished (or the connection died) */
 };
 
 static int cli_on_done_list(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call)
@@ -577,6 +800,8 @@ static int cli_done_waiting(struct rdmem_tcp_client *c, enum cli_until until,
 		return cli_on_done_list(c, want);
 	case UNTIL_SLOT:
 		return c->nfree > 0;
+	case UNTIL_TLS:
+		return c->dead || rdmem_tls_ready(c->tls);
 	}
 	return 1;
 }
@@ -713,7 +938,7 @@ static int cli_take_done(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 /* After cli_kill(): returns once no kernel op can touch a caller's buffer. */
 static void cli_wait_idle(struct rdmem_tcp_client *c)
 {
-	while (c->send_batch || c->recv_busy) {
+	while (c->send_busy || c->recv_busy) {
 		struct io_uring_cqe *cqe;
 
 		io_uring_submit(&c->ring);
@@ -976,7 +1201,7 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 	shutdown(c->fd, SHUT_RDWR);
 	rdmem_tcp_client_watch(c, -1);
 	/* The kernel may still read request bytes or write reply bytes: wait it out. */
-	while (c->send_batch || c->recv_busy || c->watch_busy) {
+	while (c->send_busy || c->recv_busy || c->watch_busy) {
 		struct io_uring_cqe *cqe;
 
 		io_uring_submit(&c->ring);
@@ -992,6 +1217,8 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c)
 	io_uring_queue_exit(&c->ring);
 	close(c->fd);
 	rdmem_frame_mac_free(c->mac);
+	rdmem_tls_free(c->tls);
+	free(c->tls_out);
 	for (i = 0; i < RDMEM_TCP_CLIENT_WINDOW; i++)
 		free(c->slots[i].copy);
 	free(c);
@@ -1002,14 +1229,18 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	struct rdmem_auth_tcp tok;
 	struct rdmem_auth_tcp_reply theirs;
 	struct rdmem_tcp_call call;
+	uint8_t bind[RDMEM_AUTH_BINDING], *b = NULL;
 	int ret;
 
 	if (c->mac || rdmem_tcp_client_inflight(c))
 		return -EINVAL; /* the first call of a connection, and only once */
-
+	/* Under TLS both proofs are bound to this session (rdmem/auth.h). */
+	if (c->tls && rdmem_tls_binding(c->tls, (b = bind), sizeof(bind)) < 0) {
+		rdmem_err("tcp: AUTH with %s: %s", c->peer, rdmem_tls_why(c->tls));
+		return -EPROTO;
+	}
 	tok.nonce = rdmem_le64(rdmem_auth_nonce()); /* the wire bytes the MACs cover */
-	rdmem_auth_mac(auth, "agent-tcp", &tok.nonce, sizeof(tok.nonce), NULL, 0, tok.mac,
-		       sizeof(tok.mac));
+	rdmem_auth_tcp_proof(auth, 0, tok.nonce, 0, b, tok.mac);
 	memset(&call, 0, sizeof(call));
 	call.req.op = RDMEM_OP_AUTH;
 	call.req.path = RDMEM_PATH_TCP;
@@ -1028,15 +1259,67 @@ int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, i
 	if (ret < 0)
 		return ret;
 	if (call.rep.status != RDMEM_S_OK || call.rep.val_len != sizeof(theirs) ||
-	    rdmem_auth_verify(auth, "server-tcp", &tok.nonce, sizeof(tok.nonce), &theirs.nonce,
-			      sizeof(theirs.nonce), theirs.mac, sizeof(theirs.mac)) < 0) {
+	    rdmem_auth_tcp_check(auth, 1, tok.nonce, theirs.nonce, b, theirs.mac) < 0) {
 		rdmem_err("tcp: the server %s (status %s)",
 			  call.rep.status == RDMEM_S_OK ? "did not prove the shared secret"
 							: "refused our proof of the shared secret",
 			  call.rep.status == RDMEM_S_OK ? "ok" : "denied");
 		return -EACCES;
 	}
-	/* From the next frame on, both ways, every frame carries its tag. */
+	/* From the next frame on, both ways, every frame carries its tag; under
+	 * TLS its records authenticate every byte already (as the server does). */
+	if (c->tls)
+		return 0;
 	c->mac = rdmem_frame_mac_tcp(auth, tok.nonce, theirs.nonce, 0);
 	return c->mac ? 0 : -ENOMEM;
+}
+
+int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *x, const char *host,
+			      int timeout_ms)
+{
+	int ret;
+
+	if (c->tls || c->mac || rdmem_tcp_client_inflight(c))
+		return -EINVAL; /* before any call, once */
+	ret = rdmem_tls_new(x, host, CLI_TLS_IN, &c->tls);
+	if (ret < 0)
+		return ret;
+	ret = rdmem_tls_handshake(c->tls); /* our ClientHello, into tls_out */
+	if (ret != -EAGAIN) {
+		rdmem_err_limited("tcp: TLS with %s cannot start: %s", c->peer,
+				  rdmem_tls_why(c->tls));
+		return ret ? ret : -EPROTO;
+	}
+	ret = cli_pump(c, timeout_ms, UNTIL_TLS, NULL);
+	if (ret < 0)
+		return ret;
+	if (rdmem_tls_ready(c->tls)) {
+		rdmem_info("tcp: TLS with %s: %s", c->peer, rdmem_tls_desc(c->tls));
+		return 0;
+	}
+	if (c->tls_err) {
+		rdmem_err_limited("tcp: TLS with %s failed: %s", c->peer, rdmem_tls_why(c->tls));
+		return c->tls_err;
+	}
+	if (c->dead) {
+		rdmem_err_limited("tcp: %s closed the connection during the TLS handshake (does "
+				  "it run with --tls-cert?)",
+				  c->peer);
+		return -ECONNRESET;
+	}
+	rdmem_err_limited("tcp: TLS handshake with %s not finished within %d ms", c->peer,
+			  timeout_ms);
+	cli_kill(c, "TLS handshake timed out");
+	cli_wait_idle(c);
+	return -ETIMEDOUT;
+}
+
+uint64_t rdmem_tcp_client_tls_record_failures(struct rdmem_tcp_client *c)
+{
+	return c->tls_record_failures;
+}
+
+int rdmem_tcp_client_tls_refused(const struct rdmem_tcp_client *c)
+{
+	return c->tls_refused;
 }

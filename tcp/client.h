@@ -98,6 +98,20 @@ int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *cal
  */
 struct rdmem_auth;
 int rdmem_tcp_client_auth(struct rdmem_tcp_client *c, struct rdmem_auth *auth, int timeout_ms);
+/*
+ * TLS 1.3 on this connection (tcp/tls.h), before any call: the handshake,
+ * checking the server's certificate against the context's CA and name (host
+ * when the context names none). 0, -EACCES (certificate refused), -EPROTO
+ * (handshake failed, e.g. the server wants a client certificate),
+ * -ECONNRESET, -ETIMEDOUT; the reason is logged.
+ */
+struct rdmem_tls_ctx;
+int rdmem_tcp_client_starttls(struct rdmem_tcp_client *c, struct rdmem_tls_ctx *x, const char *host,
+			      int timeout_ms);
+/* TLS records that failed to decrypt: each closed the connection. */
+uint64_t rdmem_tcp_client_tls_record_failures(struct rdmem_tcp_client *c);
+/* 1 when the server ended the session with a fatal alert (refused our certificate). */
+int rdmem_tcp_client_tls_refused(const struct rdmem_tcp_client *c);
 /* Calls submitted and not yet handed back (withdrawn ones included until their reply). */
 int rdmem_tcp_client_inflight(struct rdmem_tcp_client *c);
 /* Replies that broke the protocol (unknown req_id, bad header): each closed the connection. */

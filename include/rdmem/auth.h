@@ -15,6 +15,12 @@
  *         mac("server-tcp", agent nonce, server nonce)}; every other op before it
  *         is refused. Every later frame carries a tag under per-connection keys
  *         (rdmem_auth_tcp_keys, tcp/frame_mac.h).
+ *   TLS   the same AUTH frame and reply inside the TLS session, but both MACs
+ *         are bound to it: mac("agent-tcp-tls", nonce, B) and
+ *         mac("server-tcp-tls", agent nonce, server nonce, B), B the session's
+ *         exporter value (RDMEM_AUTH_BINDING bytes, tcp/tls.h). Frames carry
+ *         no tag there, so the proof is all that shows the secret: bound, a
+ *         proof seen elsewhere (a plain AUTH, another session) fails here.
  */
 #ifndef RDMEM_AUTH_H
 #define RDMEM_AUTH_H
@@ -41,6 +47,7 @@ struct rdmem_auth_tcp_reply {
 };
 
 #define RDMEM_AUTH_TCP_KEY 32
+#define RDMEM_AUTH_BINDING 32 /* bytes of TLS exporter value a proof is bound to */
 
 struct rdmem_auth;
 
@@ -62,6 +69,19 @@ int rdmem_auth_verify(const struct rdmem_auth *a, const char *label, const void 
 void rdmem_auth_tcp_keys(const struct rdmem_auth *a, uint64_t agent_nonce, uint64_t server_nonce,
 			 uint8_t to_server[RDMEM_AUTH_TCP_KEY],
 			 uint8_t to_agent[RDMEM_AUTH_TCP_KEY]);
+/*
+ * The TCP AUTH proofs: the agent's (server 0: over agent_nonce) or the
+ * server's reply (server 1: over both nonces), all as wire bytes. binding:
+ * NULL on plain TCP (the bytes are as they always were), else the TLS
+ * session's exporter value, RDMEM_AUTH_BINDING bytes.
+ */
+void rdmem_auth_tcp_proof(const struct rdmem_auth *a, int server, uint64_t agent_nonce,
+			  uint64_t server_nonce, const uint8_t *binding,
+			  uint8_t mac[RDMEM_AUTH_MAC]);
+/* 0 when mac is that proof; -EACCES otherwise (constant time). */
+int rdmem_auth_tcp_check(const struct rdmem_auth *a, int server, uint64_t agent_nonce,
+			 uint64_t server_nonce, const uint8_t *binding,
+			 const uint8_t mac[RDMEM_AUTH_MAC]);
 /* 64 random bits: the server's AUTH nonce (it needs no clock, only to be new). */
 uint64_t rdmem_auth_random64(void);
 /* 0 for a nonce inside the time window and never seen before; -EACCES else. */

@@ -46,6 +46,11 @@ SERVER = {
     "--slice-us": dict(kind="num", lo=10, hi=1000000, default=500, cap=50000),
     "--busy-poll": dict(kind="bool", p=0.2),
     "--secret-file": dict(kind="harness", p=0.2),
+    # TLS on TCP: the harness makes no certificates, so it never sets these
+    # (tests/integration/test_tls.c covers them).
+    "--tls-cert": dict(kind="harness"),
+    "--tls-key": dict(kind="harness"),
+    "--tls-ca": dict(kind="harness"),
     "--max-value": dict(kind="bytes", lo=4 * KI, hi=64 * MI, default=MI),
     "--max-image": dict(kind="bytes", lo=1, hi=GI, default=64 * MI),
     "--upload-timeout": dict(kind="num", lo=100, hi=86400000, default=30000),
@@ -103,6 +108,10 @@ AGENT = {
     "--max-reads": dict(kind="num", lo=1, hi=255),
     "--busy-poll": dict(kind="bool", p=0.2),
     "--secret-file": dict(kind="harness"),
+    "--tls-ca": dict(kind="harness"),
+    "--tls-server-name": dict(kind="harness"),
+    "--tls-cert": dict(kind="harness"),
+    "--tls-key": dict(kind="harness"),
     "--source": dict(kind="harness", p=0.2, choices=["127.0.0.1"]),
     "--simulate-rdma-down": dict(kind="bool", p=0.1, fault=True),
     "--simulate-rdma-op-fail": dict(kind="num", lo=0, hi=U32, p=0.15, fault=True),
