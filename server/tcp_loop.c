@@ -32,6 +32,7 @@
 #include "tcp/tls.h"
 #include "common/uring.h"
 #include "rdmem/auth.h"
+#include "rdmem/netaddr.h"
 #include "rdmem/util.h"
 
 #define TCP_RBUF_MIN	 (64u << 10)
@@ -82,9 +83,10 @@ struct conn {
 	/* Proved itself: authenticated (with a secret) or sent a valid frame
 	 * (without). Until then it has auth_ms, and may be evicted. */
 	int proven;
-	int partial;		     /* holds part of a frame (or a refused payload to drain) */
-	char host[INET6_ADDRSTRLEN]; /* the peer's address, what per-address limits count */
-	uint64_t born_ns, last_ns;   /* accepted; last byte in or out */
+	int partial; /* holds part of a frame (or a refused payload to drain) */
+	char host
+	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
+	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
 	int closing;	      /* no more reads; close once flushed */
@@ -310,14 +312,16 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 {
 	struct sockaddr_storage sa;
 	socklen_t salen = sizeof(sa);
-	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?", group[RDMEM_ADDR_GROUP_MAX];
 	struct conn *c;
 	int one = 1;
 
 	if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0)
 		getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
 			    NI_NUMERICHOST | NI_NUMERICSERV);
-	if (srv_admit(s, host) < 0) {
+	/* An IPv6 peer counts by its /64, a v4-mapped one as its IPv4 address. */
+	rdmem_addr_group(host, group, sizeof(group));
+	if (srv_admit(s, group) < 0) {
 		close(fd);
 		return;
 	}
@@ -337,7 +341,7 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		rdmem_warn_limited("tcp %s: TCP_NODELAY: %s", s->name, strerror(errno));
-	snprintf(c->host, sizeof(c->host), "%s", host);
+	snprintf(c->host, sizeof(c->host), "%s", group);
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
 	c->srv = s;
 	c->fd = fd;
