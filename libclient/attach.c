@@ -60,6 +60,25 @@ static int att_check(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w
 }
 
 /*
+ * Any uid of the three reading as the overflow uid means our user namespace
+ * does not map it: the identities cannot be told apart (shm/door.h). Says
+ * so on stderr, since -EPERM alone would send the user to the permissions.
+ */
+static int att_unmapped(uid_t owner, uid_t peer)
+{
+	uid_t ov = rdmem_door_overflow_uid();
+
+	if (geteuid() != ov && owner != ov && peer != ov)
+		return 0;
+	fprintf(stderr,
+		"librdmem: refusing the agent socket: uid %u (the overflow uid, "
+		"/proc/sys/kernel/overflowuid) is ours, its directory's or the agent's; "
+		"in a user namespace without a uid mapping nobody can be told apart\n",
+		(unsigned)ov);
+	return 1;
+}
+
+/*
  * Connects to the door and checks the agent: its uid (SO_PEERCRED) must be
  * the owner of the socket's directory, which must be root's or ours and
  * writable by nobody else (shm/door.h). Anyone else there is an impostor.
@@ -88,6 +107,10 @@ static int att_dial(const char *path)
 		return rc;
 	}
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != owner) {
+		close(s);
+		return -EPERM;
+	}
+	if (att_unmapped(owner, cred.uid)) {
 		close(s);
 		return -EPERM;
 	}

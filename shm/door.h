@@ -165,6 +165,27 @@ static inline int rdmem_door_dir_trusted(const char *dir, uid_t me, uid_t *owner
 }
 
 /*
+ * The uid the kernel shows for any uid the caller's user namespace does not
+ * map (/proc/sys/kernel/overflowuid, 65534 unless changed). Inside
+ * `unshare -U` with no mapping written, every other user's files and
+ * sockets, and the caller itself, read as this uid, so "owner == me" and
+ * "peer == owner" would hold for anyone's socket: no identity check may
+ * accept it.
+ */
+static inline uid_t rdmem_door_overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+	unsigned v = 65534;
+
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 65534;
+		fclose(f);
+	}
+	return (uid_t)v;
+}
+
+/*
  * Receives up to len bytes and at most one fd (SCM_RIGHTS, close-on-exec).
  * Any other fds that came along are closed; truncated control data fails.
  * Returns the bytes read (fd in *fd or -1), or -errno / -EPROTO.

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -159,7 +160,18 @@ static void test_door_truncate_refused_agent_and_clients_live(void)
  * owns), or creates dir itself as nobody, and listens as nobody. Returns its
  * pid once it listens; it answers nothing and exits when killed.
  */
+static pid_t impostor_start_as(const char *path, uid_t u, gid_t g, int make_dir);
+
 static pid_t impostor_start(const char *path, int make_dir_as_nobody)
+{
+	gid_t g;
+	uid_t u = nobody_uid(&g);
+
+	return impostor_start_as(path, u, g, make_dir_as_nobody);
+}
+
+/* The same as uid u: dir made 0755 and the socket 0666, so anyone may connect. */
+static pid_t impostor_start_as(const char *path, uid_t u, gid_t g, int make_dir_as_nobody)
 {
 	int p[2];
 	pid_t pid;
@@ -170,14 +182,12 @@ static pid_t impostor_start(const char *path, int make_dir_as_nobody)
 	pid = fork();
 	if (pid == 0) {
 		struct sockaddr_un sa = { AF_UNIX, { 0 } };
-		gid_t g;
-		uid_t u = nobody_uid(&g);
 		int s = socket(AF_UNIX, SOCK_STREAM, 0);
 
 		if (make_dir_as_nobody && (setgid(g) || setuid(u) || mkdir(dir, 0755)))
 			_exit(1);
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-		if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666))
 			_exit(2);
 		/* The listener's credentials are taken at listen(): nobody's. */
 		if ((!make_dir_as_nobody && (setgid(g) || setuid(u))) || listen(s, 8) < 0)
@@ -264,6 +274,69 @@ static void test_door_impostor_refused_by_client_and_agent(void)
 	/* Nobody there at all: a plain refusal, not a hang. */
 	next_paths();
 	CHECK_EQ(rdmem_open(sock, &h), -ECONNREFUSED);
+}
+
+/*
+ * Child: uid 2001, then (if userns) a user namespace with no uid mapping
+ * written, then rdmem_open(path). Exits with -rc (0 on success).
+ */
+static pid_t victim_open(const char *path, int userns)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		rdmem_t *h = NULL;
+		int rc;
+
+		if (setgroups(0, NULL) || setgid(2001) || setuid(2001))
+			_exit(100);
+		if (userns && unshare(CLONE_NEWUSER))
+			_exit(101);
+		rc = rdmem_open(path, &h);
+		rdmem_close(h);
+		_exit(rc < 0 && rc > -100 ? -rc : rc ? 99 : 0);
+	}
+	return pid;
+}
+
+static int victim_rc(pid_t pid)
+{
+	int st = 0;
+
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1000;
+	return -WEXITSTATUS(st);
+}
+
+/*
+ * Uid 3000 listens in a directory it owns. In a user namespace that maps
+ * nobody, uid 2001 sees itself, the directory and the listener all as the
+ * overflow uid: the client must refuse rather than take "owner == me".
+ */
+static int tsan_run(void)
+{
+	const char *san = getenv("RDMEM_SANITIZER");
+
+	return san && !strcmp(san, "tsan");
+}
+
+static void test_door_unmapped_userns_impostor_refused(void)
+{
+	pid_t imp;
+	int rc;
+
+	next_paths();
+	imp = impostor_start_as(sock, 3000, 3000, 1);
+	REQUIRE(imp > 0);
+	CHECK_EQ(victim_rc(victim_open(sock, 0)), -EPERM);
+	rc = victim_rc(victim_open(sock, 1));
+	impostor_stop(imp);
+	/* TSan's runtime thread makes the process multithreaded, and
+	 * unshare(CLONE_NEWUSER) refuses that (EINVAL): the plain run covers it. */
+	if (rc == -101 && tsan_run())
+		check_skip("test_door_attach", "unshare(CLONE_NEWUSER) is refused under TSan");
+	else
+		CHECK_EQ(rc, -EPERM);
 }
 
 /* ---- credentialed pid ------------------------------------------------------ */
@@ -634,6 +707,7 @@ int main(void)
 	}
 	RUN(test_door_truncate_refused_agent_and_clients_live);
 	RUN(test_door_impostor_refused_by_client_and_agent);
+	RUN(test_door_unmapped_userns_impostor_refused);
 	RUN(test_door_forged_pid_word_decides_nothing);
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);
