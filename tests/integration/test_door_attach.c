@@ -339,6 +339,54 @@ static void test_door_unmapped_userns_impostor_refused(void)
 		CHECK_EQ(rc, -EPERM);
 }
 
+/* ---- the header ----------------------------------------------------------- */
+
+/* Attach and call both work: a fresh rdmem_open, and a call on h. */
+static int attach_and_call_ok(rdmem_t *h)
+{
+	rdmem_t *h3 = NULL;
+	int ok = rdmem_open(sock, &h3) == 0 && echo_ok(h3, "fresh") && echo_ok(h, "honest");
+
+	rdmem_close(h3);
+	return ok;
+}
+
+/*
+ * A client writes the header's epoch, state and a geometry word: every
+ * attach and call would fail until the agent restarted. The agent's scan
+ * puts them back within a few scan periods.
+ */
+static void test_door_header_overwrite_repaired(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *bad = NULL, *h = NULL;
+	struct rdmem_shm_header *hdr;
+	uint64_t t0, ms;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &bad) == 0 && rdmem_open(sock, &h) == 0);
+	CHECK(echo_ok(h, "before"));
+	CHECK_EQ(stat_of(h, "header_repaired"), 0);
+	hdr = bad->att->hdr;
+	t0 = rdmem_now_ns();
+	atomic_store(&hdr->epoch, 1);
+	atomic_store(&hdr->state, RDMEM_SHM_CLOSED);
+	hdr->slots = 3;
+	CHECK(!attach_and_call_ok(h)); /* the damage is real */
+	while (!attach_and_call_ok(h) && rdmem_now_ns() - t0 < 2000000000ull)
+		usleep(5000);
+	ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# attach and calls back %llu ms after the header was overwritten\n",
+	       (unsigned long long)ms);
+	CHECK(ms < 400);
+	CHECK(attach_and_call_ok(h));
+	CHECK_EQ(stat_of(h, "header_repaired"), 1);
+	rdmem_close(bad);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
 /* ---- credentialed pid ------------------------------------------------------ */
 
 /*
@@ -708,6 +756,7 @@ int main(void)
 	RUN(test_door_truncate_refused_agent_and_clients_live);
 	RUN(test_door_impostor_refused_by_client_and_agent);
 	RUN(test_door_unmapped_userns_impostor_refused);
+	RUN(test_door_header_overwrite_repaired);
 	RUN(test_door_forged_pid_word_decides_nothing);
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);
