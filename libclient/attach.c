@@ -188,7 +188,6 @@ static int att_map(const char *path, struct rdmem_att_lib *a)
 	}
 	a->fd = mfd;
 	a->sock = s;
-	a->pid = w.pid;
 	a->epoch = w.epoch;
 	a->pub.client = w.client;
 	return 0;
@@ -270,14 +269,16 @@ struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err)
 int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
 {
 	struct rdmem_att_lib *a = rdmem__lib(pub);
-	struct rdmem_shm_client *me = rdmem_shm_client_at(pub->base, &pub->geom, pub->client);
 
 	if (atomic_load_explicit(&pub->stale, memory_order_relaxed))
 		return 0;
-	/* Acquire: pairs with the agent's release store of CLOSED. */
+	/*
+	 * Acquire: pairs with the agent's release store of CLOSED. Not our
+	 * entry's pid word: any client can write it, and the agent, when it
+	 * reclaims our entry, closes our connection (EOF below).
+	 */
 	if (atomic_load_explicit(&pub->hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING ||
-	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch ||
-	    atomic_load_explicit(&me->pid, memory_order_relaxed) != a->pid)
+	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch)
 		goto stale;
 	if (now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,

@@ -387,6 +387,74 @@ static void test_door_header_overwrite_repaired(void)
 	agent_stop(&agent);
 }
 
+/* A fresh agent, a client h of it, a pipe p, then fork(): its result, or -1. */
+static pid_t agent_client_fork(struct proc *agent, rdmem_t **h, int p[2])
+{
+	next_paths();
+	if (agent_start(agent) || rdmem_open(sock, h) || pipe(p))
+		return -1;
+	return fork();
+}
+
+/*
+ * Child: attaches, says so on w, then writes a made-up pid into every
+ * entry's pid word, over and over, for ms milliseconds.
+ */
+static void pid_forger(int w, int ms)
+{
+	rdmem_t *h = NULL;
+	uint64_t end;
+	uint32_t c;
+	char y = 'y';
+
+	if (rdmem_open(sock, &h) != 0 || write(w, &y, 1) != 1)
+		_exit(1);
+	end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
+	while (rdmem_now_ns() < end)
+		for (c = 0; c < h->att->geom.clients; c++)
+			atomic_store(&rdmem_shm_client_at(h->att->base, &h->att->geom, c)->pid,
+				     424242);
+	_exit(0);
+}
+
+/*
+ * Another client forging every entry's pid word costs an honest client
+ * nothing: no failed call, no re-attach (the word is not the client's
+ * liveness test; its connection is).
+ */
+static void test_door_forged_pid_words_cost_honest_clients_nothing(void)
+{
+	struct proc agent = { 0 };
+	struct rdmem_counters cnt;
+	rdmem_t *h = NULL;
+	int p[2], fails = 0, calls = 0, st;
+	pid_t pid;
+	char y;
+
+	pid = agent_client_fork(&agent, &h, p);
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		pid_forger(p[1], 300);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &y, 1) == 1);
+	close(p[0]);
+	while (calls < 2000 || waitpid(pid, &st, WNOHANG) == 0) {
+		fails += !echo_ok(h, "honest");
+		calls++;
+	}
+	rdmem_get_counters(h, &cnt);
+	printf("# %d calls while the pid words were forged: %d failed, %llu re-attaches, "
+	       "pid_forged %lld\n",
+	       calls, fails, (unsigned long long)cnt.reattach, stat_of(h, "pid_forged"));
+	CHECK_EQ(fails, 0);
+	CHECK_EQ(cnt.reattach, 0);
+	waitpid(pid, &st, 0);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
 /* ---- credentialed pid ------------------------------------------------------ */
 
 /*
@@ -403,11 +471,7 @@ static void test_door_forged_pid_word_decides_nothing(void)
 	pid_t pid, holder = 0;
 	uint32_t c = 0;
 
-	next_paths();
-	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(rdmem_open(sock, &h) == 0);
-	REQUIRE(pipe(p) == 0);
-	pid = fork();
+	pid = agent_client_fork(&agent, &h, p);
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		rdmem_t *mine;
@@ -458,11 +522,7 @@ static void test_door_forged_pid_killed_reclaimed(void)
 	uint32_t c = 0;
 	pid_t pid;
 
-	next_paths();
-	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(rdmem_open(sock, &h) == 0);
-	REQUIRE(pipe(p) == 0);
-	pid = fork();
+	pid = agent_client_fork(&agent, &h, p);
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		rdmem_t *mine;
@@ -758,6 +818,7 @@ int main(void)
 	RUN(test_door_unmapped_userns_impostor_refused);
 	RUN(test_door_header_overwrite_repaired);
 	RUN(test_door_forged_pid_word_decides_nothing);
+	RUN(test_door_forged_pid_words_cost_honest_clients_nothing);
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);
 	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
