@@ -88,7 +88,6 @@ static int att_dial(const char *path)
 	char dir[RDMEM_DOOR_PATH_MAX];
 	struct timeval tv = { (time_t)(RDMEM_ATTACH_NS / 1000000000ull),
 			      (suseconds_t)(RDMEM_ATTACH_NS % 1000000000ull / 1000) };
-	struct sockaddr_un sa = { AF_UNIX, { 0 } };
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	uid_t owner = (uid_t)-1;
@@ -97,15 +96,11 @@ static int att_dial(const char *path)
 	if ((rc = rdmem_door_dir_of(path, dir, sizeof(dir))) ||
 	    (rc = rdmem_door_dir_trusted(dir, geteuid(), &owner)))
 		return rc == -ENOENT ? -ECONNREFUSED : rc;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Bounded, connect included: an agent that never answers (stopped, its
+	 * backlog full) costs one attach this long. */
+	s = rdmem_door_connect(path, &tv);
 	if (s < 0)
-		return -errno;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = errno == ENOENT || errno == ECONNREFUSED ? -ECONNREFUSED : -errno;
-		close(s);
-		return rc;
-	}
+		return s == -ENOENT ? -ECONNREFUSED : s;
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != owner) {
 		close(s);
 		return -EPERM;
@@ -113,13 +108,6 @@ static int att_dial(const char *path)
 	if (att_unmapped(owner, cred.uid)) {
 		close(s);
 		return -EPERM;
-	}
-	/* Bounded: an agent that never answers costs one attach this long. */
-	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
-		rc = -errno;
-		close(s);
-		return rc;
 	}
 	return s;
 }

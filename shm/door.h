@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -183,6 +184,34 @@ static inline uid_t rdmem_door_overflow_uid(void)
 		fclose(f);
 	}
 	return (uid_t)v;
+}
+
+/*
+ * A stream socket connected to path, with tv as its send and receive
+ * timeouts, or -errno (-ETIMEDOUT: no room in time). The timeouts go on
+ * before connect: a stopped agent's full backlog blocks connect, and an
+ * AF_UNIX connect waits at most SO_SNDTIMEO.
+ */
+static inline int rdmem_door_connect(const char *path, const struct timeval *tv)
+{
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	size_t len = strlen(path);
+	int s, rc;
+
+	if (len >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, len + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, tv, sizeof(*tv)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, tv, sizeof(*tv)) < 0 ||
+	    connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT : -errno;
+		close(s);
+		return rc;
+	}
+	return s;
 }
 
 /*

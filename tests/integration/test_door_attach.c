@@ -806,6 +806,72 @@ static void test_door_out_of_fds_does_not_spin(void)
 	agent_stop(&agent);
 }
 
+/* ---- a stopped agent ------------------------------------------------------- */
+
+/* Fills the listen backlog of sock with non-blocking connects; returns how many. */
+static int backlog_fill(int *fds, int cap)
+{
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	int n = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	while (n < cap) {
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+		if (s < 0)
+			break;
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(s);
+			break;
+		}
+		fds[n++] = s;
+	}
+	return n;
+}
+
+/*
+ * The agent stopped (SIGSTOP) with its backlog full: connect itself would
+ * block. rdmem_open must still give up within its 2 s, in a child so that
+ * a hang fails the test instead of stalling it.
+ */
+static void test_door_stopped_agent_full_backlog_open_times_out(void)
+{
+	struct proc agent = { 0 };
+	int fds[512], n, st = 0, i;
+	uint64_t t0;
+	pid_t pid, got = 0;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(kill(agent.pid, SIGSTOP) == 0);
+	n = backlog_fill(fds, 512);
+	CHECK(n > 0 && n < 512);
+	t0 = rdmem_now_ns();
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		rdmem_t *h = NULL;
+		int rc = rdmem_open(sock, &h);
+
+		_exit(rc < 0 && rc > -256 ? -rc : 255);
+	}
+	while (rdmem_now_ns() - t0 < 5000000000ull && (got = waitpid(pid, &st, WNOHANG)) == 0)
+		usleep(10000);
+	printf("# rdmem_open with the agent stopped and %d connects queued: %s after %llu ms\n", n,
+	       got == pid ? "returned" : "still blocked",
+	       (unsigned long long)((rdmem_now_ns() - t0) / 1000000));
+	CHECK(got == pid && WIFEXITED(st) && WEXITSTATUS(st) == ETIMEDOUT);
+	CHECK(rdmem_now_ns() - t0 < 2500000000ull);
+	if (got != pid) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	kill(agent.pid, SIGCONT);
+	agent_stop(&agent);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -825,5 +891,6 @@ int main(void)
 	RUN(test_door_attach_detach_loop_never_runs_out);
 	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
 	RUN(test_door_out_of_fds_does_not_spin);
+	RUN(test_door_stopped_agent_full_backlog_open_times_out);
 	return check_done();
 }
