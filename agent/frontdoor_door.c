@@ -223,9 +223,17 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 		return -ENOMEM;
 	for (c = 0; c < fd->geom.clients; c++)
 		d->conn[c] = -1;
-	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))) ||
-	    (rc = rdmem_door_dir(dir, cfg->group)) ||
-	    (rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
+	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))))
+		return rc;
+	if ((rc = rdmem_door_dir(dir, cfg->group))) {
+		if (!cfg->socket_path && geteuid() != 0 && !strcmp(dir, RDMEM_DOOR_ROOT_DIR))
+			rdmem_err("front door: no XDG_RUNTIME_DIR, so the socket would be in %s, "
+				  "which only root can give a non-root agent: set XDG_RUNTIME_DIR "
+				  "or RDMEM_RUNTIME_DIR, or pass --socket PATH",
+				  RDMEM_DOOR_ROOT_DIR);
+		return rc;
+	}
+	if ((rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
 		return rc;
 	return rdmem_door_listen(d, cfg->group);
 }

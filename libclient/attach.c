@@ -282,18 +282,29 @@ stale:
 
 /* ---- handle ------------------------------------------------------------ */
 
+/* A socket is at path, in a directory that passes the client rule. */
+static int att_usable(const char *path)
+{
+	char dir[RDMEM_DOOR_PATH_MAX];
+	struct stat st;
+	uid_t owner;
+
+	return lstat(path, &st) == 0 && !rdmem_door_dir_of(path, dir, sizeof(dir)) &&
+	       !rdmem_door_dir_trusted(dir, geteuid(), &owner);
+}
+
 /*
  * A segment name maps to <runtime dir>/<name>.sock (shm/door.h); a name that
- * is a path is the socket itself. Not root and nothing in our own runtime
- * directory: a root agent's /run/rdmem.
+ * is a path is the socket itself. Not root and nothing usable in our own
+ * runtime directory (no socket, or a directory the client rule refuses,
+ * which someone else may have made): a root agent's /run/rdmem.
  */
 static int att_resolve(const char *name, char *path, size_t cap)
 {
-	struct stat st;
 	int rc = rdmem_door_path(name, NULL, geteuid(), path, cap);
 
 	if (rc || rdmem_door_is_path(name) || geteuid() == 0 || getenv("RDMEM_RUNTIME_DIR") ||
-	    lstat(path, &st) == 0)
+	    att_usable(path))
 		return rc;
 	return rdmem_door_path(name, RDMEM_DOOR_ROOT_DIR, 0, path, cap) ? rc : 0;
 }

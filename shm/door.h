@@ -63,9 +63,12 @@ struct rdmem_door_welcome {
 };
 
 /*
- * The socket directory when none is given: /run/rdmem for root,
- * $XDG_RUNTIME_DIR/rdmem otherwise, else /tmp/rdmem-<uid>. RDMEM_RUNTIME_DIR
- * overrides all of them. Returns 0 or -ENAMETOOLONG.
+ * The socket directory when none is given: $XDG_RUNTIME_DIR/rdmem for a
+ * user that has one, else /run/rdmem (root's, or one root handed to the
+ * agent's user). RDMEM_RUNTIME_DIR overrides both. Never a name in /tmp:
+ * anyone can create /tmp/rdmem-<uid> first (sticky /tmp: its owner cannot
+ * remove it), and the real agent and its clients would refuse it for good.
+ * Returns 0 or -ENAMETOOLONG.
  */
 static inline int rdmem_door_default_dir(uid_t uid, char *out, size_t cap)
 {
@@ -79,7 +82,7 @@ static inline int rdmem_door_default_dir(uid_t uid, char *out, size_t cap)
 	else if (xdg && xdg[0] == '/')
 		n = snprintf(out, cap, "%s/rdmem", xdg);
 	else
-		n = snprintf(out, cap, "/tmp/rdmem-%u", (unsigned)uid);
+		n = snprintf(out, cap, "%s", RDMEM_DOOR_ROOT_DIR);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 

@@ -288,7 +288,9 @@ static pid_t victim_open(const char *path, int userns)
 		rdmem_t *h = NULL;
 		int rc;
 
-		if (setgroups(0, NULL) || setgid(2001) || setuid(2001))
+		/* The default runtime directory, as for a user with no session. */
+		if (unsetenv("XDG_RUNTIME_DIR") || unsetenv("RDMEM_RUNTIME_DIR") ||
+		    setgroups(0, NULL) || setgid(2001) || setuid(2001))
 			_exit(100);
 		if (userns && unshare(CLONE_NEWUSER))
 			_exit(101);
@@ -337,6 +339,40 @@ static void test_door_unmapped_userns_impostor_refused(void)
 		check_skip("test_door_attach", "unshare(CLONE_NEWUSER) is refused under TSan");
 	else
 		CHECK_EQ(rc, -EPERM);
+}
+
+/*
+ * Uid 2002 makes /tmp/rdmem-2001 first (sticky /tmp: 2001 cannot remove it)
+ * and listens in it under the name 2001 will open. Uid 2001, with no
+ * XDG_RUNTIME_DIR, must not be stopped there (-EPERM) but go on to
+ * /run/rdmem, where no agent of that name runs (refused, or not searchable).
+ */
+static void test_door_precreated_tmp_dir_blocks_no_one(void)
+{
+	char name[32], def[RDMEM_DOOR_PATH_MAX], *xdg = getenv("XDG_RUNTIME_DIR");
+	pid_t imp;
+	int rc;
+
+	snprintf(name, sizeof(name), "door-tmp-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "/tmp/rdmem-2001");
+	snprintf(sock, sizeof(sock), "%s/%s.sock", dir, name);
+	if (system("rm -rf /tmp/rdmem-2001") != 0)
+		fprintf(stderr, "  cannot clear /tmp/rdmem-2001\n");
+	imp = impostor_start_as(sock, 2002, 2002, 1);
+	REQUIRE(imp > 0);
+	rc = victim_rc(victim_open(name, 0));
+	printf("# uid 2001 opening %s with /tmp/rdmem-2001 taken: %d\n", name, rc);
+	CHECK(rc == -ECONNREFUSED || rc == -EACCES);
+	impostor_stop(imp);
+	/* And the agent's default without a session is never in /tmp either. */
+	xdg = xdg ? strdup(xdg) : NULL;
+	unsetenv("XDG_RUNTIME_DIR");
+	CHECK(getenv("RDMEM_RUNTIME_DIR") == NULL);
+	CHECK(rdmem_door_default_dir(2001, def, sizeof(def)) == 0);
+	CHECK(!strcmp(def, RDMEM_DOOR_ROOT_DIR));
+	if (xdg)
+		setenv("XDG_RUNTIME_DIR", xdg, 1);
+	free(xdg);
 }
 
 /* ---- the header ----------------------------------------------------------- */
@@ -882,6 +918,7 @@ int main(void)
 	RUN(test_door_truncate_refused_agent_and_clients_live);
 	RUN(test_door_impostor_refused_by_client_and_agent);
 	RUN(test_door_unmapped_userns_impostor_refused);
+	RUN(test_door_precreated_tmp_dir_blocks_no_one);
 	RUN(test_door_header_overwrite_repaired);
 	RUN(test_door_forged_pid_word_decides_nothing);
 	RUN(test_door_forged_pid_words_cost_honest_clients_nothing);
