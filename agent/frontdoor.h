@@ -112,14 +112,15 @@ void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd);
 
 struct rdmem_frontdoor_stats {
-	uint64_t calls;		/* entries taken from the ring */
-	uint64_t local_pings;	/* answered by the front door itself */
-	uint64_t bad_entries;	/* refused: wrong client, slot, state, length, op, path */
-	uint64_t skipped;	/* ring positions skipped after a dead or stalled producer */
-	uint64_t repaired;	/* ring cells a client scribbled on, rewritten */
-	uint64_t stalls;	/* waits for an unpublished position that ended in skips */
-	uint64_t head_repaired; /* ring heads a client moved out of range, reset */
-	uint64_t pid_forged;	/* client entries with a negative pid word */
+	uint64_t calls;		  /* entries taken from the ring */
+	uint64_t local_pings;	  /* answered by the front door itself */
+	uint64_t bad_entries;	  /* refused: wrong client, slot, state, length, op, path */
+	uint64_t skipped;	  /* ring positions skipped after a dead or stalled producer */
+	uint64_t repaired;	  /* ring cells a client scribbled on, rewritten */
+	uint64_t stalls;	  /* waits for an unpublished position that ended in skips */
+	uint64_t head_repaired;	  /* ring heads a client moved out of range, reset */
+	uint64_t pid_forged;	  /* client entries with a negative pid word */
+	uint64_t header_repaired; /* segment headers a client overwrote, put back */
 	uint64_t orphans;	/* submitted slots whose ring entry never came, taken by the scan */
 	uint64_t dead_clients;	/* client entries reclaimed */
 	uint64_t dropped;	/* completions for clients that died or gave up */

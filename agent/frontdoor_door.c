@@ -81,23 +81,13 @@ static int rdmem_door_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
-/* A connected socket to path, or -errno. */
+/* A socket connected to path within 2 s, with 2 s timeouts, or -errno
+ * (-ETIMEDOUT: an agent is there but does not accept, e.g. stopped). */
 static int rdmem_door_dial(const char *path)
 {
-	struct sockaddr_un sa;
-	int s, rc = rdmem_door_addr(path, &sa);
+	const struct timeval tv = { 2, 0 };
 
-	if (rc)
-		return rc;
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -errno;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = -errno;
-		close(s);
-		return rc;
-	}
-	return s;
+	return rdmem_door_connect(path, &tv);
 }
 
 /*
@@ -109,7 +99,6 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION,
 					  RDMEM_SHM_VERSION, 0, 0 };
 	struct rdmem_door_welcome w;
-	struct timeval tv = { 2, 0 };
 	struct rdmem_shm_header *h;
 	int s = rdmem_door_dial(path), mfd = -1, rc = -EPROTO;
 	uint64_t next;
@@ -117,7 +106,6 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 
 	if (s < 0)
 		return s;
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (send(s, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
 		goto out;
 	n = rdmem_door_recv(s, &w, sizeof(w), &mfd);
@@ -163,8 +151,10 @@ static int rdmem_door_clear(const char *path, int reset, uint64_t *epoch)
 			return -EEXIST;
 		}
 		rdmem_warn("front door: replacing %s, not our socket (--shm-reset)", path);
-	} else if ((s = rdmem_door_dial(path)) >= 0) {
-		close(s);
+	} else if ((s = rdmem_door_dial(path)) >= 0 || s == -ETIMEDOUT) {
+		/* Timed out: an agent holds the socket but accepts nothing (stopped). */
+		if (s >= 0)
+			close(s);
 		if (!reset) {
 			rdmem_err("front door %s: in use by a running agent; stop it or use "
 				  "--shm-reset",
@@ -233,9 +223,17 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 		return -ENOMEM;
 	for (c = 0; c < fd->geom.clients; c++)
 		d->conn[c] = -1;
-	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))) ||
-	    (rc = rdmem_door_dir(dir, cfg->group)) ||
-	    (rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
+	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))))
+		return rc;
+	if ((rc = rdmem_door_dir(dir, cfg->group))) {
+		if (!cfg->socket_path && geteuid() != 0 && !strcmp(dir, RDMEM_DOOR_ROOT_DIR))
+			rdmem_err("front door: no XDG_RUNTIME_DIR, so the socket would be in %s, "
+				  "which only root can give a non-root agent: set XDG_RUNTIME_DIR "
+				  "or RDMEM_RUNTIME_DIR, or pass --socket PATH",
+				  RDMEM_DOOR_ROOT_DIR);
+		return rc;
+	}
+	if ((rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
 		return rc;
 	return rdmem_door_listen(d, cfg->group);
 }

@@ -7,12 +7,16 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "agent/frontdoor.h"
 #include "shm/door.h"
 #include "shm/segment.h"
+
+/* The header bytes the agent owns and keeps: everything before the ring words. */
+#define RDMEM_FD_HDR_OWN offsetof(struct rdmem_shm_header, ring)
 
 /* The agent's private view of one client entry. */
 struct rdmem_fd_client {
@@ -96,9 +100,15 @@ struct rdmem_frontdoor {
 	int started;
 	_Atomic int stop;
 	uint64_t next_scan_ns;
+	/* The header as formatted, up to the ring words: identity, geometry,
+	 * state, epoch. Ours alone; the scan puts back what a client changed. */
+	_Alignas(64) uint8_t hdr_own[RDMEM_FD_HDR_OWN];
+	uint64_t hdr_bad_since; /* actor: when a scan first found it changed, or 0 */
+	_Atomic int closing;	/* destroy() is marking the segment CLOSED: leave it */
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
-	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_ctl_denied;
+	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_ctl_denied,
+	    n_header_repaired;
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */

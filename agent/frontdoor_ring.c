@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -581,12 +582,80 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 	return taken;
 }
 
+/* Our socket path still names the socket we bound: nobody took over. */
+static int rdmem_frontdoor_door_ours(const struct rdmem_frontdoor *fd)
+{
+	struct stat st;
+
+	return lstat(fd->door.path, &st) == 0 && st.st_dev == fd->door.dev &&
+	       st.st_ino == fd->door.ino;
+}
+
+/*
+ * The header words clients check (state, epoch, identity and geometry) are
+ * ours: one client's write would turn every attach and call away until we
+ * restart. Put back once found changed for a scan period while our socket
+ * is still ours: an agent taking over (--shm-reset) marks us CLOSED with a
+ * new epoch and then takes the path well within that time, and its CLOSED
+ * must stand. (Scans also run early when a client leaves: hence the clock.)
+ */
+/* The plain words byte for byte, the atomic ones (state, epoch) by atomic loads. */
+static int rdmem_frontdoor_header_same(const struct rdmem_frontdoor *fd)
+{
+	const uint8_t *h = (const uint8_t *)fd->hdr;
+	const size_t live = offsetof(struct rdmem_shm_header, state),
+		     pid = offsetof(struct rdmem_shm_header, agent_pid),
+		     after_epoch = offsetof(struct rdmem_shm_header, created_ns);
+
+	return !memcmp(h, fd->hdr_own, live) &&
+	       !memcmp(h + pid, fd->hdr_own + pid, sizeof(fd->hdr->agent_pid)) &&
+	       !memcmp(h + after_epoch, fd->hdr_own + after_epoch,
+		       sizeof(fd->hdr_own) - after_epoch) &&
+	       /* Relaxed: a client's write or our own destroy(); nothing is read
+		* through them. */
+	       atomic_load_explicit(&fd->hdr->state, memory_order_relaxed) == RDMEM_SHM_RUNNING &&
+	       atomic_load_explicit(&fd->hdr->epoch, memory_order_relaxed) == fd->epoch;
+}
+
+static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t now)
+{
+	struct rdmem_shm_header *h = fd->hdr;
+	const size_t live = offsetof(struct rdmem_shm_header, state);
+	const size_t after_epoch = offsetof(struct rdmem_shm_header, created_ns);
+
+	if (rdmem_frontdoor_header_same(fd)) {
+		fd->hdr_bad_since = 0;
+		return;
+	}
+	if (!fd->hdr_bad_since)
+		fd->hdr_bad_since = now;
+	if (now - fd->hdr_bad_since < RDMEM_FD_SCAN_NS ||
+	    atomic_load_explicit(&fd->closing, memory_order_relaxed) ||
+	    !rdmem_frontdoor_door_ours(fd))
+		return;
+	memcpy(h, fd->hdr_own, live);
+	memcpy(&h->agent_pid, fd->hdr_own + offsetof(struct rdmem_shm_header, agent_pid),
+	       sizeof(h->agent_pid));
+	memcpy((uint8_t *)h + after_epoch, fd->hdr_own + after_epoch,
+	       sizeof(fd->hdr_own) - after_epoch);
+	atomic_store_explicit(&h->epoch, fd->epoch, memory_order_relaxed);
+	/* Release: pairs with the clients' acquire load of RUNNING; publishes
+	 * the words put back above. */
+	atomic_store_explicit(&h->state, RDMEM_SHM_RUNNING, memory_order_release);
+	fd->hdr_bad_since = 0;
+	rdmem_frontdoor_count(&fd->n_header_repaired);
+	rdmem_warn_limited("front door %s: a client overwrote the segment header (state, epoch "
+			   "or geometry); put back",
+			   fd->name);
+}
+
 /* Returns how many calls the scan took (lost entries). */
 static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	uint32_t c;
 	int taken = 0;
 
+	rdmem_frontdoor_header_check(fd, now);
 	for (c = 0; c < fd->geom.clients; c++)
 		taken += rdmem_frontdoor_scan_client(fd, c);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
@@ -731,6 +800,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->stalls = atomic_load_explicit(&fd->n_stalls, memory_order_relaxed);
 	out->head_repaired = atomic_load_explicit(&fd->n_head_repaired, memory_order_relaxed);
 	out->pid_forged = atomic_load_explicit(&fd->n_pid_forged, memory_order_relaxed);
+	out->header_repaired = atomic_load_explicit(&fd->n_header_repaired, memory_order_relaxed);
 	out->orphans = atomic_load_explicit(&fd->n_orphans, memory_order_relaxed);
 	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);

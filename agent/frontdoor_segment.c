@@ -93,6 +93,7 @@ static void rdmem_frontdoor_format(struct rdmem_frontdoor *fd, uint64_t epoch)
 	/* Client table and slots are zero (fresh pages): free entries, FREE slots.
 	 * Release: publishes all of the above to clients that acquire RUNNING. */
 	atomic_store_explicit(&h->state, RDMEM_SHM_RUNNING, memory_order_release);
+	memcpy(fd->hdr_own, h, sizeof(fd->hdr_own)); /* before any client has the fd */
 }
 
 static int rdmem_frontdoor_map_new(struct rdmem_frontdoor *fd, uint64_t epoch)
@@ -205,6 +206,9 @@ void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd)
 {
 	if (!fd)
 		return;
+	/* Relaxed: the actor reads it on its own thread's next scan; a repair it
+	 * makes before seeing it is undone by the store below. */
+	atomic_store_explicit(&fd->closing, 1, memory_order_relaxed);
 	/* Release: pairs with the clients' acquire load of state (libclient). */
 	atomic_store_explicit(&fd->hdr->state, RDMEM_SHM_CLOSED, memory_order_release);
 	rdmem_frontdoor_stop(fd);

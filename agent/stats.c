@@ -143,6 +143,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Ring heads a client moved out of range, put back."),
 	S("frontdoor.pid_forged", C, fd.pid_forged,
 	  "Client pid words found overwritten, put back to the credentialed pid."),
+	S("frontdoor.header_repaired", C, fd.header_repaired,
+	  "Segment headers (state, epoch, geometry) a client overwrote, put back."),
 	S("frontdoor.orphans", C, fd.orphans,
 	  "Submitted slots whose ring entry never came (a client overwrote it), taken by the "
 	  "scan."),

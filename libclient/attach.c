@@ -60,6 +60,25 @@ static int att_check(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w
 }
 
 /*
+ * Any uid of the three reading as the overflow uid means our user namespace
+ * does not map it: the identities cannot be told apart (shm/door.h). Says
+ * so on stderr, since -EPERM alone would send the user to the permissions.
+ */
+static int att_unmapped(uid_t owner, uid_t peer)
+{
+	uid_t ov = rdmem_door_overflow_uid();
+
+	if (geteuid() != ov && owner != ov && peer != ov)
+		return 0;
+	fprintf(stderr,
+		"librdmem: refusing the agent socket: uid %u (the overflow uid, "
+		"/proc/sys/kernel/overflowuid) is ours, its directory's or the agent's; "
+		"in a user namespace without a uid mapping nobody can be told apart\n",
+		(unsigned)ov);
+	return 1;
+}
+
+/*
  * Connects to the door and checks the agent: its uid (SO_PEERCRED) must be
  * the owner of the socket's directory, which must be root's or ours and
  * writable by nobody else (shm/door.h). Anyone else there is an impostor.
@@ -69,7 +88,6 @@ static int att_dial(const char *path)
 	char dir[RDMEM_DOOR_PATH_MAX];
 	struct timeval tv = { (time_t)(RDMEM_ATTACH_NS / 1000000000ull),
 			      (suseconds_t)(RDMEM_ATTACH_NS % 1000000000ull / 1000) };
-	struct sockaddr_un sa = { AF_UNIX, { 0 } };
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	uid_t owner = (uid_t)-1;
@@ -78,25 +96,18 @@ static int att_dial(const char *path)
 	if ((rc = rdmem_door_dir_of(path, dir, sizeof(dir))) ||
 	    (rc = rdmem_door_dir_trusted(dir, geteuid(), &owner)))
 		return rc == -ENOENT ? -ECONNREFUSED : rc;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Bounded, connect included: an agent that never answers (stopped, its
+	 * backlog full) costs one attach this long. */
+	s = rdmem_door_connect(path, &tv);
 	if (s < 0)
-		return -errno;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = errno == ENOENT || errno == ECONNREFUSED ? -ECONNREFUSED : -errno;
-		close(s);
-		return rc;
-	}
+		return s == -ENOENT ? -ECONNREFUSED : s;
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != owner) {
 		close(s);
 		return -EPERM;
 	}
-	/* Bounded: an agent that never answers costs one attach this long. */
-	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
-		rc = -errno;
+	if (att_unmapped(owner, cred.uid)) {
 		close(s);
-		return rc;
+		return -EPERM;
 	}
 	return s;
 }
@@ -165,7 +176,6 @@ static int att_map(const char *path, struct rdmem_att_lib *a)
 	}
 	a->fd = mfd;
 	a->sock = s;
-	a->pid = w.pid;
 	a->epoch = w.epoch;
 	a->pub.client = w.client;
 	return 0;
@@ -247,14 +257,16 @@ struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err)
 int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
 {
 	struct rdmem_att_lib *a = rdmem__lib(pub);
-	struct rdmem_shm_client *me = rdmem_shm_client_at(pub->base, &pub->geom, pub->client);
 
 	if (atomic_load_explicit(&pub->stale, memory_order_relaxed))
 		return 0;
-	/* Acquire: pairs with the agent's release store of CLOSED. */
+	/*
+	 * Acquire: pairs with the agent's release store of CLOSED. Not our
+	 * entry's pid word: any client can write it, and the agent, when it
+	 * reclaims our entry, closes our connection (EOF below).
+	 */
 	if (atomic_load_explicit(&pub->hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING ||
-	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch ||
-	    atomic_load_explicit(&me->pid, memory_order_relaxed) != a->pid)
+	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch)
 		goto stale;
 	if (now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,
@@ -270,18 +282,29 @@ stale:
 
 /* ---- handle ------------------------------------------------------------ */
 
+/* A socket is at path, in a directory that passes the client rule. */
+static int att_usable(const char *path)
+{
+	char dir[RDMEM_DOOR_PATH_MAX];
+	struct stat st;
+	uid_t owner;
+
+	return lstat(path, &st) == 0 && !rdmem_door_dir_of(path, dir, sizeof(dir)) &&
+	       !rdmem_door_dir_trusted(dir, geteuid(), &owner);
+}
+
 /*
  * A segment name maps to <runtime dir>/<name>.sock (shm/door.h); a name that
- * is a path is the socket itself. Not root and nothing in our own runtime
- * directory: a root agent's /run/rdmem.
+ * is a path is the socket itself. Not root and nothing usable in our own
+ * runtime directory (no socket, or a directory the client rule refuses,
+ * which someone else may have made): a root agent's /run/rdmem.
  */
 static int att_resolve(const char *name, char *path, size_t cap)
 {
-	struct stat st;
 	int rc = rdmem_door_path(name, NULL, geteuid(), path, cap);
 
 	if (rc || rdmem_door_is_path(name) || geteuid() == 0 || getenv("RDMEM_RUNTIME_DIR") ||
-	    lstat(path, &st) == 0)
+	    att_usable(path))
 		return rc;
 	return rdmem_door_path(name, RDMEM_DOOR_ROOT_DIR, 0, path, cap) ? rc : 0;
 }

@@ -29,7 +29,6 @@ struct rdmem_att_lib {
 	int fd;	  /* the segment's sealed memfd */
 	int sock; /* the connection to the agent: open for the attachment's life */
 	size_t len;
-	int32_t pid; /* our entry's pid word, as the agent wrote it */
 	uint64_t epoch;
 	_Atomic uint64_t next_liveness_ns; /* when to test the agent process again */
 };

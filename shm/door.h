@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -62,9 +63,12 @@ struct rdmem_door_welcome {
 };
 
 /*
- * The socket directory when none is given: /run/rdmem for root,
- * $XDG_RUNTIME_DIR/rdmem otherwise, else /tmp/rdmem-<uid>. RDMEM_RUNTIME_DIR
- * overrides all of them. Returns 0 or -ENAMETOOLONG.
+ * The socket directory when none is given: $XDG_RUNTIME_DIR/rdmem for a
+ * user that has one, else /run/rdmem (root's, or one root handed to the
+ * agent's user). RDMEM_RUNTIME_DIR overrides both. Never a name in /tmp:
+ * anyone can create /tmp/rdmem-<uid> first (sticky /tmp: its owner cannot
+ * remove it), and the real agent and its clients would refuse it for good.
+ * Returns 0 or -ENAMETOOLONG.
  */
 static inline int rdmem_door_default_dir(uid_t uid, char *out, size_t cap)
 {
@@ -78,7 +82,7 @@ static inline int rdmem_door_default_dir(uid_t uid, char *out, size_t cap)
 	else if (xdg && xdg[0] == '/')
 		n = snprintf(out, cap, "%s/rdmem", xdg);
 	else
-		n = snprintf(out, cap, "/tmp/rdmem-%u", (unsigned)uid);
+		n = snprintf(out, cap, "%s", RDMEM_DOOR_ROOT_DIR);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
@@ -162,6 +166,55 @@ static inline int rdmem_door_dir_trusted(const char *dir, uid_t me, uid_t *owner
 		return -EPERM;
 	*owner = st.st_uid;
 	return 0;
+}
+
+/*
+ * The uid the kernel shows for any uid the caller's user namespace does not
+ * map (/proc/sys/kernel/overflowuid, 65534 unless changed). Inside
+ * `unshare -U` with no mapping written, every other user's files and
+ * sockets, and the caller itself, read as this uid, so "owner == me" and
+ * "peer == owner" would hold for anyone's socket: no identity check may
+ * accept it.
+ */
+static inline uid_t rdmem_door_overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+	unsigned v = 65534;
+
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 65534;
+		fclose(f);
+	}
+	return (uid_t)v;
+}
+
+/*
+ * A stream socket connected to path, with tv as its send and receive
+ * timeouts, or -errno (-ETIMEDOUT: no room in time). The timeouts go on
+ * before connect: a stopped agent's full backlog blocks connect, and an
+ * AF_UNIX connect waits at most SO_SNDTIMEO.
+ */
+static inline int rdmem_door_connect(const char *path, const struct timeval *tv)
+{
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	size_t len = strlen(path);
+	int s, rc;
+
+	if (len >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, len + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, tv, sizeof(*tv)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, tv, sizeof(*tv)) < 0 ||
+	    connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT : -errno;
+		close(s);
+		return rc;
+	}
+	return s;
 }
 
 /*

@@ -1,15 +1,15 @@
 /* segment.h - layout of the front-door shared-memory segment (/rdmem).
  *
- * The agent creates the segment (mode 0660); local apps map it with
- * libclient. Everything is fixed-width, nothing is a pointer, and every
+ * The agent creates the segment (a sealed memfd, handed to clients over
+ * its socket: shm/door.h); local apps map it with libclient. Everything is fixed-width, nothing is a pointer, and every
  * offset comes from rdmem_shm_geom_compute(), which both sides run: a client
  * trusts no offset it reads, it recomputes them from the geometry fields and
  * checks they agree (rdmem_shm_header_check()).
  *
  *   0            header (4 KiB): identity + geometry, agent liveness
  *                (state, pid, epoch), the ring's head and doorbell
- *   clients_off  client table: clients x 64 B; a client claims an entry
- *                with a CAS on pid (0 = free), each claim bumps gen
+ *   clients_off  client table: clients x 64 B; the agent assigns an entry
+ *                at attach and writes its pid word, each claim bumps gen
  *   ring_off     MPSC ring: ring_size x 8 B cells (see shm/ring.h)
  *   slots_off    clients x slots x slot_size; slot (c, s) belongs to client c
  *
@@ -31,9 +31,10 @@
  * agent, done with it, sets FREE. So a late reply is never seen by a later
  * call; the per-slot seq, echoed in the reply, double-checks it.
  *
- * Agent liveness: state RUNNING, agent_pid alive, and the agent's lock on the
- * segment held (rdmem_shm_agent_locked()); an agent that replaces a dead one
- * marks the old segment CLOSED and bumps its epoch before unlinking it.
+ * Agent liveness: state RUNNING, the epoch the welcome gave, and the
+ * client's connection to the agent still open (libclient/attach.c); an
+ * agent that takes over a live one (--shm-reset) marks the old segment
+ * CLOSED and bumps its epoch.
  *
  * Header-only so libclient can include it with libc alone.
  */
@@ -135,7 +136,7 @@ _Static_assert(offsetof(struct rdmem_shm_header, ring) == 192, "ring ctl on its 
 _Static_assert(sizeof(struct rdmem_shm_header) == RDMEM_SHM_HEADER_SIZE, "header is one page");
 
 struct rdmem_shm_client {
-	_Atomic int32_t pid;  /* 0: free; a client claims it by CAS 0 -> its pid */
+	_Atomic int32_t pid;  /* 0: free; the agent writes its client's pid at attach */
 	_Atomic uint32_t gen; /* bumped by every claim */
 	uint64_t attach_ns;   /* CLOCK_MONOTONIC at claim, for humans */
 	uint8_t pad[48];
@@ -154,39 +155,6 @@ struct rdmem_shm_slot {
 };
 _Static_assert(sizeof(struct rdmem_shm_slot) == RDMEM_SHM_SLOT_HDR, "slot control is 256 B");
 _Static_assert(offsetof(struct rdmem_shm_slot, req) == 64, "request on its own line");
-
-/*
- * The agent holds an open-file-description write lock on the segment's first
- * byte for as long as it lives; the kernel drops it the moment the agent
- * exits, even as a zombie, and a reused pid never holds it. So "is the lock
- * still held" is a liveness test that kill(pid, 0) cannot fool.
- */
-static inline void rdmem_shm_lock_byte(struct flock *fl)
-{
-	memset(fl, 0, sizeof(*fl));
-	fl->l_type = F_WRLCK;
-	fl->l_whence = SEEK_SET;
-	fl->l_len = 1;
-}
-
-static inline int rdmem_shm_lock_agent(int fd)
-{
-	struct flock fl;
-
-	rdmem_shm_lock_byte(&fl);
-	return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
-}
-
-/* 1 while some agent holds the lock on fd's segment, 0 when none does, or -errno. */
-static inline int rdmem_shm_agent_locked(int fd)
-{
-	struct flock fl;
-
-	rdmem_shm_lock_byte(&fl);
-	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-		return -errno;
-	return fl.l_type != F_UNLCK;
-}
 
 /* Where everything is, derived from three numbers; both sides compute it. */
 struct rdmem_shm_geom {

@@ -4,7 +4,7 @@
  * the credentials the kernel gives the agent at attach, not by anything the
  * client says. Any client the socket lets in may still call and read stats.
  *
- * The clients here are forked children that drop to nobody (uid 65534) with
+ * The clients here are forked children that drop to uid 2002 (not nobody: the client refuses the overflow uid 65534) with
  * the group the socket is shared with as their primary or a supplementary
  * group, then attach and try agent-ctl, agent-stats and a ping.
  */
@@ -19,7 +19,7 @@
 #include "check.h"
 #include "e2e.h"
 
-#define NOBODY	  65534
+#define NOBODY	  2002	/* not the overflow uid 65534, which the client refuses */
 #define DOOR_GID  65534 /* nogroup: the socket's group, so nobody can attach */
 #define OTHER_GID 1	/* daemon: a primary group that grants nothing */
 

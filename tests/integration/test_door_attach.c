@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -159,7 +160,18 @@ static void test_door_truncate_refused_agent_and_clients_live(void)
  * owns), or creates dir itself as nobody, and listens as nobody. Returns its
  * pid once it listens; it answers nothing and exits when killed.
  */
+static pid_t impostor_start_as(const char *path, uid_t u, gid_t g, int make_dir);
+
 static pid_t impostor_start(const char *path, int make_dir_as_nobody)
+{
+	gid_t g;
+	uid_t u = nobody_uid(&g);
+
+	return impostor_start_as(path, u, g, make_dir_as_nobody);
+}
+
+/* The same as uid u: dir made 0755 and the socket 0666, so anyone may connect. */
+static pid_t impostor_start_as(const char *path, uid_t u, gid_t g, int make_dir_as_nobody)
 {
 	int p[2];
 	pid_t pid;
@@ -170,14 +182,12 @@ static pid_t impostor_start(const char *path, int make_dir_as_nobody)
 	pid = fork();
 	if (pid == 0) {
 		struct sockaddr_un sa = { AF_UNIX, { 0 } };
-		gid_t g;
-		uid_t u = nobody_uid(&g);
 		int s = socket(AF_UNIX, SOCK_STREAM, 0);
 
 		if (make_dir_as_nobody && (setgid(g) || setuid(u) || mkdir(dir, 0755)))
 			_exit(1);
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-		if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666))
 			_exit(2);
 		/* The listener's credentials are taken at listen(): nobody's. */
 		if ((!make_dir_as_nobody && (setgid(g) || setuid(u))) || listen(s, 8) < 0)
@@ -266,6 +276,221 @@ static void test_door_impostor_refused_by_client_and_agent(void)
 	CHECK_EQ(rdmem_open(sock, &h), -ECONNREFUSED);
 }
 
+/*
+ * Child: uid 2001, then (if userns) a user namespace with no uid mapping
+ * written, then rdmem_open(path). Exits with -rc (0 on success).
+ */
+static pid_t victim_open(const char *path, int userns)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		rdmem_t *h = NULL;
+		int rc;
+
+		/* The default runtime directory, as for a user with no session. */
+		if (unsetenv("XDG_RUNTIME_DIR") || unsetenv("RDMEM_RUNTIME_DIR") ||
+		    setgroups(0, NULL) || setgid(2001) || setuid(2001))
+			_exit(100);
+		if (userns && unshare(CLONE_NEWUSER))
+			_exit(101);
+		rc = rdmem_open(path, &h);
+		rdmem_close(h);
+		_exit(rc < 0 && rc > -100 ? -rc : rc ? 99 : 0);
+	}
+	return pid;
+}
+
+static int victim_rc(pid_t pid)
+{
+	int st = 0;
+
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1000;
+	return -WEXITSTATUS(st);
+}
+
+/*
+ * Uid 3000 listens in a directory it owns. In a user namespace that maps
+ * nobody, uid 2001 sees itself, the directory and the listener all as the
+ * overflow uid: the client must refuse rather than take "owner == me".
+ */
+static int tsan_run(void)
+{
+	const char *san = getenv("RDMEM_SANITIZER");
+
+	return san && !strcmp(san, "tsan");
+}
+
+static void test_door_unmapped_userns_impostor_refused(void)
+{
+	pid_t imp;
+	int rc;
+
+	next_paths();
+	imp = impostor_start_as(sock, 3000, 3000, 1);
+	REQUIRE(imp > 0);
+	CHECK_EQ(victim_rc(victim_open(sock, 0)), -EPERM);
+	rc = victim_rc(victim_open(sock, 1));
+	impostor_stop(imp);
+	/* TSan's runtime thread makes the process multithreaded, and
+	 * unshare(CLONE_NEWUSER) refuses that (EINVAL): the plain run covers it. */
+	if (rc == -101 && tsan_run())
+		check_skip("test_door_attach", "unshare(CLONE_NEWUSER) is refused under TSan");
+	else
+		CHECK_EQ(rc, -EPERM);
+}
+
+/*
+ * Uid 2002 makes /tmp/rdmem-2001 first (sticky /tmp: 2001 cannot remove it)
+ * and listens in it under the name 2001 will open. Uid 2001, with no
+ * XDG_RUNTIME_DIR, must not be stopped there (-EPERM) but go on to
+ * /run/rdmem, where no agent of that name runs (refused, or not searchable).
+ */
+static void test_door_precreated_tmp_dir_blocks_no_one(void)
+{
+	char name[32], def[RDMEM_DOOR_PATH_MAX], *xdg = getenv("XDG_RUNTIME_DIR");
+	pid_t imp;
+	int rc;
+
+	snprintf(name, sizeof(name), "door-tmp-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "/tmp/rdmem-2001");
+	snprintf(sock, sizeof(sock), "%s/%s.sock", dir, name);
+	if (system("rm -rf /tmp/rdmem-2001") != 0)
+		fprintf(stderr, "  cannot clear /tmp/rdmem-2001\n");
+	imp = impostor_start_as(sock, 2002, 2002, 1);
+	REQUIRE(imp > 0);
+	rc = victim_rc(victim_open(name, 0));
+	printf("# uid 2001 opening %s with /tmp/rdmem-2001 taken: %d\n", name, rc);
+	CHECK(rc == -ECONNREFUSED || rc == -EACCES);
+	impostor_stop(imp);
+	/* And the agent's default without a session is never in /tmp either. */
+	xdg = xdg ? strdup(xdg) : NULL;
+	unsetenv("XDG_RUNTIME_DIR");
+	CHECK(getenv("RDMEM_RUNTIME_DIR") == NULL);
+	CHECK(rdmem_door_default_dir(2001, def, sizeof(def)) == 0);
+	CHECK(!strcmp(def, RDMEM_DOOR_ROOT_DIR));
+	if (xdg)
+		setenv("XDG_RUNTIME_DIR", xdg, 1);
+	free(xdg);
+}
+
+/* ---- the header ----------------------------------------------------------- */
+
+/* Attach and call both work: a fresh rdmem_open, and a call on h. */
+static int attach_and_call_ok(rdmem_t *h)
+{
+	rdmem_t *h3 = NULL;
+	int ok = rdmem_open(sock, &h3) == 0 && echo_ok(h3, "fresh") && echo_ok(h, "honest");
+
+	rdmem_close(h3);
+	return ok;
+}
+
+/*
+ * A client writes the header's epoch, state and a geometry word: every
+ * attach and call would fail until the agent restarted. The agent's scan
+ * puts them back within a few scan periods.
+ */
+static void test_door_header_overwrite_repaired(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *bad = NULL, *h = NULL;
+	struct rdmem_shm_header *hdr;
+	uint64_t t0, ms;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &bad) == 0 && rdmem_open(sock, &h) == 0);
+	CHECK(echo_ok(h, "before"));
+	CHECK_EQ(stat_of(h, "header_repaired"), 0);
+	hdr = bad->att->hdr;
+	t0 = rdmem_now_ns();
+	atomic_store(&hdr->epoch, 1);
+	atomic_store(&hdr->state, RDMEM_SHM_CLOSED);
+	hdr->slots = 3;
+	CHECK(!attach_and_call_ok(h)); /* the damage is real */
+	while (!attach_and_call_ok(h) && rdmem_now_ns() - t0 < 2000000000ull)
+		usleep(5000);
+	ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# attach and calls back %llu ms after the header was overwritten\n",
+	       (unsigned long long)ms);
+	CHECK(ms < 400);
+	CHECK(attach_and_call_ok(h));
+	CHECK_EQ(stat_of(h, "header_repaired"), 1);
+	rdmem_close(bad);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* A fresh agent, a client h of it, a pipe p, then fork(): its result, or -1. */
+static pid_t agent_client_fork(struct proc *agent, rdmem_t **h, int p[2])
+{
+	next_paths();
+	if (agent_start(agent) || rdmem_open(sock, h) || pipe(p))
+		return -1;
+	return fork();
+}
+
+/*
+ * Child: attaches, says so on w, then writes a made-up pid into every
+ * entry's pid word, over and over, for ms milliseconds.
+ */
+static void pid_forger(int w, int ms)
+{
+	rdmem_t *h = NULL;
+	uint64_t end;
+	uint32_t c;
+	char y = 'y';
+
+	if (rdmem_open(sock, &h) != 0 || write(w, &y, 1) != 1)
+		_exit(1);
+	end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
+	while (rdmem_now_ns() < end)
+		for (c = 0; c < h->att->geom.clients; c++)
+			atomic_store(&rdmem_shm_client_at(h->att->base, &h->att->geom, c)->pid,
+				     424242);
+	_exit(0);
+}
+
+/*
+ * Another client forging every entry's pid word costs an honest client
+ * nothing: no failed call, no re-attach (the word is not the client's
+ * liveness test; its connection is).
+ */
+static void test_door_forged_pid_words_cost_honest_clients_nothing(void)
+{
+	struct proc agent = { 0 };
+	struct rdmem_counters cnt;
+	rdmem_t *h = NULL;
+	int p[2], fails = 0, calls = 0, st;
+	pid_t pid;
+	char y;
+
+	pid = agent_client_fork(&agent, &h, p);
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		pid_forger(p[1], 300);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &y, 1) == 1);
+	close(p[0]);
+	while (calls < 2000 || waitpid(pid, &st, WNOHANG) == 0) {
+		fails += !echo_ok(h, "honest");
+		calls++;
+	}
+	rdmem_get_counters(h, &cnt);
+	printf("# %d calls while the pid words were forged: %d failed, %llu re-attaches, "
+	       "pid_forged %lld\n",
+	       calls, fails, (unsigned long long)cnt.reattach, stat_of(h, "pid_forged"));
+	CHECK_EQ(fails, 0);
+	CHECK_EQ(cnt.reattach, 0);
+	waitpid(pid, &st, 0);
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
 /* ---- credentialed pid ------------------------------------------------------ */
 
 /*
@@ -282,11 +507,7 @@ static void test_door_forged_pid_word_decides_nothing(void)
 	pid_t pid, holder = 0;
 	uint32_t c = 0;
 
-	next_paths();
-	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(rdmem_open(sock, &h) == 0);
-	REQUIRE(pipe(p) == 0);
-	pid = fork();
+	pid = agent_client_fork(&agent, &h, p);
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		rdmem_t *mine;
@@ -337,11 +558,7 @@ static void test_door_forged_pid_killed_reclaimed(void)
 	uint32_t c = 0;
 	pid_t pid;
 
-	next_paths();
-	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(rdmem_open(sock, &h) == 0);
-	REQUIRE(pipe(p) == 0);
-	pid = fork();
+	pid = agent_client_fork(&agent, &h, p);
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		rdmem_t *mine;
@@ -625,6 +842,72 @@ static void test_door_out_of_fds_does_not_spin(void)
 	agent_stop(&agent);
 }
 
+/* ---- a stopped agent ------------------------------------------------------- */
+
+/* Fills the listen backlog of sock with non-blocking connects; returns how many. */
+static int backlog_fill(int *fds, int cap)
+{
+	struct sockaddr_un sa = { AF_UNIX, { 0 } };
+	int n = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	while (n < cap) {
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+		if (s < 0)
+			break;
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(s);
+			break;
+		}
+		fds[n++] = s;
+	}
+	return n;
+}
+
+/*
+ * The agent stopped (SIGSTOP) with its backlog full: connect itself would
+ * block. rdmem_open must still give up within its 2 s, in a child so that
+ * a hang fails the test instead of stalling it.
+ */
+static void test_door_stopped_agent_full_backlog_open_times_out(void)
+{
+	struct proc agent = { 0 };
+	int fds[512], n, st = 0, i;
+	uint64_t t0;
+	pid_t pid, got = 0;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(kill(agent.pid, SIGSTOP) == 0);
+	n = backlog_fill(fds, 512);
+	CHECK(n > 0 && n < 512);
+	t0 = rdmem_now_ns();
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		rdmem_t *h = NULL;
+		int rc = rdmem_open(sock, &h);
+
+		_exit(rc < 0 && rc > -256 ? -rc : 255);
+	}
+	while (rdmem_now_ns() - t0 < 5000000000ull && (got = waitpid(pid, &st, WNOHANG)) == 0)
+		usleep(10000);
+	printf("# rdmem_open with the agent stopped and %d connects queued: %s after %llu ms\n", n,
+	       got == pid ? "returned" : "still blocked",
+	       (unsigned long long)((rdmem_now_ns() - t0) / 1000000));
+	CHECK(got == pid && WIFEXITED(st) && WEXITSTATUS(st) == ETIMEDOUT);
+	CHECK(rdmem_now_ns() - t0 < 2500000000ull);
+	if (got != pid) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	kill(agent.pid, SIGCONT);
+	agent_stop(&agent);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -634,12 +917,17 @@ int main(void)
 	}
 	RUN(test_door_truncate_refused_agent_and_clients_live);
 	RUN(test_door_impostor_refused_by_client_and_agent);
+	RUN(test_door_unmapped_userns_impostor_refused);
+	RUN(test_door_precreated_tmp_dir_blocks_no_one);
+	RUN(test_door_header_overwrite_repaired);
 	RUN(test_door_forged_pid_word_decides_nothing);
+	RUN(test_door_forged_pid_words_cost_honest_clients_nothing);
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);
 	RUN(test_door_silent_garbage_and_half_hellos_block_no_one);
 	RUN(test_door_attach_detach_loop_never_runs_out);
 	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
 	RUN(test_door_out_of_fds_does_not_spin);
+	RUN(test_door_stopped_agent_full_backlog_open_times_out);
 	return check_done();
 }
