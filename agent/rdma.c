@@ -689,6 +689,11 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 	return 0;
 }
 
+void rdmem_rdma_note_call(struct rdmem_rdma *r)
+{
+	r->calls_since_ctrl++;
+}
+
 int rdmem_rdma_quiet(const struct rdmem_rdma *r)
 {
 	return !r->inflight_slots && !r->reads_inflight && !r->read_n && !r->reclaim_n &&

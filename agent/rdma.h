@@ -68,6 +68,10 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);
  * control-page read due): no deadline or liveness check needs a timer, so
  * the session may sleep until an event (docs/architecture.md, "Idle sessions"). */
 int rdmem_rdma_quiet(const struct rdmem_rdma *r);
+/* A call the selector sent elsewhere (TCP) while the link is up: counts as
+ * traffic for the control-page cadence, so a page that says "pressure" is
+ * read again while calls flow, even when none of them goes over RDMA. */
+void rdmem_rdma_note_call(struct rdmem_rdma *r);
 /* Starts a control-page read now unless one is in flight; ops->ctrl reports it. */
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r);
 /* Completes calls past their deadline with -ETIMEDOUT once their request

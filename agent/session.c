@@ -411,6 +411,10 @@ static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdme
 	call->path = rdmem_agent_session_choose(s, call);
 	rdmem_agent_count_call(&s->cnt, call->path);
 	if (call->path == RDMEM_PATH_TCP) {
+		/* Traffic, even on TCP: the page that sent it there (server
+		 * pressure) must be read again, or it never would be. */
+		if (s->rdma)
+			rdmem_rdma_note_call(s->rdma);
 		rdmem_tcp_actor_submit(s->tcp, call);
 		return;
 	}
