@@ -679,12 +679,16 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 	if ((ret = rdmem_rdma_stalled(r, now_ns)) < 0)
 		return ret;
 	/* A timed-out call waits for proof that its request left: a READ posted
-	 * after it. The page is read while calls flow (every CTRL_CALLS calls,
-	 * or CTRL_NS after the last read if a call went out since): an idle
-	 * session posts nothing (docs/architecture.md, "Idle sessions"). */
+	 * after it. The page is read while calls flow: every CTRL_CALLS calls,
+	 * and every CTRL_NS while a call went out since the last read or any
+	 * is outstanding (a long transfer keeps these READs coming, as the
+	 * liveness check expects: without them a 1 MiB transfer over Soft-RoCE
+	 * veth was declared dead). An idle session posts nothing
+	 * (docs/architecture.md, "Idle sessions"). */
 	if (!r->ctrl_reading &&
 	    (r->calls_since_ctrl >= RDMEM_RDMA_CTRL_CALLS || r->fence_need > r->done_no ||
-	     (r->calls_since_ctrl && now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS)))
+	     (now_ns - r->ctrl_at > RDMEM_RDMA_CTRL_NS &&
+	      (r->calls_since_ctrl || r->inflight_slots || r->reads_inflight))))
 		return rdmem_rdma_read_ctrl(r, now_ns);
 	return 0;
 }

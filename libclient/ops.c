@@ -86,6 +86,11 @@ static int op_run_value(rdmem_t *h, struct rdmem_rpc *c, void **out, uint32_t *l
 
 	if (rc) {
 		rdmem_rpc_free(c);
+		/* Defined on every error, so free(*out) is always safe (a caller
+		 * reusing its pointer after a failed call freed it twice). */
+		*out = NULL;
+		if (len)
+			*len = 0;
 		return rc;
 	}
 	*out = c->rval;

@@ -167,7 +167,8 @@ int rdmem_echo(rdmem_t *h, const void *in, uint32_t len, void **out, uint32_t *o
 	       const struct rdmem_opts *o);
 int rdmem_put(rdmem_t *h, const void *key, uint32_t key_len, const void *val, uint32_t val_len,
 	      const struct rdmem_opts *o);
-/* *val: malloc'd copy of the whole value (NUL after *len bytes); free() it. */
+/* *val: malloc'd copy of the whole value (NUL after *len bytes); free() it.
+ * On any error *val is NULL and *len 0 (every op that returns a malloc'd value). */
 int rdmem_get(rdmem_t *h, const void *key, uint32_t key_len, void **val, uint32_t *len,
 	      const struct rdmem_opts *o);
 /* Into the caller's buffer; -ENOBUFS with *len = the value's length when it does not fit. */

@@ -48,9 +48,13 @@ static void test_kv_every_path_every_size(void)
 			CHECK_EQ(len, sizes[i]);
 			CHECK(got && memcmp(got, val, sizes[i]) == 0);
 			free(got);
+			got =
+			    (void
+				 *)1; /* a failed call must set it NULL (free() after it is safe) */
 			CHECK_EQ(rdmem_del(e.h, key, (uint32_t)strlen(key), &o), 0);
 			CHECK_EQ(rdmem_get(e.h, key, (uint32_t)strlen(key), &got, &len, &o),
 				 -ENOENT);
+			CHECK(got == NULL && len == 0);
 		}
 	}
 	free(val);
@@ -108,6 +112,7 @@ static void test_other_ops_every_path(void)
 		CHECK_EQ(len, 1u << 20);
 		CHECK(out && rdmem_big_verify(1u << 20, 0, out, len) == len);
 		free(out);
+		out = NULL;
 		CHECK_EQ(rdmem_large_get(e.h, "big:2m", &out, &len, &o), -E2BIG);
 	}
 }
