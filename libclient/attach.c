@@ -124,6 +124,11 @@ static int att_handshake(int s, struct rdmem_door_welcome *w, int *mfd)
 	n = rdmem_door_recv(s, w, sizeof(*w), mfd);
 	if (n == -EAGAIN)
 		return -ETIMEDOUT;
+	/* Reset or closed before a welcome: the agent stopped with our
+	 * connection still in its backlog. That is an agent not running, as
+	 * the caller already handles it, not a failure of this call's I/O. */
+	if (n == 0 || n == -ECONNRESET || n == -EPIPE)
+		return -ECONNREFUSED;
 	if (n < 0)
 		return (int)n;
 	if (n != (ssize_t)sizeof(*w) || w->magic != RDMEM_DOOR_MAGIC_WELCOME ||

@@ -865,6 +865,20 @@ static int backlog_fill(int *fds, int cap)
 	return n;
 }
 
+/* rdmem_open(sock) in a child whose exit status is the errno it returned. */
+static pid_t open_in_child(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		rdmem_t *h = NULL;
+		int rc = rdmem_open(sock, &h);
+
+		_exit(rc < 0 && rc > -256 ? -rc : 255);
+	}
+	return pid;
+}
+
 /*
  * The agent stopped (SIGSTOP) with its backlog full: connect itself would
  * block. rdmem_open must still give up within its 2 s, in a child so that
@@ -883,14 +897,8 @@ static void test_door_stopped_agent_full_backlog_open_times_out(void)
 	n = backlog_fill(fds, 512);
 	CHECK(n > 0 && n < 512);
 	t0 = rdmem_now_ns();
-	pid = fork();
+	pid = open_in_child();
 	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		rdmem_t *h = NULL;
-		int rc = rdmem_open(sock, &h);
-
-		_exit(rc < 0 && rc > -256 ? -rc : 255);
-	}
 	while (rdmem_now_ns() - t0 < 5000000000ull && (got = waitpid(pid, &st, WNOHANG)) == 0)
 		usleep(10000);
 	printf("# rdmem_open with the agent stopped and %d connects queued: %s after %llu ms\n", n,
@@ -905,6 +913,32 @@ static void test_door_stopped_agent_full_backlog_open_times_out(void)
 	for (i = 0; i < n; i++)
 		close(fds[i]);
 	kill(agent.pid, SIGCONT);
+	agent_stop(&agent);
+}
+
+/*
+ * The agent dies while our hello waits in its backlog: the connection is
+ * reset before any welcome. rdmem_open must say "no agent" (-ECONNREFUSED,
+ * which callers retry), not pass the socket's -ECONNRESET up as if a call
+ * had failed mid-flight (CI's Soft-RoCE agent-restart check saw that).
+ */
+static void test_door_agent_gone_mid_handshake_is_refused(void)
+{
+	struct proc agent = { 0 };
+	int st = 0;
+	pid_t pid;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(kill(agent.pid, SIGSTOP) == 0);
+	pid = open_in_child();
+	REQUIRE(pid >= 0);
+	proc_sleep_ms(300); /* connected, hello sent, waiting for the welcome */
+	kill(agent.pid, SIGKILL);
+	REQUIRE(waitpid(pid, &st, 0) == pid);
+	printf("# rdmem_open when the agent died mid-handshake: %s\n",
+	       WIFEXITED(st) ? strerror(WEXITSTATUS(st)) : "killed");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == ECONNREFUSED);
 	agent_stop(&agent);
 }
 
@@ -929,5 +963,6 @@ int main(void)
 	RUN(test_door_close_seen_with_a_forked_child_holding_the_socket);
 	RUN(test_door_out_of_fds_does_not_spin);
 	RUN(test_door_stopped_agent_full_backlog_open_times_out);
+	RUN(test_door_agent_gone_mid_handshake_is_refused);
 	return check_done();
 }
