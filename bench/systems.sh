@@ -5,7 +5,8 @@
 #   grpc       grpc_client -> grpc_server (C++ unary, HTTP/2 over loopback TCP)
 #   redis      redis_client (hiredis) -> redis-server (loopback TCP)
 #   frontdoor  the front door alone (local-ping, answered by the agent)
-#              against a Unix-domain-socket echo round trip (uds)
+#              against a Unix-domain-socket echo round trip (uds) and UCX's
+#              tag ping-pong over shared memory (ucx, bench/ucx_ping.py)
 # Needs: BIN, TOOLS, LOGS, SYSTEMS, CPU_SERVER, CPU_AGENT; procs.sh.
 
 ACTIVE=()
@@ -65,6 +66,17 @@ select_systems() {
 		fi
 	done
 	log "systems: ${ACTIVE[*]:-none}"
+}
+
+# Why UCX's ping-pong cannot run next to the front door here, or nothing.
+# It busy-polls without yielding, so with its peer on the client's CPU one
+# round trip costs a scheduler slice (~6 ms here): a figure about the
+# scheduler, not UCX. It runs where the two ends have CPUs of their own
+# (the placement check's agent-on-server-cpu).
+ucx_missing() {
+	command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; return; }
+	[[ $CPU_AGENT =~ ^[0-9]+$ && $CPU_CLIENT =~ ^[0-9]+$ && $CPU_AGENT != "$CPU_CLIENT" ]] ||
+		echo "UCX busy-polls: it needs its own CPU for the peer (client on $CPU_CLIENT, peer on $CPU_AGENT); see the placement check"
 }
 
 is_active() { printf '%s\n' "${ACTIVE[@]}" | grep -qx "$1"; }
@@ -133,6 +145,12 @@ client_cmd() {
 		[ "$op" = large-get ] || CMD+=(--keys 1024)
 		;;
 	frontdoor) CMD=("$BIN/rdmem" --shm-name "$SHM_SHM" bench --op local-ping --json) ;;
+	ucx)
+		# Its peer sits where the agent does, as uds_echo's echo process.
+		CMD=(bench/ucx_ping.py --peer-cpu "$CPU_AGENT" --port "$(free_port)" -n "$n"
+			--size "$size" --timeout "$RUN_TIMEOUT")
+		return 0
+		;;
 	uds)
 		CMD=("$UDS_TOOL" -n "$n" --window "$w" --json)
 		# uds_echo forks its echo process and pins both ends itself.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh - `make bench`: RDMemRPC side by side with gRPC, Redis and a
-# Unix-domain-socket round trip, on this host, in one run.
+# Unix-domain-socket round trip and UCX's ping-pong, on this host, in one run.
 #
 # It starts every server itself on free loopback ports (rdmem-server, one
 # rdmem-agent on the shm fabric and one forced onto TCP, each with a private
@@ -153,7 +153,7 @@ EOF
 
 # One round: every op and window, the systems taking turns.
 run_round() {
-	local round=$1 spec op size w sys n i k
+	local round=$1 spec op size w sys n i k why
 	local -a order=("${ACTIVE[@]}")
 	# Rotate the order each round so no system always runs first.
 	k=$(((round - 1) % ${#order[@]}))
@@ -174,9 +174,14 @@ run_round() {
 			done
 		done
 	done
-	# The front door alone against a Unix-socket echo, same size, same window.
+	# The front door alone against a Unix-socket echo and UCX's ping-pong,
+	# same size, same window, same CPUs.
 	if printf '%s\n' "${order[@]}" | grep -qx frontdoor; then
-		for i in frontdoor uds; do
+		for i in frontdoor uds ucx; do
+			if [ "$i" = ucx ] && why=$(ucx_missing) && [ -n "$why" ]; then
+				[ "$round" -gt 1 ] || skip ucx "$why"
+				continue
+			fi
 			run_client "$round" "$i" local-ping 8 1 "$N"
 		done
 	fi
