@@ -87,3 +87,20 @@ for f in results.md summary.json raw.jsonl; do
 		echo "not ok - bench smoke writes $f"
 	fi
 done
+
+# UCX's ping-pong (bench/ucx_ping.py) runs only in the placement check, which
+# --smoke leaves out: run it here once, peer and client on CPUs of their own.
+if ! command -v ucx_perftest >/dev/null; then
+	echo "ok - bench smoke: ucx ping-pong # SKIP no ucx_perftest (apt-get install ucx-utils)"
+elif [ "$(nproc)" -lt 2 ]; then
+	echo "ok - bench smoke: ucx ping-pong # SKIP one CPU: UCX busy-polls and needs two"
+else
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	rec=$(taskset -c 0 bench/ucx_ping.py --peer-cpu 1 --port "$port" -n 300 --timeout 60 2>"$out/ucx.log" || true)
+	if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(not (r["n"] == 300 and r["p50_us"] > 0 and r["p99_us"] is None))' "$rec" 2>/dev/null; then
+		echo "ok - bench smoke: ucx ping-pong record ($rec)"
+	else
+		sed 's/^/# /' "$out/ucx.log" | tail -n 20
+		echo "not ok - bench smoke: ucx ping-pong record: ${rec:-none}"
+	fi
+fi
