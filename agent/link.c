@@ -13,10 +13,10 @@
 #include "rdmem/util.h"
 
 #define RDMEM_PAGE 4096u
-/* Send WRs a ring slot may have outstanding: request payload, descriptor and
- * state (3), and a LAZY READ; the spare covers control-page READs. RECLAIMs
- * take a slot of their own. */
-#define RDMEM_LINK_WRS_PER_SLOT 4u
+/* Send WRs a ring slot may have outstanding: request payload and descriptor
+ * (2: fabric/dataplane.h), and a LAZY READ; the spare covers control-page
+ * READs. RECLAIMs take a slot of their own. */
+#define RDMEM_LINK_WRS_PER_SLOT 3u
 #define RDMEM_LINK_WR_SPARE	64u
 
 static uint64_t rdmem_link_page_up(uint64_t n)
@@ -248,8 +248,8 @@ static void rdmem_link_fit_queues(struct rdmem_link *l)
 
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out)
 {
-	/* Per slot: request payload + descriptor + state, a LAZY READ, and room
-	 * for control-page reads and RECLAIMs. */
+	/* Per slot: request payload + descriptor, a LAZY READ, and room for
+	 * control-page reads and RECLAIMs. */
 	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
 						      RDMEM_LINK_WR_SPARE,
 				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,

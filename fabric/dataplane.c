@@ -1,5 +1,5 @@
-/* dataplane.c - state-last publication into a peer's ring slot, and taking
- * a message out of our own. */
+/* dataplane.c - publication into a peer's ring slot (payload, then the
+ * descriptor with the immediate), and taking a message out of our own. */
 #include "fabric/dataplane.h"
 
 #include <errno.h>
@@ -26,7 +26,7 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 	uint64_t slot_addr = m->ring.addr + (uint64_t)m->slot * RDMEM_DESC_SIZE;
 	uint32_t inl = rdmem_fab_max_inline(c);
 	uintptr_t d = (uintptr_t)m->desc;
-	struct rdmem_wr wr[3];
+	struct rdmem_wr wr[2];
 	int n = 0, i, ret;
 
 	memset(wr, 0, sizeof(wr));
@@ -39,10 +39,10 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 		wr[n].nsge = (uint8_t)m->npayload;
 		rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, m->payload_addr, m->payload_rkey, inl);
 	}
-	wr[n].sge[0] = (struct rdmem_sge){ d + 4, RDMEM_DESC_SIZE - 4, m->desc_lkey };
-	wr[n].nsge = 1;
-	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, slot_addr + 4, m->ring.rkey, inl);
-	wr[n].sge[0] = (struct rdmem_sge){ d, 4, m->desc_lkey };
+	/* The whole descriptor, state word included, in the one WR that carries
+	 * the immediate: the peer acts on the immediate's completion, which
+	 * follows the placement of this WR and (RC, in order) the payload's. */
+	wr[n].sge[0] = (struct rdmem_sge){ d, RDMEM_DESC_SIZE, m->desc_lkey };
 	wr[n].nsge = 1;
 	wr[n].imm = m->slot;
 	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, slot_addr, m->ring.rkey, inl);

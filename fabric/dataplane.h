@@ -1,12 +1,16 @@
 /* dataplane.h - the ring/slot protocol both ends of an RDMA session speak.
  *
- * Publishing a message into the peer's ring slot is state-last: the payload
- * (gathered from up to RDMEM_FAB_MAX_SGE local buffers), then descriptor
- * bytes 4..63, then the 4-byte state word as a WRITE WITH IMMEDIATE whose
- * immediate is the slot index. The three WRs go out in one post, in order,
- * so a peer that sees READY, or reaps the immediate, sees everything before.
- * Taking a message is the mirror: acquire-load READY, copy the descriptor
- * out (the copy is what gets validated), mark the slot FREE.
+ * Publishing a message into the peer's ring slot is at most two WRs in one
+ * post: the payload (gathered from up to RDMEM_FAB_MAX_SGE local buffers) as
+ * a WRITE, if there is one, then the 64-byte descriptor, state word READY
+ * included, as a WRITE WITH IMMEDIATE whose immediate is the slot index
+ * (inline where the device allows 64 bytes). The peer acts on the
+ * immediate's completion, never on a polled state word: RC places a WR's
+ * bytes before its completion and executes one QP's WRs in order, so the
+ * completion proves descriptor and payload are in place. (Three WRs before,
+ * the state word last on its own; a memory-polling reader needed that, and
+ * neither end is one.) Taking a message: acquire-load READY as a check,
+ * copy the descriptor out (the copy is what gets validated), mark it FREE.
  */
 #ifndef RDMEM_FABRIC_DATAPLANE_H
 #define RDMEM_FABRIC_DATAPLANE_H

@@ -48,7 +48,7 @@ struct rdmem_listener_thread {
 
 static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config *cfg)
 {
-	/* Up to three WRs per reply (payload, descriptor, state) in flight per slot. */
+	/* Up to two WRs per reply (payload, descriptor) in flight per slot. */
 	struct rdmem_fab_attr a = { .max_send_wr = RDMEM_SESSION_WRS_PER_SLOT * cfg->ring_slots +
 						   RDMEM_SESSION_WR_SPARE,
 				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,

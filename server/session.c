@@ -686,7 +686,7 @@ static int rdmem_session_setup(struct rdmem_session *s, const struct rdmem_xchg_
 }
 
 /* A device may grant smaller queues than the listener asked for: serve fewer
- * slots then, so each slot's reply WRs (payload, descriptor, state) and its
+ * slots then, so each slot's reply WRs (payload, descriptor) and its
  * request's receive fit by construction. The welcome tells the agent. */
 static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
 {

@@ -17,10 +17,10 @@
 
 /* Receives reposted at a time; a session keeps ring_slots + this many posted. */
 #define RDMEM_SESSION_RECV_BATCH 32
-/* Send WRs a ring slot's reply may have outstanding (payload, descriptor,
- * state), and spare room; the listener asks the fabric for this much and a
- * session serves only as many slots as the granted queues hold. */
-#define RDMEM_SESSION_WRS_PER_SLOT 3u
+/* Send WRs a ring slot's reply may have outstanding (payload, descriptor:
+ * fabric/dataplane.h), and spare room; the listener asks the fabric for this
+ * much and a session serves only as many slots as the granted queues hold. */
+#define RDMEM_SESSION_WRS_PER_SLOT 2u
 #define RDMEM_SESSION_WR_SPARE	   64u
 
 struct rdmem_rdma_config {

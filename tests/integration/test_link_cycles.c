@@ -148,8 +148,8 @@ static struct rdmem_link_config link_config(uint32_t slots)
 	return cfg;
 }
 
-/* Asking for the most ring slots (4096 x 4 send WRs + spare) is more than
- * the shm fabric grants (16384 WRs, as a device clamps to its max_qp_wr):
+/* Asking for the most ring slots (4096 x 3 send WRs + spare) is more than
+ * the shm fabric grants (8192 WRs, as a device clamps to its max_qp_wr):
  * the link then uses only the slots whose WRs fit, the server's welcome
  * agrees, and calls work. On rxe (2^20 WRs) nothing is clamped. */
 static void test_queue_fit(void)
@@ -160,7 +160,7 @@ static void test_queue_fit(void)
 
 	REQUIRE(rdmem_link_open(&cfg, &l) == 0);
 	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
-	fit = (max_send - 64) / 4;
+	fit = (max_send - 64) / 3; /* agent/link.c: RDMEM_LINK_WRS_PER_SLOT */
 	if (fit > max_recv - RDMEM_LINK_RECV_BATCH)
 		fit = max_recv - RDMEM_LINK_RECV_BATCH;
 	printf("# asked %u slots: send queue %u, receive queue %u granted, %u slots used\n",
