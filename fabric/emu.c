@@ -753,14 +753,14 @@ static void shmfab_scatter(const struct rdmem_wr *wr, const uint8_t *src)
 }
 
 /*
- * The data plane publishes payload and descriptor first, then the state word
- * as a separate WRITE(_IMM), and the receiver polls that word with an acquire
- * load. So a 4- or 8-byte naturally aligned write - a state word - is one
- * release store: it pairs with that acquire load and makes every earlier
- * WR's copy (and the READs' loads before it) visible first. Larger copies
- * cannot be atomic; the release fence ahead of them keeps them after the
- * stores and loads of earlier WRs, as a NIC executes WRITEs of one QP in
- * order.
+ * The data plane's receivers act on the immediate, which shmfab_queue_imm()
+ * publishes with a release store after every copy: that is what makes a
+ * message visible. A 4- or 8-byte naturally aligned write is one release
+ * store as well, so a peer polling such a word (a NIC gives that for an
+ * aligned 8-byte WRITE in practice) sees every earlier WR's copy first.
+ * Larger copies cannot be atomic; the release fence ahead of them keeps
+ * them after the stores and loads of earlier WRs, as a NIC executes WRITEs
+ * of one QP in order.
  */
 static void shmfab_copy_write(const struct rdmem_wr *wr, uint8_t *dst, uint64_t total)
 {
