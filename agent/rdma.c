@@ -191,7 +191,7 @@ static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct 
 	struct rdmem_desc *d = &r->l->stage[i];
 
 	*d = *req;
-	d->state = RDMEM_RING_FREE; /* rdmem_dp_publish sets READY, written last */
+	d->state = RDMEM_RING_FREE; /* rdmem_dp_publish sets READY as it posts */
 	d->seq = ++r->slot[i].seq;
 	d->path = path;
 	d->data_off = i * r->l->slot_bytes;

@@ -56,8 +56,11 @@ int rdmem_dp_take(struct rdmem_desc *slot, struct rdmem_desc *out)
 {
 	_Atomic uint32_t *state = (_Atomic uint32_t *)&slot->state;
 
-	/* Pairs with the peer's state-last write (a release store in the shm
-	 * backend; on a NIC, placed before the completion that led us here). */
+	/* A check, not the synchronisation: the immediate that led us here was
+	 * taken after the descriptor was placed (on a NIC, RC placement before
+	 * completion; in the shm backend, the acquire of the receive count that
+	 * pairs with the sender's release after its copies). A READY word is
+	 * what tells a duplicate or stray immediate from a message. */
 	if (rdmem_le32(atomic_load_explicit(state, memory_order_acquire)) != RDMEM_RING_READY)
 		return -EAGAIN;
 	memcpy(out, slot, sizeof(*out));

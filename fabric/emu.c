@@ -785,10 +785,10 @@ static void shmfab_copy_write(const struct rdmem_wr *wr, uint8_t *dst, uint64_t 
 }
 
 /*
- * A READ reads what the peer published state-last: the acquire (load of a
- * 4/8-byte word, or fence ahead of a larger copy) keeps the copy after the
- * caller's earlier loads - the state word or immediate that told it to read -
- * so it sees everything published before that word.
+ * A READ reads what the peer published before the message that told the
+ * caller to read: the acquire (load of a 4/8-byte word, or fence ahead of a
+ * larger copy) keeps the copy after the caller's earlier loads - the
+ * immediate (or a polled word) - so it sees everything published before.
  */
 static void shmfab_copy_read(const struct rdmem_wr *wr, const uint8_t *src, uint64_t total)
 {

@@ -3,7 +3,7 @@
  * The session learns of requests from completions of the agent's WRITE WITH
  * IMMEDIATE (imm = ring slot), serves up to a budget of them a round through
  * rdmem_service_dispatch(), and answers each into the agent's response slot
- * with the same state-last publication. Replies that do not fit the response
+ * with the same publication (fabric/dataplane.h). Replies that do not fit the response
  * slot (or that the agent asked for by reference) go into the lease's object
  * pool and travel as a reference the agent RDMA-READs. A worker thread
  * (worker.c) drives many sessions; nothing here blocks.

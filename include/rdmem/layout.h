@@ -24,9 +24,9 @@
  * agent uses only the welcome's values; see docs/architecture.md, "Handshake
  * and negotiated geometry".
  *
- * Publication is state-last: payload and descriptor bytes 4..63 first, then
- * the 4-byte state word as a separate RDMA WRITE WITH IMMEDIATE (imm = slot),
- * so a receiver that sees READY (or gets the completion) sees the rest.
+ * Publication (fabric/dataplane.h): the payload as an RDMA WRITE, then the
+ * whole descriptor, state READY included, as a WRITE WITH IMMEDIATE (imm =
+ * slot); the receiver acts on that completion, which follows both.
  */
 #ifndef RDMEM_LAYOUT_H
 #define RDMEM_LAYOUT_H

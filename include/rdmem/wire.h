@@ -126,7 +126,7 @@ struct rdmem_image_args {
 };
 
 struct rdmem_desc {
-	uint32_t state;	 /* ring: slot state, written last; TCP: RDMEM_FRAME_MAGIC */
+	uint32_t state;	 /* ring: slot state (READY when sent); TCP: RDMEM_FRAME_MAGIC */
 	uint32_t seq;	 /* per-slot sequence, echoed in the reply */
 	uint16_t op;	 /* enum rdmem_op */
 	uint16_t flags;	 /* enum rdmem_flag */
