@@ -8,9 +8,10 @@
  * receive buffer grows only to the largest valid frame, and reading (and
  * dispatching) pauses while more than TCP_OUT_HIGH reply bytes are unsent.
  * A well-formed but refused frame is answered with a status and its payload
- * drained; bytes that are no frame at all close the connection.
+ * drained; bytes that are no frame at all close the connection. Who may
+ * connect and stay (limits, AUTH, deadlines) is server/tcp_admit.c.
  */
-#include "server/tcp_loop.h"
+#include "server/tcp_conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,92 +32,8 @@
 #include "tcp/frame_mac.h"
 #include "tcp/tls.h"
 #include "common/uring.h"
-#include "rdmem/auth.h"
 #include "rdmem/netaddr.h"
 #include "rdmem/util.h"
-
-#define TCP_RBUF_MIN	 (64u << 10)
-#define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
-#define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
-#define TCP_RING_ENTRIES 512u
-#define TCP_TICK_MS	 100
-#define TCP_CLOSE_MS	 2000u
-#define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
-/* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
-#define TCP_TLS_IN	(64u << 10)
-#define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
-
-enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
-#define UD_KIND_MASK 7ull
-
-struct outbuf {
-	uint8_t *p;
-	size_t len;
-	size_t cap;
-};
-
-struct conn {
-	struct rdmem_tcp_server *srv;
-	int fd;
-	char peer[64];
-	uint8_t *rbuf;
-	size_t rlen;
-	size_t rcap;
-	uint64_t drain; /* payload bytes of a refused frame still to discard */
-	struct outbuf out[2];
-	int fill;    /* out[fill] takes new replies; out[!fill] may be in flight */
-	size_t sent; /* bytes of out[!fill] the kernel took so far */
-	int send_busy;
-	int recv_busy;
-	unsigned ops; /* SQEs in flight that name this connection */
-	int authed;   /* proved the shared secret (or none is required) */
-	/* After AUTH with a secret: the frame tags (tcp/frame_mac.h), each way's count. */
-	struct rdmem_frame_mac *mac;
-	uint64_t tx_seq, rx_seq;
-	/* With --tls-cert: every byte either way goes through this session;
-	 * rbuf and out[] hold plaintext (tcp/tls.h). */
-	struct rdmem_tls *tls;
-	/* A refused frame being drained: its reply waits until its tag is checked. */
-	int reject_pending;
-	uint16_t reject_status;
-	struct rdmem_desc reject_req;
-	/* Proved itself: authenticated (with a secret) or sent a valid frame
-	 * (without). Until then it has auth_ms, and may be evicted. */
-	int proven;
-	int partial; /* holds part of a frame (or a refused payload to drain) */
-	char host
-	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
-	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
-	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
-	struct rdmem_service_peer ident;
-	int closing;	      /* no more reads; close once flushed */
-	int dead;	      /* socket shut down; freed when ops == 0 */
-	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
-	struct conn *prev, *next;
-};
-
-struct rdmem_tcp_server {
-	struct rdmem_service *svc;
-	struct rdmem_tcp_server_config cfg;
-	int lfd;
-	uint16_t port;
-	char name[80]; /* addr:port for log lines */
-	int stop_fd;
-	uint64_t stop_val;
-	struct io_uring ring;
-	pthread_t thread;
-	int started;
-	struct conn *conns;
-	unsigned nconns;    /* structs, the dead ones waiting for their ops included */
-	unsigned nlive;	    /* not dead: what --tcp-max-conns counts */
-	unsigned nunproven; /* live and not proven */
-	unsigned unproven_cap;
-	uint64_t swept_ns;
-	int accept_busy;
-	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
-	int stopping;
-	uint64_t stop_deadline_ns;
-};
 
 struct tcp_sink {
 	struct rdmem_reply_sink base;
@@ -148,7 +65,7 @@ static size_t conn_out_pending(const struct conn *c)
 	       (c->tls ? rdmem_tls_out_pending(c->tls) : 0);
 }
 
-static int outbuf_reserve(struct outbuf *ob, size_t need)
+int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need)
 {
 	size_t cap = ob->cap ? ob->cap : TCP_RBUF_MIN;
 	uint8_t *p;
@@ -184,7 +101,7 @@ static void outbuf_trim(struct outbuf *ob)
  * They are kept while the connection is busy and freed here once it has
  * rested TCP_TLS_REST_MS, so an idle connection holds no large buffer.
  */
-static void conn_tls_trim(struct conn *c, uint64_t now)
+void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now)
 {
 	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull)
 		return;
@@ -217,7 +134,7 @@ static void conn_free(struct conn *c)
 }
 
 /* Shuts the socket so pending ops complete; the struct goes when they have. */
-static void conn_kill(struct conn *c, const char *why)
+void rdmem_tcp_conn_kill(struct conn *c, const char *why)
 {
 	if (c->dead)
 		return;
@@ -229,83 +146,20 @@ static void conn_kill(struct conn *c, const char *why)
 	shutdown(c->fd, SHUT_RDWR);
 }
 
-static void conn_maybe_free(struct conn *c)
+void rdmem_tcp_conn_maybe_free(struct conn *c)
 {
 	if (c->dead && c->ops == 0)
 		conn_free(c);
 }
 
-static void conn_close_after_flush(struct conn *c)
+void rdmem_tcp_conn_close_after_flush(struct conn *c)
 {
 	if (!c->closing) {
 		c->closing = 1;
 		c->close_by_ns = rdmem_now_ns() + TCP_CLOSE_MS * 1000000ull;
 	}
 	if (!c->send_busy && !c->recv_busy && conn_out_pending(c) == 0)
-		conn_kill(c, "done");
-}
-
-static void conn_prove(struct conn *c)
-{
-	if (c->proven)
-		return;
-	c->proven = 1;
-	c->srv->nunproven--;
-}
-
-/* Live connections from host; partial: only unproven ones mid-frame. */
-static unsigned srv_count_addr(const struct rdmem_tcp_server *s, const char *host, int partial)
-{
-	const struct conn *c;
-	unsigned n = 0;
-
-	for (c = s->conns; c; c = c->next)
-		n += !c->dead && (!partial || (c->partial && !c->proven)) &&
-		     strcmp(c->host, host) == 0;
-	return n;
-}
-
-/*
- * Room for one more unproven connection: closes the oldest unproven one when
- * they fill their share (or all of --tcp-max-conns), so idle connections
- * cannot lock newer peers out; proven ones are never evicted for it.
- */
-static int srv_make_room(struct rdmem_tcp_server *s, const char *host)
-{
-	struct conn *c, *oldest = NULL;
-
-	if (s->nunproven < s->unproven_cap && s->nlive < s->cfg.max_conns)
-		return 0;
-	for (c = s->conns; c; c = c->next) /* newest first: the last match is the oldest */
-		if (!c->dead && !c->proven)
-			oldest = c;
-	if (!oldest) {
-		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_FULL);
-		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u connections open "
-				   "(--tcp-max-conns), all proven",
-				   s->name, host, s->nlive);
-		return -1;
-	}
-	rdmem_service_count_net(s->svc, RDMEM_NET_TCP_EVICTED);
-	rdmem_warn_limited("tcp %s: closing %s, unproven for %llu ms, to admit %s "
-			   "(%u unproven connections: the --tcp-reserved-pct share is kept)",
-			   s->name, oldest->peer,
-			   (unsigned long long)((rdmem_now_ns() - oldest->born_ns) / 1000000), host,
-			   s->nunproven);
-	conn_kill(oldest, "evicted");
-	return 0;
-}
-
-static int srv_admit(struct rdmem_tcp_server *s, const char *host)
-{
-	if (srv_count_addr(s, host, 0) >= s->cfg.max_per_addr) {
-		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_ADDR);
-		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u open from that "
-				   "address (--tcp-max-per-addr)",
-				   s->name, host, s->cfg.max_per_addr);
-		return -1;
-	}
-	return srv_make_room(s, host);
+		rdmem_tcp_conn_kill(c, "done");
 }
 
 static void conn_new(struct rdmem_tcp_server *s, int fd)
@@ -321,7 +175,7 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 			    NI_NUMERICHOST | NI_NUMERICSERV);
 	/* An IPv6 peer counts by its /64, a v4-mapped one as its IPv4 address. */
 	rdmem_addr_group(host, group, sizeof(group));
-	if (srv_admit(s, group) < 0) {
+	if (rdmem_tcp_admit(s, group) < 0) {
 		close(fd);
 		return;
 	}
@@ -369,7 +223,7 @@ static int tcp_sink_reserve(struct rdmem_reply_sink *base, uint32_t len, void **
 		return RDMEM_S_IO;
 	if (len > sink->max)
 		return RDMEM_S_TOO_BIG;
-	if (outbuf_reserve(sink->ob, sink->hdr_at + RDMEM_DESC_SIZE + len) < 0)
+	if (rdmem_tcp_outbuf_reserve(sink->ob, sink->hdr_at + RDMEM_DESC_SIZE + len) < 0)
 		return RDMEM_S_BUSY;
 	sink->used = 1;
 	*buf = sink->ob->p + sink->hdr_at + RDMEM_DESC_SIZE;
@@ -383,7 +237,7 @@ static int conn_seal(struct conn *c, struct outbuf *ob, size_t hdr_at)
 
 	if (!c->mac)
 		return 0;
-	if (outbuf_reserve(ob, end + RDMEM_FRAME_TAG) < 0)
+	if (rdmem_tcp_outbuf_reserve(ob, end + RDMEM_FRAME_TAG) < 0)
 		return -ENOMEM;
 	rdmem_frame_mac_sign(c->mac, c->tx_seq++, ob->p + hdr_at, ob->p + hdr_at + RDMEM_DESC_SIZE,
 			     end - hdr_at - RDMEM_DESC_SIZE, NULL, 0, ob->p + end);
@@ -392,13 +246,13 @@ static int conn_seal(struct conn *c, struct outbuf *ob, size_t hdr_at)
 }
 
 /* A reply with no value: refused frames and failed calls. */
-static int conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
+int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
 {
 	struct outbuf *ob = &c->out[c->fill];
 	size_t hdr_at = ob->len;
 	struct rdmem_desc rep;
 
-	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
 	rep.status = status;
@@ -414,7 +268,7 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	struct rdmem_call call = { .req = req, .key = payload, .val = payload + req->key_len };
 	struct rdmem_desc rep;
 
-	if (outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
 	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep);
@@ -427,64 +281,6 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	rdmem_frame_put(ob->p + sink.hdr_at, &rep);
 	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
 	return conn_seal(c, ob, sink.hdr_at);
-}
-
-/*
- * With a secret, the first frame must be AUTH with a fresh proof; we answer
- * with ours. Anything else, or a wrong proof, is refused, counted, and the
- * connection closed once the refusal is sent.
- */
-static int conn_authenticate(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
-{
-	struct rdmem_auth *auth = c->srv->cfg.auth;
-	struct outbuf *ob = &c->out[c->fill];
-	struct rdmem_auth_tcp tok;
-	struct rdmem_auth_tcp_reply ours;
-	struct rdmem_desc rep;
-	uint8_t bind[RDMEM_AUTH_BINDING], *b = NULL;
-	const char *why = "its first frame is not AUTH";
-	int ret;
-
-	if (req->op != RDMEM_OP_AUTH || req->key_len || req->val_len != sizeof(tok))
-		goto refuse;
-	memcpy(&tok, payload, sizeof(tok));
-	/* Under TLS the proof must be bound to this session: one seen elsewhere
-	 * (a plain AUTH, another session) proves nothing here. */
-	if (c->tls && rdmem_tls_binding(c->tls, (b = bind), sizeof(bind)) < 0) {
-		why = rdmem_tls_why(c->tls);
-		goto refuse;
-	}
-	why = "wrong proof";
-	if (rdmem_auth_tcp_check(auth, 0, tok.nonce, 0, b, tok.mac) < 0)
-		goto refuse;
-	why = "stale or replayed proof";
-	if (rdmem_auth_fresh(auth, rdmem_le64(tok.nonce)) < 0) /* the MACs cover its wire bytes */
-		goto refuse;
-	/* Our nonce makes this connection's frame keys ours too (random bytes: no order). */
-	ours.nonce = rdmem_auth_random64();
-	rdmem_auth_tcp_proof(auth, 1, tok.nonce, ours.nonce, b, ours.mac);
-	/* Under TLS every record is authenticated and encrypted already: the
-	 * secret proves who the peer is, frame tags would add nothing. */
-	c->mac = c->tls ? NULL : rdmem_frame_mac_tcp(auth, tok.nonce, ours.nonce, 1);
-	if ((!c->mac && !c->tls) ||
-	    outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE + sizeof(ours)) < 0)
-		return -ENOMEM;
-	rdmem_frame_reply_init(&rep, req);
-	rep.val_len = sizeof(ours);
-	rdmem_frame_put(ob->p + ob->len, &rep);
-	memcpy(ob->p + ob->len + RDMEM_DESC_SIZE, &ours, sizeof(ours));
-	ob->len += RDMEM_DESC_SIZE + sizeof(ours);
-	/* Not proven yet: an AUTH can be replayed by whoever saw it; the first
-	 * frame whose tag checks shows the peer holds this connection's keys. */
-	c->authed = 1; /* every frame from here on, both ways, carries a tag */
-	return 0;
-refuse:
-	rdmem_warn_limited("tcp %s: %s did not prove the shared secret (%s): refused", c->srv->name,
-			   c->peer, why);
-	rdmem_service_count_auth_failure(c->srv->svc);
-	ret = conn_reply_status(c, req, RDMEM_S_DENIED);
-	conn_close_after_flush(c);
-	return ret;
 }
 
 /* ---- frames --------------------------------------------------------------- */
@@ -509,7 +305,7 @@ static void conn_mac_failure(struct conn *c, uint64_t seq)
 			   "or reflected on the way): closing the connection",
 			   c->srv->name, (unsigned long long)seq, c->peer);
 	rdmem_service_count_mac_failure(c->srv->svc);
-	conn_close_after_flush(c);
+	rdmem_tcp_conn_close_after_flush(c);
 }
 
 /* 0 when the whole frame at p (f->len bytes, tag included) is authentic. */
@@ -533,7 +329,7 @@ static int conn_reject_end(struct conn *c)
 		conn_mac_failure(c, c->rx_seq - 1);
 		return 0;
 	}
-	return conn_reply_status(c, &c->reject_req, c->reject_status);
+	return rdmem_tcp_conn_reply_status(c, &c->reject_req, c->reject_status);
 }
 
 /*
@@ -593,7 +389,7 @@ static int conn_process(struct conn *c)
 		if (k == RDMEM_FRAME_BAD) {
 			conn_log_bad(c, &f);
 			pos = c->rlen;
-			conn_close_after_flush(c);
+			rdmem_tcp_conn_close_after_flush(c);
 			break;
 		}
 		if (k == RDMEM_FRAME_REJECT) {
@@ -602,16 +398,16 @@ static int conn_process(struct conn *c)
 				c->drain = f.len - avail;
 			ret = c->mac ? conn_reject_tagged(c, &f, c->rbuf + pos,
 							  RDMEM_MIN(f.len, avail))
-				     : conn_reply_status(c, &f.desc, f.status);
+				     : rdmem_tcp_conn_reply_status(c, &f.desc, f.status);
 			pos += RDMEM_MIN(f.len, avail);
 		} else if (!c->authed) {
-			ret = conn_authenticate(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
+			ret = rdmem_tcp_admit_auth(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
 		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
 			pos = c->rlen;
 			break;
 		} else {
-			conn_prove(c); /* a valid frame (with a secret: after AUTH) */
+			rdmem_tcp_admit_prove(c); /* a valid frame (with a secret: after AUTH) */
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
 		}
@@ -624,7 +420,7 @@ static int conn_process(struct conn *c)
 		ret = conn_fit_rbuf(c);
 	if (ret < 0) {
 		rdmem_err_limited("tcp %s: out of memory serving %s", c->srv->name, c->peer);
-		conn_kill(c, "out of memory");
+		rdmem_tcp_conn_kill(c, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -655,14 +451,14 @@ static void conn_arm_send(struct conn *c)
 	if (c->send_busy || c->dead)
 		return;
 	if (c->tls && conn_tls_seal(c, ob) < 0) {
-		conn_kill(c, "TLS send failed");
+		rdmem_tcp_conn_kill(c, "TLS send failed");
 		return;
 	}
 	if (!ob->len)
 		return;
 	sqe = tcp_sqe(c->srv);
 	if (!sqe) {
-		conn_kill(c, "no submission entry");
+		rdmem_tcp_conn_kill(c, "no submission entry");
 		return;
 	}
 	c->fill ^= 1;
@@ -690,7 +486,7 @@ static void conn_arm_recv(struct conn *c)
 		return;
 	sqe = tcp_sqe(c->srv);
 	if (!sqe) {
-		conn_kill(c, "no submission entry");
+		rdmem_tcp_conn_kill(c, "no submission entry");
 		return;
 	}
 	io_uring_prep_recv(sqe, c->fd, buf, len, 0);
@@ -706,7 +502,7 @@ static void conn_kick(struct conn *c)
 	if (c->dead)
 		return;
 	if (c->srv->stopping && !c->closing)
-		conn_close_after_flush(c); /* a recv that beat its cancel */
+		rdmem_tcp_conn_close_after_flush(c); /* a recv that beat its cancel */
 	if (c->dead)
 		return;
 	if (c->tls && rdmem_tls_ready(c->tls) && conn_tls_read(c) < 0)
@@ -714,36 +510,7 @@ static void conn_kick(struct conn *c)
 	conn_arm_send(c);
 	conn_arm_recv(c);
 	if (c->closing)
-		conn_close_after_flush(c);
-}
-
-/*
- * A connection holding part of a frame ties up a buffer and the peer's
- * promise to finish it; one address gets --tcp-max-partial-per-addr unproven
- * ones at once (slowloris). Proven connections are exempt: agents behind one
- * address stream large values at once, and an attacker sharing that address
- * must not get them killed (a proven peer is held by the per-address
- * connection limit and the idle reaper). Returns -1 when c was closed for it.
- */
-static int conn_check_partial(struct conn *c)
-{
-	struct rdmem_tcp_server *s = c->srv;
-	int partial = !c->dead && (c->rlen || c->drain);
-
-	if (!partial || c->partial || c->proven) {
-		c->partial = partial;
-		return 0;
-	}
-	if (srv_count_addr(s, c->host, 1) >= s->cfg.max_partial_per_addr) {
-		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_PARTIAL_LIMIT);
-		rdmem_warn_limited("tcp %s: closing %s: %u connections from %s hold half a frame "
-				   "(--tcp-max-partial-per-addr)",
-				   s->name, c->peer, s->cfg.max_partial_per_addr, c->host);
-		conn_kill(c, "too many half-finished frames");
-		return -1;
-	}
-	c->partial = 1;
-	return 0;
+		rdmem_tcp_conn_close_after_flush(c);
 }
 
 /* n plaintext bytes landed at rbuf + rlen: a refused frame's payload is dropped. */
@@ -782,16 +549,16 @@ static int conn_tls_read(struct conn *c)
 		if (n == -EAGAIN)
 			return 0;
 		if (n == 0) { /* close_notify: the peer is done, as at EOF */
-			conn_close_after_flush(c);
+			rdmem_tcp_conn_close_after_flush(c);
 			return 0;
 		}
 		if (n < 0) { /* nothing after a bad record is believed, replies included */
 			conn_tls_fail(c, RDMEM_NET_TLS_RECORD_FAILURES, "a TLS record failed");
-			conn_kill(c, "bad TLS record");
+			rdmem_tcp_conn_kill(c, "bad TLS record");
 			return -1;
 		}
 		conn_take(c, (size_t)n);
-		if (conn_process(c) < 0 || conn_check_partial(c) < 0)
+		if (conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0)
 			return -1;
 	}
 	return 0;
@@ -806,7 +573,7 @@ static void conn_tls_input(struct conn *c)
 		r = rdmem_tls_handshake(c->tls);
 		if (r < 0 && r != -EAGAIN) {
 			conn_tls_fail(c, RDMEM_NET_TLS_HANDSHAKE_FAILURES, "TLS handshake failed");
-			conn_close_after_flush(c); /* its alert tells the peer why */
+			rdmem_tcp_conn_close_after_flush(c); /* its alert tells the peer why */
 		} else if (r == 0) {
 			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKES);
 			rdmem_debug("tcp %s: TLS with %s: %s", c->srv->name, c->peer,
@@ -824,7 +591,7 @@ static void conn_on_recv(struct conn *c, int res)
 	if (res <= 0) {
 		if (res == -ECANCELED) { /* server stopping: answer what we have */
 			conn_process(c);
-			conn_close_after_flush(c);
+			rdmem_tcp_conn_close_after_flush(c);
 			conn_kick(c);
 			return;
 		}
@@ -842,7 +609,8 @@ static void conn_on_recv(struct conn *c, int res)
 					  "tcp %s: %s went away mid-frame (%zu bytes dropped)",
 					  c->srv->name, c->peer, c->rlen);
 		c->rlen = 0;
-		conn_close_after_flush(c); /* replies to earlier frames may still go out */
+		rdmem_tcp_conn_close_after_flush(
+		    c); /* replies to earlier frames may still go out */
 		return;
 	}
 	c->last_ns = rdmem_now_ns();
@@ -852,7 +620,7 @@ static void conn_on_recv(struct conn *c, int res)
 		return;
 	}
 	conn_take(c, (size_t)res);
-	if (conn_process(c) == 0 && conn_check_partial(c) == 0)
+	if (conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
 		conn_kick(c);
 }
 
@@ -867,7 +635,7 @@ static void conn_on_send(struct conn *c, int res)
 	if (res <= 0) {
 		rdmem_debug("tcp %s: send to %s: %s", c->srv->name, c->peer,
 			    res ? strerror(-res) : "nothing sent");
-		conn_kill(c, "send failed");
+		rdmem_tcp_conn_kill(c, "send failed");
 		return;
 	}
 	c->sent += (size_t)res;
@@ -875,7 +643,7 @@ static void conn_on_send(struct conn *c, int res)
 	if (c->sent < ob->len) {
 		sqe = tcp_sqe(c->srv);
 		if (!sqe) {
-			conn_kill(c, "no submission entry");
+			rdmem_tcp_conn_kill(c, "no submission entry");
 			return;
 		}
 		io_uring_prep_send(sqe, c->fd, ob->p + c->sent, ob->len - c->sent, MSG_NOSIGNAL);
@@ -886,10 +654,10 @@ static void conn_on_send(struct conn *c, int res)
 	}
 	ob->len = 0;
 	c->sent = 0;
-	if (!c->tls) /* with TLS, conn_tls_trim frees them once the connection rests */
+	if (!c->tls) /* with TLS, rdmem_tcp_conn_tls_trim frees them once the connection rests */
 		outbuf_trim(ob);
 	/* Replies drained: frames held back by back-pressure can run now. */
-	if (!c->closing && c->rlen && (conn_process(c) < 0 || conn_check_partial(c) < 0))
+	if (!c->closing && c->rlen && (conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0))
 		return;
 	conn_kick(c);
 }
@@ -959,7 +727,7 @@ static void srv_begin_stop(struct rdmem_tcp_server *s)
 		if (c->recv_busy)
 			srv_cancel(s, tcp_ud(c, UD_RECV)); /* its completion flushes and closes */
 		else
-			conn_close_after_flush(c);
+			rdmem_tcp_conn_close_after_flush(c);
 	}
 }
 
@@ -985,69 +753,7 @@ static void srv_on_cqe(struct rdmem_tcp_server *s, uint64_t ud, int res)
 		conn_on_send(c, res);
 		break;
 	}
-	conn_maybe_free(c);
-}
-
-/* Why c must go now (NULL: it may stay), and the counter that says so. */
-static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_net_ctr *ctr)
-{
-	const struct rdmem_tcp_server *s = c->srv;
-
-	if (c->closing && now > c->close_by_ns)
-		return "flush timed out";
-	if (s->stopping && now > s->stop_deadline_ns)
-		return "flush timed out";
-	if (c->closing)
-		return NULL;
-	if (!c->proven && now - c->born_ns > s->cfg.auth_ms * 1000000ull) {
-		*ctr = RDMEM_NET_TCP_DEADLINE;
-		if (c->tls && !rdmem_tls_ready(c->tls))
-			return "TLS handshake not finished within --tcp-auth-ms";
-		if (!s->cfg.auth)
-			return "no valid frame within --tcp-auth-ms";
-		return c->authed ? "AUTH (replayable) but no frame whose MAC checks within "
-				   "--tcp-auth-ms"
-				 : "no AUTH within --tcp-auth-ms";
-	}
-	/* No byte in or out for idle_ms, a send in flight or not: a peer that
-	 * stops reading its replies holds its buffers no longer than an idle one. */
-	if (c->proven && now - c->last_ns > s->cfg.idle_ms * 1000000ull) {
-		*ctr = RDMEM_NET_TCP_IDLE;
-		return "idle past --tcp-idle-ms";
-	}
-	return NULL;
-}
-
-/* Cuts connections past a deadline: flushing to a peer that stopped reading,
- * not proving themselves in time, idle too long. */
-static void srv_timeouts(struct rdmem_tcp_server *s, uint64_t now)
-{
-	struct conn *c, *next;
-
-	if (now - s->swept_ns < TCP_SWEEP_MS * 1000000ull && !s->stopping)
-		return;
-	s->swept_ns = now;
-	for (c = s->conns; c; c = next) {
-		enum rdmem_net_ctr ctr = RDMEM_NET__COUNT;
-		const char *why = c->dead ? NULL : conn_expired(c, now, &ctr);
-
-		next = c->next;
-		if (why && ctr == RDMEM_NET_TCP_DEADLINE) {
-			rdmem_service_count_net(s->svc, ctr);
-			if (c->tls && !rdmem_tls_ready(c->tls))
-				rdmem_service_count_net(s->svc, RDMEM_NET_TLS_HANDSHAKE_FAILURES);
-			rdmem_warn_limited("tcp %s: closing %s: %s", s->name, c->peer, why);
-		} else if (why && ctr == RDMEM_NET_TCP_IDLE) {
-			rdmem_service_count_net(s->svc, ctr);
-			rdmem_log_limited(RDMEM_LOG_INFO, "tcp %s: closing %s: %s", s->name,
-					  c->peer, why);
-		}
-		if (why)
-			conn_kill(c, why);
-		else if (!c->dead)
-			conn_tls_trim(c, now);
-		conn_maybe_free(c);
-	}
+	rdmem_tcp_conn_maybe_free(c);
 }
 
 static int srv_wait(struct rdmem_tcp_server *s)
@@ -1080,7 +786,7 @@ static void *srv_loop(void *arg)
 	while (!s->stopping || s->nconns || s->accept_busy) {
 		if (srv_wait(s) < 0 && !s->stopping)
 			srv_begin_stop(s);
-		srv_timeouts(s, rdmem_now_ns());
+		rdmem_tcp_admit_sweep(s, rdmem_now_ns());
 		srv_arm_accept(s);
 		/* Ops still stuck a second past the deadline: io_uring_queue_exit reaps them. */
 		if (s->stopping && rdmem_now_ns() > s->stop_deadline_ns + 1000000000ull)

@@ -1,0 +1,121 @@
+/* tcp_conn.h - what server/tcp_loop.c (I/O, framing, TLS) and
+ * server/tcp_admit.c (who may connect and stay: limits, AUTH, deadlines)
+ * share about the TCP path's connections. Private to those two files.
+ */
+#ifndef RDMEM_SERVER_TCP_CONN_H
+#define RDMEM_SERVER_TCP_CONN_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmem/netaddr.h"
+#include "server/tcp_loop.h"
+
+#define TCP_RBUF_MIN	 (64u << 10)
+#define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
+#define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
+#define TCP_RING_ENTRIES 512u
+#define TCP_TICK_MS	 100
+#define TCP_CLOSE_MS	 2000u
+#define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
+/* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
+#define TCP_TLS_IN	(64u << 10)
+#define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
+
+enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
+#define UD_KIND_MASK 7ull
+
+struct outbuf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+};
+
+struct conn {
+	struct rdmem_tcp_server *srv;
+	int fd;
+	char peer[64];
+	uint8_t *rbuf;
+	size_t rlen;
+	size_t rcap;
+	uint64_t drain; /* payload bytes of a refused frame still to discard */
+	struct outbuf out[2];
+	int fill;    /* out[fill] takes new replies; out[!fill] may be in flight */
+	size_t sent; /* bytes of out[!fill] the kernel took so far */
+	int send_busy;
+	int recv_busy;
+	unsigned ops; /* SQEs in flight that name this connection */
+	int authed;   /* proved the shared secret (or none is required) */
+	/* After AUTH with a secret: the frame tags (tcp/frame_mac.h), each way's count. */
+	struct rdmem_frame_mac *mac;
+	uint64_t tx_seq, rx_seq;
+	/* With --tls-cert: every byte either way goes through this session;
+	 * rbuf and out[] hold plaintext (tcp/tls.h). */
+	struct rdmem_tls *tls;
+	/* A refused frame being drained: its reply waits until its tag is checked. */
+	int reject_pending;
+	uint16_t reject_status;
+	struct rdmem_desc reject_req;
+	/* Proved itself: authenticated (with a secret) or sent a valid frame
+	 * (without). Until then it has auth_ms, and may be evicted. */
+	int proven;
+	int partial; /* holds part of a frame (or a refused payload to drain) */
+	char host
+	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
+	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
+	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
+	struct rdmem_service_peer ident;
+	int closing;	      /* no more reads; close once flushed */
+	int dead;	      /* socket shut down; freed when ops == 0 */
+	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
+	struct conn *prev, *next;
+};
+
+struct rdmem_tcp_server {
+	struct rdmem_service *svc;
+	struct rdmem_tcp_server_config cfg;
+	int lfd;
+	uint16_t port;
+	char name[80]; /* addr:port for log lines */
+	int stop_fd;
+	uint64_t stop_val;
+	struct io_uring ring;
+	pthread_t thread;
+	int started;
+	struct conn *conns;
+	unsigned nconns;    /* structs, the dead ones waiting for their ops included */
+	unsigned nlive;	    /* not dead: what --tcp-max-conns counts */
+	unsigned nunproven; /* live and not proven */
+	unsigned unproven_cap;
+	uint64_t swept_ns;
+	int accept_busy;
+	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
+	int stopping;
+	uint64_t stop_deadline_ns;
+};
+
+/* tcp_loop.c: connection lifetime and replies. */
+int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
+/* Shuts the socket so pending ops complete; the struct goes when they have. */
+void rdmem_tcp_conn_kill(struct conn *c, const char *why);
+void rdmem_tcp_conn_maybe_free(struct conn *c);
+void rdmem_tcp_conn_close_after_flush(struct conn *c);
+void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now);
+/* A reply with no value: refused frames and failed calls. */
+int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status);
+
+/* tcp_admit.c: admission, proof and deadlines. */
+/* 0: a connection from host (its address group) may be accepted. */
+int rdmem_tcp_admit(struct rdmem_tcp_server *s, const char *host);
+/* c proved itself (authenticated, or a valid frame without a secret). */
+void rdmem_tcp_admit_prove(struct conn *c);
+/* The first frame when a secret is set: AUTH, answered with our proof. */
+int rdmem_tcp_admit_auth(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload);
+/* Counts c if it holds half a frame unproven; -1 when c was closed for it. */
+int rdmem_tcp_admit_partial(struct conn *c);
+/* Cuts connections past a deadline (every TCP_SWEEP_MS). */
+void rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now);
+
+#endif
