@@ -29,6 +29,8 @@ struct shared {
 	atomic_int stop;
 	atomic_ullong calls, ok, clear_errors, timeouts, wrong, unclear, overdue, lost_puts;
 	atomic_ullong puts_checked; /* GETs of a PUT acked by the server still living */
+	/* clear errors by kind, printed so a low success fraction says why */
+	atomic_ullong unreach, shutdown, refused, busy;
 	atomic_int first_unclear;
 };
 
@@ -50,9 +52,14 @@ static void account(int rc, uint64_t t0)
 	atomic_fetch_add(&sh->calls, 1);
 	if (rc == 0)
 		atomic_fetch_add(&sh->ok, 1);
-	else if (clear_error(rc))
+	else if (clear_error(rc)) {
 		atomic_fetch_add(&sh->clear_errors, 1);
-	else if (rc == -ETIMEDOUT)
+		atomic_fetch_add(rc == -EHOSTUNREACH   ? &sh->unreach
+				 : rc == -ESHUTDOWN    ? &sh->shutdown
+				 : rc == -ECONNREFUSED ? &sh->refused
+						       : &sh->busy,
+				 1);
+	} else if (rc == -ETIMEDOUT)
 		atomic_fetch_add(&sh->timeouts, 1);
 	else if (atomic_fetch_add(&sh->unclear, 1) == 0)
 		atomic_store(&sh->first_unclear, rc);
@@ -282,6 +289,9 @@ out:
 	       (unsigned long long)sh->calls, (unsigned long long)sh->ok,
 	       (unsigned long long)sh->clear_errors, (unsigned long long)sh->timeouts,
 	       (unsigned long long)sh->puts_checked, kills, nreconnect, restarts);
+	printf("# clear errors: EHOSTUNREACH %llu, ESHUTDOWN %llu, ECONNREFUSED %llu, EBUSY %llu\n",
+	       (unsigned long long)sh->unreach, (unsigned long long)sh->shutdown,
+	       (unsigned long long)sh->refused, (unsigned long long)sh->busy);
 	for (i = 0; i < nreconnect; i++)
 		printf("# agent back on RDMA %ld ms after server restart %d\n", reconnect_ms[i],
 		       i + 1);

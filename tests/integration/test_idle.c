@@ -2,10 +2,11 @@
  * CPU over two quiet seconds after some traffic (docs/architecture.md, "Idle
  * sessions").
  *
- * Asserted: the agent's session actor and connector do not wake at all while
- * idle (they woke every 50 and 200 ms before), and the session posts no RDMA
- * operation (the control page was READ 20 times a second). Every other thread's wake-ups and
- * both daemons' CPU are printed: they are what is left to make idle free.
+ * Asserted: the agent's session actor, connector and TCP actor do not wake
+ * at all while idle (they woke every 50, 200 and 50 ms before), and the
+ * session posts no RDMA operation (the control page was READ 20 times a
+ * second). Every other thread's wake-ups and both daemons' CPU are printed:
+ * they are what is left to make idle free.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -119,7 +120,7 @@ static void report(const char *who, const struct proc_use *a, const struct proc_
 static void test_idle_agent_sleeps(void)
 {
 	struct proc_use a0, a1, s0, s1;
-	long long r0, r1, session, connector;
+	long long r0, r1, session, connector, tcp;
 	struct e2e e;
 	int i;
 
@@ -143,13 +144,15 @@ static void test_idle_agent_sleeps(void)
 	report("server", &s0, &s1);
 	session = woke(&a0, &a1, "rdmem-session");
 	connector = woke(&a0, &a1, "rdmem-connect");
+	tcp = woke(&a0, &a1, "rdmem-tcp");
 	printf("# in %d ms idle: agent session actor %lld wake-ups (it woke every 50 ms), "
-	       "connector %lld (every 200 ms); control-page READs %lld (the two stats queries' "
-	       "own)\n",
-	       QUIET_MS, session, connector, r1 - r0);
-	CHECK(session >= 0 && connector >= 0); /* the threads are there and named */
+	       "connector %lld (every 200 ms), TCP actor %lld (every 50 ms); control-page READs "
+	       "%lld (the two stats queries' own)\n",
+	       QUIET_MS, session, connector, tcp, r1 - r0);
+	CHECK(session >= 0 && connector >= 0 && tcp >= 0); /* the threads are there and named */
 	CHECK(session <= 2);
 	CHECK(connector <= 2);
+	CHECK(tcp <= 2);
 	CHECK(r1 - r0 <= 1);
 	e2e_fini(&e);
 }
