@@ -20,6 +20,7 @@
 #define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
 #define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull /* 2 s */
 #define RDMEM_TCP_DONE_BATCH	 64
+#define RDMEM_TCP_BUSY_TICK_MS	 50	    /* the longest sleep while calls are on the wire */
 #define RDMEM_TCP_SENT_SCAN_NS	 5000000ull /* calls on the wire: deadline scan at most this often */
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
@@ -392,16 +393,21 @@ static void rdmem_tcp_publish_gauges(struct rdmem_tcp_actor *a)
 
 /*
  * Until the first waiting call's deadline, the next redial or the next scan
- * of calls on the wire; -1 (no timer) when there is none of them: calls
- * arrive through the inbox's eventfd, replies and a lost connection through
- * io_uring, and stop rings the inbox, so an idle actor needs no tick (it
- * woke every 50 ms before: 40 context switches in test_idle's 2 s).
+ * of calls on the wire; while calls are on the wire, at most
+ * RDMEM_TCP_BUSY_TICK_MS (a withdrawn call's late reply completes nothing,
+ * so progress would not return for it, and the in-flight gauge would stay
+ * stale). -1 (no timer) when there is none of them: calls arrive through
+ * the inbox's eventfd, replies and a lost connection through io_uring, and
+ * stop rings the inbox, so an idle actor needs no tick (it woke every 50 ms
+ * before: 40 context switches in test_idle's 2 s).
  */
 static int rdmem_tcp_block_ms(const struct rdmem_tcp_actor *a)
 {
 	uint64_t now = rdmem_now_ns(), first = UINT64_MAX;
 	const struct rdmem_agent_call *call;
 
+	if (a->cli && rdmem_tcp_client_inflight(a->cli))
+		first = now + RDMEM_TCP_BUSY_TICK_MS * 1000000ull;
 	for (call = a->wait_head; call; call = call->next)
 		first = RDMEM_MIN(first, call->deadline_ns);
 	if (!a->cli && a->nwaiting)

@@ -815,7 +815,6 @@ static int cli_pump(struct rdmem_tcp_client *c, int timeout_ms, enum cli_until u
 {
 	uint64_t deadline =
 	    rdmem_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
-	int progressed = 0;
 
 	for (;;) {
 		struct __kernel_timespec ts;
@@ -838,15 +837,8 @@ static int cli_pump(struct rdmem_tcp_client *c, int timeout_ms, enum cli_until u
 			cli_fail_all(c);
 		if (cli_done_waiting(c, until, want))
 			return 0;
-		if (reaped) {
-			progressed = 1;
+		if (reaped)
 			continue; /* completions may need their next op armed before we sleep */
-		}
-		/* UNTIL_ANY: back to a caller that may sleep with no timer once
-		 * anything changed (a withdrawn call's reply leaves no done call,
-		 * but the caller's in-flight gauge must see it). */
-		if (until == UNTIL_ANY && progressed)
-			return 0;
 		left = timeout_ms < 0 ? -1 : cli_ms_left(deadline);
 		if (left == 0)
 			return 0;
