@@ -28,7 +28,10 @@ struct rdmem_frontdoor_config {
 	 * members of admin_group (docs/architecture.md, "Who may steer the agent"). */
 	gid_t admin_group;
 	int has_admin_group;
-	uint32_t clients;   /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
+	uint32_t clients; /* client-table entries [RDMEM_SHM_DEFAULT_CLIENTS], <= 1024 */
+	/* Entries one uid other than root and the agent's own may hold
+	 * [half the table, at least 1], <= 1024 (--clients-per-uid). */
+	uint32_t clients_per_uid;
 	uint32_t slots;	    /* slots per client [RDMEM_SHM_DEFAULT_SLOTS], <= 64 */
 	uint32_t max_value; /* largest value a call may carry [1 MiB]; sizes slot payloads */
 	int busy_poll;	    /* never block when idle */
@@ -127,14 +130,16 @@ struct rdmem_frontdoor_stats {
 	uint64_t expired;	/* calls whose deadline passed before the agent took them */
 	uint64_t epoch;		/* the segment's agent epoch */
 	uint64_t door_attached; /* attaches the door granted */
-	uint64_t door_bad_hello; /* connections closed for a bad hello or stray bytes */
-	uint64_t door_timeouts;	 /* connections closed for a hello not sent in time */
-	uint64_t door_full;	 /* attaches refused: no free client entry */
-	uint64_t door_evicted;	 /* handshakes dropped for newer ones (too many at once) */
-	uint64_t door_hangups;	 /* attached clients whose connection closed */
-	uint64_t ctl_denied;	 /* agent-ctl calls from clients not allowed to steer */
-	uint32_t attached;	 /* live client entries */
-	uint32_t inflight;	 /* calls handed to submit() and not completed yet */
+	uint64_t door_bad_hello;   /* connections closed for a bad hello or stray bytes */
+	uint64_t door_timeouts;	   /* connections closed for a hello not sent in time */
+	uint64_t door_full;	   /* attaches refused: no free client entry */
+	uint64_t door_evicted;	   /* handshakes dropped for newer ones (too many at once) */
+	uint64_t door_hangups;	   /* attached clients whose connection closed */
+	uint64_t door_uid_full;	   /* attaches refused: the uid holds its --clients-per-uid */
+	uint64_t door_pid_unknown; /* attaches from outside our PID namespace (pid 0) */
+	uint64_t ctl_denied;	   /* agent-ctl calls from clients not allowed to steer */
+	uint32_t attached;	   /* live client entries */
+	uint32_t inflight;	   /* calls handed to submit() and not completed yet */
 };
 void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out);
 

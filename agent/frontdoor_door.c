@@ -197,6 +197,18 @@ static int rdmem_door_listen(struct rdmem_door *d, gid_t group)
 	return 0;
 }
 
+/*
+ * Entries one capped uid may hold: n, or by default half the table (at
+ * least 1), so one local user in the socket's group cannot take every entry
+ * and still a single app user gets many; never more than the table.
+ */
+static uint32_t rdmem_door_per_uid(uint32_t n, uint32_t clients)
+{
+	if (!n)
+		n = clients / 2 ? clients / 2 : 1;
+	return n < clients ? n : clients;
+}
+
 int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg)
 {
 	struct rdmem_door *d = &fd->door;
@@ -217,9 +229,13 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 			  cfg->socket_path ? cfg->socket_path : fd->name, RDMEM_DOOR_PATH_MAX - 1);
 		return -ENAMETOOLONG;
 	}
+	d->per_uid = rdmem_door_per_uid(cfg->clients_per_uid, fd->geom.clients);
 	d->conn = malloc(fd->geom.clients * sizeof(*d->conn));
 	d->claimed = calloc(fd->geom.clients, sizeof(*d->claimed));
-	if (!d->conn || !d->claimed || pipe2(d->wake, O_CLOEXEC | O_NONBLOCK) < 0)
+	d->owner = calloc(fd->geom.clients, sizeof(*d->owner));
+	d->sweep = calloc(fd->geom.clients, sizeof(*d->sweep));
+	if (!d->conn || !d->claimed || !d->owner || !d->sweep ||
+	    pipe2(d->wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -ENOMEM;
 	for (c = 0; c < fd->geom.clients; c++)
 		d->conn[c] = -1;
@@ -246,10 +262,11 @@ static void rdmem_door_drop(struct rdmem_door_pending *p)
 	p->fd = -1;
 }
 
-/* Picks a free entry for pid, claims it in the segment and for the actor. */
-static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, int admin,
+/* Picks a free entry for p's process, claims it in the segment and for the actor. */
+static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
 			     struct rdmem_door_welcome *w)
 {
+	pid_t pid = p->pid;
 	struct rdmem_door *d = &fd->door;
 	uint32_t c;
 
@@ -270,7 +287,8 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, pid_t pid, int admin,
 		/* Release: pairs with the actor's acquire load when it checks an
 		 * agent-ctl call; the client learns its entry (and can call) only
 		 * after this, from the welcome. */
-		atomic_store_explicit(&cl->admin, admin, memory_order_release);
+		atomic_store_explicit(&cl->admin, p->admin, memory_order_release);
+		d->owner[c] = p->uid;
 		d->claimed[c] = (uint64_t)gen << 32 | (uint32_t)pid;
 		/* Release: the entry words above before the actor sees the owner. */
 		atomic_store_explicit(&cl->claim, d->claimed[c], memory_order_release);
@@ -314,43 +332,131 @@ static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_
 	return sendmsg(s, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -EPIPE;
 }
 
-/* True while some client has left and its entry is not reclaimed yet. */
-static int rdmem_door_leaving(struct rdmem_frontdoor *fd)
+/*
+ * Entries held by uid (all of them with any), attached or left and not
+ * reclaimed yet; *leaving: one of those has left (the actor frees it
+ * within a round). An entry is held from assign() until the actor's
+ * reclaim clears its claim (the connection is then closed too).
+ */
+static uint32_t rdmem_door_held(const struct rdmem_frontdoor *fd, uid_t uid, int any, int *leaving)
 {
-	uint32_t c;
+	const struct rdmem_door *d = &fd->door;
+	uint32_t c, n = 0;
+
+	*leaving = 0;
+	for (c = 0; c < fd->geom.clients; c++) {
+		int claimed =
+		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;
+
+		if ((d->conn[c] < 0 && !claimed) || (!any && d->owner[c] != uid))
+			continue;
+		n++;
+		*leaving |= d->conn[c] < 0;
+	}
+	return n;
+}
+
+/* Root and the agent's own user have no share: either can stop the agent anyway. */
+static int rdmem_door_capped(uid_t uid)
+{
+	return uid != 0 && uid != geteuid();
+}
+
+/* An entry for p (its index), or -EDQUOT (its uid holds its share), or -EUSERS. */
+static int rdmem_door_take(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
+			   struct rdmem_door_welcome *w, int *leaving)
+{
+	if (rdmem_door_capped(p->uid) &&
+	    rdmem_door_held(fd, p->uid, 0, leaving) >= fd->door.per_uid)
+		return -EDQUOT;
+	rdmem_door_held(fd, p->uid, 1, leaving);
+	return rdmem_door_assign(fd, p, w);
+}
+
+static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c);
+
+/*
+ * Looks at every attached connection now (one poll, no wait) and handles
+ * those that hung up. A hello answered at accept would otherwise find the
+ * entry of a client that detached a moment ago still held (its hangup not
+ * polled yet) and be refused. Returns the hangups found.
+ */
+static int rdmem_door_sweep(struct rdmem_frontdoor *fd)
+{
+	struct rdmem_door *d = &fd->door;
+	uint32_t c, n = 0, k = 0;
+	int found = 0;
 
 	for (c = 0; c < fd->geom.clients; c++)
-		if (fd->door.conn[c] < 0 &&
-		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed))
-			return 1;
-	return 0;
+		if (d->conn[c] >= 0)
+			d->sweep[n++] = (struct pollfd){ d->conn[c], POLLIN, 0 };
+	if (!n || poll(d->sweep, n, 0) <= 0)
+		return 0;
+	for (c = 0; c < fd->geom.clients && k < n; c++) {
+		if (d->conn[c] < 0 || d->sweep[k].fd != d->conn[c])
+			continue;
+		if (d->sweep[k++].revents) {
+			rdmem_door_hangup(fd, c);
+			found += d->conn[c] < 0;
+		}
+	}
+	return found;
+}
+
+/* Counts and logs (rate-limited: any client can provoke it) a refused attach. */
+static void rdmem_door_refused(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
+			       int err)
+{
+	if (err == -EDQUOT) {
+		rdmem_door_count(&fd->door.n_uid_full);
+		rdmem_warn_limited("front door %s: attach of pid %d refused: uid %u holds %u "
+				   "client entries, its share (--clients-per-uid)",
+				   fd->name, (int)p->pid, (unsigned)p->uid, fd->door.per_uid);
+		return;
+	}
+	rdmem_door_count(&fd->door.n_full);
+	rdmem_warn_limited("front door %s: attach of pid %d refused: all %u client "
+			   "entries in use (--clients)",
+			   fd->name, (int)p->pid, fd->geom.clients);
+}
+
+/* A client outside our PID namespace (SO_PEERCRED pid 0) got an entry. */
+static void rdmem_door_pid_unknown(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p)
+{
+	rdmem_door_count(&fd->door.n_pid_unknown);
+	rdmem_log_limited(RDMEM_LOG_INFO,
+			  "front door %s: a client of uid %u attached from outside our PID "
+			  "namespace (pid 0): its connection alone tells when it is gone",
+			  fd->name, (unsigned)p->uid);
 }
 
 /*
  * Answers a pending connection whose hello is good: an entry and the memfd,
- * or EUSERS. With the table full while a client that left is being
- * reclaimed (one actor round), it waits for that entry, up to its deadline.
+ * or EDQUOT (its uid's share taken) or EUSERS (table full). While an entry
+ * that would let it in is being reclaimed (one actor round), it waits for
+ * it, up to its deadline.
  */
 static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pending *p,
 			      uint64_t now)
 {
 	struct rdmem_door_welcome w = { 0 };
-	int c = rdmem_door_assign(fd, p->pid, p->admin, &w);
+	int leaving, c = rdmem_door_take(fd, p, &w, &leaving);
 
-	p->waiting = c < 0 && now < p->deadline_ns && rdmem_door_leaving(fd);
+	if (c < 0 && !leaving && rdmem_door_sweep(fd))
+		c = rdmem_door_take(fd, p, &w, &leaving);
+	p->waiting = c < 0 && now < p->deadline_ns && leaving;
 	if (p->waiting)
 		return;
 	if (c < 0) {
-		w.status = EUSERS;
-		rdmem_door_count(&fd->door.n_full);
-		rdmem_warn_limited("front door %s: attach of pid %d refused: all %u client "
-				   "entries in use (--clients)",
-				   fd->name, (int)p->pid, fd->geom.clients);
+		w.status = -c;
+		rdmem_door_refused(fd, p, c);
 	}
 	if (rdmem_door_send(fd, p->fd, &w) == 0 && c >= 0) {
 		fd->door.conn[c] = p->fd;
 		p->fd = -1;
 		rdmem_door_count(&fd->door.n_attached);
+		if (!p->pid)
+			rdmem_door_pid_unknown(fd, p);
 		return;
 	}
 	if (c >= 0) { /* the client left before its welcome: the actor frees the entry */
@@ -418,16 +524,60 @@ static int rdmem_door_admin(const struct rdmem_door *d, int s, const struct ucre
 	return 0;
 }
 
+/*
+ * Whether p goes before than when a handshake must be evicted: a partial
+ * hello (an honest client sends its 16 bytes in one write) before a silent
+ * one, those waiting for an entry (hello good) last; the older first, since
+ * an honest client sends its hello right after connect.
+ */
+static int rdmem_door_evict_before(const struct rdmem_door_pending *p,
+				   const struct rdmem_door_pending *than)
+{
+	int a = p->waiting ? 2 : p->got == 0, b;
+
+	if (!than)
+		return 1;
+	b = than->waiting ? 2 : than->got == 0;
+	return a != b ? a < b : p->seq < than->seq;
+}
+
+/*
+ * A place for a handshake of uid: a free one, else one evicted. A uid that
+ * already holds RDMEM_DOOR_PENDING_PER_UID of them evicts its own, so a
+ * flood of connections from one user only ever displaces itself; others
+ * evict the likeliest hostile one (rdmem_door_evict_before).
+ */
+static struct rdmem_door_pending *rdmem_door_place(struct rdmem_door *d, uid_t uid)
+{
+	struct rdmem_door_pending *own = NULL, *any = NULL, *p;
+	uint32_t mine = 0;
+	int k;
+
+	for (k = 0; k < RDMEM_DOOR_PENDING; k++) {
+		p = &d->pending[k];
+		if (p->fd < 0)
+			return p;
+		if (p->uid == uid && ++mine && rdmem_door_evict_before(p, own))
+			own = p;
+		if (rdmem_door_evict_before(p, any))
+			any = p;
+	}
+	p = mine >= RDMEM_DOOR_PENDING_PER_UID ? own : any;
+	rdmem_door_count(&d->n_evicted);
+	rdmem_door_drop(p);
+	return p;
+}
+
 static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	struct rdmem_door *d = &fd->door;
 	int i;
 
 	for (i = 0; i < RDMEM_DOOR_ACCEPTS; i++) {
-		struct rdmem_door_pending *p = NULL, *oldest = &d->pending[0];
+		struct rdmem_door_pending np;
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
-		int s = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), k;
+		int s = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (s < 0 &&
 		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
@@ -439,27 +589,24 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 		}
 		if (s < 0)
 			return;
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0) {
+		/* Pid 0: a client outside our PID namespace; its connection tells
+		 * when it is gone, as for every client. */
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid < 0) {
 			close(s);
 			continue;
 		}
-		for (k = 0; k < RDMEM_DOOR_PENDING && !p; k++) {
-			if (d->pending[k].fd < 0)
-				p = &d->pending[k];
-			else if (d->pending[k].seq < oldest->seq)
-				oldest = &d->pending[k];
-		}
-		if (!p) { /* a flood of silent connections costs each one its turn, no more */
-			rdmem_door_count(&d->n_evicted);
-			rdmem_door_drop(oldest);
-			p = oldest;
-		}
-		memset(p, 0, sizeof(*p));
-		p->fd = s;
-		p->pid = cred.pid;
-		p->admin = rdmem_door_admin(d, s, &cred);
-		p->deadline_ns = now + RDMEM_DOOR_HELLO_NS;
-		p->seq = ++d->accepted;
+		memset(&np, 0, sizeof(np));
+		np.fd = s;
+		np.pid = cred.pid;
+		np.uid = cred.uid;
+		np.admin = rdmem_door_admin(d, s, &cred);
+		np.deadline_ns = now + RDMEM_DOOR_HELLO_NS;
+		np.seq = ++d->accepted;
+		/* Most hellos are here already: answered without taking a place
+		 * that a flood could evict them from. */
+		rdmem_door_read_hello(fd, &np);
+		if (np.fd >= 0)
+			*rdmem_door_place(d, np.uid) = np;
 	}
 }
 
@@ -643,6 +790,10 @@ void rdmem_door_close(struct rdmem_frontdoor *fd)
 	}
 	free(d->conn);
 	free(d->claimed);
+	free(d->owner);
+	free(d->sweep);
+	d->sweep = NULL;
 	d->conn = NULL;
 	d->claimed = NULL;
+	d->owner = NULL;
 }

@@ -5,6 +5,7 @@
 #ifndef RDMEM_AGENT_FRONTDOOR_IMPL_H
 #define RDMEM_AGENT_FRONTDOOR_IMPL_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -48,7 +49,8 @@ struct rdmem_fd_client {
 /* A connection that has not finished its hello yet. */
 struct rdmem_door_pending {
 	int fd;		      /* -1: unused */
-	pid_t pid;	      /* SO_PEERCRED at accept */
+	pid_t pid;	      /* SO_PEERCRED at accept; 0: outside our PID namespace */
+	uid_t uid;	      /* SO_PEERCRED at accept: whose share it counts against */
 	int admin;	      /* its credentials allow agent-ctl */
 	uint64_t deadline_ns; /* closed then */
 	uint32_t got;	      /* hello bytes so far */
@@ -57,7 +59,9 @@ struct rdmem_door_pending {
 	struct rdmem_door_hello hello;
 };
 
-#define RDMEM_DOOR_PENDING 16 /* handshakes at once; a new one evicts the oldest */
+#define RDMEM_DOOR_PENDING 16 /* handshakes at once; a new one evicts a silent one */
+/* Handshakes one uid keeps when all are taken: past it, its newcomers evict its own. */
+#define RDMEM_DOOR_PENDING_PER_UID 4
 
 /* The door thread's state (frontdoor_door.c). */
 struct rdmem_door {
@@ -69,14 +73,18 @@ struct rdmem_door {
 	pthread_t thread;
 	int started;
 	struct rdmem_door_pending pending[RDMEM_DOOR_PENDING];
-	int *conn;	   /* per client entry: its owner's connection, or -1 */
-	uint64_t *claimed; /* per client entry: the claim word the door set */
+	int *conn;	      /* per client entry: its owner's connection, or -1 */
+	uint64_t *claimed;    /* per client entry: the claim word the door set */
+	uid_t *owner;	      /* per client entry: its owner's uid (SO_PEERCRED) */
+	struct pollfd *sweep; /* per client entry: for rdmem_door_sweep() */
+	uint32_t per_uid;     /* --clients-per-uid: entries one capped uid may hold */
 	uint32_t next_gen;
 	uint64_t accepted;	     /* connections accepted, for pending seq */
 	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
 	gid_t admin_group;	     /* --admin-group, when has_admin_group */
 	int has_admin_group;
-	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups;
+	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups,
+	    n_uid_full, n_pid_unknown;
 };
 
 struct rdmem_frontdoor {

@@ -85,11 +85,17 @@ uint64_t rdmem_frontdoor_proc_start(int32_t pid)
 	return start;
 }
 
-/* Alive unless kill() says ESRCH or the pid now names a younger process. */
+/*
+ * Alive unless kill() says ESRCH or the pid now names a younger process.
+ * Pid 0 (a client outside our PID namespace) is alive: only its connection
+ * can tell, and kill(0, 0) would ask about our own process group.
+ */
 int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks)
 {
 	uint64_t now_start;
 
+	if (pid <= 0)
+		return 1;
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return 0;
 	if (!start_ticks)
@@ -555,7 +561,7 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 	if (pid != cl->pid || gen != cl->gen) {
 		cl->pid = pid;
 		cl->gen = gen;
-		cl->start_ticks = rdmem_frontdoor_proc_start(pid);
+		cl->start_ticks = pid > 0 ? rdmem_frontdoor_proc_start(pid) : 0;
 		atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
@@ -812,6 +818,8 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->door_full = atomic_load_explicit(&fd->door.n_full, memory_order_relaxed);
 	out->door_evicted = atomic_load_explicit(&fd->door.n_evicted, memory_order_relaxed);
 	out->door_hangups = atomic_load_explicit(&fd->door.n_hangups, memory_order_relaxed);
+	out->door_uid_full = atomic_load_explicit(&fd->door.n_uid_full, memory_order_relaxed);
+	out->door_pid_unknown = atomic_load_explicit(&fd->door.n_pid_unknown, memory_order_relaxed);
 	out->ctl_denied = atomic_load_explicit(&fd->n_ctl_denied, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
 		out->attached +=

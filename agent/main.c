@@ -70,6 +70,8 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --admin-group GROUP    its members may also run agent-ctl (force paths,\n"
 	    "                             simulate faults); else root and the agent's user only\n"
 	    "      --clients N            front-door client entries, 1-1024 (default 32)\n"
+	    "      --clients-per-uid N    entries one user may hold, 1-1024 (default half of\n"
+	    "                             --clients); root and the agent's user: all\n"
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
 	    "      --max-value B          largest value a call carries (default 1m)\n"
@@ -166,6 +168,7 @@ enum {
 	OPT_SHM_GROUP,
 	OPT_ADMIN_GROUP,
 	OPT_CLIENTS,
+	OPT_CLIENTS_PER_UID,
 	OPT_SLOTS,
 	OPT_MAX_VALUE,
 	OPT_FORCE,
@@ -207,6 +210,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "shm-group", required_argument, NULL, OPT_SHM_GROUP },
 	{ "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
+	{ "clients-per-uid", required_argument, NULL, OPT_CLIENTS_PER_UID },
 	{ "slots", required_argument, NULL, OPT_SLOTS },
 	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
 	{ "force-path", required_argument, NULL, OPT_FORCE },
@@ -248,6 +252,7 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N('p', "--port", 1, 65534, port),
 	N(OPT_TCP_PORT, "--tcp-port", 1, 65535, tcp_port),
 	N(OPT_CLIENTS, "--clients", 1, RDMEM_SHM_MAX_CLIENTS, fd.clients),
+	N(OPT_CLIENTS_PER_UID, "--clients-per-uid", 1, RDMEM_SHM_MAX_CLIENTS, fd.clients_per_uid),
 	N(OPT_SLOTS, "--slots", 1, RDMEM_SHM_MAX_SLOTS, fd.slots),
 	B(OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, fd.max_value),
 	B(OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, cfg.path.bulk_threshold),

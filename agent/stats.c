@@ -166,6 +166,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Handshakes dropped for newer ones: too many connections at once."),
 	S("frontdoor.door_hangups", C, fd.door_hangups,
 	  "Attached clients whose socket connection closed (detach or death)."),
+	S("frontdoor.door_uid_full", C, fd.door_uid_full,
+	  "Attaches refused: the client's uid holds its --clients-per-uid entries."),
+	S("frontdoor.door_pid_unknown", C, fd.door_pid_unknown,
+	  "Attaches from outside the agent's PID namespace (pid 0): tracked by their "
+	  "connection alone."),
 	S("frontdoor.ctl_denied", C, fd.ctl_denied,
 	  "agent-ctl calls refused: not root, the agent's user or --admin-group."),
 	S("resp.conns", C, resp.conns,

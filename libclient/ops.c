@@ -27,6 +27,9 @@ const char *rdmem_strerror(int rc)
 		return "the agent stopped or restarted during the call";
 	case -EUSERS:
 		return "every client entry of the agent's segment is taken";
+	case -EDQUOT:
+		return "this user holds all the client entries the agent allows one user "
+		       "(--clients-per-uid)";
 	case -EPROTO:
 		return "protocol error (not an rdmem segment, other version, or bad reply)";
 	case -ENOBUFS:

@@ -3,7 +3,7 @@
  * SIGTERM: a server-less agent for CLI tests and for measuring the front door.
  *
  *   fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] [--slots N]
- *               [--max-value B] [--busy-poll] [--shm-reset]
+ *               [--max-value B] [--busy-poll] [--shm-reset] [--clients-per-uid N]
  * Prints "ready <name>" on stdout once clients may attach.
  */
 #include <errno.h>
@@ -29,7 +29,7 @@ static int usage(const char *why, const char *arg)
 	fprintf(
 	    stderr,
 	    "fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] "
-	    "[--slots N] [--max-value B] [--busy-poll] [--shm-reset]\n",
+	    "[--slots N] [--max-value B] [--busy-poll] [--shm-reset] [--clients-per-uid N]\n",
 	    why, arg ? arg : "");
 	return 2;
 }
@@ -56,6 +56,8 @@ static int parse_args(int argc, char **argv, struct rdmem_frontdoor_config *cfg)
 			cfg->socket_path = v;
 		else if (!strcmp(a, "--clients") && v)
 			bad = parse_u32(v, 1, RDMEM_SHM_MAX_CLIENTS, &cfg->clients);
+		else if (!strcmp(a, "--clients-per-uid") && v)
+			bad = parse_u32(v, 1, RDMEM_SHM_MAX_CLIENTS, &cfg->clients_per_uid);
 		else if (!strcmp(a, "--slots") && v)
 			bad = parse_u32(v, 1, RDMEM_SHM_MAX_SLOTS, &cfg->slots);
 		else if (!strcmp(a, "--max-value") && v)

@@ -94,6 +94,9 @@ AGENT = {
     # clients x slots x (max-value + 65 KiB) of /dev/shm address space: the
     # draw shrinks clients until the segment is under 2 GiB.
     "--clients": dict(kind="num", lo=1, hi=1024, default=32),
+    # a share for uids other than root and the agent's (the torture clients are
+    # root: never capped); default half of --clients
+    "--clients-per-uid": dict(kind="num", lo=1, hi=1024, default=16),
     "--slots": dict(kind="num", lo=1, hi=64, default=16),
     "--max-value": dict(kind="bytes", lo=1, hi=64 * MI, default=MI),
     "--force-path": dict(kind="choice", choices=["auto", "eager", "lazy", "bulk", "tcp"]),

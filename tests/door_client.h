@@ -1,0 +1,56 @@
+/* door_client.h - integration-test helpers for front-door tests, as a client
+ * sees the agent: its frontdoor.* counters (rdmem agent-stats) and an echo
+ * whose bytes are checked. Header-only, for test programs.
+ */
+#ifndef RDMEM_TEST_DOOR_CLIENT_H
+#define RDMEM_TEST_DOOR_CLIENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libclient/rdmem.h"
+#include "rdmem/util.h"
+
+/* A frontdoor.* counter of the agent, as any client reads it; -1 when absent. */
+static inline long long door_stat(rdmem_t *h, const char *name)
+{
+	char key[64], *text = NULL, *p;
+	uint32_t len;
+	long long v = -1;
+
+	if (rdmem_agent_stats(h, 0, &text, &len, NULL) != 0)
+		return -1;
+	snprintf(key, sizeof(key), "frontdoor.%s ", name);
+	p = strstr(text, key);
+	if (p)
+		v = strtoll(p + strlen(key), NULL, 10);
+	free(text);
+	return v;
+}
+
+/* Waits up to ms for the counter to read want; true when it does. */
+static inline int door_wait_stat(rdmem_t *h, const char *name, long long want, int ms)
+{
+	uint64_t end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (door_stat(h, name) != want && rdmem_now_ns() < end)
+		usleep(2000);
+	return door_stat(h, name) == want;
+}
+
+/* An echo of text came back with exactly its bytes. */
+static inline int door_echo_ok(rdmem_t *h, const char *text)
+{
+	void *got = NULL;
+	uint32_t len = 0;
+	int ok = rdmem_echo(h, text, (uint32_t)strlen(text), &got, &len, NULL) == 0 &&
+		 len == strlen(text) && got && !memcmp(got, text, len);
+
+	free(got);
+	return ok;
+}
+
+#endif
