@@ -25,6 +25,7 @@ struct rdmem_resp_stats {
 	uint64_t errors;	  /* error replies */
 	uint64_t protocol_errors; /* connections closed for malformed input */
 	uint64_t refused;	  /* connections refused at --resp-max-conns */
+	uint64_t paused;	  /* times a connection's input was held back (backpressure) */
 };
 
 struct rdmem_resp;
