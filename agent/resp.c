@@ -91,13 +91,14 @@ struct resp_conn {
 	struct resp_conn *next, *prev;
 	int fd;
 	uint64_t id;
-	int proto;	 /* 2 or 3 (HELLO) */
-	int closing;	 /* QUIT or protocol error: flush, then close */
-	int eof;	 /* the peer shut its side: answer what came, then close */
-	int parse_held;	 /* input left unparsed because the connection was paused */
-	int paused;	 /* input not read: counted in resp.paused when it starts */
-	int dead;	 /* the socket failed: drop replies, free once no call is in flight */
-	uint32_t events; /* what epoll watches now */
+	int proto;	   /* 2 or 3 (HELLO) */
+	int closing;	   /* QUIT or protocol error: flush, then close */
+	int eof;	   /* the peer shut its side: answer what came, then close */
+	int parse_held;	   /* input left unparsed because the connection was paused */
+	int paused;	   /* input not read: counted in resp.paused when it starts */
+	int dead;	   /* the socket failed: drop replies, free once no call is in flight */
+	uint32_t events;   /* what epoll watches now */
+	uint64_t heard_ns; /* when the peer last sent bytes (or connected) */
 	char name[64];
 	char addr[64];
 	uint8_t *in;
@@ -134,7 +135,8 @@ struct rdmem_resp {
 
 /* One RESP front end per agent process; its thread is the one writer. */
 static struct {
-	atomic_uint_fast64_t conns, clients, cmds, errors, protocol_errors, refused, paused;
+	atomic_uint_fast64_t conns, clients, cmds, errors, protocol_errors, refused, paused,
+	    evicted;
 } resp_ctr;
 
 static void resp_count(atomic_uint_fast64_t *c, int64_t n)
@@ -154,6 +156,7 @@ void rdmem_resp_stats_read(struct rdmem_resp_stats *o)
 	o->protocol_errors = atomic_load_explicit(&resp_ctr.protocol_errors, memory_order_relaxed);
 	o->refused = atomic_load_explicit(&resp_ctr.refused, memory_order_relaxed);
 	o->paused = atomic_load_explicit(&resp_ctr.paused, memory_order_relaxed);
+	o->evicted = atomic_load_explicit(&resp_ctr.evicted, memory_order_relaxed);
 }
 
 /* ---- replies ---------------------------------------------------------------- */
@@ -1036,6 +1039,7 @@ static int resp_conn_read(struct rdmem_resp *r, struct resp_conn *c)
 		if (n <= 0)
 			return -1;
 		c->in_len += (size_t)n;
+		c->heard_ns = rdmem_now_ns();
 		if (c->in_len < c->in_cap)
 			return 0;
 	}
@@ -1105,6 +1109,38 @@ static void resp_refuse(int fd)
 	resp_count(&resp_ctr.refused, 1);
 }
 
+/*
+ * At the cap: closes the connection silent longest, if silent for
+ * --resp-idle-evict seconds with nothing owed to it (no command queued or
+ * call in flight, no reply unsent), so it can make way for a new one. Half
+ * a command counts as silent: the peer stopped sending. 1 when one went.
+ */
+static int resp_evict_idle(struct rdmem_resp *r)
+{
+	uint64_t now = rdmem_now_ns(), limit = (uint64_t)r->cfg.idle_evict_s * 1000000000ull;
+	struct resp_conn *c, *oldest = NULL;
+
+	if (!limit)
+		return 0;
+	for (c = r->conns; c; c = c->next)
+		if (!c->dead && !c->head && !c->inflight && c->out.off == c->out.len &&
+		    now - c->heard_ns >= limit && (!oldest || c->heard_ns < oldest->heard_ns))
+			oldest = c;
+	if (!oldest)
+		return 0;
+	rdmem_warn_limited("resp: %s silent for %llu s at --resp-max-conns %u: closed for a new "
+			   "connection (--resp-idle-evict)",
+			   oldest->addr,
+			   (unsigned long long)((now - oldest->heard_ns) / 1000000000ull),
+			   r->cfg.max_conns);
+	/* Not freed here: this epoll batch may still hold events naming it. The
+	 * next pass frees it (nothing in flight), so nconns is one over the cap
+	 * until then, for the connection that took its place. */
+	resp_conn_kill(r, oldest);
+	resp_count(&resp_ctr.evicted, 1);
+	return 1;
+}
+
 static void resp_accept(struct rdmem_resp *r, int lfd)
 {
 	for (;;) {
@@ -1120,13 +1156,15 @@ static void resp_accept(struct rdmem_resp *r, int lfd)
 				rdmem_warn_limited("resp: accept: %s", strerror(errno));
 			return;
 		}
-		if (r->nconns >= r->cfg.max_conns || !(c = calloc(1, sizeof(*c)))) {
+		if ((r->nconns >= r->cfg.max_conns && !resp_evict_idle(r)) ||
+		    !(c = calloc(1, sizeof(*c)))) {
 			resp_refuse(fd);
 			continue;
 		}
 		if (lfd == r->lfd_tcp)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
+		c->heard_ns = rdmem_now_ns();
 		c->id = ++r->next_id;
 		c->proto = 2;
 		resp_conn_addr(c, &sa, lfd != r->lfd_tcp);
