@@ -1429,6 +1429,20 @@ static void resp_release(struct rdmem_resp *r)
 	free(r);
 }
 
+static void resp_log_start(const struct rdmem_resp *r)
+{
+	char tcp[80] = "";
+
+	/* Only what listens: "on 0 and unix:..." read as a port 0 when TCP was off. */
+	if (r->cfg.port)
+		snprintf(tcp, sizeof(tcp), "%s:%u", r->cfg.bind ? r->cfg.bind : "127.0.0.1",
+			 r->cfg.port);
+	rdmem_info("resp: serving the Redis protocol on %s%s%s%s (max value %u B, %u calls in "
+		   "flight)",
+		   tcp, r->cfg.port && r->cfg.socket ? " and " : "", r->cfg.socket ? "unix:" : "",
+		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls);
+}
+
 int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **out)
 {
 	struct rdmem_resp *r = calloc(1, sizeof(*r));
@@ -1450,11 +1464,7 @@ int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **ou
 		return rc;
 	}
 	r->started = 1;
-	rdmem_info("resp: serving the Redis protocol on %s%s%u%s%s (max value %u B, %u calls in "
-		   "flight)",
-		   r->cfg.port ? (r->cfg.bind ? r->cfg.bind : "127.0.0.1") : "",
-		   r->cfg.port ? ":" : "", r->cfg.port, r->cfg.socket ? " and unix:" : "",
-		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls);
+	resp_log_start(r);
 	*out = r;
 	return 0;
 }
