@@ -110,10 +110,12 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --resp-socket PATH     serve the Redis protocol on a Unix socket\n"
 	    "                             (mode 0660; default off)\n"
 	    "      --resp-max-conns N     Redis-protocol connections at once (default %u)\n"
+	    "      --resp-idle-evict S    at --resp-max-conns, a new connection replaces one\n"
+	    "                             silent for S seconds (default %u; 0: never)\n"
 	    "  -v, --verbose              debug logging\n"
 	    "  -h, --help\n",
 	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS, RDMEM_RDMA_STALL_DEFAULT_MS,
-	    RDMEM_RESP_DEFAULT_MAX_CONNS);
+	    RDMEM_RESP_DEFAULT_MAX_CONNS, RDMEM_RESP_DEFAULT_IDLE_EVICT);
 }
 
 /* True when host resolves to an address of this machine. */
@@ -193,6 +195,7 @@ enum {
 	OPT_RESP_BIND,
 	OPT_RESP_SOCKET,
 	OPT_RESP_MAX_CONNS,
+	OPT_RESP_IDLE_EVICT,
 	OPT_TLS_CA,
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
@@ -239,6 +242,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "resp-bind", required_argument, NULL, OPT_RESP_BIND },
 	{ "resp-socket", required_argument, NULL, OPT_RESP_SOCKET },
 	{ "resp-max-conns", required_argument, NULL, OPT_RESP_MAX_CONNS },
+	{ "resp-idle-evict", required_argument, NULL, OPT_RESP_IDLE_EVICT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -268,6 +272,7 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N(OPT_METRICS_PORT, "--metrics-port", 1, 65535, metrics_port),
 	N(OPT_RESP_PORT, "--resp-port", 1, 65535, resp_port),
 	N(OPT_RESP_MAX_CONNS, "--resp-max-conns", 1, 1000000, resp.max_conns),
+	N(OPT_RESP_IDLE_EVICT, "--resp-idle-evict", 0, 86400, resp.idle_evict_s),
 };
 
 #undef N
@@ -410,6 +415,7 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->cfg.ring_slots = RDMEM_DEFAULT_RING_SLOTS;
 	o->cfg.resp_bytes = RDMEM_DEFAULT_RESP_BYTES;
 	o->resp.max_conns = RDMEM_RESP_DEFAULT_MAX_CONNS;
+	o->resp.idle_evict_s = RDMEM_RESP_DEFAULT_IDLE_EVICT;
 }
 
 static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)

@@ -37,6 +37,12 @@
 /* Output a slow reader may leave unread before its input stops being read
  * (on top of the replies of the commands already queued). */
 #define RESP_OUT_SOFT (4u << 20)
+/* Bytes of queued commands (their argument copies) past which a
+ * connection's input stops being read: the queue's count limit alone let a
+ * pipeline of large SETs behind a slow server pin RESP_MAX_QUEUED x
+ * --max-value (1 GiB) per connection. Never below one largest command
+ * (r->in_max), so any command the parser accepts can still run. */
+#define RESP_QUEUED_SOFT (4u << 20)
 /* Idle loop: spin this many empty rounds with calls in flight, then yield,
  * then sleep in epoll_wait 1 ms at a time. */
 #define RESP_SPIN_ROUNDS  64
@@ -70,6 +76,7 @@ struct resp_cmd {
 	uint8_t *args; /* a copy of the arguments: argv points into it */
 	struct rdmem_resp_arg *argv;
 	uint32_t argc;
+	size_t bytes; /* counted in conn->queued_bytes */
 	void *mget_req;
 	uint32_t mget_len;
 };
@@ -84,20 +91,24 @@ struct resp_conn {
 	struct resp_conn *next, *prev;
 	int fd;
 	uint64_t id;
-	int proto;	 /* 2 or 3 (HELLO) */
-	int closing;	 /* QUIT or protocol error: flush, then close */
-	int eof;	 /* the peer shut its side: answer what came, then close */
-	int parse_held;	 /* input left unparsed because the connection was paused */
-	int dead;	 /* the socket failed: drop replies, free once no call is in flight */
-	uint32_t events; /* what epoll watches now */
+	int proto;	   /* 2 or 3 (HELLO) */
+	int closing;	   /* QUIT or protocol error: flush, then close */
+	int eof;	   /* the peer shut its side: answer what came, then close */
+	int parse_held;	   /* input left unparsed because the connection was paused */
+	int paused;	   /* input not read: counted in resp.paused when it starts */
+	int dead;	   /* the socket failed: drop replies, free once no call is in flight */
+	uint32_t events;   /* what epoll watches now */
+	uint64_t heard_ns; /* when the peer last sent bytes (or connected) */
 	char name[64];
 	char addr[64];
 	uint8_t *in;
 	size_t in_len, in_cap;
+	struct rdmem_resp_resume resume; /* the scan of the command at in[0] so far */
 	struct rdmem_resp_out out;
 	struct resp_cmd *head, *tail, *unsent; /* unsent: first not fully submitted */
 	uint32_t queued;
-	uint32_t inflight; /* calls of this connection in flight */
+	size_t queued_bytes; /* memory the queued commands hold (resp_cmd.bytes) */
+	uint32_t inflight;   /* calls of this connection in flight */
 };
 
 struct rdmem_resp {
@@ -113,16 +124,19 @@ struct rdmem_resp {
 	uint32_t ncalls, busy;
 	int starved; /* a connection has work for the next pass: do not sleep */
 	struct resp_conn *lead, *first_starved; /* who goes first next pass (fairness) */
+	struct resp_conn *pass_lead;		/* who went first this pass */
 	struct rdmem_resp_limits lim;
 	uint32_t max_value;
-	size_t in_max; /* largest input one connection may buffer */
+	size_t in_max;	   /* largest input one connection may buffer */
+	size_t queued_max; /* queued bytes past which a connection is paused */
 	struct rdmem_resp_arg *argv;
 	char why[256];
 };
 
 /* One RESP front end per agent process; its thread is the one writer. */
 static struct {
-	atomic_uint_fast64_t conns, clients, cmds, errors, protocol_errors, refused;
+	atomic_uint_fast64_t conns, clients, cmds, errors, protocol_errors, refused, paused,
+	    evicted;
 } resp_ctr;
 
 static void resp_count(atomic_uint_fast64_t *c, int64_t n)
@@ -141,6 +155,8 @@ void rdmem_resp_stats_read(struct rdmem_resp_stats *o)
 	o->errors = atomic_load_explicit(&resp_ctr.errors, memory_order_relaxed);
 	o->protocol_errors = atomic_load_explicit(&resp_ctr.protocol_errors, memory_order_relaxed);
 	o->refused = atomic_load_explicit(&resp_ctr.refused, memory_order_relaxed);
+	o->paused = atomic_load_explicit(&resp_ctr.paused, memory_order_relaxed);
+	o->evicted = atomic_load_explicit(&resp_ctr.evicted, memory_order_relaxed);
 }
 
 /* ---- replies ---------------------------------------------------------------- */
@@ -577,6 +593,10 @@ static void resp_enqueue(struct resp_conn *c, struct resp_cmd *cmd)
 {
 	cmd->conn = c;
 	cmd->proto = c->proto;
+	cmd->bytes = sizeof(*cmd) + cmd->local.cap + cmd->mget_len + cmd->argc * sizeof(*cmd->argv);
+	for (uint32_t i = 0; i < cmd->argc; i++)
+		cmd->bytes += cmd->argv[i].len;
+	c->queued_bytes += cmd->bytes;
 	RDMEM_FIFO_PUSH(c->head, c->tail, cmd);
 	if (!c->unsent && cmd->kind != K_LOCAL)
 		c->unsent = cmd;
@@ -730,7 +750,11 @@ static void resp_submit_conn(struct rdmem_resp *r, struct resp_conn *c)
 		}
 		if (!(k = resp_call_get(r))) {
 			r->starved = 1; /* retried next pass, without sleeping */
-			if (!r->first_starved)
+			/* Not the leader: it took the calls first and starving is its
+			 * normal state when it holds more work than there are calls (a
+			 * DEL of 65535 keys); naming it again would let it take every
+			 * freed call, pass after pass, while the others wait. */
+			if (!r->first_starved && c != r->pass_lead)
 				r->first_starved = c;
 			return;
 		}
@@ -841,6 +865,7 @@ static void resp_drain(struct rdmem_resp *r, struct resp_conn *c)
 		if (c->unsent == cmd)
 			c->unsent = cmd->next;
 		c->queued--;
+		c->queued_bytes -= cmd->bytes;
 		resp_cmd_free(cmd);
 	}
 }
@@ -871,6 +896,8 @@ static void resp_conn_free(struct rdmem_resp *r, struct resp_conn *c)
 	}
 	if (r->lead == c)
 		r->lead = NULL;
+	if (r->pass_lead == c)
+		r->pass_lead = NULL;
 	if (r->first_starved == c)
 		r->first_starved = NULL;
 	if (c->prev)
@@ -935,9 +962,9 @@ static void resp_protocol_error(struct resp_conn *c, const char *why)
 	rdmem_warn_limited("resp: %s: %s; closing the connection", c->addr, why);
 }
 
-static int resp_conn_paused(const struct resp_conn *c)
+static int resp_conn_paused(const struct rdmem_resp *r, const struct resp_conn *c)
 {
-	return c->closing || c->queued >= RESP_MAX_QUEUED ||
+	return c->closing || c->queued >= RESP_MAX_QUEUED || c->queued_bytes > r->queued_max ||
 	       c->out.len - c->out.off > RESP_OUT_SOFT;
 }
 
@@ -951,12 +978,12 @@ static void resp_conn_parse(struct rdmem_resp *r, struct resp_conn *c)
 	while (pos < c->in_len) {
 		ssize_t n;
 
-		if (resp_conn_paused(c)) {
+		if (resp_conn_paused(r, c)) {
 			c->parse_held = 1;
 			break;
 		}
-		n = rdmem_resp_parse(c->in + pos, c->in_len - pos, &r->lim, &m, r->why,
-				     sizeof(r->why));
+		n = rdmem_resp_parse_resume(c->in + pos, c->in_len - pos, &r->lim, &m, r->why,
+					    sizeof(r->why), &c->resume);
 
 		if (n < 0) {
 			resp_protocol_error(c, r->why);
@@ -1012,6 +1039,7 @@ static int resp_conn_read(struct rdmem_resp *r, struct resp_conn *c)
 		if (n <= 0)
 			return -1;
 		c->in_len += (size_t)n;
+		c->heard_ns = rdmem_now_ns();
 		if (c->in_len < c->in_cap)
 			return 0;
 	}
@@ -1030,20 +1058,25 @@ static void resp_conn_step(struct rdmem_resp *r, struct resp_conn *c)
 		resp_submit_conn(r, c);
 		resp_drain(r, c);
 		resp_submit_conn(r, c); /* the drain freed calls */
-	} while (!c->dead && c->in_len && c->in_len != before && !resp_conn_paused(c));
+	} while (!c->dead && c->in_len && c->in_len != before && !resp_conn_paused(r, c));
 	if (!c->dead && (c->out.oom || resp_conn_flush(c) < 0))
 		resp_conn_kill(r, c);
 	/* The flush may have taken the output under the mark: input held back
 	 * or calls not sent then need a pass now, as no event will come for
 	 * them (the peer sent everything already). */
-	if (!c->dead && ((c->parse_held && !resp_conn_paused(c)) ||
+	if (!c->dead && ((c->parse_held && !resp_conn_paused(r, c)) ||
 			 (c->unsent && c->out.len - c->out.off <= RESP_OUT_SOFT)))
 		r->starved = 1;
 	if (!c->dead && (c->closing || c->eof) && !c->head && c->out.off == c->out.len)
 		resp_conn_kill(r, c);
+	if (!c->dead && resp_conn_paused(r, c) != c->paused) {
+		c->paused = !c->paused;
+		if (c->paused && !c->closing)
+			resp_count(&resp_ctr.paused, 1);
+	}
 	if (!c->dead)
 		resp_conn_events(r, c,
-				 (resp_conn_paused(c) || c->eof ? 0u : (uint32_t)EPOLLIN) |
+				 (c->paused || c->eof ? 0u : (uint32_t)EPOLLIN) |
 				     (c->out.off < c->out.len ? (uint32_t)EPOLLOUT : 0u));
 }
 
@@ -1076,6 +1109,38 @@ static void resp_refuse(int fd)
 	resp_count(&resp_ctr.refused, 1);
 }
 
+/*
+ * At the cap: closes the connection silent longest, if silent for
+ * --resp-idle-evict seconds with nothing owed to it (no command queued or
+ * call in flight, no reply unsent), so it can make way for a new one. Half
+ * a command counts as silent: the peer stopped sending. 1 when one went.
+ */
+static int resp_evict_idle(struct rdmem_resp *r)
+{
+	uint64_t now = rdmem_now_ns(), limit = (uint64_t)r->cfg.idle_evict_s * 1000000000ull;
+	struct resp_conn *c, *oldest = NULL;
+
+	if (!limit)
+		return 0;
+	for (c = r->conns; c; c = c->next)
+		if (!c->dead && !c->head && !c->inflight && c->out.off == c->out.len &&
+		    now - c->heard_ns >= limit && (!oldest || c->heard_ns < oldest->heard_ns))
+			oldest = c;
+	if (!oldest)
+		return 0;
+	rdmem_warn_limited("resp: %s silent for %llu s at --resp-max-conns %u: closed for a new "
+			   "connection (--resp-idle-evict)",
+			   oldest->addr,
+			   (unsigned long long)((now - oldest->heard_ns) / 1000000000ull),
+			   r->cfg.max_conns);
+	/* Not freed here: this epoll batch may still hold events naming it. The
+	 * next pass frees it (nothing in flight), so nconns is one over the cap
+	 * until then, for the connection that took its place. */
+	resp_conn_kill(r, oldest);
+	resp_count(&resp_ctr.evicted, 1);
+	return 1;
+}
+
 static void resp_accept(struct rdmem_resp *r, int lfd)
 {
 	for (;;) {
@@ -1091,13 +1156,15 @@ static void resp_accept(struct rdmem_resp *r, int lfd)
 				rdmem_warn_limited("resp: accept: %s", strerror(errno));
 			return;
 		}
-		if (r->nconns >= r->cfg.max_conns || !(c = calloc(1, sizeof(*c)))) {
+		if ((r->nconns >= r->cfg.max_conns && !resp_evict_idle(r)) ||
+		    !(c = calloc(1, sizeof(*c)))) {
 			resp_refuse(fd);
 			continue;
 		}
 		if (lfd == r->lfd_tcp)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
+		c->heard_ns = rdmem_now_ns();
 		c->id = ++r->next_id;
 		c->proto = 2;
 		resp_conn_addr(c, &sa, lfd != r->lfd_tcp);
@@ -1175,6 +1242,7 @@ static void resp_pass(struct rdmem_resp *r)
 	r->starved = 0;
 	r->first_starved = NULL;
 	r->lead = NULL;
+	r->pass_lead = c;
 	for (i = 0; i < n && c; i++, c = next) {
 		next = c->next ? c->next : r->conns;
 		if (i == 0)
@@ -1322,6 +1390,7 @@ static int resp_setup(struct rdmem_resp *r)
 	r->lim.max_args = RDMEM_RESP_MAX_ARGS;
 	/* An MSET of two largest values, with room for its headers. */
 	r->in_max = 4 * (size_t)r->lim.max_bulk + (1u << 20);
+	r->queued_max = RDMEM_MAX(r->in_max, (size_t)RESP_QUEUED_SOFT);
 	r->ncalls = rdmem_slots(r->h);
 	r->calls = calloc(r->ncalls, sizeof(*r->calls));
 	r->argv = malloc(RDMEM_RESP_MAX_ARGS * sizeof(*r->argv));
@@ -1360,6 +1429,20 @@ static void resp_release(struct rdmem_resp *r)
 	free(r);
 }
 
+static void resp_log_start(const struct rdmem_resp *r)
+{
+	char tcp[80] = "";
+
+	/* Only what listens: "on 0 and unix:..." read as a port 0 when TCP was off. */
+	if (r->cfg.port)
+		snprintf(tcp, sizeof(tcp), "%s:%u", r->cfg.bind ? r->cfg.bind : "127.0.0.1",
+			 r->cfg.port);
+	rdmem_info("resp: serving the Redis protocol on %s%s%s%s (max value %u B, %u calls in "
+		   "flight)",
+		   tcp, r->cfg.port && r->cfg.socket ? " and " : "", r->cfg.socket ? "unix:" : "",
+		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls);
+}
+
 int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **out)
 {
 	struct rdmem_resp *r = calloc(1, sizeof(*r));
@@ -1381,11 +1464,7 @@ int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **ou
 		return rc;
 	}
 	r->started = 1;
-	rdmem_info("resp: serving the Redis protocol on %s%s%u%s%s (max value %u B, %u calls in "
-		   "flight)",
-		   r->cfg.port ? (r->cfg.bind ? r->cfg.bind : "127.0.0.1") : "",
-		   r->cfg.port ? ":" : "", r->cfg.port, r->cfg.socket ? " and unix:" : "",
-		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls);
+	resp_log_start(r);
 	*out = r;
 	return 0;
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #define RDMEM_RESP_DEFAULT_MAX_CONNS 1024u
+/* Seconds of silence after which a connection may be replaced at the cap. */
+#define RDMEM_RESP_DEFAULT_IDLE_EVICT 10u
 
 struct rdmem_resp_config {
 	const char *shm_name; /* the front door to attach to as a client */
@@ -15,6 +17,10 @@ struct rdmem_resp_config {
 	uint16_t port;	      /* 0: no TCP listener */
 	const char *socket;   /* Unix socket path (mode 0660); NULL: none */
 	uint32_t max_conns;   /* connections served at once; more are refused */
+	/* At max_conns, a new connection replaces the one silent longest when
+	 * it has been silent this many seconds (0: never): silent connections,
+	 * or half a command then nothing, cannot lock everyone out. */
+	uint32_t idle_evict_s;
 };
 
 /* Counters of the RESP front end (one writer: its thread). */
@@ -25,6 +31,8 @@ struct rdmem_resp_stats {
 	uint64_t errors;	  /* error replies */
 	uint64_t protocol_errors; /* connections closed for malformed input */
 	uint64_t refused;	  /* connections refused at --resp-max-conns */
+	uint64_t paused;	  /* times a connection's input was held back (backpressure) */
+	uint64_t evicted;	  /* silent connections closed for a new one at the cap */
 };
 
 struct rdmem_resp;

@@ -76,15 +76,25 @@ static int resp_header(const uint8_t *buf, size_t len, long long *v, size_t *use
 	return 0;
 }
 
+/* Not complete yet: where the scan stopped, for the next call to go on from. */
+static ssize_t resp_need_more(struct rdmem_resp_resume *rs, size_t pos, uint32_t argi)
+{
+	if (rs) {
+		rs->pos = pos;
+		rs->argi = argi;
+	}
+	return 0;
+}
+
 static ssize_t resp_parse_multibulk(const uint8_t *buf, size_t len,
 				    const struct rdmem_resp_limits *lim, struct rdmem_resp_cmd *cmd,
-				    char *why, size_t why_len)
+				    char *why, size_t why_len, struct rdmem_resp_resume *rs)
 {
 	uint32_t max_args = lim->max_args < cmd->cap ? lim->max_args : cmd->cap;
 	size_t pos, used;
 	long long n, blen;
-	uint32_t i;
-	int r;
+	uint32_t i = 0;
+	int r, resumed = 0;
 
 	r = resp_header(buf, len, &n, &used);
 	if (r)
@@ -99,15 +109,24 @@ static ssize_t resp_parse_multibulk(const uint8_t *buf, size_t len,
 	pos = used;
 	if (n <= 0)
 		return (ssize_t)pos; /* "*0", "*-1": nothing to run, as Redis */
-	for (i = 0; i < (uint32_t)n; i++) {
+	if (rs && rs->pos > pos && rs->pos <= len && rs->argi < (uint32_t)n) {
+		/* Arguments [0, argi) were checked by an earlier call: go on from
+		 * there, so a command trickling in is not rescanned per byte. */
+		pos = rs->pos;
+		i = rs->argi;
+		resumed = 1;
+	}
+	for (; i < (uint32_t)n; i++) {
+		size_t arg = pos;
+
 		if (pos >= len)
-			return 0;
+			return resp_need_more(rs, arg, i);
 		if (buf[pos] != '$')
 			return resp_fail(why, why_len, "Protocol error: expected '$', got '%c'",
 					 buf[pos] >= 0x20 && buf[pos] < 0x7f ? buf[pos] : '?');
 		r = resp_header(buf + pos, len - pos, &blen, &used);
 		if (r > 0)
-			return 0;
+			return resp_need_more(rs, arg, i);
 		if (r < 0 || blen < 0)
 			return resp_fail(why, why_len, "Protocol error: invalid bulk length");
 		if (blen > (long long)lim->max_bulk)
@@ -117,7 +136,7 @@ static ssize_t resp_parse_multibulk(const uint8_t *buf, size_t len,
 					 blen, lim->max_bulk);
 		pos += used;
 		if (len - pos < (size_t)blen + 2)
-			return 0;
+			return resp_need_more(rs, arg, i);
 		if (buf[pos + blen] != '\r' || buf[pos + blen + 1] != '\n')
 			return resp_fail(why, why_len,
 					 "Protocol error: bulk string not followed by CRLF");
@@ -125,6 +144,8 @@ static ssize_t resp_parse_multibulk(const uint8_t *buf, size_t len,
 		cmd->argv[i].len = (uint32_t)blen;
 		pos += (size_t)blen + 2;
 	}
+	if (resumed) /* complete: one full pass fills argv from the start */
+		return resp_parse_multibulk(buf, len, lim, cmd, why, why_len, NULL);
 	cmd->argc = (uint32_t)n;
 	return (ssize_t)pos;
 }
@@ -132,19 +153,22 @@ static ssize_t resp_parse_multibulk(const uint8_t *buf, size_t len,
 /* A telnet-style line: arguments split on spaces and tabs (no quoting). */
 static ssize_t resp_parse_inline(const uint8_t *buf, size_t len,
 				 const struct rdmem_resp_limits *lim, struct rdmem_resp_cmd *cmd,
-				 char *why, size_t why_len)
+				 char *why, size_t why_len, struct rdmem_resp_resume *rs)
 {
 	uint32_t max_args = lim->max_args < cmd->cap ? lim->max_args : cmd->cap;
 	size_t n = len < RDMEM_RESP_MAX_INLINE ? len : RDMEM_RESP_MAX_INLINE;
-	const uint8_t *nl = memchr(buf, '\n', n);
+	/* Bytes an earlier call saw without a newline are not searched again. */
+	size_t from = rs && rs->pos < n ? rs->pos : 0;
+	const uint8_t *nl = memchr(buf + from, '\n', n - from);
 	size_t end, i = 0;
 
-	if (!nl)
-		return len >= RDMEM_RESP_MAX_INLINE
-			   ? resp_fail(why, why_len,
-				       "Protocol error: too big inline request (limit %u bytes)",
-				       RDMEM_RESP_MAX_INLINE)
-			   : 0;
+	if (!nl) {
+		if (len >= RDMEM_RESP_MAX_INLINE)
+			return resp_fail(why, why_len,
+					 "Protocol error: too big inline request (limit %u bytes)",
+					 RDMEM_RESP_MAX_INLINE);
+		return resp_need_more(rs, n, 0);
+	}
 	end = (size_t)(nl - buf);
 	if (end && buf[end - 1] == '\r')
 		end--;
@@ -175,17 +199,28 @@ static ssize_t resp_parse_inline(const uint8_t *buf, size_t len,
 	return (ssize_t)(nl - buf) + 1;
 }
 
-ssize_t rdmem_resp_parse(const uint8_t *buf, size_t len, const struct rdmem_resp_limits *lim,
-			 struct rdmem_resp_cmd *cmd, char *why, size_t why_len)
+ssize_t rdmem_resp_parse_resume(const uint8_t *buf, size_t len, const struct rdmem_resp_limits *lim,
+				struct rdmem_resp_cmd *cmd, char *why, size_t why_len,
+				struct rdmem_resp_resume *rs)
 {
+	ssize_t n;
+
 	if (why_len)
 		why[0] = '\0';
 	cmd->argc = 0;
 	if (!len)
 		return 0;
-	if (buf[0] == '*')
-		return resp_parse_multibulk(buf, len, lim, cmd, why, why_len);
-	return resp_parse_inline(buf, len, lim, cmd, why, why_len);
+	n = buf[0] == '*' ? resp_parse_multibulk(buf, len, lim, cmd, why, why_len, rs)
+			  : resp_parse_inline(buf, len, lim, cmd, why, why_len, rs);
+	if (n != 0 && rs)
+		rs->pos = rs->argi = 0; /* the next command starts afresh */
+	return n;
+}
+
+ssize_t rdmem_resp_parse(const uint8_t *buf, size_t len, const struct rdmem_resp_limits *lim,
+			 struct rdmem_resp_cmd *cmd, char *why, size_t why_len)
+{
+	return rdmem_resp_parse_resume(buf, len, lim, cmd, why, why_len, NULL);
 }
 
 /* ---- replies ------------------------------------------------------------- */

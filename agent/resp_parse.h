@@ -46,6 +46,25 @@ struct rdmem_resp_cmd {
 ssize_t rdmem_resp_parse(const uint8_t *buf, size_t len, const struct rdmem_resp_limits *lim,
 			 struct rdmem_resp_cmd *cmd, char *why, size_t why_len);
 
+/* Where an incomplete command's scan stopped (zeroed: nothing known). */
+struct rdmem_resp_resume {
+	size_t pos;    /* bytes of the command already checked */
+	uint32_t argi; /* multibulk: arguments already checked */
+};
+
+/*
+ * rdmem_resp_parse, going on from where the last call on this command
+ * stopped: without it a command arriving a few bytes at a time is rescanned
+ * from its start on every call, quadratic in its arguments (a 65536-argument
+ * DEL sent slowly stalled every other connection). rs belongs to the command
+ * at buf[0]: the caller keeps the incomplete command at the front of its
+ * buffer and zeroes rs when it drops the buffer. Reset to zero when a command
+ * completes or fails.
+ */
+ssize_t rdmem_resp_parse_resume(const uint8_t *buf, size_t len, const struct rdmem_resp_limits *lim,
+				struct rdmem_resp_cmd *cmd, char *why, size_t why_len,
+				struct rdmem_resp_resume *rs);
+
 /* ---- replies ------------------------------------------------------------- */
 
 /* A growable reply buffer; oom turns 1 when an append could not grow it

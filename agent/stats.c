@@ -182,6 +182,12 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Redis-protocol connections closed for malformed input."),
 	S("resp.refused", C, resp.refused,
 	  "Redis-protocol connections refused at --resp-max-conns."),
+	S("resp.paused", C, resp.paused,
+	  "Redis-protocol connections whose input was held back: too many queued commands "
+	  "or bytes, or replies left unread."),
+	S("resp.evicted", C, resp.evicted,
+	  "Silent Redis-protocol connections closed for a new one at --resp-max-conns "
+	  "(--resp-idle-evict)."),
 	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
 	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
 	S("simulate.pressure", RDMEM_CTR_LABEL, pressure_name,

@@ -13,8 +13,10 @@ threads at once, as the C handle does (the GIL is released during each call).
 import ctypes
 import errno as _errno
 import json as _json
+import os as _os
 import struct as _struct
 import threading
+import weakref as _weakref
 from dataclasses import dataclass, field
 
 from . import _native as _n
@@ -105,6 +107,29 @@ def _bytes_arg(obj, what):
     raise TypeError(f"rdmem: {what} must be str or bytes-like, not {type(obj).__name__}")
 
 
+# RDMEM_MAX_KEY (include/rdmem/wire.h): the library answers a longer key
+# with a bare -EINVAL; TooBig names the limit, as its docstring promises.
+MAX_KEY = 1024
+
+
+def _key_arg(obj, op):
+    k = _bytes_arg(obj, "key")
+    if len(k) > MAX_KEY:
+        e = TooBig(-_errno.E2BIG, op)
+        e.strerror = f"key of {len(k)} bytes over the limit {MAX_KEY} bytes (RDMEM_MAX_KEY)"
+        raise e
+    return k
+
+
+def _cstr_arg(obj, what):
+    """A NUL-terminated argument (segment name, spec, command): an embedded
+    NUL would cut it short in C, so "big:1k\\0x" would silently mean "big:1k"."""
+    b = _bytes_arg(obj, what)
+    if b"\0" in b:
+        raise ValueError(f"rdmem: {what} must not contain a NUL byte")
+    return b
+
+
 def _value_arg(obj, what="value"):
     """A value as (pointer argument, length, keep-alive). bytes pass their own
     buffer; writable buffers (bytearray, writable memoryview) are shared through
@@ -139,13 +164,37 @@ def large_verify(spec, data):
     """rdmem_large_verify: True when data is exactly the object spec names,
     False on -EBADMSG; other failures (a bad spec: -EINVAL) raise."""
     ptr, n, keep = _value_arg(data, "data")
-    rc = _n.lib.rdmem_large_verify(_bytes_arg(spec, "spec"), ptr, n)
+    rc = _n.lib.rdmem_large_verify(_cstr_arg(spec, "spec"), ptr, n)
     del keep
     if rc == -_errno.EBADMSG:
         return False
     if rc:
         _raise(rc, "large_verify")
     return True
+
+
+# Every open Client, for the fork handler below.
+_live = _weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    """A handle is not carried across fork() (rdmem.h). In the child each
+    Client opened before the fork is cut loose without rdmem_close(): that
+    shuts the attachment's socket down, which the child shares with the
+    parent, so the agent would drop the parent's attachment under its calls
+    in flight. Its lock and call count are the parent's copies, taken
+    mid-call by other threads (close() in the child waited for them forever),
+    so both are new. Calls in the child raise ClosedError saying why."""
+    for c in list(_live):
+        c._cv = threading.Condition(threading.Lock())
+        c._active = 0
+        if c._h is not None:
+            c._h = None
+            c._forked = True
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Client:
@@ -160,9 +209,11 @@ class Client:
     """
 
     def __init__(self, name=None, timeout_ms=None, path=None):
+        self._h = None
+        self._forked = False
         self._path = self._path_id(path or "auto")
         h = _n.H()
-        rc = _n.lib.rdmem_open(None if name is None else _bytes_arg(name, "name"), ctypes.byref(h))
+        rc = _n.lib.rdmem_open(None if name is None else _cstr_arg(name, "name"), ctypes.byref(h))
         if rc:
             _raise(rc, f"open {name or '/rdmem'}")
         self._h = h
@@ -171,6 +222,7 @@ class Client:
         # under them); a call only counts itself in and out under the lock.
         self._cv = threading.Condition(threading.Lock())
         self._active = 0
+        _live.add(self)
         if timeout_ms is not None:
             _n.lib.rdmem_set_timeout(h, self._ms(timeout_ms))
 
@@ -205,7 +257,9 @@ class Client:
     def _enter(self, op):
         with self._cv:
             if self._h is None:
-                raise ClosedError(-_errno.EBADF, op, " (the client is closed)")
+                raise ClosedError(-_errno.EBADF, op, " (the client was opened before fork(): open "
+                                  "a new rdmem.Client in this process)" if self._forked else
+                                  " (the client is closed)")
             self._active += 1
             return self._h
 
@@ -303,7 +357,7 @@ class Client:
         return _take(out, out_len.value)
 
     def put(self, key, value, **kw):
-        k = _bytes_arg(key, "key")
+        k = _key_arg(key, "put")
         ptr, n, keep = _value_arg(value)
         self._call("put", _n.lib.rdmem_put, k, len(k), ptr, n, **kw)
         del keep
@@ -311,7 +365,7 @@ class Client:
     def get(self, key, **kw):
         """The value as bytes (one copy, from the library's malloc'd reply), or
         None when the key does not exist."""
-        k = _bytes_arg(key, "key")
+        k = _key_arg(key, "get")
         out, n = _n.vp(), _n.u32()
         rc = self._call("get", _n.lib.rdmem_get, k, len(k), ctypes.byref(out), ctypes.byref(n),
                         ok=(0, -_errno.ENOENT), **kw)
@@ -322,7 +376,7 @@ class Client:
         memoryview, array, mmap) with no copy in Python; returns its length,
         or None when the key does not exist. Raises BufferTooSmall (.needed)
         when it does not fit."""
-        k = _bytes_arg(key, "key")
+        k = _key_arg(key, "get_into")
         try:
             mv = memoryview(buffer)
         except TypeError:
@@ -331,7 +385,10 @@ class Client:
             raise TypeError("rdmem: buffer must be writable and contiguous")
         mv = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
         cap = mv.nbytes
-        arr = (ctypes.c_char * cap).from_buffer(mv) if cap else None
+        # A zero-length buffer still passes a pointer: with NULL the library
+        # takes the call for rdmem_get (it allocates the reply) and answers 0
+        # with the value's length, as if that many bytes had been written.
+        arr = (ctypes.c_char * cap).from_buffer(mv) if cap else (ctypes.c_char * 1)()
         n = _n.u32()
         try:
             rc = self._call("get_into", _n.lib.rdmem_get_into, k, len(k), arr, cap, ctypes.byref(n),
@@ -345,14 +402,14 @@ class Client:
 
     def delete(self, key, **kw):
         """True when the key existed, False when it did not."""
-        k = _bytes_arg(key, "key")
+        k = _key_arg(key, "delete")
         return self._call("delete", _n.lib.rdmem_del, k, len(k), ok=(0, -_errno.ENOENT), **kw) == 0
 
     def mget(self, keys, **kw):
         """A list with each key's bytes, or None for a missing key, in order."""
         if isinstance(keys, (str, bytes)):
             raise TypeError("rdmem: mget takes a list of keys, not one key")
-        ks = [_bytes_arg(k, "key") for k in keys]
+        ks = [_key_arg(k, "mget") for k in keys]
         n = len(ks)
         if not n:  # the library refuses an empty MGET (-EINVAL): nothing to ask
             return []
@@ -386,14 +443,14 @@ class Client:
     def large_get(self, spec, **kw):
         """The server's deterministic object "big:<n>[k|m]" as bytes."""
         out, n = _n.vp(), _n.u32()
-        self._call("large_get", _n.lib.rdmem_large_get, _bytes_arg(spec, "spec"), ctypes.byref(out),
+        self._call("large_get", _n.lib.rdmem_large_get, _cstr_arg(spec, "spec"), ctypes.byref(out),
                    ctypes.byref(n), **kw)
         return _take(out, n.value)
 
     def image_put(self, key, data, chunk_size=0, progress=None, **kw):
         """Uploads data as image key in chunks of chunk_size (0: the library's
         24 KiB); progress(done, total) after each chunk. Returns the upload id."""
-        k = _bytes_arg(key, "key")
+        k = _cstr_arg(key, "key")
         ptr, n, keep = _value_arg(data, "data")
         io = _n.ImageOpts()
         io.chunk_size = self._ms(chunk_size, "chunk_size")
@@ -422,7 +479,7 @@ class Client:
 
     def agent_ctl(self, cmd, **kw):
         """A runtime command for the agent (`rdmem agent-ctl`); its text reply."""
-        return self._text("agent_ctl", _n.lib.rdmem_agent_ctl, _bytes_arg(cmd, "cmd"), **kw)
+        return self._text("agent_ctl", _n.lib.rdmem_agent_ctl, _cstr_arg(cmd, "cmd"), **kw)
 
 
 def _decode_profile(p):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # python.sh - the Python binding (python/rdmem) against a real server and
 # agent over the shm fabric, with the build tree's librdmem.so.0 (RDMEM_LIB):
-# python/tests/test_rdmem.py through python/tests/tap.py, one TAP line per
+# python/tests/test_rdmem.py and test_hostile.py through python/tests/tap.py, one TAP line per
 # test method. On make asan the instrumented library runs inside python3
 # with the ASan runtime preloaded and any ASan/UBSan error in it fails here.
 # Leaks are not LSan's there (stale pointers in the interpreter's arenas keep
@@ -37,7 +37,7 @@ mkdir -p "$tmp/run/img"
 if ls_start_server "$tmp/run" --image-dir "$tmp/run/img" && ls_start_agent "$tmp/run" "$shm" --clients 8 --slots 8; then
 	env "${run_env[@]}" RDMEM_TEST_SHM="$shm" RDMEM_TEST_SERVER_PID="$LS_SERVER_PID" \
 		RDMEM_TEST_IMAGE_DIR="$tmp/run/img" \
-		"$py" python/tests/tap.py "python: " python/tests/test_rdmem.py || failed=1
+		"$py" python/tests/tap.py "python: " python/tests/test_rdmem.py python/tests/test_hostile.py || failed=1
 else
 	echo "not ok - python: server and agent start" && failed=1
 fi

@@ -129,6 +129,7 @@ AGENT = {
     "--resp-bind": dict(kind="harness", choices=["127.0.0.1", "::1"]),
     "--resp-socket": dict(kind="harness"),
     "--resp-max-conns": dict(kind="num", lo=1, hi=1000000, default=1024),
+    "--resp-idle-evict": dict(kind="num", lo=0, hi=86400, default=10),
     "--verbose": dict(kind="bool", p=0.1),
     "--help": dict(kind="harness"),
 }
