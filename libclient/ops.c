@@ -148,17 +148,19 @@ int rdmem_get(rdmem_t *h, const void *key, uint32_t key_len, void **val, uint32_
 int rdmem_get_into(rdmem_t *h, const void *key, uint32_t key_len, void *buf, uint32_t cap,
 		   uint32_t *len, const struct rdmem_opts *o)
 {
+	static uint8_t none; /* buf NULL: room for nothing, never a malloc'd reply */
 	struct rdmem_rpc c;
 	int rc;
 
 	rdmem_rpc_init(&c, RDMEM_OP_KV_GET);
 	c.key = key;
 	c.key_len = key_len;
-	c.rbuf = buf;
-	c.rcap = cap;
+	c.rbuf = buf ? buf : &none;
+	c.rcap = buf ? cap : 0;
 	rc = op_run(h, &c, o);
 	if (rc == 0 || rc == -ENOBUFS)
 		*len = c.rlen;
+	rdmem_rpc_free(&c);
 	return rc;
 }
 

@@ -123,6 +123,12 @@ static void test_fd_ops_byte_exact_0_to_1mib(void)
 		CHECK_EQ(rdmem_get_into(h, key, (uint32_t)strlen(key), small, n, &got_len, &opts),
 			 0);
 		CHECK(got_len == n && !memcmp(small, buf, n));
+		/* No buffer at all: the length, and -ENOBUFS unless the value is
+		 * empty (it said 0 with no bytes copied, and leaked a reply). */
+		got_len = 12345;
+		CHECK_EQ(rdmem_get_into(h, key, (uint32_t)strlen(key), NULL, 0, &got_len, &opts),
+			 n ? -ENOBUFS : 0);
+		CHECK_EQ(got_len, n);
 	}
 	/* Over max_value: refused locally, never truncated. */
 	CHECK_EQ(rdmem_put(h, "big", 3, buf, (1u << 20) + 1, &opts), -E2BIG);
