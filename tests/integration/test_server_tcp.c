@@ -25,6 +25,7 @@
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
 #include "tests/check.h"
+#include "tests/proc.h"
 
 #define MIB	     (1u << 20)
 #define TIMEOUT_MS   10000
@@ -84,7 +85,7 @@ static int log_wait(const char *text, int ms)
 static int start_server(void)
 {
 	const char *bin = getenv("RDMEM_BIN");
-	char path[512], timeout[16], hook[600];
+	char path[512], timeout[16], hook[600], rport[8];
 	pthread_t t;
 	int pfd[2];
 	const char *p;
@@ -92,14 +93,18 @@ static int start_server(void)
 	snprintf(path, sizeof(path), "%s/rdmem-server", bin ? bin : "build");
 	snprintf(timeout, sizeof(timeout), "%d", UPLOAD_TO_MS);
 	snprintf(hook, sizeof(hook), "wc -c");
+	/* A free RDMA port, not a fixed one: a parallel run (or a server this
+	 * test left behind when it crashed) held 7471 and failed every case. */
+	snprintf(rport, sizeof(rport), "%u", proc_free_port_pair());
 	if (access(path, X_OK) || pipe(pfd))
 		return -1;
 	server_pid = fork();
 	if (server_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
 		dup2(pfd[1], 2);
 		close(pfd[0]);
 		close(pfd[1]);
-		execl(path, path, "-b", "127.0.0.1", "-p", "7471", "--tcp-port", "0", "--image-dir",
+		execl(path, path, "-b", "127.0.0.1", "-p", rport, "--tcp-port", "0", "--image-dir",
 		      imgdir, "--image-hook", hook, "--upload-timeout", timeout, "--verbose",
 		      (char *)NULL);
 		_exit(127);
