@@ -65,7 +65,7 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
-.PHONY: all check abi-check abi-baseline test torture unit bench asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
+.PHONY: all check abi-check abi-baseline test torture unit bench bench-scale asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
 all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS) $(B)/tests/torture_client
@@ -289,5 +289,10 @@ clean:
 include bench/bench.mk
 bench: all bench-tools
 	scripts/bench.sh
+	RDMEM_BIN=$(B) bench/scale_curve.sh
+# The scaling curve alone (~1 min): 1..64 sessions, grouping on vs off at
+# equal flags, and the registered bytes per session (bench/scale_curve.sh).
+bench-scale: all
+	RDMEM_BIN=$(B) bench/scale_curve.sh
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

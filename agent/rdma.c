@@ -76,6 +76,7 @@ struct rdmem_rdma {
 	uint64_t signs, signs_seen;
 	uint64_t alive_ns, stall_ns;
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
+	uint64_t held_for;	/* the hold_until_ns that yield_holds counted last */
 	uint32_t calls_since_ctrl;
 	struct rdmem_rdma_stats st;
 };
@@ -231,8 +232,14 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	if (bytes > r->l->max_request || span > r->l->slots ||
 	    call->req.val_len > r->l->w.max_value)
 		return -E2BIG;
-	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns)
+	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns) {
+		/* Counted once per yield: proof a call really waited for our turn. */
+		if (r->held_for != r->hold_until_ns) {
+			r->held_for = r->hold_until_ns;
+			r->st.yield_holds++;
+		}
 		return -EBUSY;
+	}
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -668,16 +675,23 @@ static int rdmem_rdma_stalled(struct rdmem_rdma *r, uint64_t now_ns)
 
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 {
-	int ret = rdmem_rdma_drain_reads(r);
+	int ret = rdmem_rdma_drain_reads(r), held;
 
 	if (ret < 0)
 		return ret;
-	while (r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
+	/* While the server serves other groups (a yield), background work
+	 * waits too: a RECLAIM is a request like any other, and the periodic
+	 * control-page read touches the server's QP all the same. A fence read
+	 * (a timed-out call's client waits on it) does not wait. */
+	held = r->hold_until_ns && now_ns < r->hold_until_ns;
+	while (!held && r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
 		;
-	if (r->reclaim_n && ret < 0)
+	if (!held && r->reclaim_n && ret < 0)
 		return ret;
 	if ((ret = rdmem_rdma_stalled(r, now_ns)) < 0)
 		return ret;
+	if (held && r->fence_need <= r->done_no)
+		return 0;
 	/* A timed-out call waits for proof that its request left: a READ posted
 	 * after it. The page is read while calls flow: every CTRL_CALLS calls,
 	 * and every CTRL_NS while a call went out since the last read or any

@@ -682,8 +682,9 @@ static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 
 	for (call = s->pending_head; call; call = call->next)
 		first = RDMEM_MIN(first, call->deadline_ns);
-	/* Calls held for the server's grouping go out when the hold ends. */
-	if (s->pending_head && s->rdma && rdmem_rdma_hold_until(s->rdma) > now)
+	/* Calls, RECLAIMs and control-page reads held for the server's
+	 * grouping go out when the hold ends. */
+	if (s->rdma && rdmem_rdma_hold_until(s->rdma) > now)
 		first = RDMEM_MIN(first, rdmem_rdma_hold_until(s->rdma));
 	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
 }

@@ -107,6 +107,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("rdma.ctrl_reads", C, rdma.ctrl_reads, "Server control-page reads."),
 	S("rdma.ctrl_torn", C, rdma.ctrl_torn, "Control-page reads torn by a concurrent update."),
 	S("rdma.yields", C, rdma.yields, "Replies saying this session's group slice is ending."),
+	S("rdma.yield_holds", C, rdma.yield_holds,
+	  "Yields that held back at least one new call until this group's turn."),
 	S("rdma.reads_max", G, rdma.reads_max,
 	  "RDMA READs allowed in flight (agreed depth, capped by --max-reads)."),
 	S("rdma.reads_peak", G, rdma.reads_peak, "Most RDMA READs in flight at once."),

@@ -20,6 +20,9 @@
 #                  then server, under a low `ulimit -l`), many_sessions,
 #                  session_flood (a hog holding sessions that never send),
 #                  lease_hygiene, session_reap
+#   mw             tests/mw_probe on rxe0: what the device says of memory
+#                  windows, and type-2 windows bound, read through, invalidated
+#                  (LOCAL_INV and SEND_WITH_INV) and refused after (issue 14)
 #   torture        tests/torture over verbs on rxe0: a few random legal
 #                  configurations, op mixes and faults, every call checked
 #
@@ -36,7 +39,7 @@ T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
  rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
- torture"
+ mw torture"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -275,6 +278,14 @@ check_rdma_loss_veth() {
 	# Healed whatever happened, for the checks after this one.
 	eval "$RXE_HEAL" 2>/dev/null
 	return "$rc"
+}
+
+# Type-2 memory windows on rxe0 (groundwork for per-slice pool mapping): the
+# probe reports max_mw and the TYPE_2A/2B bits, then binds, READs through,
+# invalidates and is refused. A device without type-2 windows is a skip with
+# the probe's reason (a failure here unless RDMEM_RXE_EXPECTED_SKIPS lists it).
+check_mw() {
+	run_test mw -- "$BIN/tests/mw_probe" --dev "$RXE_DUMMY_DEV" --iters 200
 }
 
 # tests/torture over verbs: server and agents on rxe0, quick cases (random

@@ -205,6 +205,52 @@ static void rdmem_worker_maybe_yield(struct rdmem_worker *w, uint64_t now)
 		rdmem_worker_mark_group(w, w->active, slice * (w->busy_groups - 1) - slice / 2);
 }
 
+/* Groups other than the active one with requests waiting now. */
+static uint32_t rdmem_worker_others_busy(struct rdmem_worker *w)
+{
+	uint32_t n = rdmem_worker_ngroups(w), g, busy = 0;
+
+	for (g = 0; g < n; g++)
+		busy += g != w->active && rdmem_worker_group_busy(w, g);
+	return busy;
+}
+
+/*
+ * The active group ran dry before its slice ended. Cutting at once (what
+ * this did before) left its agents untold: a yield rides only replies of the
+ * slice's last quarter, and only when busy_groups, counted at the switch,
+ * was 2 or more; a group cut for running dry is not busy at that switch, so
+ * with two groups the count was 1 and no yield ever went out (measured: two
+ * agents at window 4 or 16, the default 500 us slice, 0 yields in 200000
+ * replies). So when another group waits now (its CQs peeked, once per
+ * slice), a dry group keeps a last quarter of its turn, as a busy one does:
+ * the requests its agents send meanwhile are answered with the yield, and
+ * they hold until their next turn. The price: up to a quarter slice with
+ * nothing to serve when a group's agents are slower than that to send again.
+ * Nobody else waiting: cut now, nobody needs telling.
+ */
+static void rdmem_worker_cut(struct rdmem_worker *w, uint64_t now)
+{
+	uint64_t quarter = (uint64_t)w->ws->cfg->slice_us * 1000 / 4;
+	uint32_t others;
+
+	if (now + quarter >= w->slice_end) {
+		/* In a last quarter already: it was granted (and the yield set)
+		 * if anyone waited when it began; else end the turn. */
+		if (w->busy_groups <= 1)
+			w->slice_end = now;
+		return;
+	}
+	others = rdmem_worker_others_busy(w);
+	if (!others) {
+		w->slice_end = now;
+		return;
+	}
+	w->busy_groups = others + 1;
+	w->slice_end = now + quarter;
+	rdmem_worker_maybe_yield(w, now);
+}
+
 /* ---- serving -------------------------------------------------------------------- */
 
 /* Polls sessions [first, end) once each; returns requests served. */
@@ -243,7 +289,7 @@ static uint32_t rdmem_worker_round(struct rdmem_worker *w)
 	/* The active group ran dry (after a grace for requests still on the way
 	 * at the start of its turn): hand the rest of its slice to a busy one. */
 	if (!work && now > w->slice_start + (uint64_t)w->ws->cfg->slice_us * 200)
-		w->slice_end = now;
+		rdmem_worker_cut(w, now);
 	return work;
 }
 

@@ -5,10 +5,13 @@
  * server's RSS, and the bytes each session registered that its peer can reach.
  *
  *   scale_bench --port P -n SESSIONS [--window W] [--seconds S] [--server-pid PID]
- *               [--flood W] [--fabric shm|verbs] [--addr A]
+ *               [--flood W] [--fabric shm|verbs] [--addr A] [--stats-port T]
  *
  * --flood W runs session 0 at window W (up to its lease) to show that it
  * cannot starve the others: their p99 is reported on its own.
+ * --stats-port T asks the server's STATS (its TCP port) once every session is
+ * open and reports the bytes the server registered per session, as it counts
+ * them (registered_bytes_per_session: mean over the sessions it lists).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "agent/link.h"
 #include "fabric/dataplane.h"
 #include "rdmem/pctl.h"
 #include "rdmem/util.h"
+#include "tcp/client.h"
 
 #define VALUE_LEN 32
 #define MAX_WIN	  64
@@ -42,7 +47,7 @@ struct sess {
 struct opts {
 	const char *addr;
 	enum rdmem_fab_kind fabric;
-	uint16_t port;
+	uint16_t port, stats_port;
 	uint32_t n, window, flood, seconds;
 	int server_pid;
 };
@@ -255,11 +260,12 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "port", 1, NULL, 'p' },    { "window", 1, NULL, 'w' },
 		{ "seconds", 1, NULL, 's' }, { "server-pid", 1, NULL, 'P' },
 		{ "flood", 1, NULL, 'f' },   { "fabric", 1, NULL, 'F' },
-		{ "addr", 1, NULL, 'a' },    { NULL, 0, NULL, 0 }
+		{ "addr", 1, NULL, 'a' },    { "stats-port", 1, NULL, 'T' },
+		{ NULL, 0, NULL, 0 }
 	};
 	int c;
 
-	*o = (struct opts){ "127.0.0.1", RDMEM_FAB_SHM, 0, 1, 4, 0, 3, 0 };
+	*o = (struct opts){ "127.0.0.1", RDMEM_FAB_SHM, 0, 0, 1, 4, 0, 3, 0 };
 	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n':
@@ -283,6 +289,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'a':
 			o->addr = optarg;
 			break;
+		case 'T':
+			o->stats_port = (uint16_t)atoi(optarg);
+			break;
 		case 'F':
 			if (rdmem_fab_kind_parse(optarg, &o->fabric) < 0)
 				return -1;
@@ -294,19 +303,54 @@ static int parse(int argc, char **argv, struct opts *o)
 	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN ? 0 : -1;
 }
 
+/* The server's own count of registered bytes per session (its STATS JSON:
+ * every session's "registered_bytes"), or -1 when it cannot be asked. */
+static long long server_registered(const struct opts *o, uint32_t *listed)
+{
+	static char text[1 << 20];
+	struct rdmem_tcp_client *c;
+	struct rdmem_tcp_call call = { 0 };
+	unsigned long long sum = 0;
+	const char *p = text;
+
+	*listed = 0;
+	/* Workers publish their sessions for STATS every 100 ms. */
+	usleep(300000);
+	if (!o->stats_port || rdmem_tcp_client_connect(o->addr, o->stats_port, 2000, &c) < 0)
+		return -1;
+	call.req.op = RDMEM_OP_STATS;
+	call.req.flags = RDMEM_F_JSON;
+	call.reply = text;
+	call.reply_cap = sizeof(text) - 1;
+	if (rdmem_tcp_client_call(c, &call, 5000) < 0 || call.rep.status != RDMEM_S_OK) {
+		rdmem_tcp_client_close(c);
+		return -1;
+	}
+	rdmem_tcp_client_close(c);
+	text[call.rep.val_len] = '\0';
+	while ((p = strstr(p, "\"registered_bytes\":"))) {
+		p += strlen("\"registered_bytes\":");
+		sum += strtoull(p, NULL, 10);
+		(*listed)++;
+	}
+	return *listed ? (long long)(sum / *listed) : -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct rlimit rl;
 	struct opts o;
 	struct sess *ss;
 	uint64_t reach = 0, t0;
-	uint32_t i;
+	long long registered;
+	uint32_t i, listed;
 	double secs;
 
 	if (parse(argc, argv, &o) < 0) {
 		fprintf(stderr,
 			"usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
-			"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A]\n");
+			"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A] "
+			"[--stats-port T]\n");
 		return 2;
 	}
 	rdmem_log_init("scale_bench", 0);
@@ -328,17 +372,19 @@ int main(int argc, char **argv)
 		reach += ss[i].l->w.req_ring.len + ss[i].l->w.req_payload.len +
 			 ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
 	}
+	registered = server_registered(&o, &listed);
 	t0 = rdmem_now_ns();
 	run(ss, &o);
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
 	printf("{\"sessions\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,\"ops\":%llu,"
 	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
 	       "\"others_ops\":%llu,\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,"
+	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
 	       "\"yields\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
 	       (unsigned long long)others.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
-	       (unsigned long long)(reach / o.n), (unsigned long long)yields,
+	       (unsigned long long)(reach / o.n), registered, listed, (unsigned long long)yields,
 	       (unsigned long long)wrong, (unsigned long long)errors);
 	close_sessions(ss, o.n);
 	return wrong || errors ? 1 : 0;
