@@ -29,6 +29,7 @@
 #include "rdmem/util.h"
 #include "shm/door.h"
 #include "tests/check.h"
+#include "tests/door_client.h"
 #include "tests/proc.h"
 
 static char dir[64], sock[RDMEM_DOOR_PATH_MAX];
@@ -60,43 +61,6 @@ static void agent_stop(struct proc *p)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "  cannot remove %s\n", dir);
-}
-
-/* A frontdoor.* counter of the agent, as any client reads it; -1 when absent. */
-static long long stat_of(rdmem_t *h, const char *name)
-{
-	char key[64], *text = NULL, *p;
-	uint32_t len;
-	long long v = -1;
-
-	if (rdmem_agent_stats(h, 0, &text, &len, NULL) != 0)
-		return -1;
-	snprintf(key, sizeof(key), "frontdoor.%s ", name);
-	p = strstr(text, key);
-	if (p)
-		v = strtoll(p + strlen(key), NULL, 10);
-	free(text);
-	return v;
-}
-
-static int wait_stat(rdmem_t *h, const char *name, long long want, int ms)
-{
-	uint64_t end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
-
-	while (stat_of(h, name) != want && rdmem_now_ns() < end)
-		usleep(2000);
-	return stat_of(h, name) == want;
-}
-
-static int echo_ok(rdmem_t *h, const char *text)
-{
-	void *got = NULL;
-	uint32_t len = 0;
-	int ok = rdmem_echo(h, text, (uint32_t)strlen(text), &got, &len, NULL) == 0 &&
-		 len == strlen(text) && got && !memcmp(got, text, len);
-
-	free(got);
-	return ok;
 }
 
 static uid_t nobody_uid(gid_t *gid)
@@ -145,9 +109,9 @@ static void test_door_truncate_refused_agent_and_clients_live(void)
 	CHECK(fstat(mfd, &st) == 0 && (size_t)st.st_size == len);
 	usleep(300000); /* on main the agent died of SIGBUS within this */
 	CHECK_EQ(waitpid(agent.pid, &status, WNOHANG), 0);
-	CHECK(echo_ok(h, "still here"));
-	CHECK(echo_ok(h2, "me too"));
-	CHECK_EQ(stat_of(h, "door_attached"), 2);
+	CHECK(door_echo_ok(h, "still here"));
+	CHECK(door_echo_ok(h2, "me too"));
+	CHECK_EQ(door_stat(h, "door_attached"), 2);
 	rdmem_close(h2);
 	rdmem_close(h);
 	agent_stop(&agent);
@@ -381,7 +345,8 @@ static void test_door_precreated_tmp_dir_blocks_no_one(void)
 static int attach_and_call_ok(rdmem_t *h)
 {
 	rdmem_t *h3 = NULL;
-	int ok = rdmem_open(sock, &h3) == 0 && echo_ok(h3, "fresh") && echo_ok(h, "honest");
+	int ok =
+	    rdmem_open(sock, &h3) == 0 && door_echo_ok(h3, "fresh") && door_echo_ok(h, "honest");
 
 	rdmem_close(h3);
 	return ok;
@@ -402,8 +367,8 @@ static void test_door_header_overwrite_repaired(void)
 	next_paths();
 	REQUIRE(agent_start(&agent) == 0);
 	REQUIRE(rdmem_open(sock, &bad) == 0 && rdmem_open(sock, &h) == 0);
-	CHECK(echo_ok(h, "before"));
-	CHECK_EQ(stat_of(h, "header_repaired"), 0);
+	CHECK(door_echo_ok(h, "before"));
+	CHECK_EQ(door_stat(h, "header_repaired"), 0);
 	hdr = bad->att->hdr;
 	t0 = rdmem_now_ns();
 	atomic_store(&hdr->epoch, 1);
@@ -417,7 +382,7 @@ static void test_door_header_overwrite_repaired(void)
 	       (unsigned long long)ms);
 	CHECK(ms < 400);
 	CHECK(attach_and_call_ok(h));
-	CHECK_EQ(stat_of(h, "header_repaired"), 1);
+	CHECK_EQ(door_stat(h, "header_repaired"), 1);
 	rdmem_close(bad);
 	rdmem_close(h);
 	agent_stop(&agent);
@@ -477,13 +442,13 @@ static void test_door_forged_pid_words_cost_honest_clients_nothing(void)
 	CHECK(read(p[0], &y, 1) == 1);
 	close(p[0]);
 	while (calls < 2000 || waitpid(pid, &st, WNOHANG) == 0) {
-		fails += !echo_ok(h, "honest");
+		fails += !door_echo_ok(h, "honest");
 		calls++;
 	}
 	rdmem_get_counters(h, &cnt);
 	printf("# %d calls while the pid words were forged: %d failed, %llu re-attaches, "
 	       "pid_forged %lld\n",
-	       calls, fails, (unsigned long long)cnt.reattach, stat_of(h, "pid_forged"));
+	       calls, fails, (unsigned long long)cnt.reattach, door_stat(h, "pid_forged"));
 	CHECK_EQ(fails, 0);
 	CHECK_EQ(cnt.reattach, 0);
 	waitpid(pid, &st, 0);
@@ -533,18 +498,18 @@ static void test_door_forged_pid_word_decides_nothing(void)
 	CHECK(read(p[0], &holder, sizeof(holder)) == sizeof(holder));
 	close(p[0]);
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	hangups = stat_of(h, "door_hangups");
+	hangups = door_stat(h, "door_hangups");
 	/* Reclaimed while its connection is still open, whatever its word said. */
-	CHECK(wait_stat(h, "clients", 1, 2000));
-	CHECK(stat_of(h, "dead_clients") >= 1);
-	CHECK(stat_of(h, "pid_forged") >= 1);
-	CHECK_EQ(stat_of(h, "door_hangups"), hangups);
+	CHECK(door_wait_stat(h, "clients", 1, 2000));
+	CHECK(door_stat(h, "dead_clients") >= 1);
+	CHECK(door_stat(h, "pid_forged") >= 1);
+	CHECK_EQ(door_stat(h, "door_hangups"), hangups);
 	CHECK_EQ(entry_word(h, c), 0);
 	if (holder > 0) {
 		kill(holder, SIGKILL);
 		waitpid(holder, NULL, 0); /* not ours to reap: init's; this may fail */
 	}
-	CHECK(echo_ok(h, "after the forger"));
+	CHECK(door_echo_ok(h, "after the forger"));
 	rdmem_close(h);
 	agent_stop(&agent);
 }
@@ -578,12 +543,12 @@ static void test_door_forged_pid_killed_reclaimed(void)
 	/* While it lives, its word is put back to its credentialed pid. */
 	usleep(250000);
 	CHECK_EQ(entry_word(h, c), pid);
-	CHECK(stat_of(h, "pid_forged") >= 1);
+	CHECK(door_stat(h, "pid_forged") >= 1);
 	CHECK(kill(pid, SIGKILL) == 0);
 	CHECK(waitpid(pid, &status, 0) == pid);
-	CHECK(wait_stat(h, "clients", 1, 1000));
-	CHECK_EQ(stat_of(h, "door_hangups"), 1);
-	CHECK_EQ(stat_of(h, "dead_clients"), 1);
+	CHECK(door_wait_stat(h, "clients", 1, 1000));
+	CHECK_EQ(door_stat(h, "door_hangups"), 1);
+	CHECK_EQ(door_stat(h, "dead_clients"), 1);
 	rdmem_close(h);
 	agent_stop(&agent);
 }
@@ -599,11 +564,11 @@ static void pidns_client(int wfd, int rfd)
 
 	if (rdmem_open(sock, &h))
 		_exit(2);
-	ok = getpid() == 1 && echo_ok(h, "from another pid namespace");
+	ok = getpid() == 1 && door_echo_ok(h, "from another pid namespace");
 	c = ok ? h->att->client : UINT32_MAX;
 	if (write(wfd, &c, sizeof(c)) != sizeof(c) || read(rfd, &go, 1) != 1)
 		_exit(3);
-	ok = ok && echo_ok(h, "still attached");
+	ok = ok && door_echo_ok(h, "still attached");
 	rdmem_close(h);
 	_exit(ok ? 0 : 1);
 }
@@ -696,28 +661,28 @@ static void test_door_silent_garbage_and_half_hellos_block_no_one(void)
 	printf("# attach with %d silent connections waiting: %llu ms\n", HANGERS,
 	       (unsigned long long)took);
 	CHECK(took < 500);
-	CHECK(echo_ok(h, "not blocked"));
-	CHECK(wait_stat(h, "door_bad_hello", 2, 1000));
+	CHECK(door_echo_ok(h, "not blocked"));
+	CHECK(door_wait_stat(h, "door_bad_hello", 2, 1000));
 	/* Silent and half-hello connections: evicted by newer ones (more than
 	 * the door holds at once) or closed at the hello deadline, all of them. */
 	t0 = rdmem_now_ns();
-	while (stat_of(h, "door_timeouts") + stat_of(h, "door_evicted") < HANGERS + 1 &&
+	while (door_stat(h, "door_timeouts") + door_stat(h, "door_evicted") < HANGERS + 1 &&
 	       rdmem_now_ns() - t0 < 3000000000ull)
 		usleep(5000);
-	printf("# timeouts %lld, evicted %lld, bad hellos %lld\n", stat_of(h, "door_timeouts"),
-	       stat_of(h, "door_evicted"), stat_of(h, "door_bad_hello"));
-	CHECK_EQ(stat_of(h, "door_timeouts") + stat_of(h, "door_evicted"), HANGERS + 1);
-	CHECK(stat_of(h, "door_evicted") >= 1);
-	CHECK(stat_of(h, "door_timeouts") >= 1);
-	CHECK_EQ(stat_of(h, "door_bad_hello"), 2);
+	printf("# timeouts %lld, evicted %lld, bad hellos %lld\n", door_stat(h, "door_timeouts"),
+	       door_stat(h, "door_evicted"), door_stat(h, "door_bad_hello"));
+	CHECK_EQ(door_stat(h, "door_timeouts") + door_stat(h, "door_evicted"), HANGERS + 1);
+	CHECK(door_stat(h, "door_evicted") >= 1);
+	CHECK(door_stat(h, "door_timeouts") >= 1);
+	CHECK_EQ(door_stat(h, "door_bad_hello"), 2);
 	CHECK(read(hang[HANGERS - 1], &b, 1) == 0); /* closed by the agent */
 	/* An attached client that sends bytes it must not is cut off and counted. */
 	REQUIRE(rdmem_open(sock, &h2) == 0);
 	CHECK(write(rdmem__lib(h2->att)->sock, "x", 1) == 1);
-	CHECK(wait_stat(h, "door_hangups", 1, 1000));
-	CHECK(wait_stat(h, "clients", 1, 1000));
-	CHECK_EQ(stat_of(h, "door_bad_hello"), 3);
-	CHECK_EQ(stat_of(h, "door_attached"), 2);
+	CHECK(door_wait_stat(h, "door_hangups", 1, 1000));
+	CHECK(door_wait_stat(h, "clients", 1, 1000));
+	CHECK_EQ(door_stat(h, "door_bad_hello"), 3);
+	CHECK_EQ(door_stat(h, "door_attached"), 2);
 	rdmem_close(h2);
 	for (i = 0; i < HANGERS; i++)
 		if (hang[i] >= 0)
@@ -748,10 +713,10 @@ static void test_door_attach_detach_loop_never_runs_out(void)
 		rdmem_close(h);
 	}
 	CHECK_EQ(fails, 0);
-	CHECK_EQ(stat_of(probe, "door_full"), 0);
-	CHECK_EQ(stat_of(probe, "door_attached"), 301);
-	CHECK(wait_stat(probe, "dead_clients", 300, 2000));
-	CHECK(wait_stat(probe, "clients", 1, 2000));
+	CHECK_EQ(door_stat(probe, "door_full"), 0);
+	CHECK_EQ(door_stat(probe, "door_attached"), 301);
+	CHECK(door_wait_stat(probe, "dead_clients", 300, 2000));
+	CHECK(door_wait_stat(probe, "clients", 1, 2000));
 	rdmem_close(probe);
 	agent_stop(&agent);
 }
@@ -768,7 +733,7 @@ static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
 	REQUIRE(agent_start(&agent) == 0);
 	REQUIRE(rdmem_open(sock, &probe) == 0);
 	REQUIRE(rdmem_open(sock, &h) == 0);
-	CHECK_EQ(stat_of(probe, "clients"), 2);
+	CHECK_EQ(door_stat(probe, "clients"), 2);
 	child = fork();
 	REQUIRE(child >= 0);
 	if (child == 0) {
@@ -776,8 +741,8 @@ static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
 			pause();
 	}
 	rdmem_close(h);
-	CHECK(wait_stat(probe, "clients", 1, 1000));
-	CHECK_EQ(stat_of(probe, "door_hangups"), 1);
+	CHECK(door_wait_stat(probe, "clients", 1, 1000));
+	CHECK_EQ(door_stat(probe, "door_hangups"), 1);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	rdmem_close(probe);
@@ -836,7 +801,7 @@ static void test_door_out_of_fds_does_not_spin(void)
 	usleep(1500000); /* the hello deadline frees the ones it took */
 	CHECK_EQ(rdmem_open(sock, &h), 0);
 	if (h) {
-		CHECK(echo_ok(h, "fds back"));
+		CHECK(door_echo_ok(h, "fds back"));
 		rdmem_close(h);
 	}
 	agent_stop(&agent);
