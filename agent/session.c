@@ -723,12 +723,11 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
  */
 #define RDMEM_SESSION_PUBLISH_NS 1000000ull
 
-static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t now,
-					int now_or_never)
+static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t now, int force)
 {
 	struct rdmem_rdma_stats st;
 
-	if (!s->publish_due || (!now_or_never && now - s->published_ns < RDMEM_SESSION_PUBLISH_NS))
+	if (!s->publish_due || (!force && now - s->published_ns < RDMEM_SESSION_PUBLISH_NS))
 		return;
 	s->publish_due = 0;
 	s->published_ns = now;

@@ -9,8 +9,9 @@
  * Every function returns 0 or -errno: the reply status (rdmem_status_errno())
  * or a local error: -ECONNREFUSED no agent; -ESHUTDOWN the agent stopped or
  * restarted mid-call (the next call re-attaches); -EUSERS every client entry
- * taken; -EDQUOT this user holds its share of them (--clients-per-uid); -EPROTO not an rdmem segment or a malformed reply; -ENOBUFS reply
- * over the caller's buffer (needed length given); rdmem_strerror() says each.
+ * taken; -EDQUOT this user holds its share of them (--clients-per-uid);
+ * -EPROTO not an rdmem segment or a malformed reply; -ENOBUFS reply over
+ * the caller's buffer (needed length given); rdmem_strerror() says each.
  * A handle serves many threads, rdmem_slots() calls in flight at once; not
  * across fork(). Request formats: enum rdmem_op (rdmem/wire.h). The fast
  * path (claim a slot, write, publish, poll, finish) is inline here for C;
