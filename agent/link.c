@@ -52,6 +52,9 @@ int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uin
 	/* The server writes replies where our layout has them, and no more. */
 	if (w->resp_stride != asked_stride || w->eager_bytes > w->resp_stride)
 		return -EPROTO;
+	/* Below the server's floor of --object-ttl no LAZY READ could be trusted. */
+	if (w->object_ttl_ms < RDMEM_MIN_OBJECT_TTL_MS)
+		return -EPROTO;
 	if (!rdmem_remote_ok(&w->req_ring, (uint64_t)w->ring_slots * RDMEM_DESC_SIZE) ||
 	    !rdmem_remote_ok(&w->req_payload, (uint64_t)w->ring_slots * w->slot_bytes) ||
 	    !rdmem_remote_ok(&w->ctrl, sizeof(struct rdmem_ctrl)) || !rdmem_link_objpool_ok(w))

@@ -528,6 +528,22 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 	return rdmem_rdma_eager_reply(r, i, &d);
 }
 
+/*
+ * The object's lease. The server frees an object not RECLAIMed within its
+ * --object-ttl of being made, and made it after this call's request arrived,
+ * so after call->start_ns here. A READ that completed (seen now) sooner than
+ * the TTL after start_ns read the object before anything could free or reuse
+ * it; a later one may hold another reply's bytes and is not trusted. Only
+ * elapsed times are compared, each on its own host's clock: the margin
+ * covers the two clocks' rates differing (NTP slews at most 500 ppm).
+ */
+static int rdmem_rdma_lease_held(const struct rdmem_rdma *r, const struct rdmem_agent_call *call)
+{
+	uint64_t ttl_ns = (uint64_t)r->l->w.object_ttl_ms * 1000000ull;
+
+	return rdmem_now_ns() - call->start_ns < ttl_ns - ttl_ns / 1024;
+}
+
 static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
 {
 	struct rdmem_rdma_slot *s = &r->slot[i];
@@ -535,6 +551,12 @@ static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
 	if (i >= r->l->slots || !s->reading)
 		return;
 	s->reading = 0;
+	if (s->ref.length && !rdmem_rdma_lease_held(r, s->call)) {
+		/* The session retries a read-only call on TCP, or fails it -ESTALE. */
+		r->st.lazy_expired++;
+		s->rep.status = RDMEM_S_STALE;
+		s->rep.val_len = 0;
+	}
 	rdmem_rdma_queue_reclaim(r, &s->ref);
 	rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
 }

@@ -39,7 +39,9 @@ struct rdmem_rdma_stats {
 	uint64_t timeouts_held;
 	uint64_t bad_replies; /* refused: slot, sequence, lengths or object ref wrong */
 	uint64_t ctrl_reads, ctrl_torn;
-	uint64_t read_waits;  /* LAZY READs that waited for the READ depth or send queue */
+	uint64_t read_waits; /* LAZY READs that waited for the READ depth or send queue */
+	uint64_t
+	    lazy_expired; /* LAZY READs done too late to trust: the object's TTL may have run out */
 	uint32_t reads_peak;  /* most READs in flight at once */
 	uint32_t reads_max;   /* the READ depth: agreed by the connection, capped by config */
 	uint64_t yields;      /* replies telling us our group's slice is ending */

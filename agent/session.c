@@ -81,10 +81,13 @@ static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,
 {
 	struct rdmem_agent_session *s = ctx;
 
-	/* The server had no room to place the reply (object pool full): AUTO
-	 * takes the TCP path instead of surfacing the pressure. */
-	if (rep->status == RDMEM_S_BUSY && path != RDMEM_PATH_TCP && !call->tries &&
-	    rdmem_agent_session_auto(s, call) && rdmem_agent_read_only(call->req.op)) {
+	/* The server had no room to place the reply (object pool full), or the
+	 * LAZY reply was read too late to trust (STALE, agent/rdma.c): AUTO
+	 * takes the TCP path instead of surfacing either. */
+	if ((rep->status == RDMEM_S_BUSY ||
+	     (rep->status == RDMEM_S_STALE && !rdmem_call_reply_overlaps(call))) &&
+	    path != RDMEM_PATH_TCP && !call->tries && rdmem_agent_session_auto(s, call) &&
+	    rdmem_agent_read_only(call->req.op)) {
 		rdmem_agent_count(&s->cnt.fallbacks, 1);
 		call->path = RDMEM_PATH_TCP;
 		call->tries++;

@@ -91,6 +91,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("rdma.lazy_reads", C, rdma.lazy_reads, "LAZY replies RDMA-read on the current link."),
 	S("rdma.lazy_bytes", C, rdma.lazy_bytes,
 	  "Bytes RDMA-read for LAZY replies on the current link."),
+	S("rdma.lazy_expired", C, rdma.lazy_expired,
+	  "LAZY reads that finished too late to trust (server --object-ttl): sent over TCP "
+	  "again, or failed -ESTALE."),
 	S("rdma.bulk_sges", C, rdma.bulk_sges,
 	  "Scatter-gather entries of BULK writes on the current link."),
 	S("rdma.bulk_bytes", C, rdma.bulk_bytes,

@@ -46,6 +46,9 @@ const char *rdmem_strerror(int rc)
 		return "content check failed";
 	case -EACCES:
 		return "permission denied";
+	case -ESTALE:
+		return "stale: a forced LAZY reply read after the server's --object-ttl, or a "
+		       "retry older than the server's exactly-once window";
 	default:
 		return strerror(-rc);
 	}

@@ -183,7 +183,7 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_RING_SLOTS, "--ring-slots", 1, RDMEM_MAX_RING_SLOTS, rdma.ring_slots),
 	B(OPT_SLOT_BYTES, "--slot-bytes", 1024, RDMEM_MAX_SLOT_BYTES, rdma.slot_bytes),
 	N(OPT_OBJPOOL_SLABS, "--objpool-slabs", 1, 65536, rdma.objpool_slabs),
-	N(OPT_OBJECT_TTL, "--object-ttl", 10, 86400000, rdma.object_ttl_ms),
+	N(OPT_OBJECT_TTL, "--object-ttl", RDMEM_MIN_OBJECT_TTL_MS, 86400000, rdma.object_ttl_ms),
 	N(OPT_MAX_SESSIONS, "--max-sessions", 1, 4096, rdma.max_sessions),
 	B(OPT_STAGE_BYTES, "--stage-bytes", 64, RDMEM_MAX_STAGE_BYTES, rdma.stage_bytes),
 	N(OPT_WORKERS, "--workers", 1, 64, rdma.workers),

@@ -205,6 +205,7 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.obj_count = s->objects.nobjs;
 	w.srv_ring_slots = s->cfg->ring_slots;
 	w.srv_stage_bytes = s->cfg->stage_bytes;
+	w.object_ttl_ms = s->cfg->object_ttl_ms;
 	w.req_ring = rdmem_session_remote(&s->mr_ring);
 	w.req_payload = rdmem_session_remote(&s->mr_payload);
 	w.objpool = rdmem_session_remote(&s->mr_objects);

@@ -38,8 +38,9 @@
 #include "rdmem/fabric.h"
 #include "rdmem/wire.h"
 
-/* 2: welcome carries the negotiated geometry; 64-bit object offsets. */
-#define RDMEM_LAYOUT_VERSION 2
+/* 2: welcome carries the negotiated geometry; 64-bit object offsets.
+ * 3: welcome carries the object TTL (LAZY reads check their lease). */
+#define RDMEM_LAYOUT_VERSION 3
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
@@ -55,6 +56,7 @@
 #define RDMEM_MAX_RESP_BYTES	 (1u << 20) /* ceiling of the agent's --resp-bytes */
 #define RDMEM_MAX_SLOT_BYTES	 (1u << 20) /* ceiling of the server's --slot-bytes */
 #define RDMEM_MAX_STAGE_BYTES	 (1u << 20) /* ceiling of the server's --stage-bytes */
+#define RDMEM_MIN_OBJECT_TTL_MS	 10u	    /* floor of the server's --object-ttl */
 /* struct rdmem_remote.len is 32-bit: a longer region says this much, and the
  * reader checks min(need, this); the object pool's length is objpool_bytes. */
 #define RDMEM_REMOTE_LEN_MAX UINT32_MAX
@@ -94,6 +96,11 @@ struct rdmem_xchg_welcome {
 	/* The server's own flags, so that a refusal can name both sides' values. */
 	uint32_t srv_ring_slots;  /* --ring-slots */
 	uint32_t srv_stage_bytes; /* --stage-bytes */
+	/* --object-ttl: an object may be freed this long after the request that
+	 * made it arrived, so a LAZY READ is trusted only if it completed
+	 * sooner than this after the call started (docs/architecture.md, "Paths"). */
+	uint32_t object_ttl_ms;
+	uint32_t reserved; /* 0 */
 	struct rdmem_remote req_ring;
 	struct rdmem_remote req_payload;
 	struct rdmem_remote objpool;
@@ -191,6 +198,8 @@ static inline void rdmem_welcome_le(struct rdmem_xchg_welcome *w)
 	RDMEM_LE32_SWAP(w->obj_count);
 	RDMEM_LE32_SWAP(w->srv_ring_slots);
 	RDMEM_LE32_SWAP(w->srv_stage_bytes);
+	RDMEM_LE32_SWAP(w->object_ttl_ms);
+	RDMEM_LE32_SWAP(w->reserved);
 	rdmem_remote_le(&w->req_ring);
 	rdmem_remote_le(&w->req_payload);
 	rdmem_remote_le(&w->objpool);

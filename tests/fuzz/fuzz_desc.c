@@ -130,6 +130,7 @@ static void fuzz_welcome(struct fz *in)
 	FUZZ_CHECK(w.objpool.addr + w.objpool_bytes >= w.objpool.addr);
 	FUZZ_CHECK(len >= sizeof(w) && w.magic == RDMEM_XCHG_MAGIC);
 	FUZZ_CHECK(w.ring_slots > 0 && w.ring_slots <= asked);
+	FUZZ_CHECK(w.object_ttl_ms >= RDMEM_MIN_OBJECT_TTL_MS);
 	FUZZ_CHECK(w.max_value <= RDMEM_MAX_VALUE_LIMIT && w.slot_bytes >= RDMEM_DESC_SIZE);
 	/* desc.data_off = i * slot_bytes is 32-bit on the wire: it must not wrap. */
 	FUZZ_CHECK((uint64_t)(w.ring_slots - 1) * w.slot_bytes <= UINT32_MAX);

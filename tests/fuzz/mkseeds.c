@@ -247,6 +247,7 @@ static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint
 	w.obj_count = 128;
 	w.srv_ring_slots = 64;
 	w.srv_stage_bytes = RDMEM_DEFAULT_RESP_BYTES;
+	w.object_ttl_ms = 10000;
 	w.objpool = (struct rdmem_remote){ 0x7e0000800000ull, 3, 8u << 20 };
 	w.ctrl = (struct rdmem_remote){ 0x7e0001000000ull, 4, RDMEM_CTRL_BYTES };
 	u16(&s, 64);

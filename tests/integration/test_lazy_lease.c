@@ -1,0 +1,242 @@
+/* test_lazy_lease.c - a LAZY reply read after the server may have freed its
+ * object is never handed to the client as if it were the value.
+ *
+ * The server frees an object nobody RECLAIMed after --object-ttl (10 ms at
+ * the least) and reuses it for the next reply; the agent RDMA-READs the
+ * object whenever it gets to it. Torture found it under TSan (a slow agent,
+ * --object-ttl 10): ECHO, LARGE_GET and PROFILE replies with another call's
+ * bytes, status ok. The agent now trusts a READ only if it completed within
+ * the TTL of the call's start (docs/architecture.md, "Paths": the object's
+ * lease); a later one is sent again over TCP (AUTO, read-only calls) or
+ * fails -ESTALE (a forced path).
+ *
+ * Here the agent is stopped (SIGSTOP) for longer than the TTL and the
+ * server's scan period, again and again, while four client processes keep
+ * 128 GETs of LAZY-sized values in flight, so replies wait past their
+ * objects' lifetime, the scan frees them (the server's own obj_timeout
+ * counter shows it did) and new replies reuse them before the old ones are
+ * read. With the lease check taken out, this printed "7944 OK (7917
+ * byte-exact)" for forced LAZY: 27 GETs with another key's value.
+ *
+ * Cases:
+ *   forced LAZY: every OK reply byte-exact, every failure -ESTALE, and the
+ *     agent counted the expired reads;
+ *   AUTO: every call OK and byte-exact: the expired ones came over TCP.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "e2e.h"
+
+#define T_KEYS	  16
+#define T_SIZE	  (20u << 10) /* above the 16 KiB response slot: a LAZY reply in AUTO */
+#define T_WINDOW  32
+#define T_PROCS	  4
+#define T_STOPS	  12
+#define T_STOP_MS 150 /* over the TTL and the server's 100 ms scan period */
+
+static struct e2e e;
+static uint8_t vals[T_KEYS][T_SIZE];
+
+struct lease_tally {
+	int ok, exact, stale, other, tcp;
+};
+
+static void key_of(int k, char *key, size_t cap)
+{
+	snprintf(key, cap, "lease-%d", k);
+}
+
+/* A child that stops and resumes the agent T_STOPS times; returns its pid. */
+static pid_t start_stopper(pid_t agent)
+{
+	pid_t pid = fork();
+	int i;
+
+	if (pid != 0)
+		return pid;
+	for (i = 0; i < T_STOPS; i++) {
+		proc_sleep_ms(40); /* calls get going */
+		kill(agent, SIGSTOP);
+		proc_sleep_ms(T_STOP_MS);
+		kill(agent, SIGCONT);
+	}
+	_exit(0);
+}
+
+/* One windowed call on rpc: a GET of key on path. */
+static int submit_get(rdmem_t *h, struct rdmem_rpc *rpc, uint8_t path, const char *key)
+{
+	rdmem_rpc_init(rpc, RDMEM_OP_KV_GET);
+	rpc->key = key;
+	rpc->key_len = (uint32_t)strlen(key);
+	rpc->path = path;
+	rpc->timeout_ms = 20000;
+	return rdmem_submit(h, rpc);
+}
+
+static void tally(struct lease_tally *t, struct rdmem_rpc *rpc, int k)
+{
+	if (rpc->rc == 0) {
+		t->ok++;
+		t->exact += rpc->rlen == T_SIZE && memcmp(rpc->rval, vals[k], T_SIZE) == 0;
+		t->tcp += rpc->rpath == RDMEM_PATH_TCP;
+	} else if (rpc->rc == -ESTALE) {
+		t->stale++;
+	} else {
+		t->other++;
+		printf("# GET lease-%d: %s\n", k, rdmem_strerror(rpc->rc));
+	}
+	rdmem_rpc_free(rpc);
+}
+
+/* A client process: GETs of random keys, T_WINDOW in flight, for ms; its
+ * tally goes to fd. */
+static void client_gets(uint8_t path, int ms, int fd)
+{
+	struct rdmem_rpc rpc[T_WINDOW];
+	struct lease_tally t = { 0 };
+	char keys[T_WINDOW][32];
+	int key_of_rpc[T_WINDOW], busy = 0, i;
+	uint64_t end = rdmem_now_ns() + (uint64_t)ms * 1000000ull;
+	rdmem_t *h;
+
+	srand((unsigned)getpid());
+	if (rdmem_open(e.shm, &h) < 0)
+		_exit(2);
+	for (i = 0; i < T_WINDOW; i++)
+		key_of_rpc[i] = -1;
+	do {
+		int more = rdmem_now_ns() < end;
+
+		for (i = 0; i < T_WINDOW; i++) {
+			if (key_of_rpc[i] < 0 && more) {
+				int k = rand() % T_KEYS;
+
+				key_of(k, keys[i], sizeof(keys[i]));
+				if (submit_get(h, &rpc[i], path, keys[i]) == 0) {
+					key_of_rpc[i] = k;
+					busy++;
+				} else {
+					t.other++;
+				}
+			}
+			if (key_of_rpc[i] >= 0 && rdmem_poll(h, &rpc[i]) == 1) {
+				tally(&t, &rpc[i], key_of_rpc[i]);
+				key_of_rpc[i] = -1;
+				busy--;
+			}
+		}
+	} while (busy || rdmem_now_ns() < end);
+	rdmem_close(h);
+	_exit(write(fd, &t, sizeof(t)) == sizeof(t) ? 0 : 3);
+}
+
+/* T_PROCS clients (T_PROCS x T_WINDOW calls in flight: more replies than
+ * the agent takes in one round, so it sends new requests, which the server
+ * may place in freed objects, before it has read every old reply) while the
+ * agent is stopped and resumed. */
+static void run_gets(uint8_t path, struct lease_tally *sum)
+{
+	int fds[2], i, status;
+	pid_t stopper, kids[T_PROCS];
+
+	memset(sum, 0, sizeof(*sum));
+	REQUIRE(pipe(fds) == 0);
+	for (i = 0; i < T_PROCS; i++)
+		if ((kids[i] = fork()) == 0)
+			client_gets(path, T_STOPS * (T_STOP_MS + 40) + 100, fds[1]);
+	stopper = start_stopper(e.agent.pid);
+	close(fds[1]);
+	for (i = 0; i < T_PROCS; i++) {
+		struct lease_tally t;
+
+		if (read(fds[0], &t, sizeof(t)) != sizeof(t)) {
+			sum->other++;
+			continue;
+		}
+		sum->ok += t.ok, sum->exact += t.exact, sum->stale += t.stale;
+		sum->other += t.other, sum->tcp += t.tcp;
+	}
+	close(fds[0]);
+	waitpid(stopper, &status, 0);
+	for (i = 0; i < T_PROCS; i++) {
+		CHECK(waitpid(kids[i], &status, 0) == kids[i]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	printf("# %s: %d OK (%d byte-exact, %d over TCP), %d -ESTALE, %d other errors\n",
+	       rdmem_path_name(path), sum->ok, sum->exact, sum->tcp, sum->stale, sum->other);
+}
+
+static void test_forced_lazy(void)
+{
+	struct lease_tally t;
+	long long expired0 = e2e_stat(&e, "rdma.lazy_expired");
+	long long freed0 = e2e_stat(&e, "server.obj_timeout");
+
+	run_gets(RDMEM_PATH_LAZY, &t);
+	CHECK(t.ok > 0);
+	CHECK_EQ(t.exact, t.ok); /* no reply with another object's bytes */
+	CHECK_EQ(t.other, 0);
+	CHECK_EQ(t.tcp, 0); /* forced: nothing went elsewhere */
+	CHECK(t.stale > 0);
+	CHECK(e2e_stat(&e, "rdma.lazy_expired") - expired0 >= t.stale);
+	/* The scan really freed objects whose replies were waiting. */
+	CHECK(e2e_stat(&e, "server.obj_timeout") > freed0);
+	printf("# server freed %lld objects by TTL; agent refused %lld late reads\n",
+	       e2e_stat(&e, "server.obj_timeout") - freed0,
+	       e2e_stat(&e, "rdma.lazy_expired") - expired0);
+}
+
+static void test_auto_retries_on_tcp(void)
+{
+	struct lease_tally t;
+	long long expired0 = e2e_stat(&e, "rdma.lazy_expired");
+
+	run_gets(RDMEM_PATH_AUTO, &t);
+	CHECK(t.ok > 0);
+	CHECK_EQ(t.exact, t.ok);
+	CHECK_EQ(t.stale, 0);
+	CHECK_EQ(t.other, 0);
+	CHECK(e2e_stat(&e, "rdma.lazy_expired") > expired0);
+	CHECK(t.tcp > 0); /* the expired ones, again over TCP */
+	CHECK(e2e_stat(&e, "paths.lazy.ok") > 0);
+}
+
+static void start_stack(void)
+{
+	int k;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	snprintf(e.clients, sizeof(e.clients), "%d", T_PROCS + 1); /* and our own handle */
+	REQUIRE(e2e_server(&e, "shm", "--object-ttl", "10", NULL) == 0);
+	REQUIRE(e2e_agent(&e, "--max-reads", "1", NULL) == 0);
+	for (k = 0; k < T_KEYS; k++) {
+		char key[32];
+
+		e2e_fill(vals[k], T_SIZE, (uint32_t)k + 1);
+		key_of(k, key, sizeof(key));
+		REQUIRE(rdmem_put(e.h, key, (uint32_t)strlen(key), vals[k], T_SIZE, NULL) == 0);
+	}
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	srand(7);
+	RUN(start_stack);
+	if (check_cases_failed) {
+		e2e_fini(&e);
+		return check_done();
+	}
+	RUN(test_forced_lazy);
+	RUN(test_auto_retries_on_tcp);
+	e2e_fini(&e);
+	return check_done();
+}
