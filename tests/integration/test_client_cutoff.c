@@ -13,11 +13,16 @@
  *    be cut off within CUT_MS (frontdoor.cut_off), see its calls fail with a
  *    clear error instead of hanging, and be refused when it attaches again
  *    (-EACCES, frontdoor.door_cut_refused).
+ *  - (as root) a process of another uid (FOREIGN_UID) attaches and forges
+ *    entries naming the test's own client: refused and counted as
+ *    frontdoor.unattributed, never scored, and nobody is cut off; then it
+ *    misbehaves in its own slots and is cut off itself.
  * Throughout: the honest clients see 0 wrong replies and 0 timeouts, and the
  * front door logs at most LOG_MAX lines.
  *
- * Every process here has the same uid, so what names the hostile client is
- * attributable to it (docs/architecture.md, "Cutting off a misbehaving client").
+ * Until the foreign process attaches, every process here has the same uid,
+ * so what names the hostile client is attributable to it
+ * (docs/architecture.md, "Cutting off a misbehaving client").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,15 +43,17 @@
 
 #include "tests/frontdoor_loopback.h"
 
-#define CLIENTS	  8
-#define SLOTS	  8
-#define MAX_VALUE 4096
-#define HONEST	  2
-#define STRIKES	  8
-#define CUT_MS	  2000 /* STRIKES bad entries take ms; the rest is the door's tick, sanitizers */
-#define LOG_MAX	  24   /* rate-limited sites: 5 lines per 10 s each, plus "more" lines */
+#define CLIENTS	    8
+#define SLOTS	    8
+#define MAX_VALUE   4096
+#define HONEST	    2
+#define STRIKES	    8
+#define CUT_MS	    2000  /* STRIKES bad entries take ms; the rest is the door's tick, sanitizers */
+#define LOG_MAX	    24	  /* rate-limited sites: 5 lines per 10 s each, plus "more" lines */
+#define FOREIGN_UID 54321 /* no user needed; not the overflow uid (the library refuses it) */
+#define FORGED	    64	  /* entries the foreign process forges in another's name */
 
-static char shm_name[64];
+static char shm_name[128];
 static _Atomic uint64_t log_lines; /* front-door lines seen on stderr */
 static int log_out = -1;
 
@@ -90,6 +98,7 @@ struct shared {
 	_Atomic uint64_t ok, wrong, timeouts, failed;
 	_Atomic int hostile_rc;	       /* the error the hostile's call got once cut off */
 	_Atomic int hostile_reopen_rc; /* what attaching again gave it */
+	_Atomic int phase;	       /* foreign: 1 forged, 2 the parent checked */
 };
 
 static void fill_random(uint8_t *p, size_t n, uint64_t *seed)
@@ -153,16 +162,32 @@ static void push_bad(struct rdmem_att *a, uint32_t s, int forged)
  * off) or 5 s pass; then attaches again. Exit 0: cut off, with the errors
  * recorded in sh.
  */
+static int misbehave_until_cut(rdmem_t *h);
+
 static void hostile_main(struct shared *sh)
 {
-	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 200, NULL };
-	uint64_t end = rdmem_now_ns() + 5000000000ull;
 	rdmem_t *h = NULL, *again = NULL;
-	uint32_t i = 0;
-	int rc = 0;
+	int rc;
 
 	if (rdmem_open(shm_name, &h))
 		_exit(2);
+	rc = misbehave_until_cut(h);
+	atomic_store(&sh->hostile_rc, rc);
+	atomic_store(&sh->hostile_reopen_rc, rdmem_open(shm_name, &again));
+	if (again)
+		rdmem_close(again);
+	rdmem_close(h);
+	_exit(rc ? 0 : 4);
+}
+
+/* Misbehaves until a call fails (cut off) or 5 s pass; returns the call's error. */
+static int misbehave_until_cut(rdmem_t *h)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 200, NULL };
+	uint64_t end = rdmem_now_ns() + 5000000000ull;
+	uint32_t i = 0;
+	int rc = 0;
+
 	while (rdmem_now_ns() < end) {
 		struct rdmem_att *a = h->att;
 
@@ -172,10 +197,33 @@ static void hostile_main(struct shared *sh)
 		if (i % 4 == 0 && (rc = rdmem_local_ping(h, &opts)) != 0)
 			break;
 	}
-	atomic_store(&sh->hostile_rc, rc);
-	atomic_store(&sh->hostile_reopen_rc, rdmem_open(shm_name, &again));
-	if (again)
-		rdmem_close(again);
+	return rc;
+}
+
+/*
+ * Another user's process: forges FORGED entries naming client victim (slots
+ * it never submitted), waits for the parent's checks, then misbehaves in its
+ * own slots. Exit 0: it was cut off in the end.
+ */
+static void foreign_main(struct shared *sh, uint32_t victim)
+{
+	rdmem_t *h = NULL;
+	int i, rc;
+
+	if (setgroups(0, NULL) || setgid(FOREIGN_UID) || setuid(FOREIGN_UID))
+		_exit(5);
+	if ((rc = rdmem_open(shm_name, &h))) {
+		fprintf(stderr, "  foreign: attach: %s\n", rdmem_strerror(rc));
+		_exit(2);
+	}
+	for (i = 0; i < FORGED; i++) {
+		rdmem_ring_push(&h->att->ring, (uint16_t)victim, (uint16_t)(SLOTS - 1));
+		usleep(500);
+	}
+	atomic_store(&sh->phase, 1);
+	while (atomic_load(&sh->phase) != 2)
+		usleep(1000);
+	rc = misbehave_until_cut(h);
 	rdmem_close(h);
 	_exit(rc ? 0 : 4);
 }
@@ -205,6 +253,8 @@ static int child_exec_main(char **argv)
 	snprintf(shm_name, sizeof(shm_name), "%s", argv[3]);
 	if (!strcmp(argv[1], "--hostile"))
 		hostile_main(sh);
+	if (!strcmp(argv[1], "--foreign"))
+		foreign_main(sh, (uint32_t)atoi(argv[2]));
 	honest_main(sh, (unsigned)atoi(argv[2]));
 	return 0;
 }
@@ -217,6 +267,8 @@ static int shared_fd = -1;
 static pid_t honest[HONEST];
 static rdmem_t *probe; /* the test's own client: the one glitch */
 static uint64_t log0;
+static char door_dir[64];
+static long long cuts_expected;
 
 static long long stat_of(const char *name)
 {
@@ -235,13 +287,17 @@ static int fx_start(void)
 	struct rdmem_frontdoor_config cfg;
 	unsigned i;
 
-	snprintf(shm_name, sizeof(shm_name), "/rdmem-cutoff-%d", (int)getpid());
+	/* A socket of our own, its group FOREIGN_UID's (as root): another user
+	 * may attach. The clients attach by its path. */
+	snprintf(door_dir, sizeof(door_dir), "/tmp/rdmem-cutoff-%d", (int)getpid());
+	snprintf(shm_name, sizeof(shm_name), "%s/door.sock", door_dir);
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.shm_name = shm_name;
+	cfg.shm_name = "/rdmem-cutoff";
+	cfg.socket_path = shm_name;
 	cfg.clients = CLIENTS;
 	cfg.slots = SLOTS;
 	cfg.max_value = MAX_VALUE;
-	cfg.group = (gid_t)-1;
+	cfg.group = geteuid() == 0 ? (gid_t)FOREIGN_UID : (gid_t)-1;
 	cfg.client_strikes = STRIKES;
 	shared_fd = memfd_create("rdmem-cutoff-shared", 0); /* inherited by exec */
 	if (shared_fd < 0 || ftruncate(shared_fd, sizeof(*sh)))
@@ -301,7 +357,7 @@ static void test_hostile_cut_off(void)
 	printf("# hostile cut off after %" PRIu64 " ms (bound %u): %lld strikes, %lld bad "
 	       "entries\n",
 	       cut_ms, CUT_MS, stat_of("strikes"), stat_of("bad_entries"));
-	CHECK_EQ(stat_of("cut_off"), 1);
+	CHECK_EQ(stat_of("cut_off"), ++cuts_expected);
 	CHECK(cut_ms <= CUT_MS);
 	CHECK(waitpid(pid, &status, 0) == pid);
 	/* It saw its calls fail (not hang) and could not come straight back. */
@@ -317,6 +373,55 @@ static void test_hostile_cut_off(void)
 	while (stat_of("clients") != HONEST + 1 && rdmem_now_ns() - t0 < 8000000000ull)
 		usleep(1000);
 	CHECK_EQ(stat_of("clients"), HONEST + 1);
+}
+
+/*
+ * Another user forges entries naming our client: not attributable to it
+ * (the forger could be anyone holding the segment), so never scored; the
+ * forger's misbehaviour in its own slots is its own, and cuts it off.
+ */
+static void test_foreign_forgery_not_attributed(void)
+{
+	long long bad = stat_of("bad_entries"), strikes = stat_of("strikes");
+	long long unattributed = stat_of("unattributed");
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 1000, NULL };
+	uint64_t t0;
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		check_skip("test_foreign_forgery_not_attributed",
+			   "needs root to run a process of another uid");
+		return;
+	}
+	pid = spawn(shared_fd, "--foreign", probe->att->client);
+	CHECK(pid > 0);
+	for (t0 = rdmem_now_ns();
+	     atomic_load(&sh->phase) != 1 && rdmem_now_ns() - t0 < 5000000000ull;)
+		usleep(1000);
+	while (stat_of("bad_entries") < bad + FORGED && rdmem_now_ns() - t0 < 5000000000ull)
+		usleep(1000);
+	printf("# foreign uid %u forged %u entries naming client %u: %lld refused, %lld "
+	       "unattributed, %lld strikes\n",
+	       FOREIGN_UID, FORGED, probe->att->client, stat_of("bad_entries") - bad,
+	       stat_of("unattributed") - unattributed, stat_of("strikes") - strikes);
+	CHECK_EQ(atomic_load(&sh->phase), 1);
+	CHECK_EQ(stat_of("bad_entries"), bad + FORGED);
+	CHECK_EQ(stat_of("unattributed"), unattributed + FORGED);
+	CHECK_EQ(stat_of("strikes"), strikes);
+	CHECK_EQ(stat_of("cut_off"), cuts_expected);
+	CHECK_EQ(rdmem_local_ping(probe, &opts), 0);
+	t0 = rdmem_now_ns();
+	atomic_store(&sh->phase, 2);
+	while (stat_of("cut_off") <= cuts_expected && rdmem_now_ns() - t0 < 5000000000ull)
+		usleep(1000);
+	printf("# foreign cut off after %" PRIu64 " ms (bound %u)\n",
+	       (rdmem_now_ns() - t0) / 1000000, CUT_MS);
+	CHECK_EQ(stat_of("cut_off"), ++cuts_expected);
+	CHECK((rdmem_now_ns() - t0) / 1000000 <= CUT_MS);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(rdmem_local_ping(probe, &opts), 0);
 }
 
 /* The honest clients, the glitched one included, never noticed. */
@@ -344,17 +449,19 @@ static void test_honest_unharmed(void)
 	CHECK_EQ(atomic_load(&sh->wrong), 0);
 	CHECK_EQ(atomic_load(&sh->failed), 0);
 	CHECK_EQ(atomic_load(&sh->timeouts), 0);
-	CHECK_EQ(stat_of("cut_off"), 1);
+	CHECK_EQ(stat_of("cut_off"), cuts_expected);
 	CHECK(lines <= LOG_MAX);
 	rdmem_close(probe);
 	lb_stop(lb);
+	rmdir(door_dir);
 	munmap(sh, sizeof(*sh));
 	close(shared_fd);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && (!strcmp(argv[1], "--honest") || !strcmp(argv[1], "--hostile")))
+	if (argc == 5 && (!strcmp(argv[1], "--honest") || !strcmp(argv[1], "--hostile") ||
+			  !strcmp(argv[1], "--foreign")))
 		return child_exec_main(argv);
 	signal(SIGPIPE, SIG_IGN);
 	if (log_capture())
@@ -362,6 +469,7 @@ int main(int argc, char **argv)
 	RUN(test_setup);
 	RUN(test_single_glitch_not_cut);
 	RUN(test_hostile_cut_off);
+	RUN(test_foreign_forgery_not_attributed);
 	RUN(test_honest_unharmed);
 	return check_done();
 }
