@@ -324,6 +324,25 @@ static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const
 		rdmem_frontdoor_cut(fd, c, claim, why);
 }
 
+/*
+ * An entry for slot s of c found the slot not SUBMITTED or held by us. That
+ * is what an honest producer's entry meets when it came so late that the
+ * orphan scan took its slot first (a process stopped between its slot word
+ * and its ring cell): the first such entry after a scan take is forgiven.
+ */
+static void rdmem_frontdoor_strike_entry(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s,
+					 const char *why)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	uint64_t bit = 1ull << s;
+
+	if (cl->orphan_taken & bit) {
+		cl->orphan_taken &= ~bit;
+		return;
+	}
+	rdmem_frontdoor_strike(fd, c, why);
+}
+
 /* Strikes completing threads found (a slot rewritten while held), on the actor. */
 static void rdmem_frontdoor_late_strikes(struct rdmem_frontdoor *fd, uint32_t c)
 {
@@ -430,7 +449,7 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
 			rdmem_frontdoor_refuse(
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
-			rdmem_frontdoor_strike(fd, c, "entry for a slot not submitted");
+			rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot not submitted");
 			return 0;
 		}
 		/* Relaxed is enough here: attach happened long before submit. The
@@ -466,7 +485,7 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	bit = 1ull << s;
 	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
-		rdmem_frontdoor_strike(fd, c, "entry for a slot the agent holds");
+		rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot the agent holds");
 		return;
 	}
 	if (!rdmem_frontdoor_take_slot(fd, c, s))
@@ -562,6 +581,7 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->late_strikes, 0, memory_order_relaxed);
+	cl->orphan_taken = 0;
 	cl->score = 0;
 	cl->pid = 0;
 	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
@@ -611,6 +631,7 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 			    "ring entry never came (overwritten?): taken by the scan",
 			    fd->name, c, s);
 			rdmem_frontdoor_take(fd, c, s);
+			cl->orphan_taken |= bit;
 			taken++;
 			continue;
 		}
