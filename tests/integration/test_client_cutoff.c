@@ -406,8 +406,8 @@ static void test_foreign_forgery_not_attributed(void)
 	       FOREIGN_UID, FORGED, probe->att->client, stat_of("bad_entries") - bad,
 	       stat_of("unattributed") - unattributed, stat_of("strikes") - strikes);
 	CHECK_EQ(atomic_load(&sh->phase), 1);
-	CHECK_EQ(stat_of("bad_entries"), bad + FORGED);
-	CHECK_EQ(stat_of("unattributed"), unattributed + FORGED);
+	CHECK(stat_of("bad_entries") >= bad + FORGED);
+	CHECK(stat_of("unattributed") >= unattributed + FORGED);
 	CHECK_EQ(stat_of("strikes"), strikes);
 	CHECK_EQ(stat_of("cut_off"), cuts_expected);
 	CHECK_EQ(rdmem_local_ping(probe, &opts), 0);
