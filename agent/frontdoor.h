@@ -39,7 +39,20 @@ struct rdmem_frontdoor_config {
 	 * scribbled cell) waits before the actor skips or repairs it
 	 * [RDMEM_RING_SKIP_NS]. */
 	uint64_t ring_skip_ns;
+	/* --client-strikes: misbehaviour attributable to one client (see
+	 * docs/architecture.md, "Cutting off a misbehaving client") it may
+	 * commit faster than one per RDMEM_FD_STRIKE_DECAY_NS before the agent
+	 * disconnects it; 0 (the zero field too) never cuts anyone off. The
+	 * agent's flag defaults to RDMEM_FD_STRIKES_DEFAULT. */
+	uint32_t client_strikes;
 };
+
+#define RDMEM_FD_STRIKES_DEFAULT 16
+#define RDMEM_FD_STRIKES_MAX	 1000000
+/* One strike is forgiven this often: a rare glitch never adds up. */
+#define RDMEM_FD_STRIKE_DECAY_NS 1000000000ull
+/* A process cut off may not attach again for this long. */
+#define RDMEM_FD_CUT_HOLD_NS 10000000000ull
 
 /*
  * Called on the front-door thread for each valid call; must not block.
@@ -138,6 +151,10 @@ struct rdmem_frontdoor_stats {
 	uint64_t door_uid_full;	   /* attaches refused: the uid holds its --clients-per-uid */
 	uint64_t door_pid_unknown; /* attaches from outside our PID namespace (pid 0) */
 	uint64_t ctl_denied;	   /* agent-ctl calls from clients not allowed to steer */
+	uint64_t cut_off;	   /* clients disconnected for misbehaving (--client-strikes) */
+	uint64_t strikes;	   /* misbehaviour attributed to one client (scored) */
+	uint64_t unattributed;	   /* misbehaviour naming a client others could have forged */
+	uint64_t door_cut_refused; /* attaches refused: the process was cut off recently */
 	uint32_t attached;	   /* live client entries */
 	uint32_t inflight;	   /* calls handed to submit() and not completed yet */
 };

@@ -217,6 +217,8 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	int rc;
 
 	d->listen_fd = d->wake[0] = d->wake[1] = -1;
+	d->self_uid = geteuid();
+	atomic_store_explicit(&d->writer_uid, -1, memory_order_relaxed);
 	d->admin_group = cfg->admin_group;
 	d->has_admin_group = cfg->has_admin_group;
 	for (c = 0; c < RDMEM_DOOR_PENDING; c++)
@@ -277,7 +279,8 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 
 		/* Acquire: pairs with the actor's release of claim in reclaim(),
 		 * after it reset the slots. */
-		if (d->conn[c] >= 0 || atomic_load_explicit(&cl->claim, memory_order_acquire))
+		if (d->conn[c] >= 0 || atomic_load_explicit(&cl->claim, memory_order_acquire) ||
+		    atomic_load_explicit(&cl->cut, memory_order_acquire))
 			continue;
 		gen = ++d->next_gen ? d->next_gen : ++d->next_gen;
 		atomic_store_explicit(&e->gen, gen, memory_order_relaxed);
@@ -288,6 +291,7 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 		 * agent-ctl call; the client learns its entry (and can call) only
 		 * after this, from the welcome. */
 		atomic_store_explicit(&cl->admin, p->admin, memory_order_release);
+		atomic_store_explicit(&cl->uid, (uint32_t)p->uid, memory_order_relaxed);
 		d->owner[c] = p->uid;
 		d->claimed[c] = (uint64_t)gen << 32 | (uint32_t)pid;
 		/* Release: the entry words above before the actor sees the owner. */
@@ -431,6 +435,65 @@ static void rdmem_door_pid_unknown(struct rdmem_frontdoor *fd, const struct rdme
 }
 
 /*
+ * Records that uid is about to map the segment (see struct rdmem_door):
+ * before the memfd leaves, so the actor never attributes a misbehaviour
+ * to one user while another could have written it.
+ */
+static void rdmem_door_writer(struct rdmem_door *d, uid_t uid)
+{
+	int64_t w = atomic_load_explicit(&d->writer_uid, memory_order_relaxed);
+
+	if (uid == 0 || uid == d->self_uid || w == (int64_t)uid)
+		return;
+	/* Release: pairs with the actor's acquire loads in rdmem_frontdoor_attributable(). */
+	if (w < 0)
+		atomic_store_explicit(&d->writer_uid, (int64_t)uid, memory_order_release);
+	else
+		atomic_store_explicit(&d->writers_mixed, 1, memory_order_release);
+}
+
+/* The process was cut off (--client-strikes) within RDMEM_FD_CUT_HOLD_NS. */
+static int rdmem_door_held_off(const struct rdmem_door *d, pid_t pid, uint64_t now)
+{
+	int i;
+
+	for (i = 0; pid > 0 && i < RDMEM_DOOR_PENDING; i++)
+		if (d->cut_pid[i] == (int32_t)pid && now < d->cut_until[i])
+			return 1;
+	return 0;
+}
+
+/* Closes the connection of every client the actor cut off; holds its pid off. */
+static void rdmem_door_cut(struct rdmem_frontdoor *fd, uint64_t now)
+{
+	struct rdmem_door *d = &fd->door;
+	uint32_t c, oldest;
+	int32_t pid;
+	int i;
+
+	for (c = 0; c < fd->geom.clients; c++) {
+		/* Acquire: pairs with the actor's release store of cut. */
+		if (!atomic_load_explicit(&fd->clients[c].cut, memory_order_acquire))
+			continue;
+		pid = (int32_t)(uint32_t)d->claimed[c];
+		for (i = 0, oldest = 0; i < RDMEM_DOOR_PENDING; i++)
+			if (d->cut_until[i] < d->cut_until[oldest])
+				oldest = (uint32_t)i;
+		d->cut_pid[oldest] = pid;
+		d->cut_until[oldest] = now + RDMEM_FD_CUT_HOLD_NS;
+		if (d->conn[c] >= 0) {
+			/* Shut down: a child it forked may hold a copy of the socket. */
+			shutdown(d->conn[c], SHUT_RDWR);
+			close(d->conn[c]);
+			d->conn[c] = -1;
+		}
+		atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
+		/* Relaxed: only the door reads it back (assign skips a cut entry). */
+		atomic_store_explicit(&fd->clients[c].cut, 0, memory_order_relaxed);
+	}
+}
+
+/*
  * Answers a pending connection whose hello is good: an entry and the memfd,
  * or EDQUOT (its uid's share taken) or EUSERS (table full). While an entry
  * that would let it in is being reclaimed (one actor round), it waits for
@@ -440,7 +503,22 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 			      uint64_t now)
 {
 	struct rdmem_door_welcome w = { 0 };
-	int leaving, c = rdmem_door_take(fd, p, &w, &leaving);
+	int leaving = 0, c;
+
+	if (rdmem_door_held_off(&fd->door, p->pid, now)) {
+		rdmem_door_count(&fd->door.n_cut_refused);
+		rdmem_warn_limited("front door %s: attach of pid %d refused: cut off less than "
+				   "%llu s ago (--client-strikes)",
+				   fd->name, (int)p->pid,
+				   (unsigned long long)(RDMEM_FD_CUT_HOLD_NS / 1000000000ull));
+		w.status = EACCES;
+		if (rdmem_door_send(fd, p->fd, &w))
+			rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: pid %d left first",
+					  fd->name, (int)p->pid);
+		rdmem_door_drop(p);
+		return;
+	}
+	c = rdmem_door_take(fd, p, &w, &leaving);
 
 	if (c < 0 && !leaving && rdmem_door_sweep(fd))
 		c = rdmem_door_take(fd, p, &w, &leaving);
@@ -450,6 +528,8 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 	if (c < 0) {
 		w.status = -c;
 		rdmem_door_refused(fd, p, c);
+	} else {
+		rdmem_door_writer(&fd->door, p->uid);
 	}
 	if (rdmem_door_send(fd, p->fd, &w) == 0 && c >= 0) {
 		fd->door.conn[c] = p->fd;
@@ -656,6 +736,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	struct rdmem_door *d = &fd->door;
 	int i;
 
+	rdmem_door_cut(fd, now);
 	for (i = 2; i < n; i++) {
 		if (!pf[i].revents)
 			continue;

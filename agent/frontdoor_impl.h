@@ -36,6 +36,14 @@ struct rdmem_fd_client {
 	/* Door -> actor, stored before claim: the owner may run agent-ctl
 	 * (root, the agent's user, or --admin-group, from its credentials). */
 	_Atomic int admin;
+	/* Door -> actor, stored before claim: the owner's uid (SO_PEERCRED),
+	 * which decides whether a misbehaviour naming it is attributable. */
+	_Atomic uint32_t uid;
+	/* Actor -> door: the actor cut this client off; the door closes its
+	 * connection (and holds its pid off, see RDMEM_FD_CUT_HOLD_NS). */
+	_Atomic int cut;
+	/* Completing threads -> actor: slots found rewritten while held. */
+	_Atomic uint32_t late_strikes;
 	/* Front-door thread only. */
 	int32_t pid;
 	uint32_t gen;
@@ -44,6 +52,9 @@ struct rdmem_fd_client {
 	int32_t dead_pid;
 	uint64_t orphan_seen; /* bit s: slot s was submitted, not held, at the last scan */
 	uint32_t orphan_seq[RDMEM_SHM_MAX_SLOTS]; /* its seq then */
+	uint64_t orphan_taken; /* bit s: the scan took slot s; its late entry is no strike */
+	uint64_t score;	       /* strikes, leaking one per RDMEM_FD_STRIKE_DECAY_NS */
+	uint64_t score_ns;     /* when score last leaked */
 };
 
 /* A connection that has not finished its hello yet. */
@@ -81,10 +92,22 @@ struct rdmem_door {
 	uint32_t next_gen;
 	uint64_t accepted;	     /* connections accepted, for pending seq */
 	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
-	gid_t admin_group;	     /* --admin-group, when has_admin_group */
+	/*
+	 * The uids ever handed the segment, root's and ours aside (they are
+	 * trusted anyway): one of them in writer_uid, or writers_mixed once a
+	 * second one got it. A process keeps its mapping after it detaches or
+	 * is cut off, so neither is ever cleared. Door thread writes (release,
+	 * before the memfd leaves), the actor reads (acquire).
+	 */
+	_Atomic int64_t writer_uid; /* -1: none yet */
+	_Atomic int writers_mixed;
+	uid_t self_uid;
+	int32_t cut_pid[RDMEM_DOOR_PENDING]; /* processes cut off lately, refused until... */
+	uint64_t cut_until[RDMEM_DOOR_PENDING];
+	gid_t admin_group; /* --admin-group, when has_admin_group */
 	int has_admin_group;
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups,
-	    n_uid_full, n_pid_unknown;
+	    n_uid_full, n_pid_unknown, n_cut_refused;
 };
 
 struct rdmem_frontdoor {
@@ -99,7 +122,8 @@ struct rdmem_frontdoor {
 	struct rdmem_ring ring;
 	struct rdmem_ring_consumer cons; /* front-door thread only */
 	int busy_poll;
-	uint64_t ring_skip_ns; /* 0: RDMEM_RING_SKIP_NS */
+	uint64_t ring_skip_ns;	 /* 0: RDMEM_RING_SKIP_NS */
+	uint32_t client_strikes; /* --client-strikes; 0: never cut off */
 	struct rdmem_fd_client *clients;
 	struct rdmem_agent_call *calls; /* clients x slots, indexed like the slots */
 	rdmem_frontdoor_submit_fn submit;
@@ -116,7 +140,7 @@ struct rdmem_frontdoor {
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
 	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_ctl_denied,
-	    n_header_repaired;
+	    n_header_repaired, n_cut_off, n_strikes, n_unattributed;
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */

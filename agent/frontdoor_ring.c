@@ -211,9 +211,12 @@ void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_cal
 		 * CAS in publish orders it before the client's resubmission.
 		 */
 		atomic_fetch_and_explicit(&cl->held, ~bit, memory_order_relaxed);
-		if (rdmem_frontdoor_publish(fd, slot))
+		if (rdmem_frontdoor_publish(fd, slot)) {
 			rdmem_frontdoor_refuse(
 			    fd, "client %u rewrote slot %u while the agent held it", c, s);
+			/* Scored by the actor: the score is its alone. */
+			atomic_fetch_add_explicit(&cl->late_strikes, 1, memory_order_relaxed);
+		}
 	}
 	/*
 	 * Release: pairs with the acquire load in the dead-client scan, which
@@ -230,6 +233,124 @@ void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_ag
 	memset(&rep, 0, sizeof(rep));
 	rep.status = status;
 	rdmem_frontdoor_complete(fd, call, &rep);
+}
+
+/* ---- cutting off a misbehaving client ---------------------------------- */
+
+static void rdmem_frontdoor_mark_dead(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid);
+
+/*
+ * A misbehaviour found in client c's entry or slots (or in a ring entry
+ * naming c) is c's only when no other user could have written it: every
+ * client maps the whole segment, so this holds while every uid ever handed
+ * the segment, root's and ours aside, is c's own. A process of c's uid could
+ * kill c outright, so framing it gains that process nothing; a process of
+ * another uid never gets c cut off. See docs/architecture.md.
+ */
+static int rdmem_frontdoor_attributable(const struct rdmem_frontdoor *fd, uint32_t c)
+{
+	/* Acquire: pairs with the door's release stores in rdmem_door_writer(),
+	 * made before any memfd left; a uid recorded since then changes the
+	 * answer at once. */
+	int64_t w = atomic_load_explicit(&fd->door.writer_uid, memory_order_acquire);
+
+	if (atomic_load_explicit(&fd->door.writers_mixed, memory_order_acquire))
+		return 0;
+	/* Relaxed: stored before the claim the caller saw (acquire there). */
+	return w < 0 ||
+	       w == (int64_t)atomic_load_explicit(&fd->clients[c].uid, memory_order_relaxed);
+}
+
+/* Leaks one strike per RDMEM_FD_STRIKE_DECAY_NS since the last leak. */
+static void rdmem_frontdoor_leak(struct rdmem_fd_client *cl, uint64_t now)
+{
+	uint64_t n;
+
+	if (!cl->score || now < cl->score_ns) {
+		cl->score = 0;
+		cl->score_ns = now;
+		return;
+	}
+	n = (now - cl->score_ns) / RDMEM_FD_STRIKE_DECAY_NS;
+	cl->score = n >= cl->score ? 0 : cl->score - n;
+	cl->score_ns = cl->score ? cl->score_ns + n * RDMEM_FD_STRIKE_DECAY_NS : now;
+}
+
+/* Disconnects client c as if it had died; the door closes its connection. */
+static void rdmem_frontdoor_cut(struct rdmem_frontdoor *fd, uint32_t c, uint64_t claim,
+				const char *why)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	int32_t pid = (int32_t)(uint32_t)claim;
+
+	rdmem_frontdoor_count(&fd->n_cut_off);
+	rdmem_warn_limited("front door %s: client %u (pid %d, uid %u) cut off: %" PRIu64
+			   " misbehaviours faster than one a second, past --client-strikes %u "
+			   "(last: %s)",
+			   fd->name, c, pid, atomic_load_explicit(&cl->uid, memory_order_relaxed),
+			   cl->score, fd->client_strikes, why);
+	/* Its owner as the scan knows it: a scan that had not seen this claim
+	 * yet would take it for a new owner and undo the mark below. */
+	if (cl->pid != pid || cl->gen != (uint32_t)(claim >> 32)) {
+		cl->pid = pid;
+		cl->gen = (uint32_t)(claim >> 32);
+		cl->start_ticks = pid > 0 ? rdmem_frontdoor_proc_start(pid) : 0;
+	}
+	rdmem_frontdoor_mark_dead(fd, c, pid);
+	/* Release: pairs with the door's acquire load; it closes the connection. */
+	atomic_store_explicit(&cl->cut, 1, memory_order_release);
+}
+
+/* Scores one misbehaviour naming client c, when attributable to it (actor thread). */
+static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const char *why)
+{
+	struct rdmem_fd_client *cl;
+	uint64_t claim;
+
+	if (!fd->client_strikes || c >= fd->geom.clients)
+		return;
+	cl = &fd->clients[c];
+	/* Acquire: pairs with the door's release store of claim (uid before it). */
+	claim = atomic_load_explicit(&cl->claim, memory_order_acquire);
+	if (!claim || atomic_load_explicit(&cl->dead, memory_order_relaxed))
+		return; /* nobody to blame, or already on its way out */
+	if (!rdmem_frontdoor_attributable(fd, c)) {
+		rdmem_frontdoor_count(&fd->n_unattributed);
+		return;
+	}
+	rdmem_frontdoor_count(&fd->n_strikes);
+	rdmem_frontdoor_leak(cl, rdmem_now_ns());
+	if (++cl->score > fd->client_strikes)
+		rdmem_frontdoor_cut(fd, c, claim, why);
+}
+
+/*
+ * An entry for slot s of c found the slot not SUBMITTED or held by us. That
+ * is what an honest producer's entry meets when it came so late that the
+ * orphan scan took its slot first (a process stopped between its slot word
+ * and its ring cell): the first such entry after a scan take is forgiven.
+ */
+static void rdmem_frontdoor_strike_entry(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s,
+					 const char *why)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	uint64_t bit = 1ull << s;
+
+	if (cl->orphan_taken & bit) {
+		cl->orphan_taken &= ~bit;
+		return;
+	}
+	rdmem_frontdoor_strike(fd, c, why);
+}
+
+/* Strikes completing threads found (a slot rewritten while held), on the actor. */
+static void rdmem_frontdoor_late_strikes(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	uint32_t n =
+	    atomic_exchange_explicit(&fd->clients[c].late_strikes, 0, memory_order_relaxed);
+
+	while (n--)
+		rdmem_frontdoor_strike(fd, c, "rewrote a slot the agent held");
 }
 
 /* ---- taking calls ------------------------------------------------------ */
@@ -328,6 +449,7 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
 			rdmem_frontdoor_refuse(
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
+			rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot not submitted");
 			return 0;
 		}
 		/* Relaxed is enough here: attach happened long before submit. The
@@ -363,6 +485,7 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	bit = 1ull << s;
 	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
+		rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot the agent holds");
 		return;
 	}
 	if (!rdmem_frontdoor_take_slot(fd, c, s))
@@ -375,6 +498,10 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	if (status != RDMEM_S_OK) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,
 				       s, why, call->req.op, call->req.key_len, call->req.val_len);
+		/* Denied agent-ctl and a value over max_value are answered
+		 * errors an honest caller can meet, not misbehaviour. */
+		if (status == RDMEM_S_BAD_REQUEST)
+			rdmem_frontdoor_strike(fd, c, why);
 		rdmem_frontdoor_complete_status(fd, call, status);
 	} else if (call->deadline_ns <= now) {
 		rdmem_frontdoor_count(&fd->n_expired);
@@ -453,6 +580,9 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 				      memory_order_relaxed);
 	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
+	atomic_store_explicit(&cl->late_strikes, 0, memory_order_relaxed);
+	cl->orphan_taken = 0;
+	cl->score = 0;
 	cl->pid = 0;
 	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
 	/*
@@ -501,6 +631,7 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 			    "ring entry never came (overwritten?): taken by the scan",
 			    fd->name, c, s);
 			rdmem_frontdoor_take(fd, c, s);
+			cl->orphan_taken |= bit;
 			taken++;
 			continue;
 		}
@@ -543,6 +674,7 @@ static void rdmem_frontdoor_pid_check(struct rdmem_frontdoor *fd, uint32_t c, in
 	/* Relaxed: only the word itself changes hands. */
 	atomic_compare_exchange_strong_explicit(&entry->pid, &word, owner, memory_order_relaxed,
 						memory_order_relaxed);
+	rdmem_frontdoor_strike(fd, c, "overwrote its pid word");
 }
 
 /* Returns how many calls it took (lost entries, see scan_orphans). */
@@ -565,6 +697,7 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 		atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
+		rdmem_frontdoor_late_strikes(fd, c);
 		rdmem_frontdoor_pid_check(fd, c, pid);
 		/* Gone when its connection closed (rdmem_close, exit, kill), or
 		 * its pid is: a forked child may still hold the connection. */
@@ -821,6 +954,10 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->door_uid_full = atomic_load_explicit(&fd->door.n_uid_full, memory_order_relaxed);
 	out->door_pid_unknown = atomic_load_explicit(&fd->door.n_pid_unknown, memory_order_relaxed);
 	out->ctl_denied = atomic_load_explicit(&fd->n_ctl_denied, memory_order_relaxed);
+	out->cut_off = atomic_load_explicit(&fd->n_cut_off, memory_order_relaxed);
+	out->strikes = atomic_load_explicit(&fd->n_strikes, memory_order_relaxed);
+	out->unattributed = atomic_load_explicit(&fd->n_unattributed, memory_order_relaxed);
+	out->door_cut_refused = atomic_load_explicit(&fd->door.n_cut_refused, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
 		out->attached +=
 		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;

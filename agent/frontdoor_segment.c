@@ -161,6 +161,7 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 	fd->shm_fd = fd->door.listen_fd = fd->door.wake[0] = fd->door.wake[1] = -1;
 	fd->busy_poll = cfg->busy_poll;
 	fd->ring_skip_ns = cfg->ring_skip_ns;
+	fd->client_strikes = RDMEM_MIN(cfg->client_strikes, RDMEM_FD_STRIKES_MAX);
 	if (rdmem_shm_name_norm(cfg->shm_name ? cfg->shm_name : RDMEM_SHM_DEFAULT_NAME, fd->name,
 				sizeof(fd->name))) {
 		rdmem_err("front door: bad segment name '%s': want /NAME, 1..%d characters, no "

@@ -72,6 +72,9 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --clients N            front-door client entries, 1-1024 (default 32)\n"
 	    "      --clients-per-uid N    entries one user may hold, 1-1024 (default half of\n"
 	    "                             --clients); root and the agent's user: all\n"
+	    "      --client-strikes N     disconnect a client past N misbehaviours\n"
+	    "                             attributable to it, one forgiven a second,\n"
+	    "                             0-1000000 (default 16; 0: never)\n"
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
 	    "      --max-value B          largest value a call carries (default 1m)\n"
@@ -171,6 +174,7 @@ enum {
 	OPT_ADMIN_GROUP,
 	OPT_CLIENTS,
 	OPT_CLIENTS_PER_UID,
+	OPT_CLIENT_STRIKES,
 	OPT_SLOTS,
 	OPT_MAX_VALUE,
 	OPT_FORCE,
@@ -214,6 +218,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "admin-group", required_argument, NULL, OPT_ADMIN_GROUP },
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
 	{ "clients-per-uid", required_argument, NULL, OPT_CLIENTS_PER_UID },
+	{ "client-strikes", required_argument, NULL, OPT_CLIENT_STRIKES },
 	{ "slots", required_argument, NULL, OPT_SLOTS },
 	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
 	{ "force-path", required_argument, NULL, OPT_FORCE },
@@ -257,6 +262,7 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N(OPT_TCP_PORT, "--tcp-port", 1, 65535, tcp_port),
 	N(OPT_CLIENTS, "--clients", 1, RDMEM_SHM_MAX_CLIENTS, fd.clients),
 	N(OPT_CLIENTS_PER_UID, "--clients-per-uid", 1, RDMEM_SHM_MAX_CLIENTS, fd.clients_per_uid),
+	N(OPT_CLIENT_STRIKES, "--client-strikes", 0, RDMEM_FD_STRIKES_MAX, fd.client_strikes),
 	N(OPT_SLOTS, "--slots", 1, RDMEM_SHM_MAX_SLOTS, fd.slots),
 	B(OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, fd.max_value),
 	B(OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, cfg.path.bulk_threshold),
@@ -408,6 +414,7 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->fd.shm_name = "/rdmem";
 	o->fd.group = (gid_t)-1;
 	o->fd.clients = 32;
+	o->fd.client_strikes = RDMEM_FD_STRIKES_DEFAULT;
 	o->fd.slots = 16;
 	o->fd.max_value = RDMEM_DEFAULT_MAX_VALUE;
 	o->connect_timeout_ms = 2000;

@@ -97,6 +97,7 @@ AGENT = {
     # a share for uids other than root and the agent's (the torture clients are
     # root: never capped); default half of --clients
     "--clients-per-uid": dict(kind="num", lo=1, hi=1024, default=16),
+    "--client-strikes": dict(kind="num", lo=0, hi=1000000, default=16),
     "--slots": dict(kind="num", lo=1, hi=64, default=16),
     "--max-value": dict(kind="bytes", lo=1, hi=64 * MI, default=MI),
     "--force-path": dict(kind="choice", choices=["auto", "eager", "lazy", "bulk", "tcp"]),
