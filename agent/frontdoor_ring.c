@@ -498,10 +498,9 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	if (status != RDMEM_S_OK) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,
 				       s, why, call->req.op, call->req.key_len, call->req.val_len);
-		/* Denied agent-ctl and a value over max_value are answered
-		 * errors an honest caller can meet, not misbehaviour. */
-		if (status == RDMEM_S_BAD_REQUEST)
-			rdmem_frontdoor_strike(fd, c, why);
+		/* Not scored: each is one answered call, as cheap as any, and
+		 * an honest caller can send them (a newer library's op to an
+		 * older agent, agent-ctl without the right, a value too big). */
 		rdmem_frontdoor_complete_status(fd, call, status);
 	} else if (call->deadline_ns <= now) {
 		rdmem_frontdoor_count(&fd->n_expired);

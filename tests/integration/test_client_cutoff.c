@@ -9,8 +9,9 @@
  *    submitted. Counted as a strike, and it stays attached and working.
  *  - a hostile process attaches through the normal library and, through the
  *    mapping it holds, keeps pushing entries for its own slots that it never
- *    submitted and slots with a forged descriptor (an unknown op). It must
- *    be cut off within CUT_MS (frontdoor.cut_off), see its calls fail with a
+ *    submitted and slots with a forged descriptor (an unknown op: answered
+ *    -EINVAL, not scored; its entry pushed again finds the slot answered,
+ *    which is). It must be cut off within CUT_MS (frontdoor.cut_off), see its calls fail with a
  *    clear error instead of hanging, and be refused when it attaches again
  *    (-EACCES, frontdoor.door_cut_refused).
  *  - (as root) a process of another uid (FOREIGN_UID) attaches and forges
