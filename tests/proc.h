@@ -102,6 +102,11 @@ static inline int proc_start(struct proc *p, const char *name, char *const argv[
 	if (ready && !proc_log_has(p, ready)) {
 		fprintf(stderr, "  %s not ready after %d ms\n", name, timeout_ms);
 		proc_dump_log(p);
+		/* Stopped here: a daemon that gets ready later would hold its
+		 * socket or port and fail the next case in its name. */
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, &status, 0);
+		p->pid = 0;
 		return -1;
 	}
 	return 0;
