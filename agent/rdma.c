@@ -12,7 +12,10 @@
 #define RDMEM_RDMA_CTRL_NS	 10000000ull /* with calls flowing, read the control page this often */
 #define RDMEM_RDMA_CTRL_CALLS	 64	     /* ... and every this many calls */
 #define RDMEM_RDMA_RECLAIM_QUEUE 1024
-#define RDMEM_RDMA_POST_RETRIES	 1000
+/* Messages and READs a round builds before they go out in one post (one
+ * doorbell: one MMIO write on a NIC, one lock and wake-up in the shm
+ * fabric). A full batch is posted early. */
+#define RDMEM_RDMA_BATCH_WRS 32
 
 /* wr_id of signalled WRs: kind in the high half, slot in the low half. */
 #define RDMEM_WRID_LAZY ((uint64_t)1 << 32)
@@ -69,6 +72,15 @@ struct rdmem_rdma {
 	 * order), so the NIC reads no request buffer of posts <= done_no.
 	 */
 	uint64_t posts, done_no;
+	/*
+	 * WRs built and not posted yet, in post order: requests, RECLAIMs and
+	 * READs all go through it, so post numbers (given when a WR joins)
+	 * stay in the order the send queue sees. rdmem_rdma_flush posts them;
+	 * the session flushes every round, so nothing waits past the round
+	 * that built it, unless the send queue is full (then the next round).
+	 */
+	struct rdmem_wr batch[RDMEM_RDMA_BATCH_WRS];
+	uint32_t batch_n, batch_cap;
 	uint64_t fence_need; /* a timed-out call waits for done_no to reach this */
 	/* Liveness: signs the path works (completions, and READs posted with
 	 * none in flight) are counted, and stamped alive_ns by housekeeping
@@ -153,20 +165,39 @@ static void rdmem_rdma_release(struct rdmem_rdma *r, uint32_t first)
 
 /* ---- posting ------------------------------------------------------------ */
 
-static int rdmem_rdma_post(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
+int rdmem_rdma_flush(struct rdmem_rdma *r)
 {
-	int ret, tries = 0;
+	int ret;
 
-	/* A full send queue empties as the backend retires signalled WRs. */
-	while ((ret = rdmem_dp_publish(r->l->conn, m)) == -EAGAIN) {
-		if (++tries > RDMEM_RDMA_POST_RETRIES)
-			return -EIO;
-		if ((ret = rdmem_rdma_progress(r)) < 0)
-			return ret;
-	}
-	if (ret == 0)
-		r->posts++;
-	return ret;
+	if (!r->batch_n)
+		return 0;
+	/* -EAGAIN: the send queue is full; completions free it, the next
+	 * round posts. Anything else: the connection is gone. */
+	if ((ret = rdmem_fab_post(r->l->conn, r->batch, (int)r->batch_n)) < 0)
+		return ret == -EAGAIN ? 0 : ret;
+	r->st.doorbells++;
+	r->batch_n = 0;
+	return 0;
+}
+
+/* 1 when the batch has room for one more message (posting it first when
+ * full), 0 when not now (the send queue is full), or -errno. */
+static int rdmem_rdma_room(struct rdmem_rdma *r, uint32_t wrs)
+{
+	int ret;
+
+	if (r->batch_n + wrs <= r->batch_cap)
+		return 1;
+	if ((ret = rdmem_rdma_flush(r)) < 0)
+		return ret;
+	return r->batch_n + wrs <= r->batch_cap;
+}
+
+/* Adds a message to the batch; the caller made room. */
+static void rdmem_rdma_add_msg(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
+{
+	r->batch_n += (uint32_t)rdmem_dp_build(r->l->conn, m, &r->batch[r->batch_n]);
+	r->posts++;
 }
 
 /* A signalled READ went out: account it; returns its post number. */
@@ -176,6 +207,13 @@ static uint64_t rdmem_rdma_read_posted(struct rdmem_rdma *r)
 		r->signs++; /* its clock starts now */
 	r->st.reads_peak = RDMEM_MAX(r->st.reads_peak, r->reads_inflight);
 	return ++r->posts;
+}
+
+/* Adds a signalled READ to the batch (the caller made room); returns its post number. */
+static uint64_t rdmem_rdma_add_read(struct rdmem_rdma *r, const struct rdmem_wr *wr)
+{
+	r->batch[r->batch_n++] = *wr;
+	return rdmem_rdma_read_posted(r);
 }
 
 /* A READ posted as number no completed: so did every post up to it. */
@@ -240,6 +278,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 		}
 		return -EBUSY;
 	}
+	if ((ret = rdmem_rdma_room(r, RDMEM_DP_MAX_WRS)) <= 0)
+		return ret ? ret : -EAGAIN;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -251,10 +291,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	r->slot[i].path = path;
 	rdmem_rdma_fill_desc(r, i, &call->req, path);
 	m = rdmem_rdma_msg(r, i, sge, nsge);
-	if ((ret = rdmem_rdma_post(r, &m)) < 0) {
-		rdmem_rdma_release(r, i);
-		return ret;
-	}
+	rdmem_rdma_add_msg(r, &m);
 	call->ring_slot = i;
 	r->slot[i].post_no = r->posts;
 	r->slot[i].held = 0;
@@ -295,8 +332,9 @@ static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 	struct rdmem_dp_msg m;
 	uint8_t *buf;
 
-	if (!n || b < 0 || rdmem_rdma_take(r, 1, RDMEM_OWN_RECLAIM, &i) < 0)
-		return 0;
+	if (!n || b < 0 || (ret = rdmem_rdma_room(r, RDMEM_DP_MAX_WRS)) <= 0 ||
+	    rdmem_rdma_take(r, 1, RDMEM_OWN_RECLAIM, &i) < 0)
+		return !n || b < 0 ? 0 : RDMEM_MIN(ret, 0);
 	bytes = n * (uint32_t)sizeof(struct rdmem_objref);
 	buf = r->l->reclaim + (size_t)b * RDMEM_LINK_RECLAIM_REFS * sizeof(struct rdmem_objref);
 	for (k = 0; k < n; k++) /* entries travel little-endian; these n leave the queue */
@@ -309,10 +347,7 @@ static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 	rdmem_rdma_fill_desc(r, i, &req, RDMEM_PATH_EAGER);
 	sge = (struct rdmem_sge){ (uintptr_t)buf, bytes, r->l->mr_local.lkey };
 	m = rdmem_rdma_msg(r, i, &sge, 1);
-	if ((ret = rdmem_rdma_post(r, &m)) < 0) {
-		rdmem_rdma_release(r, i);
-		return ret;
-	}
+	rdmem_rdma_add_msg(r, &m);
 	r->reclaim_busy[b] = 1;
 	r->slot[i].reclaim_buf = (uint8_t)b;
 	r->st.reclaim_msgs++;
@@ -381,9 +416,11 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 	struct rdmem_rdma_slot *s = &r->slot[i];
 	struct rdmem_agent_call *call = s->call;
 	struct rdmem_wr wr = { 0 };
-	int ret = -EAGAIN;
+	int ret;
 
-	if (r->reads_inflight < r->l->max_reads) {
+	if (r->reads_inflight < r->l->max_reads && (ret = rdmem_rdma_room(r, 1)) != 0) {
+		if (ret < 0)
+			return ret;
 		wr.wr_id = RDMEM_WRID_LAZY | i;
 		wr.op = RDMEM_WR_READ;
 		wr.flags = RDMEM_WR_SIGNALED;
@@ -392,14 +429,9 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		wr.nsge = 1;
 		wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + s->rep.data_off),
 						s->ref.length, r->l->mr_fd.lkey };
-		ret = rdmem_fab_post(r->l->conn, &wr, 1);
-	}
-	if (ret == 0) {
-		s->read_no = rdmem_rdma_read_posted(r);
+		s->read_no = rdmem_rdma_add_read(r, &wr);
 		return 0;
 	}
-	if (ret != -EAGAIN)
-		return ret;
 	if (!queued)
 		rdmem_rdma_queue_read(r, i);
 	return -EAGAIN;
@@ -570,6 +602,8 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 
 	if (r->reads_inflight >= r->l->max_reads)
 		return 0; /* housekeeping tries again when a READ completed */
+	if ((ret = rdmem_rdma_room(r, 1)) <= 0)
+		return ret; /* 0: the send queue is full; the same */
 	wr.wr_id = RDMEM_WRID_CTRL;
 	wr.op = RDMEM_WR_READ;
 	wr.flags = RDMEM_WR_SIGNALED;
@@ -578,13 +612,11 @@ static int rdmem_rdma_read_ctrl(struct rdmem_rdma *r, uint64_t now_ns)
 	wr.nsge = 1;
 	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)r->l->ctrl, sizeof(struct rdmem_ctrl),
 					r->l->mr_local.lkey };
-	if ((ret = rdmem_fab_post(r->l->conn, &wr, 1)) == 0) {
-		r->ctrl_no = rdmem_rdma_read_posted(r);
-		r->ctrl_reading = 1;
-		r->ctrl_at = now_ns;
-		r->calls_since_ctrl = 0;
-	}
-	return ret == -EAGAIN ? 0 : ret;
+	r->ctrl_no = rdmem_rdma_add_read(r, &wr);
+	r->ctrl_reading = 1;
+	r->ctrl_at = now_ns;
+	r->calls_since_ctrl = 0;
+	return 0;
 }
 
 static void rdmem_rdma_ctrl_done(struct rdmem_rdma *r)
@@ -638,9 +670,12 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 int rdmem_rdma_progress(struct rdmem_rdma *r)
 {
 	struct rdmem_wc wc[32];
-	int n = rdmem_fab_poll(r->l->conn, wc, 32), i, ret;
+	int n, i, ret;
 
-	if (n < 0)
+	/* What the round built goes out before we look for what came back. */
+	if ((ret = rdmem_rdma_flush(r)) < 0)
+		return ret;
+	if ((n = rdmem_fab_poll(r->l->conn, wc, 32)) < 0)
 		return n;
 	for (i = 0; i < n; i++)
 		if ((ret = rdmem_rdma_completion(r, &wc[i])) < 0)
@@ -737,7 +772,8 @@ void rdmem_rdma_note_call(struct rdmem_rdma *r)
 int rdmem_rdma_quiet(const struct rdmem_rdma *r)
 {
 	return !r->inflight_slots && !r->reads_inflight && !r->read_n && !r->reclaim_n &&
-	       !r->ctrl_reading && !r->calls_since_ctrl && r->fence_need <= r->done_no;
+	       !r->batch_n && !r->ctrl_reading && !r->calls_since_ctrl &&
+	       r->fence_need <= r->done_no;
 }
 
 int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r)
@@ -784,10 +820,14 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 		      struct rdmem_rdma **out)
 {
 	struct rdmem_rdma *r = calloc(1, sizeof(*r));
-	uint32_t i;
+	uint32_t i, max_send, max_recv;
 
 	if (!r)
 		return -ENOMEM;
+	/* Half the send queue at most, so a batch always fits once earlier
+	 * WRs retire; never less than one message. */
+	rdmem_fab_queue_caps(link->conn, &max_send, &max_recv);
+	r->batch_cap = RDMEM_MAX(RDMEM_MIN(RDMEM_RDMA_BATCH_WRS, max_send / 2), RDMEM_DP_MAX_WRS);
 	r->l = link;
 	r->ops = ops;
 	r->ctx = ctx;

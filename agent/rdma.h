@@ -33,6 +33,7 @@ struct rdmem_rdma_ops {
 
 struct rdmem_rdma_stats {
 	uint64_t posted, replies, lazy_reads, lazy_bytes, bulk_sges, bulk_bytes;
+	uint64_t doorbells; /* posts of the batched WRs: one per round under load */
 	uint64_t reclaim_msgs, reclaimed, reclaim_refused;
 	uint64_t late_replies; /* replies for calls that had already timed out */
 	/* timed-out calls kept from their client until their request WRs completed */
@@ -56,14 +57,19 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 void rdmem_rdma_destroy(struct rdmem_rdma *r);
 
 /*
- * Posts the call on path (EAGER, LAZY or BULK). 0: on its way; -EAGAIN: no
- * free run of slots now (retry after replies); -EBUSY: the server asked us to
+ * Posts the call on path (EAGER, LAZY or BULK): its WRs join the round's
+ * batch (rdmem_rdma_flush). 0: on its way; -EAGAIN: no free run of slots, or
+ * the send queue is full, now (retry after replies); -EBUSY: the server asked us to
  * hold new calls a moment (connection grouping); -E2BIG: can never fit;
  * other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
-/* Reaps completions; returns how many, or -ECONNRESET when the link broke. */
+/* Posts the batch (first), reaps completions; returns how many, or
+ * -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);
+/* Posts every WR built since the last post in one post (one doorbell). 0
+ * also when the send queue is full (they go next round); -errno: the link broke. */
+int rdmem_rdma_flush(struct rdmem_rdma *r);
 /* Sends queued RECLAIMs and starts a control-page read if one is due.
  * -ETIMEDOUT: a READ has been stuck long enough that the path is dead. */
 int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns);

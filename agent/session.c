@@ -441,6 +441,15 @@ static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdme
 	}
 }
 
+/* Posts what the round built (one doorbell); a post that fails breaks the link. */
+static void rdmem_agent_session_flush(struct rdmem_agent_session *s)
+{
+	int ret;
+
+	if (s->rdma && (ret = rdmem_rdma_flush(s->rdma)) < 0)
+		rdmem_agent_session_link_lost(s, ret);
+}
+
 /* Retries pending calls in order; stops at the first that still cannot go. */
 static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 {
@@ -651,6 +660,8 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
 	n = rdmem_rdma_progress(s->rdma);
 	if (n >= 0 && (ret = rdmem_rdma_housekeeping(s->rdma, now)) < 0)
 		n = ret;
+	if (n >= 0 && (ret = rdmem_rdma_flush(s->rdma)) < 0)
+		n = ret;
 	if (n >= 0 && now - s->check_at > RDMEM_SESSION_CHECK_NS) {
 		s->check_at = now;
 		if (rdmem_fab_check(s->link->conn) < 0)
@@ -753,6 +764,7 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 	}
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
+	rdmem_agent_session_flush(s);
 	now = rdmem_now_ns();
 	rdmem_agent_session_expire(s, now);
 	s->publish_due |= work != 0;

@@ -87,6 +87,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("rdma.slots_in_use", G, rdma.inflight, "Server request-ring slots held by calls."),
 	S("rdma.slots", G, rdma.slots, "Server request-ring slots of the session."),
 	S("rdma.posted", C, rdma.posted, "RDMA calls posted on the current link."),
+	S("rdma.doorbells", C, rdma.doorbells,
+	  "Posts (doorbells) on the current link: calls, READs and RECLAIMs built in one "
+	  "round go out in one."),
 	S("rdma.replies", C, rdma.replies, "RDMA replies taken on the current link."),
 	S("rdma.lazy_reads", C, rdma.lazy_reads, "LAZY replies RDMA-read on the current link."),
 	S("rdma.lazy_bytes", C, rdma.lazy_bytes,

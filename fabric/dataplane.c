@@ -21,17 +21,16 @@ static void rdmem_dp_write(struct rdmem_wr *wr, uint8_t op, uint64_t raddr, uint
 	wr->flags = total <= inline_max ? RDMEM_WR_INLINE : 0;
 }
 
-int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
+int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rdmem_wr *wr)
 {
 	uint64_t slot_addr = m->ring.addr + (uint64_t)m->slot * RDMEM_DESC_SIZE;
 	uint32_t inl = rdmem_fab_max_inline(c);
 	uintptr_t d = (uintptr_t)m->desc;
-	struct rdmem_wr wr[2];
-	int n = 0, i, ret;
+	int n = 0, i;
 
-	memset(wr, 0, sizeof(wr));
+	memset(wr, 0, RDMEM_DP_MAX_WRS * sizeof(*wr));
 	m->desc->state = RDMEM_RING_READY;
-	/* The staging copy goes out as wire bytes; a NIC reads it after we return. */
+	/* The staging copy goes out as wire bytes; a NIC reads it after we post. */
 	rdmem_desc_to_wire(m->desc);
 	if (m->npayload) {
 		for (i = 0; i < m->npayload; i++)
@@ -46,7 +45,14 @@ int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
 	wr[n].nsge = 1;
 	wr[n].imm = m->slot;
 	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, slot_addr, m->ring.rkey, inl);
-	ret = rdmem_fab_post(c, wr, n);
+	return n;
+}
+
+int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m)
+{
+	struct rdmem_wr wr[RDMEM_DP_MAX_WRS];
+	int ret = rdmem_fab_post(c, wr, rdmem_dp_build(c, m, wr));
+
 	if (ret < 0) /* nothing went out: the caller may retry with it */
 		rdmem_desc_from_wire(m->desc);
 	return ret;

@@ -31,7 +31,16 @@ struct rdmem_dp_msg {
 	uint32_t payload_rkey;
 };
 
-/* Posts the message; -EAGAIN when the send queue has no room (nothing posted). */
+#define RDMEM_DP_MAX_WRS 2 /* WRs of one message */
+
+/* Fills wr[] with the message's WRs (READY set, descriptor in wire bytes)
+ * and returns how many: 1 or 2. Posting them is the caller's, possibly with
+ * other messages' in the same post (one doorbell for a batch); until then
+ * the descriptor and payload buffers must stay as they are. */
+int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rdmem_wr *wr);
+
+/* Builds and posts the message; -EAGAIN when the send queue has no room
+ * (nothing posted, the descriptor back in host order). */
 int rdmem_dp_publish(struct rdmem_conn *c, const struct rdmem_dp_msg *m);
 
 /* Takes the message in a slot of our ring: 0 and a private copy, or -EAGAIN

@@ -21,9 +21,10 @@
 #include "rdmem/util.h"
 #include "server/objpool.h"
 
-#define RDMEM_SESSION_CTRL_NS  1000000ull   /* control page refresh while busy */
-#define RDMEM_SESSION_SCAN_NS  100000000ull /* object TTL scan */
-#define RDMEM_SESSION_CHECK_NS 10000000ull  /* connection check: a syscall, not every round */
+#define RDMEM_SESSION_CTRL_NS	1000000ull   /* control page refresh while busy */
+#define RDMEM_SESSION_SCAN_NS	100000000ull /* object TTL scan */
+#define RDMEM_SESSION_BATCH_WRS 32	     /* reply WRs posted at once */
+#define RDMEM_SESSION_CHECK_NS	10000000ull  /* connection check: a syscall, not every round */
 
 struct rdmem_session {
 	const struct rdmem_rdma_config *cfg;
@@ -50,7 +51,12 @@ struct rdmem_session {
 	uint32_t *ready; /* FIFO of slots whose immediate arrived */
 	uint32_t ready_head, ready_count;
 	uint32_t recv_owed; /* receives consumed and not yet reposted */
-	uint32_t yield_us;  /* > 0: replies tell the agent to hold new calls */
+	/* Replies built by this poll and not posted yet: they go out in one
+	 * post (one doorbell) when the poll ends or the batch is full. */
+	struct rdmem_wr batch[RDMEM_SESSION_BATCH_WRS];
+	uint32_t batch_n, batch_cap;
+	uint64_t doorbells;
+	uint32_t yield_us; /* > 0: replies tell the agent to hold new calls */
 	uint32_t group, active_group;
 
 	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
@@ -65,6 +71,33 @@ struct rdmem_session {
 	atomic_uint *addr_ref;
 	atomic_uint_fast64_t *reclaim_before_ns;
 };
+
+static int rdmem_session_reap(struct rdmem_session *s);
+
+/* Posts the batched replies; a full send queue empties as completions are
+ * reaped. Each reply's staging stays untouched until the agent answers it
+ * with its next request on that slot, so posting late is safe. */
+static int rdmem_session_flush(struct rdmem_session *s)
+{
+	int ret, spins = 0;
+
+	if (!s->batch_n)
+		return 0;
+	while ((ret = rdmem_fab_post(s->conn, s->batch, (int)s->batch_n)) == -EAGAIN) {
+		if ((ret = rdmem_session_reap(s)) < 0)
+			return ret;
+		if (++spins > 1000000) {
+			rdmem_err_limited("session %u: send queue stuck full", s->id);
+			return -EIO;
+		}
+		rdmem_cpu_relax();
+	}
+	if (ret == 0) {
+		s->batch_n = 0;
+		s->doorbells++;
+	}
+	return ret;
+}
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 {
@@ -262,9 +295,8 @@ static int rdmem_session_reclaim(void *ctx, const struct rdmem_objref *ref)
 	return rdmem_objpool_reclaim(&((struct rdmem_session *)ctx)->objects, ref);
 }
 
-static int rdmem_session_reap(struct rdmem_session *s);
-
-/* The reply goes to the agent's response slot of the same index. */
+/* The reply goes to the agent's response slot of the same index; it joins
+ * the batch rdmem_session_poll posts. */
 static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, struct rdmem_desc *rep,
 				    uint32_t slot_payload)
 {
@@ -281,24 +313,17 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 		.payload_addr = s->resp_data + (uint64_t)slot * s->resp_stride,
 		.payload_rkey = s->resp.rkey,
 	};
-	int ret, spins = 0;
+	int ret;
 
 	if (s->yield_us) {
 		rep->flags |= RDMEM_F_YIELD;
 		rep->hint = (uint16_t)RDMEM_MIN(s->yield_us, UINT16_MAX);
 	}
 	memcpy(stage, rep, RDMEM_DESC_SIZE);
-	while ((ret = rdmem_dp_publish(s->conn, &m)) == -EAGAIN) {
-		/* Send queue full: completions retire WRs; reap them and retry. */
-		if ((ret = rdmem_session_reap(s)) < 0)
-			return ret;
-		if (++spins > 1000000) {
-			rdmem_err_limited("session %u: send queue stuck full", s->id);
-			return -EIO;
-		}
-		rdmem_cpu_relax();
-	}
-	return ret;
+	if (s->batch_n + RDMEM_DP_MAX_WRS > s->batch_cap && (ret = rdmem_session_flush(s)) < 0)
+		return ret;
+	s->batch_n += (uint32_t)rdmem_dp_build(s->conn, &m, &s->batch[s->batch_n]);
+	return 0;
 }
 
 static int rdmem_session_refuse(struct rdmem_session *s, uint32_t slot,
@@ -566,6 +591,8 @@ int rdmem_session_poll(struct rdmem_session *s, uint32_t budget)
 			return ret;
 		done++;
 	}
+	if ((ret = rdmem_session_flush(s)) < 0)
+		return ret;
 	/* The agent's path selector and stats read it: keep it current. */
 	if (done)
 		rdmem_session_publish_ctrl(s, rdmem_now_ns());
@@ -627,6 +654,7 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->objects_live = s->objects.st.live;
 	out->group = s->group;
 	out->completed = s->completed;
+	out->doorbells = s->doorbells;
 	out->registered_bytes = s->mr_ring.len + s->mr_payload.len + s->mr_objects.len +
 				s->mr_ctrl.len + s->mr_staging.len;
 }
@@ -709,6 +737,15 @@ static uint32_t rdmem_session_fit_slots(struct rdmem_conn *conn, uint32_t slots)
 	return fit;
 }
 
+/* Half the send queue at most, so a batch fits once earlier WRs retire. */
+static uint32_t rdmem_session_batch_cap(struct rdmem_conn *conn)
+{
+	uint32_t max_send, max_recv;
+
+	rdmem_fab_queue_caps(conn, &max_send, &max_recv);
+	return RDMEM_MAX(RDMEM_MIN(RDMEM_SESSION_BATCH_WRS, max_send / 2), RDMEM_DP_MAX_WRS);
+}
+
 int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
 		       struct rdmem_pool *pool, struct rdmem_conn *conn,
 		       const struct rdmem_xchg_hello *hello, uint32_t id,
@@ -730,6 +767,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->pool = pool;
 	s->id = id;
 	s->slots = rdmem_session_fit_slots(conn, hello->ring_slots);
+	s->batch_cap = rdmem_session_batch_cap(conn);
 	s->resp_stride = hello->resp_bytes;
 	s->resp = hello->resp;
 	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;

@@ -113,6 +113,7 @@ void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t a
 struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;
 	uint64_t completed, registered_bytes;
+	uint64_t doorbells; /* reply posts: one per poll under load */
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 

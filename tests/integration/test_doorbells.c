@@ -1,0 +1,171 @@
+/* test_doorbells.c - calls that arrive together leave together: one post
+ * (one doorbell) for what an actor round built, on the agent (requests,
+ * READs, RECLAIMs) and on the server (replies), with every reply exact.
+ *
+ * Per message a post costs a doorbell on a NIC (an MMIO write), a syscall
+ * on Soft-RoCE, and a lock and a wake-up in the shm fabric. Four client
+ * processes keep 16 calls each in flight, so rounds find several calls
+ * waiting; the counters (rdma.doorbells against rdma.posted on the agent,
+ * the session's doorbells against its calls on the server) show they went
+ * out together. Before batching every message was its own post: the
+ * counters did not exist, and the ratio was 1.
+ *
+ * Cases:
+ *   EAGER GETs and PUTs of 1 KiB, LAZY GETs of 20 KiB: exact, and fewer
+ *     posts than messages on both ends.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "e2e.h"
+
+#define T_PROCS	 4
+#define T_WINDOW 16
+#define T_CALLS	 3000 /* per process */
+#define T_KEYS	 32
+#define T_SMALL	 1024
+#define T_LARGE	 (20u << 10) /* LAZY in AUTO: over the 16 KiB response slot */
+
+static struct e2e e;
+
+static uint32_t size_of_key(int k)
+{
+	return k % 2 ? T_LARGE : T_SMALL;
+}
+
+static void value_of(int k, uint8_t *buf)
+{
+	e2e_fill(buf, size_of_key(k), (uint32_t)k * 7 + 1);
+}
+
+/* A client process: GETs (and a PUT of the same bytes now and then) of
+ * random keys, T_WINDOW in flight; exits 0 when every reply was exact. */
+static void client(void)
+{
+	static uint8_t want[T_KEYS][T_LARGE];
+	struct rdmem_rpc rpc[T_WINDOW];
+	char keys[T_WINDOW][32];
+	int key[T_WINDOW], sent = 0, done = 0, bad = 0, i;
+	rdmem_t *h;
+
+	srand((unsigned)getpid());
+	if (rdmem_open(e.shm, &h) < 0)
+		_exit(2);
+	for (i = 0; i < T_KEYS; i++)
+		value_of(i, want[i]);
+	for (i = 0; i < T_WINDOW; i++)
+		key[i] = -1;
+	while (done < T_CALLS) {
+		for (i = 0; i < T_WINDOW; i++) {
+			if (key[i] < 0 && sent < T_CALLS) {
+				int k = rand() % T_KEYS, put = rand() % 8 == 0;
+
+				snprintf(keys[i], sizeof(keys[i]), "bell-%d", k);
+				rdmem_rpc_init(&rpc[i], put ? RDMEM_OP_KV_PUT : RDMEM_OP_KV_GET);
+				rpc[i].key = keys[i];
+				rpc[i].key_len = (uint32_t)strlen(keys[i]);
+				if (put) {
+					rpc[i].val = want[k];
+					rpc[i].val_len = size_of_key(k);
+				}
+				rpc[i].timeout_ms = 20000;
+				if (rdmem_submit(h, &rpc[i]) < 0)
+					_exit(3);
+				key[i] = k;
+				sent++;
+			}
+			if (key[i] >= 0 && rdmem_poll(h, &rpc[i]) == 1) {
+				int k = key[i];
+
+				bad += rpc[i].rc != 0;
+				if (rpc[i].op == RDMEM_OP_KV_GET)
+					bad += rpc[i].rc == 0 && (rpc[i].rlen != size_of_key(k) ||
+								  memcmp(rpc[i].rval, want[k],
+									 size_of_key(k)) != 0);
+				rdmem_rpc_free(&rpc[i]);
+				key[i] = -1;
+				done++;
+			}
+		}
+	}
+	rdmem_close(h);
+	_exit(bad ? 1 : 0);
+}
+
+/* The server's session: its calls and reply posts, from `rdmem stats --json`. */
+static void server_posts(long long *calls, long long *posts)
+{
+	static char json[1 << 16];
+	const char *p;
+
+	*calls = *posts = -1;
+	if (e2e_server_json(&e, json, sizeof(json)) < 0 || !(p = strstr(json, "\"sessions\":[{")))
+		return;
+	*calls = e2e_json_num(p, "completed");
+	*posts = e2e_json_num(p, "doorbells");
+}
+
+static void test_batched_posts(void)
+{
+	long long posted0 = e2e_stat(&e, "rdma.posted"), bells0 = e2e_stat(&e, "rdma.doorbells");
+	long long calls0, sposts0, calls, sposts, posted, bells;
+	pid_t kids[T_PROCS];
+	int i, status;
+
+	server_posts(&calls0, &sposts0);
+	for (i = 0; i < T_PROCS; i++)
+		if ((kids[i] = fork()) == 0)
+			client();
+	for (i = 0; i < T_PROCS; i++) {
+		CHECK(waitpid(kids[i], &status, 0) == kids[i]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* every reply exact */
+	}
+	posted = e2e_stat(&e, "rdma.posted") - posted0;
+	bells = e2e_stat(&e, "rdma.doorbells") - bells0;
+	server_posts(&calls, &sposts);
+	calls -= calls0;
+	sposts -= sposts0;
+	printf("# agent: %lld calls in %lld posts (%.1f a post); server: %lld replies in %lld "
+	       "posts (%.1f a post)\n",
+	       posted, bells, bells > 0 ? (double)posted / bells : 0.0, calls, sposts,
+	       sposts > 0 ? (double)calls / sposts : 0.0);
+	CHECK(posted >= T_PROCS * T_CALLS);
+	CHECK(e2e_stat(&e, "rdma.lazy_reads") > 0);
+	/* Batched: fewer posts than messages. READs and RECLAIMs are posts'
+	 * passengers too, so one post a call would already be a ratio above 1. */
+	CHECK(bells > 0 && bells < posted);
+	CHECK(sposts > 0 && sposts < calls);
+}
+
+static void start_stack(void)
+{
+	static uint8_t val[T_LARGE];
+	int k;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	snprintf(e.clients, sizeof(e.clients), "%d", T_PROCS + 1);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	for (k = 0; k < T_KEYS; k++) {
+		char key[32];
+
+		value_of(k, val);
+		snprintf(key, sizeof(key), "bell-%d", k);
+		REQUIRE(rdmem_put(e.h, key, (uint32_t)strlen(key), val, size_of_key(k), NULL) == 0);
+	}
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	RUN(start_stack);
+	if (!check_cases_failed)
+		RUN(test_batched_posts);
+	e2e_fini(&e);
+	return check_done();
+}
