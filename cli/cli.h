@@ -36,6 +36,8 @@ int rdmem_cli_fail(const char *what, int rc);
 int rdmem_cli_want_args(struct cli *c, int n, const char *synopsis);
 /* Attaches to the agent once the command's arguments are known to be good. */
 int rdmem_cli_attach(struct cli *c);
+/* `rdmem lifecycle N|stale|repeat-reclaim|timeout` (lifecycle.c). */
+int rdmem_cli_lifecycle(struct cli *c);
 /* `rdmem bench` (bench.c). */
 int rdmem_cli_bench(struct cli *c);
 

@@ -27,6 +27,7 @@ static const char usage_text[] =
     "  stats [--json] | agent-stats [--json] | agent-ctl COMMAND\n"
     "  bench --op ping|get|put|large-get|bigput|local-ping [-n N] [--window W]\n"
     "        [--size B] [--keys K] [--json]\n"
+    "  lifecycle N|stale|repeat-reclaim|timeout   (LAZY object lifecycle checks)\n"
     "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";
 
 int rdmem_cli_usage(const char *fmt, const char *arg)
@@ -612,6 +613,7 @@ static const struct cli_cmd {
 	{ "agent-stats", NULL, cmd_text, 1 },
 	{ "agent-ctl", cmd_agent_ctl, NULL, 0 },
 	{ "bench", rdmem_cli_bench, NULL, 0 },
+	{ "lifecycle", rdmem_cli_lifecycle, NULL, 0 },
 };
 
 static const struct cli_cmd *find_command(const char *cmd)
