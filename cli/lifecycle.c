@@ -236,6 +236,18 @@ static int lc_gets(struct lc *l, uint64_t n)
 	return rc;
 }
 
+/* Arms fault for the next LAZY object, then reads one; a GET that failed
+ * disarms it, so no later call of another client meets it. */
+static int lc_faulted_get(struct lc *l, const char *fault)
+{
+	int rc = lc_ctl(l, fault);
+
+	if (rc || (rc = lc_gets(l, 1)) || !l->failed)
+		return rc;
+	lc_ctl(l, "simulate-reclaim off");
+	return EXIT_FAIL;
+}
+
 static void lc_want_gets(struct lc *l, int64_t n)
 {
 	memset(l->want, 0, sizeof(l->want));
@@ -248,7 +260,7 @@ static int lc_run(struct lc *l, const char *mode)
 	int rc;
 
 	if (!strcmp(mode, "stale")) {
-		if ((rc = lc_ctl(l, "simulate-reclaim stale")) || (rc = lc_gets(l, 1)))
+		if ((rc = lc_faulted_get(l, "simulate-reclaim stale")))
 			return rc;
 		lc_want_gets(l, 1);
 		l->want[LC_RECLAIM] = l->want[LC_RECLAIMED] = 1;
@@ -258,7 +270,7 @@ static int lc_run(struct lc *l, const char *mode)
 				 "right one: the first is refused, the second frees it");
 	}
 	if (!strcmp(mode, "repeat-reclaim")) {
-		if ((rc = lc_ctl(l, "simulate-reclaim repeat")) || (rc = lc_gets(l, 1)))
+		if ((rc = lc_faulted_get(l, "simulate-reclaim repeat")))
 			return rc;
 		lc_want_gets(l, 1);
 		l->want[LC_RECLAIM] = l->want[LC_REPEAT] = 1;
@@ -268,7 +280,7 @@ static int lc_run(struct lc *l, const char *mode)
 				 "the repeat answered harmlessly");
 	}
 	if (!strcmp(mode, "timeout")) {
-		if ((rc = lc_ctl(l, "simulate-reclaim withhold")) || (rc = lc_gets(l, 1)))
+		if ((rc = lc_faulted_get(l, "simulate-reclaim withhold")))
 			return rc;
 		lc_want_gets(l, 1);
 		l->want[LC_LIVE] = 1;
