@@ -113,6 +113,7 @@ ops_try_agent() {
 	local fabric=$1 tcp=()
 	shift
 	[ -n "$OPS_TCP_PORT" ] && tcp=(--tcp-port "$OPS_TCP_PORT")
+	rm -f "$OPS_TMP/agent.log" # an earlier try's "ready:" must not count
 	# shellcheck disable=SC2086 # RDMEM_AGENT_ARGS is a list of options
 	"$OPS_BIN/rdmem-agent" -s "$OPS_HOST" -p "$OPS_PORT" "${tcp[@]}" --fabric "$fabric" \
 		--socket "$OPS_SOCK" ${RDMEM_AGENT_ARGS:-} "$@" >"$OPS_TMP/agent.log" 2>&1 &

@@ -14,7 +14,7 @@ case $RDMEM_BIN in /*) ;; *) RDMEM_BIN=$here/$RDMEM_BIN ;; esac
 tmp=$(mktemp -d)
 chmod 700 "$tmp"
 export TMPDIR=$tmp/ops # where the scripts make their private directories
-mkdir -p "$TMPDIR" "$tmp/a" "$tmp/b" "$tmp/img"
+mkdir -p "$TMPDIR" "$tmp/a" "$tmp/b" "$tmp/img" "$tmp/ag1" "$tmp/ag2" "$tmp/ag3" "$tmp/ag4"
 a_pid='' a_port='' b_pid='' b_port='' bg=''
 cleanup() {
 	[ -n "$bg" ] && kill "$bg" 2>/dev/null && wait "$bg" 2>/dev/null
@@ -107,9 +107,11 @@ bg=
 expect "run_benchmarks.sh stopped by SIGTERM: its agent is gone" gone "$agent_of_bg"
 expect "  ... and its temp files" scripts_left
 
+# Each agent logs in a directory of its own: ls_start_agent waits for
+# "ready:" in its log, which must not be an earlier agent's.
 # ---- rdmem lifecycle, on an agent of our own ---------------------------------------------
 LS_PORT=$a_port
-ls_start_agent "$tmp/a" "/rdmem-ops-$$" || exit 1
+ls_start_agent "$tmp/ag1" "/rdmem-ops-$$" || exit 1
 r() { "$RDMEM_BIN/rdmem" --shm-name "/rdmem-ops-$$" "$@"; }
 run "lifecycle 500" 0 r lifecycle 500
 expect "  ... 500 objects made, READ and RECLAIMed" \
@@ -127,14 +129,14 @@ run "lifecycle 0: usage" 2 r lifecycle 0
 run "agent-ctl simulate-reclaim junk refused" 3 r agent-ctl "simulate-reclaim junk"
 run "agent-ctl simulate-reclaim release with none withheld" 1 r agent-ctl "simulate-reclaim release"
 ls_stop_pid "$LS_AGENT_PID"
-ls_start_agent "$tmp/a" "/rdmem-ops-$$" --fabric tcp || exit 1
+ls_start_agent "$tmp/ag2" "/rdmem-ops-$$" --fabric tcp || exit 1
 run "lifecycle on a tcp-fabric agent fails clearly" 3 r lifecycle 10
 expect "  ... saying why" grep -q "no RDMA session" "$tmp/err"
 ls_stop_pid "$LS_AGENT_PID"
 
 # ---- too-big messages name the limit and its flag ----------------------------------------
 LS_PORT=$b_port
-ls_start_agent "$tmp/b" "/rdmem-ops-$$" --max-value 256k || exit 1
+ls_start_agent "$tmp/ag3" "/rdmem-ops-$$" --max-value 256k || exit 1
 head -c 300000 /dev/urandom >"$tmp/v300k"
 head -c 200000 /dev/urandom >"$tmp/v200k"
 head -c 2000000 /dev/urandom >"$tmp/img2m"
@@ -158,7 +160,7 @@ ls_stop_pid "$LS_AGENT_PID"
 
 # ---- image-put progress: on a terminal only -------------------------------------------------
 LS_PORT=$a_port
-ls_start_agent "$tmp/a" "/rdmem-ops-$$" || exit 1
+ls_start_agent "$tmp/ag4" "/rdmem-ops-$$" || exit 1
 head -c 6000000 /dev/urandom >"$tmp/img6m"
 run "image-put 6 MB, piped" 0 r image-put dog "$tmp/img6m"
 expect "  ... no progress when piped" not grep -q "%" "$tmp/err"
