@@ -90,6 +90,9 @@ struct rdmem_rdma {
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint64_t held_for;	/* the hold_until_ns that yield_holds counted last */
 	uint32_t calls_since_ctrl;
+	uint8_t reclaim_fault;	      /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
+	uint8_t withheld_n;	      /* 1: withheld holds a reference not given back */
+	struct rdmem_objref withheld; /* RDMEM_RECLAIM_WITHHOLD's */
 	struct rdmem_rdma_stats st;
 };
 
@@ -311,6 +314,40 @@ static void rdmem_rdma_queue_reclaim(struct rdmem_rdma *r, const struct rdmem_ob
 	/* When full, the server's TTL scan frees what we could not report. */
 	if (r->reclaim_n < RDMEM_RDMA_RECLAIM_QUEUE)
 		r->reclaim_q[r->reclaim_n++] = *ref;
+}
+
+int rdmem_rdma_reclaim_fault(struct rdmem_rdma *r, enum rdmem_rdma_reclaim_fault f)
+{
+	if (f != RDMEM_RECLAIM_RELEASE) {
+		r->reclaim_fault = (uint8_t)f;
+		return 0;
+	}
+	if (!r->withheld_n)
+		return -ENOENT;
+	r->withheld_n = 0;
+	rdmem_rdma_queue_reclaim(r, &r->withheld);
+	return 0;
+}
+
+/* The RECLAIM of an object read, as the armed fault (if any) has it. */
+static void rdmem_rdma_reclaim_read(struct rdmem_rdma *r, const struct rdmem_objref *ref)
+{
+	struct rdmem_objref old = *ref;
+	uint8_t f = r->reclaim_fault;
+
+	r->reclaim_fault = RDMEM_RECLAIM_NORMAL;
+	if (f == RDMEM_RECLAIM_WITHHOLD && !r->withheld_n) {
+		r->withheld = *ref;
+		r->withheld_n = 1;
+		return;
+	}
+	if (f == RDMEM_RECLAIM_STALE) {
+		old.generation--; /* this object's previous life: the server must refuse it */
+		rdmem_rdma_queue_reclaim(r, &old);
+	}
+	rdmem_rdma_queue_reclaim(r, ref);
+	if (f == RDMEM_RECLAIM_REPEAT)
+		rdmem_rdma_queue_reclaim(r, ref);
 }
 
 static int rdmem_rdma_free_reclaim_buf(const struct rdmem_rdma *r)
@@ -589,7 +626,7 @@ static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
 		s->rep.status = RDMEM_S_STALE;
 		s->rep.val_len = 0;
 	}
-	rdmem_rdma_queue_reclaim(r, &s->ref);
+	rdmem_rdma_reclaim_read(r, &s->ref);
 	rdmem_rdma_finish(r, i, RDMEM_PATH_LAZY);
 }
 

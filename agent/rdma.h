@@ -94,6 +94,19 @@ uint32_t rdmem_rdma_ring_used_pct(const struct rdmem_rdma *r);
  * path is dead (housekeeping then returns -ETIMEDOUT). 0 keeps the default. */
 #define RDMEM_RDMA_STALL_DEFAULT_MS 500
 void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms);
+/*
+ * Fault injection for `rdmem lifecycle` (agent-ctl simulate-reclaim): what
+ * becomes of the RECLAIM of the next LAZY object this link reads. One-shot.
+ */
+enum rdmem_rdma_reclaim_fault {
+	RDMEM_RECLAIM_NORMAL,	/* off: the fault armed last is cancelled */
+	RDMEM_RECLAIM_STALE,	/* first an older generation (refused), then the right one */
+	RDMEM_RECLAIM_REPEAT,	/* sent twice: the server's repeat check answers the second */
+	RDMEM_RECLAIM_WITHHOLD, /* kept back: the server's --object-ttl scan frees it */
+	RDMEM_RECLAIM_RELEASE,	/* the one withheld, now (stale if the TTL freed it) */
+};
+/* 0, or -ENOENT: RELEASE with nothing withheld. */
+int rdmem_rdma_reclaim_fault(struct rdmem_rdma *r, enum rdmem_rdma_reclaim_fault f);
 /* When the current hold ends (CLOCK_MONOTONIC ns; 0 or past: none). */
 uint64_t rdmem_rdma_hold_until(const struct rdmem_rdma *r);
 

@@ -603,6 +603,24 @@ static uint16_t rdmem_agent_tcp_ctl(struct rdmem_agent_session *s, const char *a
 	return RDMEM_S_OK;
 }
 
+/* `rdmem lifecycle`'s fault: "simulate-reclaim stale|repeat|withhold|release|off"
+ * bends the RECLAIM of the next LAZY object this session's link reads. */
+static uint16_t rdmem_agent_reclaim_ctl(struct rdmem_agent_session *s, const char *arg)
+{
+	static const char *const names[] = { "off", "stale", "repeat", "withhold", "release" };
+	unsigned f;
+
+	for (f = 0; f < RDMEM_ARRAY_SIZE(names) && strcmp(arg, names[f]); f++)
+		;
+	if (f == RDMEM_ARRAY_SIZE(names))
+		return RDMEM_S_BAD_REQUEST;
+	if (!s->rdma)
+		return RDMEM_S_UNREACHABLE; /* no RDMA link: no LAZY object to bend */
+	return rdmem_rdma_reclaim_fault(s->rdma, (enum rdmem_rdma_reclaim_fault)f)
+		   ? RDMEM_S_NOT_FOUND
+		   : RDMEM_S_OK;
+}
+
 /* AGENT_CTL: the key holds "COMMAND ARG", e.g. "simulate-rdma-down on". */
 static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
@@ -616,6 +634,8 @@ static void rdmem_agent_session_ctl(struct rdmem_agent_session *s, struct rdmem_
 		*arg++ = '\0';
 	if (strcmp(line, "simulate-tcp-reply-loss") == 0)
 		st = rdmem_agent_tcp_ctl(s, arg ? arg : "");
+	else if (strcmp(line, "simulate-reclaim") == 0)
+		st = rdmem_agent_reclaim_ctl(s, arg ? arg : "");
 	else
 		st = rdmem_agent_apply_ctl(&s->cfg.sim, &s->cfg.path, line, arg ? arg : "")
 			 ? RDMEM_S_BAD_REQUEST

@@ -238,7 +238,8 @@ static int bench_check_args(struct cli *c, struct bench *b)
 	}
 	if (b->size > max || (b->op == B_LARGE_GET && b->size == 0)) {
 		fprintf(stderr,
-			"rdmem: bench: size %" PRIu64 " must be 1..%u (the agent's max value)\n",
+			"rdmem: bench: size %" PRIu64 " must be 1..%u (the agent's max value; "
+			"rdmem-agent --max-value raises it)\n",
 			b->size, max);
 		return EXIT_USAGE;
 	}
@@ -262,7 +263,9 @@ int rdmem_cli_bench(struct cli *c)
 	rc = bench_setup(c, &b);
 	if (rc) {
 		bench_free(&b);
-		return rdmem_cli_fail("bench setup", rc);
+		c->req_bytes = b.size;
+		return rc == -E2BIG ? rdmem_cli_too_big(c, "bench setup")
+				    : rdmem_cli_fail("bench setup", rc);
 	}
 	t0 = rdmem_now_ns();
 	/* A FIFO window: fill it, then wait for the oldest and refill its place. */

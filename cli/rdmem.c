@@ -27,6 +27,7 @@ static const char usage_text[] =
     "  stats [--json] | agent-stats [--json] | agent-ctl COMMAND\n"
     "  bench --op ping|get|put|large-get|bigput|local-ping [-n N] [--window W]\n"
     "        [--size B] [--keys K] [--json]\n"
+    "  lifecycle N|stale|repeat-reclaim|timeout   (LAZY object lifecycle checks)\n"
     "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";
 
 int rdmem_cli_usage(const char *fmt, const char *arg)
@@ -43,6 +44,56 @@ int rdmem_cli_fail(const char *what, int rc)
 {
 	fprintf(stderr, "rdmem: %s: %s\n", what, rdmem_strerror(rc));
 	return rc == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL;
+}
+
+/* The server's own limits: the CLI cannot read them (the wire says E2BIG
+ * only), so the message names them with their defaults. */
+#define SERVER_MAX_VALUE "the server's --max-value (rdmem-server --max-value, default 1m)"
+#define SERVER_MAX_IMAGE "the server's --max-image (rdmem-server --max-image, default 64m)"
+
+static void too_big_server(struct cli *c, const char *what, uint32_t max)
+{
+	int forced = c->opts.path != RDMEM_PATH_AUTO && c->opts.path != RDMEM_PATH_TCP;
+	const char *kind = c->req_kind ? c->req_kind : "reply";
+
+	if (!strcmp(kind, "image"))
+		fprintf(stderr,
+			"rdmem: %s: too big: the server refused the %" PRIu64 "-byte image: "
+			"%s caps an upload, %s each chunk (--chunk-size, here %" PRIu64
+			" bytes; the agent's max value is %u, rdmem-agent --max-value)\n",
+			what, c->req_bytes, SERVER_MAX_IMAGE, SERVER_MAX_VALUE,
+			c->have_chunk ? c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT, max);
+	else if (!c->req_bytes)
+		fprintf(stderr,
+			"rdmem: %s: too big: the %s is over the agent's max value of %u bytes "
+			"(rdmem-agent --max-value) or over %s\n",
+			what, kind, max, SERVER_MAX_VALUE);
+	else
+		fprintf(stderr,
+			"rdmem: %s: too big: the %s (%" PRIu64 " bytes) is within the agent's "
+			"max value of %u bytes (rdmem-agent --max-value) but over %s, which caps "
+			"every value and reply%s\n",
+			what, kind, c->req_bytes, max, SERVER_MAX_VALUE,
+			forced ? "; a forced RDMA path (--path) also refuses requests over the "
+				 "server's request ring (rdmem-server --slot-bytes x --ring-slots)"
+			       : "");
+}
+
+int rdmem_cli_too_big(struct cli *c, const char *what)
+{
+	uint32_t max = c->h ? rdmem_max_value(c->h) : 0;
+
+	/* An image goes in chunks: only the server's limits can refuse its size. */
+	if (c->req_bytes > max && !(c->req_kind && !strcmp(c->req_kind, "image")))
+		fprintf(stderr,
+			"rdmem: %s: too big: the %s is %" PRIu64 " bytes, over the agent's max "
+			"value of %u bytes (raise it with rdmem-agent --max-value; %s caps it "
+			"too)\n",
+			what, c->req_kind ? c->req_kind : "reply", c->req_bytes, max,
+			SERVER_MAX_VALUE);
+	else
+		too_big_server(c, what, max);
+	return EXIT_FAIL;
 }
 
 /* The value of option argv[*i]; NULL (after a usage message) when missing. */
@@ -216,7 +267,7 @@ static int write_all(const void *p, size_t n)
 	return 0;
 }
 
-/* Reads a whole file; *len up to max bytes, else -E2BIG. */
+/* Reads a whole file; *len up to max bytes, else -E2BIG (*len: its size). */
 static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -229,11 +280,11 @@ static int read_file(const char *path, uint64_t max, uint8_t **out, uint64_t *le
 		fclose(f);
 		return -EINVAL;
 	}
-	if ((uint64_t)st.st_size > max) {
+	*len = (uint64_t)st.st_size; /* also with -E2BIG: the message names it */
+	if (*len > max) {
 		fclose(f);
 		return -E2BIG;
 	}
-	*len = (uint64_t)st.st_size;
 	*out = malloc(*len ? *len : 1);
 	if (!*out)
 		rc = -ENOMEM;
@@ -281,6 +332,8 @@ int rdmem_cli_attach(struct cli *c)
 static int cli_done(struct cli *c, const char *what, int rc)
 {
 	report(c, what);
+	if (rc == -E2BIG)
+		return rdmem_cli_too_big(c, what);
 	return rc ? rdmem_cli_fail(what, rc) : 0;
 }
 
@@ -322,6 +375,8 @@ static int cmd_echo(struct cli *c)
 
 	if (rc || (rc = rdmem_cli_attach(c)))
 		return rc;
+	c->req_kind = "text";
+	c->req_bytes = strlen(c->argv[1]);
 	rc = rdmem_echo(c->h, c->argv[1], (uint32_t)strlen(c->argv[1]), &out, &len, &c->opts);
 	return print_reply(c, "echo", rc, out, len, OUT_NL);
 }
@@ -344,19 +399,23 @@ static int cmd_put(struct cli *c)
 
 	if (rc || (rc = check_key(key)) || (rc = rdmem_cli_attach(c)))
 		return rc;
+	c->req_kind = "value";
 	if (c->file) {
-		rc = read_file(c->file, UINT32_MAX, &val, &len);
+		rc = read_file(c->file, rdmem_max_value(c->h), &val, &len);
+		if (rc == -E2BIG) {
+			c->req_bytes = len;
+			return rdmem_cli_too_big(c, "put");
+		}
 		if (rc) {
 			fprintf(stderr, "rdmem: put: cannot read %s: %s\n", c->file,
-				rc == -EINVAL  ? "not a regular file"
-				: rc == -E2BIG ? "over 4 GiB"
-					       : strerror(-rc));
+				rc == -EINVAL ? "not a regular file" : strerror(-rc));
 			return EXIT_FAIL;
 		}
 	} else {
 		val = (uint8_t *)c->argv[2];
 		len = strlen(c->argv[2]);
 	}
+	c->req_bytes = len;
 	rc = rdmem_put(c->h, key, (uint32_t)strlen(key), val, (uint32_t)len, &c->opts);
 	if (c->file)
 		free(val);
@@ -413,11 +472,8 @@ static int cmd_mget(struct cli *c)
 	if ((rc = rdmem_cli_attach(c)))
 		goto out;
 	rc = rdmem_mget(c->h, keys, lens, n, &m, &c->opts);
-	report(c, "mget");
-	if (rc) {
-		rc = rdmem_cli_fail("mget", rc);
+	if ((rc = cli_done(c, "mget", rc)))
 		goto out;
-	}
 	for (i = 0; i < n; i++) {
 		const void *d;
 		uint32_t len;
@@ -490,6 +546,7 @@ static int cmd_large_get(struct cli *c)
 		return rdmem_cli_usage("large-get wants big:<n>[k|m], not '%s'", c->argv[1]);
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
+	c->req_bytes = size; /* the reply's size, known here */
 	rc = rdmem_large_get(c->h, c->argv[1], &val, &len, &c->opts);
 	if ((rc = cli_done(c, "large-get", rc)))
 		return rc;
@@ -503,6 +560,8 @@ static int cmd_large_get(struct cli *c)
 	printf("%s: %u bytes, verified\n", c->argv[1], len);
 	return 0;
 }
+
+#define CLI_PROGRESS_MIN (4ull << 20)
 
 static void progress_bar(void *arg, uint64_t done, uint64_t total)
 {
@@ -529,7 +588,8 @@ static int cmd_image_put(struct cli *c)
 	io.chunk_size = c->have_chunk ? (uint32_t)c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT;
 	if (io.chunk_size > rdmem_max_value(c->h)) {
 		fprintf(stderr,
-			"rdmem: image-put: chunk size %u is over the agent's max value %u\n",
+			"rdmem: image-put: chunk size %u is over the agent's max value of %u "
+			"bytes: lower --chunk-size, or raise rdmem-agent --max-value\n",
 			io.chunk_size, rdmem_max_value(c->h));
 		return EXIT_USAGE;
 	}
@@ -537,15 +597,21 @@ static int cmd_image_put(struct cli *c)
 	if (rc) {
 		fprintf(stderr, "rdmem: image-put: cannot read %s: %s\n", c->argv[2],
 			rc == -EINVAL  ? "not a regular file"
-			: rc == -E2BIG ? "over 4 GiB"
+			: rc == -E2BIG ? "over 4 GiB, the most one upload can carry"
 				       : strerror(-rc));
 		return EXIT_FAIL;
 	}
-	if (isatty(2))
+	/* On a terminal only (both outputs: piped or logged, no \r lines), and
+	 * only for uploads long enough to watch. */
+	if (len >= CLI_PROGRESS_MIN && isatty(1) && isatty(2))
 		io.progress = progress_bar;
+	c->req_kind = "image";
+	c->req_bytes = len;
 	rc = rdmem_image_put(c->h, c->argv[1], data, len, &io, &c->opts);
 	free(data);
 	report(c, "image-put (last chunk)");
+	if (rc == -E2BIG)
+		return rdmem_cli_too_big(c, "image-put");
 	if (rc)
 		return rdmem_cli_fail("image-put", rc);
 	printf("uploaded %s: %" PRIu64 " bytes in %" PRIu64 " chunks of %u, upload id %016" PRIx64
@@ -612,6 +678,7 @@ static const struct cli_cmd {
 	{ "agent-stats", NULL, cmd_text, 1 },
 	{ "agent-ctl", cmd_agent_ctl, NULL, 0 },
 	{ "bench", rdmem_cli_bench, NULL, 0 },
+	{ "lifecycle", rdmem_cli_lifecycle, NULL, 0 },
 };
 
 static const struct cli_cmd *find_command(const char *cmd)
