@@ -68,8 +68,9 @@ ls_start_server() {
 	shift
 	for try in 1 2 3; do
 		LS_PORT=${LS_FIXED_PORT:-$(ls_free_ports 1)}
+		: >"$dir/server.log" # as for the agent's log below
 		"$LS_BIN/rdmem-server" -b 127.0.0.1 -p "$LS_PORT" --fabric shm "$@" \
-			>"$dir/server.log" 2>&1 &
+			>>"$dir/server.log" 2>&1 &
 		LS_SERVER_PID=$!
 		ls_wait_log "$dir/server.log" "listening tcp" 10 2>/dev/null && return 0
 		# Lost a race for the port (or a real failure): say which, retry once more.
@@ -86,8 +87,11 @@ ls_start_server() {
 ls_start_agent() {
 	local dir=$1 shm=$2
 	shift 2
+	# Emptied here, not by the child's redirection: that may run after the
+	# wait below has read an earlier agent's "ready:" from the same log.
+	: >"$dir/agent.log"
 	"$LS_BIN/rdmem-agent" -s 127.0.0.1 -p "$LS_PORT" --fabric shm --shm-name "$shm" "$@" \
-		>"$dir/agent.log" 2>&1 &
+		>>"$dir/agent.log" 2>&1 &
 	LS_AGENT_PID=$!
 	ls_wait_log "$dir/agent.log" "ready:" 10 || return 1
 	# The RDMA session comes up in the background; calls before it go TCP.
