@@ -43,6 +43,11 @@ static void value_of(int k, uint8_t *buf)
 	e2e_fill(buf, size_of_key(k), (uint32_t)k * 7 + 1);
 }
 
+static int exact(const struct rdmem_rpc *c, int k, const uint8_t *want)
+{
+	return c->rlen == size_of_key(k) && memcmp(c->rval, want, c->rlen) == 0;
+}
+
 /* A client process: GETs (and a PUT of the same bytes now and then) of
  * random keys, T_WINDOW in flight; exits 0 when every reply was exact. */
 static void client(void)
@@ -82,11 +87,8 @@ static void client(void)
 			if (key[i] >= 0 && rdmem_poll(h, &rpc[i]) == 1) {
 				int k = key[i];
 
-				bad += rpc[i].rc != 0;
-				if (rpc[i].op == RDMEM_OP_KV_GET)
-					bad += rpc[i].rc == 0 && (rpc[i].rlen != size_of_key(k) ||
-								  memcmp(rpc[i].rval, want[k],
-									 size_of_key(k)) != 0);
+				bad += rpc[i].rc != 0 || (rpc[i].op == RDMEM_OP_KV_GET &&
+							  !exact(&rpc[i], k, want[k]));
 				rdmem_rpc_free(&rpc[i]);
 				key[i] = -1;
 				done++;
