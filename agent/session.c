@@ -73,7 +73,8 @@ static int rdmem_agent_session_auto(const struct rdmem_agent_session *s,
 static int rdmem_agent_read_only(uint16_t op)
 {
 	return op == RDMEM_OP_KV_GET || op == RDMEM_OP_KV_MGET || op == RDMEM_OP_PROFILE ||
-	       op == RDMEM_OP_LARGE_GET || op == RDMEM_OP_ECHO || op == RDMEM_OP_PING;
+	       op == RDMEM_OP_LARGE_GET || op == RDMEM_OP_ECHO || op == RDMEM_OP_PING ||
+	       op == RDMEM_OP_STATS;
 }
 
 static void rdmem_agent_session_done(void *ctx, struct rdmem_agent_call *call,

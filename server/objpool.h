@@ -21,7 +21,7 @@
 struct rdmem_objpool_config {
 	uint32_t slab_count; /* 64 KiB objects */
 	uint32_t max_value;  /* the largest class holds this many bytes */
-	uint32_t ttl_ms;     /* READY longer than this: freed by the scan */
+	uint32_t ttl_ms;     /* READY longer than this (plus a quarter): freed by the scan */
 };
 
 struct rdmem_objpool_class {

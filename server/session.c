@@ -371,6 +371,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	struct rdmem_call call;
 	uint64_t t0 = rdmem_now_ns();
 	uint16_t st;
+	int ret;
 
 	/* Our copy is what we validate and use: the agent cannot change it now. */
 	if (rdmem_dp_take(&s->ring[slot], &req) < 0) {
@@ -395,6 +396,12 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	/* A transport flag: this path consumes it, the service never sees it. */
 	sink.want_objref = !!(req.flags & RDMEM_F_WANT_OBJREF);
 	req.flags &= (uint16_t)~RDMEM_F_WANT_OBJREF;
+	/* The replies built before a call that may wait (an exactly-once retry
+	 * waits for its first run, up to RDMEM_DEDUP_WAIT_MS) or take long (an
+	 * image's last chunk commits) go out first, not after it. */
+	if ((req.flags & RDMEM_F_CALL_ID || req.op == RDMEM_OP_IMAGE_CHUNK) &&
+	    (ret = rdmem_session_flush(s)) < 0)
+		return ret;
 	rdmem_service_dispatch_peer(s->svc, &call, &s->peer, &sink.base, &rep);
 	rep.seq = req.seq;
 	rep.req_id = req.req_id;
