@@ -33,7 +33,7 @@ mutations=(
 	"resp-stride|agent/rdma.c|s/r->l->resp_data \+ \(uint64_t\)i \* r->l->w.resp_stride/r->l->resp_data + (uint64_t)i * (r->l->w.resp_stride - 1)/|test_agent_paths"
 	"path-swap|agent/path.c|s/return RDMEM_PATH_LAZY;/return RDMEM_PATH_EAGER;/|test_path test_agent_paths"
 	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
-	"reclaim-skipped|agent/rdma.c|s/\trdmem_rdma_reclaim_read\(r, &s->ref\);\n(\trdmem_rdma_finish\(r, i, RDMEM_PATH_LAZY\);)/\$1/|test_agent_paths"
+	"reclaim-skipped|agent/rdma.c|s/\trdmem_rdma_reclaim_read\(r, &s->ref\);\n(\trdmem_rdma_finish\(r, i, RDMEM_PATH_LAZY\);)/\t(void)rdmem_rdma_reclaim_read;\n\$1/|test_agent_paths"
 	"lazy-lease-ignored|agent/rdma.c|s/!rdmem_rdma_lease_held\(r, s->call\)/!rdmem_rdma_lease_held(r, s->call) \&\& 0/|test_lazy_lease"
 	"cutoff-misattributed|agent/frontdoor_ring.c|s/if \(!rdmem_frontdoor_attributable\(fd, c\)\)/if (!rdmem_frontdoor_attributable(fd, c) \&\& 0)/|test_client_cutoff"
 	"busy-no-tcp-retry|agent/session.c|s/rdmem_agent_read_only\(call->req.op\)\) \{/rdmem_agent_read_only(call->req.op) \&\& 0) {/|test_exhaustion"
