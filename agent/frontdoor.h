@@ -138,6 +138,7 @@ struct rdmem_frontdoor_stats {
 	uint64_t pid_forged;	  /* client entries with a negative pid word */
 	uint64_t header_repaired; /* segment headers a client overwrote, put back */
 	uint64_t orphans;	/* submitted slots whose ring entry never came, taken by the scan */
+	uint64_t late_entries;	/* ring entries that came after the scan took their slot */
 	uint64_t dead_clients;	/* client entries reclaimed */
 	uint64_t dropped;	/* completions for clients that died or gave up */
 	uint64_t expired;	/* calls whose deadline passed before the agent took them */

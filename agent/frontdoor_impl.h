@@ -139,8 +139,8 @@ struct rdmem_frontdoor {
 	_Atomic int closing;	/* destroy() is marking the segment CLOSED: leave it */
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
-	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_ctl_denied,
-	    n_header_repaired, n_cut_off, n_strikes, n_unattributed;
+	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_late_entries,
+	    n_ctl_denied, n_header_repaired, n_cut_off, n_strikes, n_unattributed;
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */

@@ -327,20 +327,21 @@ static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const
 /*
  * An entry for slot s of c found the slot not SUBMITTED or held by us. That
  * is what an honest producer's entry meets when it came so late that the
- * orphan scan took its slot first (a process stopped between its slot word
- * and its ring cell): the first such entry after a scan take is forgiven.
+ * orphan scan took its slot first (a process preempted or stopped between
+ * its slot word and its ring cell, which a loaded host does every so often):
+ * the first such entry after a scan take is no refusal and no strike, only
+ * a count. Returns 1 when the entry was that one.
  */
-static void rdmem_frontdoor_strike_entry(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s,
-					 const char *why)
+static int rdmem_frontdoor_late_entry(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	uint64_t bit = 1ull << s;
 
-	if (cl->orphan_taken & bit) {
-		cl->orphan_taken &= ~bit;
-		return;
-	}
-	rdmem_frontdoor_strike(fd, c, why);
+	if (!(cl->orphan_taken & bit))
+		return 0;
+	cl->orphan_taken &= ~bit;
+	rdmem_frontdoor_count(&fd->n_late_entries);
+	return 1;
 }
 
 /* Strikes completing threads found (a slot rewritten while held), on the actor. */
@@ -447,9 +448,11 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 			return 0;
 		}
 		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
+			if (rdmem_frontdoor_late_entry(fd, c, s))
+				return 0;
 			rdmem_frontdoor_refuse(
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
-			rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot not submitted");
+			rdmem_frontdoor_strike(fd, c, "entry for a slot not submitted");
 			return 0;
 		}
 		/* Relaxed is enough here: attach happened long before submit. The
@@ -484,8 +487,10 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	cl = &fd->clients[c];
 	bit = 1ull << s;
 	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
+		if (rdmem_frontdoor_late_entry(fd, c, s))
+			return;
 		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
-		rdmem_frontdoor_strike_entry(fd, c, s, "entry for a slot the agent holds");
+		rdmem_frontdoor_strike(fd, c, "entry for a slot the agent holds");
 		return;
 	}
 	if (!rdmem_frontdoor_take_slot(fd, c, s))
@@ -599,8 +604,9 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
  * then stays SUBMITTED (or ABANDONED, once its client gave up) with no entry
  * to bring it to the agent. A slot in that state, not held by the agent,
  * with the same seq at two scans in a row (100 to 200 ms) is taken as if its
- * entry had come; an entry that does come later finds it taken and is
- * refused. So a lost entry costs its call one scan period, not a timeout.
+ * entry had come; an entry that does come later (its producer was only
+ * preempted) finds it taken and is ignored (late_entries). So a lost entry
+ * costs its call one scan period, not a timeout.
  */
 static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 {
@@ -627,7 +633,8 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 			rdmem_frontdoor_count(&fd->n_orphans);
 			rdmem_warn_limited(
 			    "front door %s: client %u slot %u was submitted but its "
-			    "ring entry never came (overwritten?): taken by the scan",
+			    "ring entry never came (overwritten, or its producer stalled): "
+			    "taken by the scan",
 			    fd->name, c, s);
 			rdmem_frontdoor_take(fd, c, s);
 			cl->orphan_taken |= bit;
@@ -940,6 +947,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->pid_forged = atomic_load_explicit(&fd->n_pid_forged, memory_order_relaxed);
 	out->header_repaired = atomic_load_explicit(&fd->n_header_repaired, memory_order_relaxed);
 	out->orphans = atomic_load_explicit(&fd->n_orphans, memory_order_relaxed);
+	out->late_entries = atomic_load_explicit(&fd->n_late_entries, memory_order_relaxed);
 	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);
 	out->expired = atomic_load_explicit(&fd->n_expired, memory_order_relaxed);

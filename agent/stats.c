@@ -154,8 +154,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("frontdoor.header_repaired", C, fd.header_repaired,
 	  "Segment headers (state, epoch, geometry) a client overwrote, put back."),
 	S("frontdoor.orphans", C, fd.orphans,
-	  "Submitted slots whose ring entry never came (a client overwrote it), taken by the "
-	  "scan."),
+	  "Submitted slots whose ring entry never came (a client overwrote it or has not "
+	  "published it yet), taken by the scan."),
+	S("frontdoor.late_entries", C, fd.late_entries,
+	  "Ring entries that came after the scan took their slot (a producer preempted "
+	  "between its slot and its ring cell): ignored, not refused."),
 	S("frontdoor.dead_clients", C, fd.dead_clients,
 	  "Client entries reclaimed from dead processes."),
 	S("frontdoor.dropped", C, fd.dropped, "Completions for clients that died or gave up."),

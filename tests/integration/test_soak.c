@@ -119,28 +119,72 @@ static int soak_round(int calls)
 }
 
 /* Private (anonymous) resident memory and open files of a process. */
-static void usage_of(pid_t pid, long *anon_kb, int *fds)
+/* What /proc/<pid>/fd holds: a count and, for a failure, the targets. */
+struct fd_list {
+	int n;
+	char text[4096];
+};
+
+static void fd_list_of(pid_t pid, struct fd_list *out)
+{
+	char path[64], link[64 + 1 + 256], target[256];
+	struct dirent *d;
+	DIR *dir;
+	size_t used = 0;
+
+	out->n = 0;
+	out->text[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if (!(dir = opendir(path)))
+		return;
+	while ((d = readdir(dir))) {
+		ssize_t len;
+
+		if (d->d_name[0] == '.')
+			continue;
+		out->n++;
+		snprintf(link, sizeof(link), "%s/%s", path, d->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		target[len > 0 ? len : 0] = '\0';
+		if (used + strlen(target) + 16 < sizeof(out->text))
+			used += (size_t)snprintf(out->text + used, sizeof(out->text) - used,
+						 " %s:%s", d->d_name, target);
+	}
+	closedir(dir);
+}
+
+static long anon_kb_of(pid_t pid)
 {
 	char path[64], line[256];
-	struct dirent *d;
+	long kb = -1;
 	FILE *f;
-	DIR *dir;
 
-	*anon_kb = -1;
-	*fds = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if ((f = fopen(path, "r"))) {
 		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "RssAnon: %ld", anon_kb) == 1)
+			if (sscanf(line, "RssAnon: %ld", &kb) == 1)
 				break;
 		fclose(f);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	if ((dir = opendir(path))) {
-		while ((d = readdir(dir)))
-			*fds += d->d_name[0] != '.';
-		closedir(dir);
-	}
+	return kb;
+}
+
+/*
+ * The agent holds one door connection per attached process and frees it
+ * when it sees the hang-up; 64 processes that just exited can take it a
+ * while under a sanitizer (CI once counted one the baseline still held).
+ * Snapshots are taken with only the test's own handle attached.
+ */
+static void soak_quiesce(void)
+{
+	int i;
+
+	for (i = 0; i < 500 && (e2e_stat(&e, "frontdoor.clients") != 1 ||
+				e2e_stat(&e, "frontdoor.inflight") != 0);
+	     i++)
+		proc_sleep_ms(20);
+	CHECK_EQ(e2e_stat(&e, "frontdoor.clients"), 1);
+	proc_sleep_ms(300);
 }
 
 /*
@@ -162,8 +206,9 @@ static void soak_open_tcp(void)
 static void test_soak(void)
 {
 	int calls = getenv("RDMEM_SOAK_CALLS") ? atoi(getenv("RDMEM_SOAK_CALLS")) : 1000;
+	struct fd_list af0, sf0, af1, sf1;
 	long a0, s0, a1, s1;
-	int af0, sf0, af1, sf1, i;
+	int i;
 	uint64_t t0;
 
 	soak_seed = check_seed("soak", 1);
@@ -174,9 +219,10 @@ static void test_soak(void)
 	 */
 	CHECK_EQ(soak_round(calls / 2), 0);
 	soak_open_tcp();
-	proc_sleep_ms(300);
-	usage_of(e.agent.pid, &a0, &af0);
-	usage_of(e.server.pid, &s0, &sf0);
+	soak_quiesce();
+	a0 = anon_kb_of(e.agent.pid), s0 = anon_kb_of(e.server.pid);
+	fd_list_of(e.agent.pid, &af0);
+	fd_list_of(e.server.pid, &sf0);
 	t0 = rdmem_now_ns();
 	CHECK_EQ(soak_round(calls), 0);
 	printf("# soak: %d processes x %d calls, %.1f s, %.1f GB moved\n", PROCS, calls,
@@ -189,14 +235,19 @@ static void test_soak(void)
 	for (i = 0; i < 50 && e2e_stat(&e, "server.objects_live") != 0; i++)
 		proc_sleep_ms(20);
 	CHECK_EQ(e2e_stat(&e, "server.objects_live"), 0);
-	proc_sleep_ms(300);
-	usage_of(e.agent.pid, &a1, &af1);
-	usage_of(e.server.pid, &s1, &sf1);
+	soak_quiesce();
+	a1 = anon_kb_of(e.agent.pid), s1 = anon_kb_of(e.server.pid);
+	fd_list_of(e.agent.pid, &af1);
+	fd_list_of(e.server.pid, &sf1);
 	printf(
 	    "# agent: %ld -> %ld KiB private, %d -> %d fds; server: %ld -> %ld KiB, %d -> %d fds\n",
-	    a0, a1, af0, af1, s0, s1, sf0, sf1);
-	CHECK_EQ(af1, af0);
-	CHECK_EQ(sf1, sf0);
+	    a0, a1, af0.n, af1.n, s0, s1, sf0.n, sf1.n);
+	CHECK_EQ(af1.n, af0.n);
+	CHECK_EQ(sf1.n, sf0.n);
+	if (af1.n != af0.n)
+		printf("# agent fds before:%s\n# agent fds after:%s\n", af0.text, af1.text);
+	if (sf1.n != sf0.n)
+		printf("# server fds before:%s\n# server fds after:%s\n", sf0.text, sf1.text);
 	/*
 	 * ASan's quarantine holds freed memory back (256 MiB by default), and
 	 * TSan's allocator keeps freed blocks in per-thread caches and grows its

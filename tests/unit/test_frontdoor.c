@@ -772,6 +772,44 @@ static void test_fd_producer_died_mid_publish(void)
 	lb_stop(lb);
 }
 
+/*
+ * An honest producer preempted between its slot word and its ring cell for
+ * longer than two orphan scans (a loaded host does it): the scan serves the
+ * call, and the entry that comes afterwards is ignored and counted, not
+ * refused nor scored against the client (CI saw it refused).
+ */
+static void test_fd_producer_preempted_past_the_scan(void)
+{
+	struct lb *lb = (next_name(), start(2, 4, 4096));
+	struct rdmem_shm_slot *slot;
+	struct raw r;
+
+	REQUIRE(lb);
+	REQUIRE(raw_attach(&r) == 0);
+	slot = rdmem_shm_slot_at(r.base, &r.g, r.client, 0);
+	memset(&slot->req, 0, sizeof(slot->req));
+	slot->req.op = RDMEM_OP_ECHO;
+	slot->seq++;
+	slot->deadline_ns = rdmem_now_ns() + 5000000000ull;
+	atomic_store(&slot->state, RDMEM_SLOT_SUBMITTED);
+	CHECK_EQ(raw_wait_done(slot), RDMEM_S_OK); /* served by the scan, no entry yet */
+	CHECK_EQ(stats_of(lb).orphans, 1);
+	CHECK_EQ(rdmem_ring_push(&r.ring, (uint16_t)r.client, 0), 0); /* the late entry */
+	WAIT_FOR(stats_of(lb).late_entries == 1, 2000);
+	CHECK_EQ(stats_of(lb).late_entries, 1);
+	CHECK_EQ(stats_of(lb).bad_entries, 0);
+	CHECK_EQ(stats_of(lb).strikes, 0);
+	CHECK_EQ(atomic_load(&slot->state), RDMEM_SLOT_DONE); /* not taken twice */
+	/* Only the first entry after a scan take is forgiven: a second is refused. */
+	CHECK_EQ(rdmem_ring_push(&r.ring, (uint16_t)r.client, 0), 0);
+	WAIT_FOR(stats_of(lb).bad_entries == 1, 2000);
+	CHECK_EQ(stats_of(lb).bad_entries, 1);
+	CHECK_EQ(stats_of(lb).late_entries, 1);
+	CHECK_EQ(echo_loop(r.h, 0, 100), 0);
+	rdmem_close(r.h);
+	lb_stop(lb);
+}
+
 /* ---- the CLI against the front door ----------------------------------- */
 
 static int run_cli(const char *bin, char *const argv[], char *out, size_t cap)
@@ -860,6 +898,7 @@ int main(void)
 	RUN(test_fd_second_frontdoor_refused_unless_reset);
 	RUN(test_fd_refuses_a_segment_memory_cannot_hold);
 	RUN(test_fd_producer_died_mid_publish);
+	RUN(test_fd_producer_preempted_past_the_scan);
 	RUN(test_fd_cli_local_ping_and_bench);
 	return check_done();
 }
