@@ -46,6 +46,9 @@ const char *rdmem_strerror(int rc)
 		return "content check failed";
 	case -EACCES:
 		return "permission denied";
+	case -EOPNOTSUPP:
+		return "not supported by the server (image uploads need rdmem-server --image-dir "
+		       "DIR)";
 	case -ESTALE:
 		return "stale: a forced LAZY reply read after the server's --object-ttl, or a "
 		       "retry older than the server's exactly-once window";

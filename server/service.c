@@ -262,8 +262,9 @@ static uint16_t op_image_chunk(struct svc_ctx *x)
 	int ret;
 
 	if (!x->svc->images) {
+		/* Counted in ops.image_chunk.errors; the client's message names the flag. */
 		rdmem_debug("image upload refused: the server runs without --image-dir");
-		return RDMEM_S_BAD_REQUEST;
+		return RDMEM_S_UNSUPPORTED;
 	}
 	ret = rdmem_image_chunk(x->svc->images, &c, &ack);
 	x->rep->aux = ack.received;

@@ -107,6 +107,7 @@ enum rdmem_status {
 	RDMEM_S_MISMATCH,    /* -EBADMSG: image hash differs */
 	RDMEM_S_SHUTDOWN,    /* -ESHUTDOWN: peer is stopping */
 	RDMEM_S_DENIED,	     /* -EACCES: authentication required or failed */
+	RDMEM_S_UNSUPPORTED, /* -EOPNOTSUPP: the server lacks it (images: --image-dir) */
 	RDMEM_S__COUNT
 };
 
@@ -238,6 +239,8 @@ static inline int rdmem_status_errno(unsigned status)
 		return -ESHUTDOWN;
 	case RDMEM_S_DENIED:
 		return -EACCES;
+	case RDMEM_S_UNSUPPORTED:
+		return -EOPNOTSUPP;
 	default:
 		return -EPROTO;
 	}
@@ -269,6 +272,8 @@ static inline uint16_t rdmem_errno_status(int err)
 		return RDMEM_S_SHUTDOWN;
 	case -EACCES:
 		return RDMEM_S_DENIED;
+	case -EOPNOTSUPP:
+		return RDMEM_S_UNSUPPORTED;
 	case -EINVAL:
 		return RDMEM_S_BAD_REQUEST;
 	default:

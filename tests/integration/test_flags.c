@@ -184,6 +184,46 @@ static void test_max_image(void)
 	e2e_fini(&e);
 }
 
+/*
+ * No --image-dir: every path refuses an upload with -EOPNOTSUPP, whose text
+ * names the flag (it was a bare -EINVAL, "bad request"), and counts it; the
+ * server serves everything else.
+ */
+static void test_no_image_dir(void)
+{
+	static const uint8_t paths[] = { RDMEM_PATH_AUTO, RDMEM_PATH_EAGER, RDMEM_PATH_BULK,
+					 RDMEM_PATH_TCP };
+	static uint8_t img[100000];
+	char dir[sizeof(((struct e2e *)0)->image_dir)], *text = NULL;
+	struct e2e e;
+	uint32_t len;
+	unsigned i;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	memcpy(dir, e.image_dir, sizeof(dir));
+	e.image_dir[0] = '\0';
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	memcpy(e.image_dir, dir, sizeof(dir)); /* e2e_fini removes it */
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	e2e_fill(img, sizeof(img), 5);
+	for (i = 0; i < RDMEM_ARRAY_SIZE(paths); i++) {
+		struct rdmem_opts o = { paths[i], 3000, NULL };
+
+		CHECK_EQ(rdmem_image_put(e.h, "no-dir.jpg", img, sizeof(img), NULL, &o),
+			 -EOPNOTSUPP);
+	}
+	CHECK(strstr(rdmem_strerror(-EOPNOTSUPP), "--image-dir") != NULL);
+	if (rdmem_stats(e.h, 1, &text, &len, NULL) == 0) {
+		CHECK(e2e_json_num(text, "ops.image_chunk.errors") >=
+		      (long long)RDMEM_ARRAY_SIZE(paths));
+		free(text);
+	} else {
+		CHECK(!"the server's stats");
+	}
+	CHECK_EQ(flag_round_trip(e.h, "nd", 3000, RDMEM_PATH_AUTO, RDMEM_PATH_AUTO), 1);
+	e2e_fini(&e);
+}
+
 static uint8_t flag_echo_path(rdmem_t *h, uint32_t n)
 {
 	static uint8_t buf[1 << 16];
@@ -376,6 +416,7 @@ int main(void)
 	RUN(test_stage_and_slot_sizes);
 	RUN(test_busy_poll);
 	RUN(test_max_image);
+	RUN(test_no_image_dir);
 	RUN(test_agent_thresholds);
 	RUN(test_flag_limits_named);
 	RUN(test_shm_group);
