@@ -32,6 +32,8 @@ struct cli {
 	rdmem_t *h;
 };
 
+/* The value of counter name in stats text ("name value" lines), or -1. */
+int64_t rdmem_cli_stat(const char *text, uint32_t len, const char *name);
 /* Prints "rdmem: <fmt with arg>" and the usage; returns EXIT_USAGE. */
 int rdmem_cli_usage(const char *fmt, const char *arg);
 /* Reports a failed op and maps it to the exit code. */

@@ -87,20 +87,8 @@ static int lc_read(struct lc *l, int64_t v[LC__COUNT])
 
 	if (rc)
 		return rdmem_cli_fail("lifecycle: agent-stats", rc);
-	for (i = 0; i < LC__COUNT; i++) {
-		size_t n = strlen(lc_names[i]);
-		const char *p = text;
-
-		v[i] = -1;
-		while (p && p < text + len) {
-			if (!strncmp(p, lc_names[i], n) && p[n] == ' ') {
-				v[i] = strtoll(p + n + 1, NULL, 10);
-				break;
-			}
-			p = memchr(p, '\n', (size_t)(text + len - p));
-			p = p ? p + 1 : NULL;
-		}
-	}
+	for (i = 0; i < LC__COUNT; i++)
+		v[i] = rdmem_cli_stat(text, len, lc_names[i]);
 	free(text);
 	if (v[LC_SESSION] < 0 || v[LC_ALLOC] < 0) {
 		fprintf(stderr,

@@ -46,34 +46,68 @@ int rdmem_cli_fail(const char *what, int rc)
 	return rc == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL;
 }
 
-/* The server's own limits: the CLI cannot read them (the wire says E2BIG
- * only), so the message names them with their defaults. */
-#define SERVER_MAX_VALUE "the server's --max-value (rdmem-server --max-value, default 1m)"
-#define SERVER_MAX_IMAGE "the server's --max-image (rdmem-server --max-image, default 64m)"
+int64_t rdmem_cli_stat(const char *text, uint32_t len, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = text;
 
-static void too_big_server(struct cli *c, const char *what, uint32_t max)
+	while (p && p < text + len) {
+		if ((size_t)(text + len - p) > n && !strncmp(p, name, n) && p[n] == ' ')
+			return strtoll(p + n + 1, NULL, 10);
+		p = memchr(p, '\n', (size_t)(text + len - p));
+		p = p ? p + 1 : NULL;
+	}
+	return -1;
+}
+
+/*
+ * The server's limits as its stats report them (limits.*), for a "too big"
+ * message; when the stats cannot be had, the flag and its default.
+ */
+static void server_limit(struct cli *c, const char *name, const char *flag, const char *dflt,
+			 char *out, size_t cap)
+{
+	struct rdmem_opts o = { RDMEM_PATH_AUTO, 2000, NULL };
+	char *text = NULL;
+	uint32_t len = 0;
+	int64_t v = -1;
+
+	if (c->h && rdmem_stats(c->h, 0, &text, &len, &o) == 0)
+		v = rdmem_cli_stat(text, len, name);
+	free(text);
+	if (v >= 0)
+		snprintf(out, cap, "the server's %s of %" PRId64 " bytes (rdmem-server %s)", flag,
+			 v, flag);
+	else
+		snprintf(out, cap, "the server's %s (rdmem-server %s, default %s)", flag, flag,
+			 dflt);
+}
+
+static void too_big_server(struct cli *c, const char *what, uint32_t max, const char *value_cap)
 {
 	int forced = c->opts.path != RDMEM_PATH_AUTO && c->opts.path != RDMEM_PATH_TCP;
 	const char *kind = c->req_kind ? c->req_kind : "reply";
+	char image_cap[128];
 
+	server_limit(c, "limits.max_image", "--max-image", "64m", image_cap, sizeof(image_cap));
 	if (!strcmp(kind, "image"))
 		fprintf(stderr,
 			"rdmem: %s: too big: the server refused the %" PRIu64 "-byte image: "
 			"%s caps an upload, %s each chunk (--chunk-size, here %" PRIu64
 			" bytes; the agent's max value is %u, rdmem-agent --max-value)\n",
-			what, c->req_bytes, SERVER_MAX_IMAGE, SERVER_MAX_VALUE,
+			what, c->req_bytes, image_cap, value_cap,
 			c->have_chunk ? c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT, max);
 	else if (!c->req_bytes)
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s is over the agent's max value of %u bytes "
 			"(rdmem-agent --max-value) or over %s\n",
-			what, kind, max, SERVER_MAX_VALUE);
+			what, kind, max, value_cap);
 	else
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s (%" PRIu64 " bytes) is within the agent's "
 			"max value of %u bytes (rdmem-agent --max-value) but over %s, which caps "
 			"every value and reply%s\n",
-			what, kind, c->req_bytes, max, SERVER_MAX_VALUE,
+			what, kind, c->req_bytes, max, value_cap,
 			forced ? "; a forced RDMA path (--path) also refuses requests over the "
 				 "server's request ring (rdmem-server --slot-bytes x --ring-slots)"
 			       : "");
@@ -82,17 +116,18 @@ static void too_big_server(struct cli *c, const char *what, uint32_t max)
 int rdmem_cli_too_big(struct cli *c, const char *what)
 {
 	uint32_t max = c->h ? rdmem_max_value(c->h) : 0;
+	char value_cap[128];
 
+	server_limit(c, "limits.max_value", "--max-value", "1m", value_cap, sizeof(value_cap));
 	/* An image goes in chunks: only the server's limits can refuse its size. */
 	if (c->req_bytes > max && !(c->req_kind && !strcmp(c->req_kind, "image")))
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s is %" PRIu64 " bytes, over the agent's max "
 			"value of %u bytes (raise it with rdmem-agent --max-value; %s caps it "
 			"too)\n",
-			what, c->req_kind ? c->req_kind : "reply", c->req_bytes, max,
-			SERVER_MAX_VALUE);
+			what, c->req_kind ? c->req_kind : "reply", c->req_bytes, max, value_cap);
 	else
-		too_big_server(c, what, max);
+		too_big_server(c, what, max, value_cap);
 	return EXIT_FAIL;
 }
 

@@ -78,6 +78,7 @@ struct rdmem_server_snapshot {
 	struct rdmem_hook_stats hook;
 	struct rdmem_dedup_stats dd;
 	uint64_t dd_window, dd_untracked;
+	uint64_t max_value, max_image; /* --max-value, --max-image: for "too big" messages */
 };
 
 /* The server's counter table: every name STATS and /metrics show. */

@@ -57,6 +57,8 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 		s->dd_window = rdmem_dedup_get_config(svc->dedup)->window;
 	}
 	s->dd_untracked = ld(&svc->untracked);
+	s->max_value = svc->cfg.max_value;
+	s->max_image = svc->cfg.max_image;
 }
 
 #define S(name, type, f, help) RDMEM_CTR(struct rdmem_server_snapshot, name, type, f, help)
@@ -69,6 +71,8 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 
 static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("uptime_s", G, uptime_s, "Seconds since the service started."),
+	S("limits.max_value", G, max_value, "--max-value: the largest value or reply (bytes)."),
+	S("limits.max_image", G, max_image, "--max-image: the largest image upload (bytes)."),
 	S("sessions", G, sessions, "Agent RDMA sessions open."),
 	S("kv.keys", G, kv_keys, "Keys stored."),
 	S("kv.bytes", G, kv_bytes, "Key and value bytes stored."),

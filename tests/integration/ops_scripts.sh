@@ -144,9 +144,11 @@ run "put over the agent's max value" 3 r put k --file "$tmp/v300k"
 expect "  ... names 262144 and rdmem-agent --max-value" \
 	grep -q "300000 bytes, over the agent's max value of 262144 bytes (raise it with rdmem-agent --max-value" "$tmp/err"
 run "put over the server's max value" 3 r put k --file "$tmp/v200k"
-expect "  ... names rdmem-server --max-value" grep -q "but over the server's --max-value (rdmem-server --max-value" "$tmp/err"
+expect "  ... names rdmem-server --max-value and its value" \
+	grep -q "but over the server's --max-value of 131072 bytes (rdmem-server --max-value)" "$tmp/err"
 run "image-put over the server's --max-image" 3 r image-put cat "$tmp/img2m" --chunk-size 64k
-expect "  ... names rdmem-server --max-image" grep -q "2000000-byte image: the server's --max-image (rdmem-server --max-image" "$tmp/err"
+expect "  ... names rdmem-server --max-image and its value" \
+	grep -q "2000000-byte image: the server's --max-image of 1048576 bytes (rdmem-server --max-image)" "$tmp/err"
 run "image-put chunk over the agent's max value" 2 r image-put cat "$tmp/img2m" --chunk-size 300k
 expect "  ... names --chunk-size and rdmem-agent --max-value" \
 	grep -q "lower --chunk-size, or raise rdmem-agent --max-value" "$tmp/err"
