@@ -52,6 +52,7 @@ struct rdmem_fd_client {
 	int32_t dead_pid;
 	uint64_t orphan_seen; /* bit s: slot s was submitted, not held, at the last scan */
 	uint32_t orphan_seq[RDMEM_SHM_MAX_SLOTS]; /* its seq then */
+	uint64_t orphan_scan_ns;		  /* when that scan looked */
 	uint64_t orphan_taken; /* bit s: the scan took slot s; its late entry is no strike */
 	uint64_t score;	       /* strikes, leaking one per RDMEM_FD_STRIKE_DECAY_NS */
 	uint64_t score_ns;     /* when score last leaked */

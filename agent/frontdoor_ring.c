@@ -33,9 +33,11 @@
 #include "rdmem/util.h"
 #include "shm/segment.h"
 
-#define RDMEM_FD_BATCH	      64	   /* ring entries per round before other work */
-#define RDMEM_FD_SCAN_NS      100000000ull /* dead-client scan period */
-#define RDMEM_FD_CLOCK_ROUNDS 64	   /* busy rounds between looks at the clock */
+#define RDMEM_FD_BATCH	 64	      /* ring entries per round before other work */
+#define RDMEM_FD_SCAN_NS 100000000ull /* dead-client scan period */
+/* An orphan is taken on a second look at least this long after the first. */
+#define RDMEM_FD_ORPHAN_GAP_NS 90000000ull
+#define RDMEM_FD_CLOCK_ROUNDS  64 /* busy rounds between looks at the clock */
 
 static void rdmem_frontdoor_count(_Atomic uint64_t *counter)
 {
@@ -423,10 +425,11 @@ static struct rdmem_agent_call *rdmem_frontdoor_fill_call(struct rdmem_frontdoor
 
 /*
  * Takes slot (c, s) from SUBMITTED to TAKEN. Returns 1 when the agent now
- * holds it, 0 when the entry was handled otherwise (an abandoned slot freed,
- * or a refusal counted).
+ * holds it, 0 when an abandoned slot was handed back, -1 when nothing was
+ * taken (a refusal counted, or the scan found the slot withdrawn).
  */
-static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s)
+static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s,
+				     int scanned)
 {
 	struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
 	struct rdmem_fd_client *cl = &fd->clients[c];
@@ -448,19 +451,22 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 			return 0;
 		}
 		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
-			if (rdmem_frontdoor_late_entry(fd, c, s))
-				return 0;
+			/* The scan saw SUBMITTED; the client may since have
+			 * withdrawn it (ring full till its deadline): no entry,
+			 * nothing to refuse. */
+			if (scanned || rdmem_frontdoor_late_entry(fd, c, s))
+				return -1;
 			rdmem_frontdoor_refuse(
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
 			rdmem_frontdoor_strike(fd, c, "entry for a slot not submitted");
-			return 0;
+			return -1;
 		}
 		/* Relaxed is enough here: attach happened long before submit. The
 		 * door's claim, not the pid word a client can write, says who owns it. */
 		if (!atomic_load_explicit(&cl->claim, memory_order_relaxed) ||
 		    atomic_load_explicit(&cl->dead, memory_order_relaxed)) {
 			rdmem_frontdoor_refuse(fd, "client %u is not attached (slot %u)", c, s);
-			return 0;
+			return -1;
 		}
 		/* Acquire: the request bytes the client wrote before SUBMITTED. */
 		if (atomic_compare_exchange_weak_explicit(
@@ -470,31 +476,38 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 	}
 }
 
-static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s)
+/*
+ * Takes the call in slot (c, s), from a ring entry or (scanned) from the
+ * orphan scan. Returns 1 when the slot was taken or handed back (so a late
+ * entry for it may still come), else 0.
+ */
+static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t s, int scanned)
 {
 	struct rdmem_agent_call *call;
 	struct rdmem_fd_client *cl;
 	const char *why = NULL;
 	uint64_t now, bit;
 	uint16_t status;
+	int taken;
 
 	rdmem_frontdoor_count(&fd->n_calls);
 	if (c >= fd->geom.clients || s >= fd->geom.slots) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u outside the %u x %u table", c, s,
 				       fd->geom.clients, fd->geom.slots);
-		return;
+		return 0;
 	}
 	cl = &fd->clients[c];
 	bit = 1ull << s;
 	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
 		if (rdmem_frontdoor_late_entry(fd, c, s))
-			return;
+			return 0;
 		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
 		rdmem_frontdoor_strike(fd, c, "entry for a slot the agent holds");
-		return;
+		return 0;
 	}
-	if (!rdmem_frontdoor_take_slot(fd, c, s))
-		return;
+	taken = rdmem_frontdoor_take_slot(fd, c, s, scanned);
+	if (taken <= 0)
+		return taken == 0;
 	atomic_fetch_or_explicit(&cl->held, bit, memory_order_relaxed);
 	atomic_fetch_add_explicit(&cl->inflight, 1, memory_order_relaxed);
 	now = rdmem_now_ns();
@@ -516,6 +529,7 @@ static void rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_
 	} else {
 		fd->submit(fd->submit_ctx, call);
 	}
+	return 1;
 }
 
 /* Adds what the consumer counted since before to counter; returns the difference. */
@@ -562,7 +576,7 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 	for (n = 0; n < RDMEM_FD_BATCH; n++) {
 		if (rdmem_ring_pop(&fd->ring, &fd->cons, &c, &s) != 1)
 			break;
-		rdmem_frontdoor_take(fd, c, s);
+		rdmem_frontdoor_take(fd, c, s, 0);
 	}
 	if (fd->cons.skipped != before.skipped || fd->cons.repaired != before.repaired ||
 	    fd->cons.head_repaired != before.head_repaired)
@@ -608,12 +622,21 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
  * preempted) finds it taken and is ignored (late_entries). So a lost entry
  * costs its call one scan period, not a timeout.
  */
-static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
+static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed), seen = 0;
 	uint32_t s;
 	int taken = 0;
+
+	/*
+	 * Two looks at least a scan period apart: a hang-up or an attach asks
+	 * for an extra scan at once, and two scans microseconds apart would
+	 * take the slot of a producer preempted for only that long.
+	 */
+	if (now - cl->orphan_scan_ns < RDMEM_FD_ORPHAN_GAP_NS)
+		return 0;
+	cl->orphan_scan_ns = now;
 
 	for (s = 0; s < fd->geom.slots; s++) {
 		struct rdmem_shm_slot *slot = rdmem_frontdoor_slot(fd, c, s);
@@ -636,9 +659,10 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c)
 			    "ring entry never came (overwritten, or its producer stalled): "
 			    "taken by the scan",
 			    fd->name, c, s);
-			rdmem_frontdoor_take(fd, c, s);
-			cl->orphan_taken |= bit;
-			taken++;
+			if (rdmem_frontdoor_take(fd, c, s, 1)) {
+				cl->orphan_taken |= bit;
+				taken++;
+			}
 			continue;
 		}
 		seen |= bit;
@@ -718,7 +742,7 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 		}
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
-		taken = rdmem_frontdoor_scan_orphans(fd, c);
+		taken = rdmem_frontdoor_scan_orphans(fd, c, rdmem_now_ns());
 	/* Acquire: pairs with the release decrement at the end of complete(). */
 	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&

@@ -60,21 +60,16 @@ int64_t rdmem_cli_stat(const char *text, uint32_t len, const char *name)
 	return -1;
 }
 
-/*
- * The server's limits as its stats report them (limits.*), for a "too big"
- * message; when the stats cannot be had, the flag and its default.
- */
-static void server_limit(struct cli *c, const char *name, const char *flag, const char *dflt,
-			 char *out, size_t cap)
-{
-	struct rdmem_opts o = { RDMEM_PATH_AUTO, 2000, NULL };
-	char *text = NULL;
-	uint32_t len = 0;
-	int64_t v = -1;
+/* The server's limits as "the server's --flag of N bytes", or with its default. */
+struct server_caps {
+	char value[128], image[128];
+};
 
-	if (c->h && rdmem_stats(c->h, 0, &text, &len, &o) == 0)
-		v = rdmem_cli_stat(text, len, name);
-	free(text);
+static void server_cap(char *out, size_t cap, const char *text, uint32_t len, const char *name,
+		       const char *flag, const char *dflt)
+{
+	int64_t v = text ? rdmem_cli_stat(text, len, name) : -1;
+
 	if (v >= 0)
 		snprintf(out, cap, "the server's %s of %" PRId64 " bytes (rdmem-server %s)", flag,
 			 v, flag);
@@ -83,31 +78,54 @@ static void server_limit(struct cli *c, const char *name, const char *flag, cons
 			 dflt);
 }
 
-static void too_big_server(struct cli *c, const char *what, uint32_t max, const char *value_cap)
+/*
+ * Reads limits.* from the server's stats, once, for a "too big" message;
+ * within the user's --timeout and at most 500 ms, so a server that cannot
+ * answer only costs the message its values.
+ */
+static void server_caps_read(struct cli *c, struct server_caps *caps)
+{
+	uint32_t ms = c->opts.timeout_ms && c->opts.timeout_ms < 500 ? c->opts.timeout_ms : 500;
+	struct rdmem_opts o = { RDMEM_PATH_AUTO, ms, NULL };
+	char *text = NULL;
+	uint32_t len = 0;
+
+	if (!c->h || rdmem_stats(c->h, 0, &text, &len, &o) != 0) {
+		free(text);
+		text = NULL;
+	}
+	server_cap(caps->value, sizeof(caps->value), text, len, "limits.max_value", "--max-value",
+		   "1m");
+	server_cap(caps->image, sizeof(caps->image), text, len, "limits.max_image", "--max-image",
+		   "64m");
+	free(text);
+}
+
+static void too_big_server(struct cli *c, const char *what, uint32_t max)
 {
 	int forced = c->opts.path != RDMEM_PATH_AUTO && c->opts.path != RDMEM_PATH_TCP;
 	const char *kind = c->req_kind ? c->req_kind : "reply";
-	char image_cap[128];
+	struct server_caps caps;
 
-	server_limit(c, "limits.max_image", "--max-image", "64m", image_cap, sizeof(image_cap));
+	server_caps_read(c, &caps);
 	if (!strcmp(kind, "image"))
 		fprintf(stderr,
 			"rdmem: %s: too big: the server refused the %" PRIu64 "-byte image: "
 			"%s caps an upload, %s each chunk (--chunk-size, here %" PRIu64
 			" bytes; the agent's max value is %u, rdmem-agent --max-value)\n",
-			what, c->req_bytes, image_cap, value_cap,
+			what, c->req_bytes, caps.image, caps.value,
 			c->have_chunk ? c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT, max);
 	else if (!c->req_bytes)
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s is over the agent's max value of %u bytes "
 			"(rdmem-agent --max-value) or over %s\n",
-			what, kind, max, value_cap);
+			what, kind, max, caps.value);
 	else
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s (%" PRIu64 " bytes) is within the agent's "
 			"max value of %u bytes (rdmem-agent --max-value) but over %s, which caps "
 			"every value and reply%s\n",
-			what, kind, c->req_bytes, max, value_cap,
+			what, kind, c->req_bytes, max, caps.value,
 			forced ? "; a forced RDMA path (--path) also refuses requests over the "
 				 "server's request ring (rdmem-server --slot-bytes x --ring-slots)"
 			       : "");
@@ -116,18 +134,16 @@ static void too_big_server(struct cli *c, const char *what, uint32_t max, const 
 int rdmem_cli_too_big(struct cli *c, const char *what)
 {
 	uint32_t max = c->h ? rdmem_max_value(c->h) : 0;
-	char value_cap[128];
 
-	server_limit(c, "limits.max_value", "--max-value", "1m", value_cap, sizeof(value_cap));
 	/* An image goes in chunks: only the server's limits can refuse its size. */
 	if (c->req_bytes > max && !(c->req_kind && !strcmp(c->req_kind, "image")))
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s is %" PRIu64 " bytes, over the agent's max "
-			"value of %u bytes (raise it with rdmem-agent --max-value; %s caps it "
-			"too)\n",
-			what, c->req_kind ? c->req_kind : "reply", c->req_bytes, max, value_cap);
+			"value of %u bytes (raise it with rdmem-agent --max-value; the server's "
+			"--max-value caps it too)\n",
+			what, c->req_kind ? c->req_kind : "reply", c->req_bytes, max);
 	else
-		too_big_server(c, what, max, value_cap);
+		too_big_server(c, what, max);
 	return EXIT_FAIL;
 }
 

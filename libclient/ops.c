@@ -47,8 +47,8 @@ const char *rdmem_strerror(int rc)
 	case -EACCES:
 		return "permission denied";
 	case -EOPNOTSUPP:
-		return "not supported by the server (image uploads need rdmem-server --image-dir "
-		       "DIR)";
+		return "not supported by the server (e.g. image uploads need rdmem-server "
+		       "--image-dir DIR)";
 	case -ESTALE:
 		return "stale: a forced LAZY reply read after the server's --object-ttl, or a "
 		       "retry older than the server's exactly-once window";

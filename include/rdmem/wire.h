@@ -27,8 +27,11 @@
 
 /* 2: 64-bit objref.offset, RDMEM_OP_BIND, RDMEM_F_CALL_ID.
  * 3: with a secret, TCP AUTH replies carry the server's nonce and every later
- *    TCP frame a 16-byte MAC (tcp/frame_mac.h); without one, as 2. */
-#define RDMEM_WIRE_VERSION	3
+ *    TCP frame a 16-byte MAC (tcp/frame_mac.h); without one, as 2.
+ * 4: status RDMEM_S_UNSUPPORTED. TCP frames carry no version: an agent
+ *    older than 4 takes that status for a protocol error and redials, so
+ *    upgrade agents before servers (RDMA sessions refuse a layout mismatch). */
+#define RDMEM_WIRE_VERSION	4
 #define RDMEM_DESC_SIZE		64
 #define RDMEM_FRAME_MAGIC	0x314d4452u /* "RDM1": desc.state of every TCP frame */
 #define RDMEM_MAX_KEY		1024u	    /* bytes; keys are short by contract */

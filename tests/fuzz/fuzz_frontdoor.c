@@ -208,7 +208,8 @@ static void round_(struct fz *in)
 	FUZZ_CHECK(n >= 0 && b.calls - a.calls == (uint64_t)n);
 	FUZZ_CHECK(b.calls - a.calls == submitted + (b.bad_entries - a.bad_entries) +
 					    (b.dropped - a.dropped) + (b.expired - a.expired) +
-					    (b.local_pings - a.local_pings));
+					    (b.local_pings - a.local_pings) +
+					    (b.late_entries - a.late_entries));
 	FUZZ_CHECK(b.inflight == nheld);
 }
 
