@@ -708,7 +708,7 @@ static void rdmem_frontdoor_pid_check(struct rdmem_frontdoor *fd, uint32_t c, in
 }
 
 /* Returns how many calls it took (lost entries, see scan_orphans). */
-static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
+static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	/* Acquire: pairs with the door's release store of claim, after it
@@ -742,7 +742,7 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c)
 		}
 	}
 	if (!atomic_load_explicit(&cl->dead, memory_order_relaxed))
-		taken = rdmem_frontdoor_scan_orphans(fd, c, rdmem_now_ns());
+		taken = rdmem_frontdoor_scan_orphans(fd, c, now);
 	/* Acquire: pairs with the release decrement at the end of complete(). */
 	if (atomic_load_explicit(&cl->dead, memory_order_relaxed) &&
 	    atomic_load_explicit(&cl->inflight, memory_order_acquire) == 0 &&
@@ -826,7 +826,7 @@ static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 
 	rdmem_frontdoor_header_check(fd, now);
 	for (c = 0; c < fd->geom.clients; c++)
-		taken += rdmem_frontdoor_scan_client(fd, c);
+		taken += rdmem_frontdoor_scan_client(fd, c, now);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
 	return taken;
 }

@@ -395,9 +395,9 @@ static int raw_attach(struct raw *r)
 	return 0;
 }
 
-/* Writes a request into our own slot s, as libclient would, with any fields. */
-static struct rdmem_shm_slot *raw_submit(struct raw *r, uint32_t s, uint16_t op, uint32_t key_len,
-					 uint32_t val_len, uint8_t path, uint64_t deadline)
+/* Writes a request into our own slot s and marks it SUBMITTED, with any fields, no ring entry. */
+static struct rdmem_shm_slot *raw_fill(struct raw *r, uint32_t s, uint16_t op, uint32_t key_len,
+				       uint32_t val_len, uint8_t path, uint64_t deadline)
 {
 	struct rdmem_shm_slot *slot = rdmem_shm_slot_at(r->base, &r->g, r->client, s);
 
@@ -409,6 +409,15 @@ static struct rdmem_shm_slot *raw_submit(struct raw *r, uint32_t s, uint16_t op,
 	slot->seq++;
 	slot->deadline_ns = deadline ? deadline : rdmem_now_ns() + 5000000000ull;
 	atomic_store(&slot->state, RDMEM_SLOT_SUBMITTED);
+	return slot;
+}
+
+/* raw_fill, then the ring entry, as libclient would. */
+static struct rdmem_shm_slot *raw_submit(struct raw *r, uint32_t s, uint16_t op, uint32_t key_len,
+					 uint32_t val_len, uint8_t path, uint64_t deadline)
+{
+	struct rdmem_shm_slot *slot = raw_fill(r, s, op, key_len, val_len, path, deadline);
+
 	rdmem_ring_push(&r->ring, (uint16_t)r->client, (uint16_t)s);
 	return slot;
 }
@@ -772,19 +781,14 @@ static void test_fd_producer_died_mid_publish(void)
 	lb_stop(lb);
 }
 
-/* Fills our slot s with an ECHO of text, SUBMITTED, without a ring entry. */
+/* Our slot s holding an ECHO of text, SUBMITTED, without a ring entry. */
 static struct rdmem_shm_slot *raw_submit_no_entry(struct raw *r, uint32_t s, const char *text)
 {
 	struct rdmem_shm_slot *slot = rdmem_shm_slot_at(r->base, &r->g, r->client, s);
 
-	memset(&slot->req, 0, sizeof(slot->req));
-	slot->req.op = RDMEM_OP_ECHO;
-	slot->req.val_len = (uint32_t)strlen(text);
+	/* The value before the state word raw_fill publishes it with. */
 	memcpy(rdmem_shm_payload(slot) + RDMEM_SHM_VALUE_OFF, text, strlen(text));
-	slot->seq++;
-	slot->deadline_ns = rdmem_now_ns() + 5000000000ull;
-	atomic_store(&slot->state, RDMEM_SLOT_SUBMITTED);
-	return slot;
+	return raw_fill(r, s, RDMEM_OP_ECHO, 0, (uint32_t)strlen(text), 0, 0);
 }
 
 /*
