@@ -298,6 +298,9 @@ class Case:
                      for i in range(c["agents"])]
         self.port = free_port()
         self.tcp_port = free_port() if c["explicit_tcp_port"] else self.port + 1
+        # Chosen once: a restarted server listens where the first one did, so
+        # its sockets compare equal to the fd baseline taken of the first.
+        self.s_metrics_port = free_port(False) if c["s_metrics"] else 0
         self.server = None
         self.agents = [None] * c["agents"]
         self.clients = {}  # writer -> (Popen, hist, window)
@@ -370,7 +373,7 @@ class Case:
         if c["secret"]:
             a += ["--secret-file", os.path.join(self.tmp, "secret")]
         if c["s_metrics"]:
-            a += ["--metrics-port", str(free_port(False))]
+            a += ["--metrics-port", str(self.s_metrics_port)]
         if c["s_metrics_bind"]:
             a += ["--metrics-bind", c["s_metrics_bind"]]
         if self.ns:  # the agent is across a veth: TCP only
@@ -432,6 +435,8 @@ class Case:
         if sf.get("--fabric") != "none" and not self.ns:
             want.append("listening " + sf.get("--fabric", "shm"))
         want = want or ["rdma listener disabled"]
+        if self.c["s_metrics"]:  # the /metrics listener opens after the others
+            want.append("metrics: serving")
         for _ in range(20):
             self.server = self.spawn(self.server_argv(), "server.log", self.ns and self.ns["s"])
             if all(self.wait_log("server.log", w, self.server) for w in want):
