@@ -51,7 +51,8 @@ const char *rdmem_strerror(int rc)
 		       "--image-dir DIR)";
 	case -ESTALE:
 		return "stale: a forced LAZY reply read after the server's --object-ttl, or a "
-		       "retry older than the server's exactly-once window";
+		       "retry the server cannot vouch for (older than its exactly-once window, or "
+		       "in flight when it restarted): it may or may not have run, once";
 	default:
 		return strerror(-rc);
 	}

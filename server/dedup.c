@@ -157,7 +157,12 @@ static void dedup_unlink(struct rdmem_dedup *d, struct rdmem_dedup_agent **pp)
 int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
 		     uint64_t prev_instance, struct rdmem_dedup_agent **out)
 {
-	int resumed = prev_instance == d->instance;
+	/* Bound anywhere before (this run or one the server lost in a restart):
+	 * the ids it sent may have run there, and what they did may have been
+	 * seen (a DEL's reader) though the restart undid it. Running them again
+	 * here would answer a DEL "not found" that did delete, and bring a PUT's
+	 * value back after the restart lost it: they are of unknown outcome. */
+	int resumed = prev_instance != 0;
 	struct rdmem_dedup_agent *a, **victim;
 
 	pthread_mutex_lock(&d->lock);

@@ -70,9 +70,9 @@ void rdmem_dedup_destroy(struct rdmem_dedup *d);
  * Binds one connection to agent_id (non-zero). next_id is the first id the
  * agent cannot have sent yet; prev_instance is the instance (see below) the
  * agent bound to last, 0 for none. When this instance has no window for the
- * agent but it was bound here before (the window was forgotten), every id
- * below next_id is of unknown outcome: answered STALE. After a restart
- * (another instance) nothing the agent ran survived: it starts afresh.
+ * agent but it was bound before, here (the window was forgotten) or to a run
+ * this server replaced (a restart), every id below next_id is of unknown
+ * outcome: answered STALE. Only a first BIND (0) starts without that floor.
  * Returns 0 or -ENOSPC (every remembered agent has a live connection).
  */
 int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,

@@ -30,7 +30,7 @@ struct shared {
 	atomic_ullong calls, ok, clear_errors, timeouts, wrong, unclear, overdue, lost_puts;
 	atomic_ullong puts_checked; /* GETs of a PUT acked by the server still living */
 	/* clear errors by kind, printed so a low success fraction says why */
-	atomic_ullong unreach, shutdown, refused, busy;
+	atomic_ullong unreach, shutdown, refused, busy, stale;
 	atomic_int first_unclear;
 };
 
@@ -38,10 +38,12 @@ static struct e2e e;
 static struct shared *sh;
 
 /* Errors that name what went wrong (the server or agent is gone, refused,
- * busy). A timeout names nothing: it is counted on its own and bounded. */
+ * busy, or a PUT in flight when the server restarted: ESTALE, outcome
+ * unknown). A timeout names nothing: it is counted on its own and bounded. */
 static int clear_error(int rc)
 {
-	return rc == -EHOSTUNREACH || rc == -ESHUTDOWN || rc == -ECONNREFUSED || rc == -EBUSY;
+	return rc == -EHOSTUNREACH || rc == -ESHUTDOWN || rc == -ECONNREFUSED || rc == -EBUSY ||
+	       rc == -ESTALE;
 }
 
 /* Accounts one finished call; a non-zero rc must be a clear error or a timeout. */
@@ -57,7 +59,8 @@ static void account(int rc, uint64_t t0)
 		atomic_fetch_add(rc == -EHOSTUNREACH   ? &sh->unreach
 				 : rc == -ESHUTDOWN    ? &sh->shutdown
 				 : rc == -ECONNREFUSED ? &sh->refused
-						       : &sh->busy,
+				 : rc == -EBUSY	       ? &sh->busy
+						       : &sh->stale,
 				 1);
 	} else if (rc == -ETIMEDOUT)
 		atomic_fetch_add(&sh->timeouts, 1);
@@ -289,9 +292,11 @@ out:
 	       (unsigned long long)sh->calls, (unsigned long long)sh->ok,
 	       (unsigned long long)sh->clear_errors, (unsigned long long)sh->timeouts,
 	       (unsigned long long)sh->puts_checked, kills, nreconnect, restarts);
-	printf("# clear errors: EHOSTUNREACH %llu, ESHUTDOWN %llu, ECONNREFUSED %llu, EBUSY %llu\n",
+	printf("# clear errors: EHOSTUNREACH %llu, ESHUTDOWN %llu, ECONNREFUSED %llu, EBUSY %llu, "
+	       "ESTALE %llu\n",
 	       (unsigned long long)sh->unreach, (unsigned long long)sh->shutdown,
-	       (unsigned long long)sh->refused, (unsigned long long)sh->busy);
+	       (unsigned long long)sh->refused, (unsigned long long)sh->busy,
+	       (unsigned long long)sh->stale);
 	for (i = 0; i < nreconnect; i++)
 		printf("# agent back on RDMA %ld ms after server restart %d\n", reconnect_ms[i],
 		       i + 1);
