@@ -30,8 +30,8 @@ struct rdmem_agent_call {
 	uint8_t forced_path; /* enum rdmem_path; AUTO unless the client forced one */
 	uint8_t path;	     /* the path carrying it now */
 	uint8_t tries;	     /* paths tried (AUTO retries a failed RDMA op on TCP) */
-	uint8_t reserved;
-	uint32_t ring_slot;	       /* session actor: request ring slot on the RDMA paths */
+	uint8_t sent;	     /* a tagged call's id may have left (rdmem_agent_ident_sent) */
+	uint32_t ring_slot;  /* session actor: request ring slot on the RDMA paths */
 	struct rdmem_agent_call *next; /* intrusive list link for the owning actor */
 };
 
@@ -100,8 +100,12 @@ static inline int rdmem_agent_tracked_op(uint16_t op)
 }
 
 /* Gives a call its id once, when it enters the agent; every retry reuses it. */
-static inline void rdmem_agent_ident_tag(struct rdmem_agent_ident *id, struct rdmem_desc *req)
+static inline void rdmem_agent_ident_tag(struct rdmem_agent_ident *id,
+					 struct rdmem_agent_call *call)
 {
+	struct rdmem_desc *req = &call->req;
+
+	call->sent = 0;
 	req->flags &= (uint16_t)~RDMEM_F_CALL_ID;
 	if (!rdmem_agent_tracked_op(req->op))
 		return;
@@ -117,14 +121,24 @@ static inline void rdmem_agent_ident_tag(struct rdmem_agent_ident *id, struct rd
  * A tagged call is about to be sent (before the post, so a BIND racing with
  * it errs on the safe side). The newest such id is what a server that lost
  * our window must treat as possibly run: see rdmem_agent_ident_bind_desc().
+ * A call that waited in a queue while newer ids went out takes a fresh id on
+ * its first send, so a call that never left is never below that floor (it
+ * would be answered STALE after a server restart although it never ran);
+ * its retries keep the id it was first sent with.
  */
-static inline void rdmem_agent_ident_sent(struct rdmem_agent_ident *id, const struct rdmem_desc *d)
+static inline void rdmem_agent_ident_sent(struct rdmem_agent_ident *id,
+					  struct rdmem_agent_call *call)
 {
+	struct rdmem_desc *d = &call->req;
 	/* relaxed: a CAS loop on one variable, read by BINDs of either actor. */
 	unsigned cur = atomic_load_explicit(&id->sent_high, memory_order_relaxed);
 
 	if (!(d->flags & RDMEM_F_CALL_ID))
 		return;
+	if (!call->sent && atomic_load_explicit(&id->sent_any, memory_order_relaxed) &&
+	    (int32_t)(d->aux - cur) <= 0)
+		d->aux = atomic_fetch_add_explicit(&id->next_call_id, 1, memory_order_relaxed);
+	call->sent = 1;
 	while ((!atomic_load_explicit(&id->sent_any, memory_order_relaxed) ||
 		(int32_t)(d->aux - cur) > 0) &&
 	       !atomic_compare_exchange_weak_explicit(&id->sent_high, &cur, d->aux,

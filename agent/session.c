@@ -397,7 +397,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		rdmem_agent_session_failed(s, call, -EIO, 1);
 		return 0;
 	}
-	rdmem_agent_ident_sent(s->ident, &call->req);
+	rdmem_agent_ident_sent(s->ident, call);
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
 	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
@@ -664,7 +664,7 @@ static void rdmem_agent_session_take(struct rdmem_agent_session *s, struct rdmem
 		rdmem_agent_session_ctl(s, call);
 		return;
 	default:
-		rdmem_agent_ident_tag(s->ident, &call->req);
+		rdmem_agent_ident_tag(s->ident, call);
 		rdmem_agent_session_route(s, call);
 	}
 }

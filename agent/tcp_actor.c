@@ -263,8 +263,8 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 	while (a->cli && (call = rdmem_tcp_wait_pop(a))) {
 		int ret;
 
+		rdmem_agent_ident_sent(&a->ident, call); /* may renumber: before the copy */
 		rdmem_tcp_prepare(a, call);
-		rdmem_agent_ident_sent(&a->ident, &call->req);
 		ret = rdmem_tcp_client_submit(a->cli, rdmem_tcp_slot(a, call));
 		if (ret == 0) {
 			rdmem_tcp_count(&a->c.bytes_out, rdmem_desc_payload_len(&call->req));

@@ -109,7 +109,7 @@ uint64_t rdmem_dedup_instance(const struct rdmem_dedup *d)
 }
 
 static struct rdmem_dedup_agent *dedup_agent_new(struct rdmem_dedup *d, uint64_t agent_id,
-						 uint32_t next_id, int resumed)
+						 uint32_t next_id)
 {
 	struct rdmem_dedup_agent *a = calloc(1, sizeof(*a));
 	pthread_condattr_t ca;
@@ -121,7 +121,7 @@ static struct rdmem_dedup_agent *dedup_agent_new(struct rdmem_dedup *d, uint64_t
 	a->agent_id = agent_id;
 	/* Extended ids start at 2^32 so the first ones extend without wrapping below 0. */
 	a->high = (1ull << 32) + next_id - 1;
-	a->floor = resumed ? a->high + 1 : 0;
+	a->floor = a->high + 1;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -155,14 +155,8 @@ static void dedup_unlink(struct rdmem_dedup *d, struct rdmem_dedup_agent **pp)
 }
 
 int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
-		     uint64_t prev_instance, struct rdmem_dedup_agent **out)
+		     struct rdmem_dedup_agent **out)
 {
-	/* Bound anywhere before (this run or one the server lost in a restart):
-	 * the ids it sent may have run there, and what they did may have been
-	 * seen (a DEL's reader) though the restart undid it. Running them again
-	 * here would answer a DEL "not found" that did delete, and bring a PUT's
-	 * value back after the restart lost it: they are of unknown outcome. */
-	int resumed = prev_instance != 0;
 	struct rdmem_dedup_agent *a, **victim;
 
 	pthread_mutex_lock(&d->lock);
@@ -178,7 +172,7 @@ int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
 			}
 			dedup_unlink(d, victim);
 		}
-		a = dedup_agent_new(d, agent_id, next_id, resumed);
+		a = dedup_agent_new(d, agent_id, next_id);
 		if (!a) {
 			pthread_mutex_unlock(&d->lock);
 			return -ENOMEM;

@@ -68,15 +68,18 @@ void rdmem_dedup_destroy(struct rdmem_dedup *d);
 
 /*
  * Binds one connection to agent_id (non-zero). next_id is the first id the
- * agent cannot have sent yet; prev_instance is the instance (see below) the
- * agent bound to last, 0 for none. When this instance has no window for the
- * agent but it was bound before, here (the window was forgotten) or to a run
- * this server replaced (a restart), every id below next_id is of unknown
- * outcome: answered STALE. Only a first BIND (0) starts without that floor.
+ * agent cannot have sent yet. When this table has no window for the agent,
+ * the new one starts there: every id below next_id is of unknown outcome,
+ * answered STALE. Such an id may have run here before the window was
+ * forgotten, or on a server run this one replaced (a restart), where what it
+ * did may have been seen (a reader saw a DEL's key gone) although the
+ * restart undid it: run again, a DEL that deleted would answer "not found"
+ * and a PUT's lost value would come back. An agent's first BIND names its
+ * first id: nothing is below it.
  * Returns 0 or -ENOSPC (every remembered agent has a live connection).
  */
 int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
-		     uint64_t prev_instance, struct rdmem_dedup_agent **out);
+		     struct rdmem_dedup_agent **out);
 /* Random, non-zero, fixed for this table's life: names this server run. */
 uint64_t rdmem_dedup_instance(const struct rdmem_dedup *d);
 /* The connection closed: its agent may be forgotten once idle. */

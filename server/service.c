@@ -338,7 +338,7 @@ static uint16_t op_bind(struct svc_ctx *x)
 		return RDMEM_S_OK; /* aux 0: this server keeps no window */
 	if (peer->agent_id)	   /* bound already: the same agent again is harmless */
 		return peer->agent_id == id ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST;
-	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, x->req->args.raw[1], &peer->agent);
+	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, &peer->agent);
 	if (ret == -ENOSPC) {
 		rdmem_warn_limited(
 		    "dedup: agent %016llx not tracked: --dedup-agents %u agents with live "
@@ -424,7 +424,8 @@ static int svc_dedup_begin(struct rdmem_service *svc, const struct rdmem_call *c
 		memcpy(rep->args.raw, rec.args, sizeof(rec.args));
 		return 1;
 	case RDMEM_DEDUP_STALE:
-		rdmem_debug("%s call %u of agent %016llx: older than the dedup window, not run",
+		rdmem_debug("%s call %u of agent %016llx: older than the dedup window (or than a "
+			    "lost one: forgotten, or a restart), not run",
 			    rdmem_op_name(req->op), req->aux, (unsigned long long)peer->agent_id);
 		rep->status = RDMEM_S_STALE;
 		return 1;

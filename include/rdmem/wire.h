@@ -64,7 +64,9 @@ enum rdmem_op {
 	 * connection: binds the agent's identity for exactly-once calls.
 	 * Request: args.raw[0] = agent id (random, non-zero, fixed for the
 	 * agent's life), aux = the first call id that cannot have reached any
-	 * server yet, args.raw[1] = the server run it bound to last (0: none).
+	 * server yet (a server with no window for the agent starts one there:
+	 * older ids are answered STALE), args.raw[1] = the server run it bound
+	 * to last (0: none; for the logs, servers of wire 4 on ignore it).
 	 * Reply: aux = the server's window (calls remembered per agent; 0:
 	 * none, retries are at-least-once), args.raw[1] = this server run.
 	 */

@@ -49,7 +49,7 @@ static void test_replay_and_window_edge(void)
 	uint32_t i;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 7, 1, 0, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 7, 1, &a) == 0);
 	for (i = 1; i <= 20; i++)
 		CHECK_EQ(run(d, a, i, i % 3, &rec), RDMEM_DEDUP_RUN);
 	/* 5..20 are the last 16: replayed with their own result. */
@@ -94,7 +94,7 @@ static void test_retry_waits_for_running_call(void)
 
 	r.d = make(64, 4, 60000);
 	REQUIRE(r.d);
-	REQUIRE(rdmem_dedup_bind(r.d, 8, 1, 0, &r.a) == 0);
+	REQUIRE(rdmem_dedup_bind(r.d, 8, 1, &r.a) == 0);
 	REQUIRE(rdmem_dedup_begin(r.d, r.a, 9, &ext, &rec) == RDMEM_DEDUP_RUN);
 	REQUIRE(pthread_create(&t, NULL, retry_thread, &r) == 0);
 	usleep(50000); /* the retry is now blocked on our run */
@@ -123,7 +123,7 @@ static void test_id_wrap(void)
 	int i;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 9, id, 0, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 9, id, &a) == 0);
 	for (i = 0; i < 16; i++)
 		CHECK_EQ(run(d, a, id + (uint32_t)i, 0, &rec), RDMEM_DEDUP_RUN);
 	CHECK_EQ(run(d, a, 0xfffffffau, 0, &rec), RDMEM_DEDUP_REPLAY);
@@ -142,11 +142,11 @@ static void test_agents_cap(void)
 	struct rdmem_dedup_stats st;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 1, 1, 0, &a) == 0);
-	REQUIRE(rdmem_dedup_bind(d, 2, 1, 0, &b) == 0);
-	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, 0, &c), -ENOSPC);
+	REQUIRE(rdmem_dedup_bind(d, 1, 1, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 2, 1, &b) == 0);
+	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, &c), -ENOSPC);
 	rdmem_dedup_unbind(d, a);
-	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, 0, &c), 0); /* evicts agent 1 */
+	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, &c), 0); /* evicts agent 1 */
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 2);
 	CHECK_EQ(st.expired, 1);
@@ -165,7 +165,7 @@ static void test_idle_expiry_and_floor(void)
 	struct rdmem_dedup_stats st;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 5, 1, 0, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 5, 1, &a) == 0);
 	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_RUN);
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull); /* connected: kept */
 	rdmem_dedup_get_stats(d, &st);
@@ -174,17 +174,16 @@ static void test_idle_expiry_and_floor(void)
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull);
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 0);
-	REQUIRE(rdmem_dedup_bind(d, 5, 2, rdmem_dedup_instance(d), &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 5, 2, &a) == 0);
 	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 2, 0, &rec), RDMEM_DEDUP_RUN);
 	rdmem_dedup_unbind(d, a);
-	/* A new agent starts with no floor. One that bound to another server
-	 * run (this one replaced it in a restart) has the same floor as one
-	 * forgotten here: what it sent there may have run and been seen. */
-	REQUIRE(rdmem_dedup_bind(d, 6, 5, 0, &a) == 0);
-	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_RUN);
-	rdmem_dedup_unbind(d, a);
-	REQUIRE(rdmem_dedup_bind(d, 10, 5, rdmem_dedup_instance(d) ^ 2, &a) == 0);
+	/* Any agent new to this table starts at its BIND's id, whatever it was
+	 * bound to before (a server run this one replaced, where what it sent
+	 * may have run and been seen; or nothing it ever heard back from): the
+	 * ids below are STALE, not run. A first BIND names id 1: none below. */
+	REQUIRE(rdmem_dedup_bind(d, 10, 5, &a) == 0);
+	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 4, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 5, 0, &rec), RDMEM_DEDUP_RUN);
 	rdmem_dedup_unbind(d, a);
