@@ -9,7 +9,9 @@
 # starting system rotates per round), then counts instructions per GET with
 # callgrind, and writes JSON, a Markdown table and a PNG chart. Last,
 # bench/resp.sh: redis-benchmark GET against redis-server and against
-# rdmem-agent --resp-port at equal settings, appended to results.md.
+# rdmem-agent --resp-port at equal settings, and bench/ways_in.sh: one GET at
+# a time through libclient, Python and the Redis protocol against one agent,
+# both appended to results.md.
 #
 # Placement (the same for every system; override with --cpu-*):
 #   servers (rdmem-server, grpc_server, redis-server)  CPU 1
@@ -238,6 +240,15 @@ main() {
 		{ echo; cat "$OUT/resp.md"; } >>"$OUT/results.md"
 	else
 		fail "bench/resp.sh failed (log: $LOGS/resp.log)"
+	fi
+	# The three ways in (libclient, Python, the Redis protocol) against one
+	# agent and server, window 1, in the same run (bench/ways_in.sh).
+	if CPU_SERVER=$CPU_SERVER CPU_AGENT=$CPU_AGENT CPU_CLIENT=$CPU_CLIENT \
+		bench/ways_in.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 2000 || echo "$N")" \
+		>"$LOGS/ways_in.log" 2>&1; then
+		{ echo; cat "$OUT/ways_in.md"; } >>"$OUT/results.md"
+	else
+		fail "bench/ways_in.sh failed (log: $LOGS/ways_in.log)"
 	fi
 	if [ -n "$DOCS" ]; then
 		mkdir -p "$DOCS"

@@ -78,6 +78,20 @@ EOF
 	fi
 done
 
+# The three ways in: libclient and Python always (RDMemRPC's own; Python
+# not under a sanitizer, whose librdmem python3 cannot load), every row with
+# figures (ways_in.sh fails on a wrong value or a row without them).
+row() { grep -q "^| $1 .* | [0-9.]* | [0-9.]* | [0-9]* |\$" "$out/res/ways_in.md" 2>/dev/null; }
+if [ "$rc" -eq 0 ] && row 'libclient (C, rdmem.h)' &&
+	{ [ -n "${RDMEM_SANITIZER:-}" ] || row 'Python (import rdmem)'; } &&
+	grep -q '^### Three ways in' "$out/res/results.md"; then
+	echo "ok - bench smoke: three ways in ($(row 'Python (import rdmem)' && echo 'Python, ')libclient$(
+		row 'Redis protocol (--resp-port)' && echo ', RESP')) in results.md"
+else
+	sed 's/^/# /' "$out/res/ways_in.md" 2>/dev/null | head -20
+	echo "not ok - bench smoke: three ways in (libclient, Python) in results.md"
+fi
+
 for f in results.md summary.json raw.jsonl; do
 	if [ "$ran" -eq 0 ]; then
 		echo "ok - bench smoke writes $f # SKIP no system could run"
