@@ -92,6 +92,22 @@ else
 	echo "not ok - bench smoke: three ways in (libclient, Python) in results.md"
 fi
 
+# The hot-path audit (bench/hotpath.sh): no heap allocation per call in the
+# client, the agent or the server once calls flow (window 8; fewer than one
+# in 100 calls, so a periodic housekeeping allocation is not a failure). Its
+# malloc-counting LD_PRELOAD shim cannot sit beside a sanitizer's allocator.
+if [ -n "${RDMEM_SANITIZER:-}" ]; then
+	echo "ok - bench smoke: hot path allocates nothing per call # SKIP the counting shim cannot replace $RDMEM_SANITIZER's allocator"
+elif ! command -v strace >/dev/null; then
+	echo "ok - bench smoke: hot path allocates nothing per call # SKIP strace not installed (scripts/install-deps.sh installs it)"
+elif bench/hotpath.sh "$bin" 8 2000 >"$out/hotpath.md" 2>&1 &&
+	[ "$(grep -c '^| 8 | \(client\|agent\|server\) | 0\.00[0-9] |' "$out/hotpath.md")" = 3 ]; then
+	echo "ok - bench smoke: hot path allocates nothing per call (client, agent, server at window 8)"
+else
+	sed 's/^/# /' "$out/hotpath.md" | tail -12
+	echo "not ok - bench smoke: hot path allocates nothing per call (client, agent, server at window 8)"
+fi
+
 for f in results.md summary.json raw.jsonl; do
 	if [ "$ran" -eq 0 ]; then
 		echo "ok - bench smoke writes $f # SKIP no system could run"
