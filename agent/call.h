@@ -124,17 +124,19 @@ static inline void rdmem_agent_ident_tag(struct rdmem_agent_ident *id,
  * A call that waited in a queue while newer ids went out takes a fresh id on
  * its first send, so a call that never left is never below that floor (it
  * would be answered STALE after a server restart although it never ran);
- * its retries keep the id it was first sent with.
+ * its retries keep the id it was first sent with. Returns what call->sent
+ * was, for rdmem_agent_ident_unsent() when the post then takes nothing.
  */
-static inline void rdmem_agent_ident_sent(struct rdmem_agent_ident *id,
-					  struct rdmem_agent_call *call)
+static inline uint8_t rdmem_agent_ident_sent(struct rdmem_agent_ident *id,
+					     struct rdmem_agent_call *call)
 {
 	struct rdmem_desc *d = &call->req;
 	/* relaxed: a CAS loop on one variable, read by BINDs of either actor. */
 	unsigned cur = atomic_load_explicit(&id->sent_high, memory_order_relaxed);
+	uint8_t was = call->sent;
 
 	if (!(d->flags & RDMEM_F_CALL_ID))
-		return;
+		return was;
 	if (!call->sent && atomic_load_explicit(&id->sent_any, memory_order_relaxed) &&
 	    (int32_t)(d->aux - cur) <= 0)
 		d->aux = atomic_fetch_add_explicit(&id->next_call_id, 1, memory_order_relaxed);
@@ -145,6 +147,15 @@ static inline void rdmem_agent_ident_sent(struct rdmem_agent_ident *id,
 						      memory_order_relaxed, memory_order_relaxed))
 		;
 	atomic_store_explicit(&id->sent_any, 1, memory_order_relaxed);
+	return was;
+}
+
+/* The post after rdmem_agent_ident_sent() took nothing (ring or window
+ * full, a held link, a dead connection): the call never left, so its first
+ * real send may still renumber it. was: what rdmem_agent_ident_sent() said. */
+static inline void rdmem_agent_ident_unsent(struct rdmem_agent_call *call, uint8_t was)
+{
+	call->sent = was;
 }
 
 /* aux: the first id that cannot have reached any server yet (where a new

@@ -386,6 +386,7 @@ static uint8_t rdmem_agent_session_choose(struct rdmem_agent_session *s,
 /* Posts an RDMA call; returns 0 when it was taken care of, -EAGAIN to keep it pending. */
 static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
+	uint8_t was;
 	int ret;
 
 	if (!s->rdma || s->cfg.sim.rdma_down)
@@ -397,8 +398,10 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		rdmem_agent_session_failed(s, call, -EIO, 1);
 		return 0;
 	}
-	rdmem_agent_ident_sent(s->ident, call);
+	was = rdmem_agent_ident_sent(s->ident, call);
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
+	if (ret == -EAGAIN || ret == -EBUSY)
+		rdmem_agent_ident_unsent(call, was); /* not posted: it waits */
 	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
 	if (ret == -E2BIG) {

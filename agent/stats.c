@@ -141,8 +141,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("frontdoor.inflight", G, fd.inflight, "Front-door calls not completed yet."),
 	S("frontdoor.calls", C, fd.calls,
 	  "Ring entries and orphan-scan takes handled: each one a call submitted, a local "
-	  "ping, expired, dropped, a bad entry or a late entry (a call the scan served "
-	  "counts again when its entry comes)."),
+	  "ping, expired, dropped, a bad entry, a late entry (a call the scan served "
+	  "counts again when its entry comes) or a scan take that found the slot "
+	  "withdrawn by its client."),
 	S("frontdoor.local_pings", C, fd.local_pings, "Local pings answered by the front door."),
 	S("frontdoor.bad_entries", C, fd.bad_entries, "Ring entries refused by validation."),
 	S("frontdoor.skipped", C, fd.skipped,
@@ -213,6 +214,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
 	S("simulate.reply_loss", G, sim.reply_loss,
 	  "Fault injection: RDMA replies left to drop after the server ran the call."),
+	S("simulate.tcp_reply_loss", G, tcp.sim_reply_loss,
+	  "Fault injection: TCP replies left to drop after the server ran the call."),
 	S("simulate.pressure", RDMEM_CTR_LABEL, pressure_name,
 	  "Fault injection: server pressure pretended (none, ring, objpool)."),
 	SRV("session", G, session_id, "this agent's session id."),

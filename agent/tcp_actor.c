@@ -263,7 +263,8 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 	while (a->cli && (call = rdmem_tcp_wait_pop(a))) {
 		int ret;
 
-		rdmem_agent_ident_sent(&a->ident, call); /* may renumber: before the copy */
+		uint8_t was = rdmem_agent_ident_sent(&a->ident, call); /* may renumber: first */
+
 		rdmem_tcp_prepare(a, call);
 		ret = rdmem_tcp_client_submit(a->cli, rdmem_tcp_slot(a, call));
 		if (ret == 0) {
@@ -271,6 +272,7 @@ static void rdmem_tcp_send_waiting(struct rdmem_tcp_actor *a)
 			a->sent_first_ns = RDMEM_MIN(a->sent_first_ns, call->deadline_ns);
 			continue;
 		}
+		rdmem_agent_ident_unsent(call, was); /* refused before any byte was queued */
 		/* Window full or connection dead: keep it at the head for later. */
 		call->next = a->wait_head;
 		a->wait_head = call;
@@ -560,6 +562,8 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);
 #undef RDMEM_LOAD
+	/* relaxed: a gauge for the stats page, as the counters above. */
+	o->sim_reply_loss = atomic_load_explicit(&a->sim_reply_loss, memory_order_relaxed);
 }
 
 struct rdmem_call_metrics *rdmem_tcp_actor_call_metrics(struct rdmem_tcp_actor *a)

@@ -91,6 +91,32 @@ static void test_queued_call_is_renumbered_above_the_floor(void)
 	rdmem_dedup_destroy(d);
 }
 
+/* A post that took nothing (ring or window full, a held link) leaves the
+ * call unsent: it may still be renumbered at its real first send. A post
+ * that may have reached the server pins its id for every retry. */
+static void test_refused_post_leaves_the_call_unsent(void)
+{
+	struct rdmem_agent_call refused, newer, posted;
+	uint8_t was;
+	uint32_t floor;
+
+	tag(&refused, RDMEM_OP_KV_PUT);
+	tag(&newer, RDMEM_OP_KV_PUT);
+	tag(&posted, RDMEM_OP_KV_DEL);
+	was = rdmem_agent_ident_sent(&ident, &refused);
+	rdmem_agent_ident_unsent(&refused, was); /* the ring was full */
+	rdmem_agent_ident_sent(&ident, &newer);
+	floor = bind_aux();
+	rdmem_agent_ident_sent(&ident, &refused);
+	CHECK(refused.req.aux >= floor);
+	/* Posted, then its link failed: the retry keeps the id it went out with. */
+	rdmem_agent_ident_sent(&ident, &posted);
+	floor = posted.req.aux;
+	rdmem_agent_ident_sent(&ident, &newer);
+	rdmem_agent_ident_sent(&ident, &posted);
+	CHECK_EQ(posted.req.aux, floor);
+}
+
 static void test_in_order_calls_keep_their_ids(void)
 {
 	struct rdmem_agent_call c[3];
@@ -114,6 +140,7 @@ int main(void)
 	ident.agent_id = 77;
 	RUN(test_untracked_ops_carry_no_id);
 	RUN(test_queued_call_is_renumbered_above_the_floor);
+	RUN(test_refused_post_leaves_the_call_unsent);
 	RUN(test_in_order_calls_keep_their_ids);
 	return check_done();
 }
