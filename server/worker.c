@@ -37,7 +37,12 @@ struct rdmem_worker {
 	struct rdmem_session **inbox;
 	uint32_t ninbox;
 	struct rdmem_session_info *snap; /* published for STATS */
-	uint32_t nsnap;
+	uint32_t nsnap, snap_cap;
+	/* owned by the worker thread: the next snapshot is built here, then
+	 * swapped with snap (readers copy under the lock, so the old one is
+	 * free to reuse): no allocation per publish once sessions stop growing */
+	struct rdmem_session_info *spare;
+	uint32_t spare_cap;
 	/* owned by the worker thread */
 	struct rdmem_session **sess;
 	uint32_t nsess, cap;
@@ -354,19 +359,28 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 
 static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now)
 {
-	struct rdmem_session_info *snap = calloc(w->nsess ? w->nsess : 1, sizeof(*snap)), *old;
-	uint32_t i;
+	struct rdmem_session_info *built;
+	uint32_t i, cap;
 
-	if (!snap)
-		return;
+	if (w->spare_cap < w->nsess) {
+		cap = RDMEM_MAX(w->nsess, 2 * w->spare_cap);
+		built = realloc(w->spare, (size_t)cap * sizeof(*built));
+		if (!built)
+			return; /* the last snapshot stays; retried next time */
+		w->spare = built;
+		w->spare_cap = cap;
+	}
 	for (i = 0; i < w->nsess; i++)
-		rdmem_session_get_info(w->sess[i], &snap[i]);
+		rdmem_session_get_info(w->sess[i], &w->spare[i]);
 	pthread_mutex_lock(&w->lock);
-	old = w->snap;
-	w->snap = snap;
+	built = w->spare;
+	cap = w->spare_cap;
+	w->spare = w->snap;
+	w->spare_cap = w->snap_cap;
+	w->snap = built;
+	w->snap_cap = cap;
 	w->nsnap = w->nsess;
 	pthread_mutex_unlock(&w->lock);
-	free(old);
 	w->published_at = now;
 }
 
@@ -420,6 +434,7 @@ static void rdmem_worker_fini(struct rdmem_worker *w)
 	pthread_mutex_destroy(&w->lock);
 	free(w->inbox);
 	free(w->snap);
+	free(w->spare);
 	free(w->sess);
 }
 
