@@ -80,6 +80,8 @@ void *calloc(size_t a, size_t b)
 
 	resolve();
 	if (!real_calloc) {
+		if (b && a > sizeof(early) / b)
+			return NULL;
 		p = early_alloc(a * b);
 		if (p)
 			memset(p, 0, a * b);
@@ -93,10 +95,11 @@ void *realloc(void *p, size_t n)
 {
 	resolve();
 	if (is_early(p)) {
+		size_t left = (size_t)(early + sizeof(early) - (char *)p);
 		void *q = malloc(n);
 
 		if (q)
-			memcpy(q, p, n < sizeof(early) ? n : sizeof(early));
+			memcpy(q, p, n < left ? n : left);
 		return q;
 	}
 	atomic_fetch_add_explicit(&allocs, 1, memory_order_relaxed);

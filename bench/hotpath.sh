@@ -25,7 +25,11 @@ windows=${2:-"1 8 32"}
 n=${3:-20000}
 command -v strace >/dev/null || {
 	echo "hotpath: strace is not installed (apt-get install strace)" >&2
-	exit 1
+	exit 2
+}
+strace -o /dev/null true 2>/dev/null || {
+	echo "hotpath: strace cannot trace here (ptrace refused)" >&2
+	exit 2
 }
 mkdir -p "$RDMEM_BIN/bench"
 shim=$RDMEM_BIN/bench/alloc_count.so
@@ -47,7 +51,15 @@ shm="/rdmem-hotpath-$$"
 LD_PRELOAD=$shim ls_start_server "$work"
 LD_PRELOAD=$shim ls_start_agent "$work" "$shm" --clients 4 --slots 32
 
-allocs() { cat "$ALLOC_COUNT_FILE.$1" 2>/dev/null || echo 0; }
+# The running count of process PID; no file is an error, not a zero.
+allocs() {
+	local v
+	v=$(cat "$ALLOC_COUNT_FILE.$1") && [[ $v =~ ^[0-9]+$ ]] || {
+		echo "hotpath: no allocation count for pid $1" >&2
+		return 1
+	}
+	echo "$v"
+}
 
 # Total syscalls strace counted so far for one traced process: strace -c
 # prints only at detach, so each measurement attaches and detaches.
@@ -64,17 +76,27 @@ trace_stop() {
 # run W CALLS TAG: one client run, everything traced; leaves TAG.{cli,agt,srv}.
 run() {
 	local w=$1 calls=$2 tag=$3 a0 s0
-	a0=$(allocs "$LS_AGENT_PID") s0=$(allocs "$LS_SERVER_PID")
+	sleep 0.5 # the counts settle (written every 200 ms) before the baseline
+	a0=$(allocs "$LS_AGENT_PID")
+	s0=$(allocs "$LS_SERVER_PID")
 	trace_start "$LS_AGENT_PID" "$work/$tag.agt"
 	trace_start "$LS_SERVER_PID" "$work/$tag.srv"
 	sleep 0.3 # strace attached to every thread
-	ALLOC_COUNT_FILE=$work/$tag.cli-allocs LD_PRELOAD=$shim \
-		strace -c -f -q -o "$work/$tag.cli" "$RDMEM_BIN/rdmem" --shm-name "$shm" \
+	# The shim goes into the client only (strace -E), not into strace.
+	strace -E LD_PRELOAD="$shim" -E ALLOC_COUNT_FILE="$work/$tag.cli-allocs" -c -f -q \
+		-o "$work/$tag.cli" "$RDMEM_BIN/rdmem" --shm-name "$shm" \
 		bench --op get --size 32 --window "$w" -n "$calls" >"$work/$tag.out"
-	sleep 0.3 # the last counts written (every 200 ms)
+	sleep 0.5 # the last counts written (every 200 ms)
 	trace_stop
-	echo "$(cat "$work/$tag.cli-allocs".*) $(($(allocs "$LS_AGENT_PID") - a0))" \
-		"$(($(allocs "$LS_SERVER_PID") - s0))" >"$work/$tag.allocs"
+	local files=("$work/$tag.cli-allocs".[0-9]*) c a s
+	[ ${#files[@]} -eq 1 ] && [ -f "${files[0]}" ] || {
+		echo "hotpath: expected one client count file, found: ${files[*]}" >&2
+		return 1
+	}
+	c=$(cat "${files[0]}")
+	a=$(allocs "$LS_AGENT_PID")
+	s=$(allocs "$LS_SERVER_PID")
+	echo "$c $((a - a0)) $((s - s0))" >"$work/$tag.allocs"
 	rm -f "$work/$tag.cli-allocs".*
 }
 
@@ -109,6 +131,12 @@ for w in $windows; do
 	run "$w" "$((2 * n))" b
 	read -r ac aa as <"$work/a.allocs"
 	read -r bc ba bs <"$work/b.allocs"
+	for v in "$ac" "$aa" "$as" "$bc" "$ba" "$bs"; do
+		[[ $v =~ ^-?[0-9]+$ ]] || {
+			echo "hotpath: bad allocation counts: $(cat "$work/a.allocs" "$work/b.allocs")" >&2
+			exit 1
+		}
+	done
 	for proc in cli agt srv; do
 		case $proc in
 		cli) name=client d=$((bc - ac)) ;;
@@ -116,7 +144,8 @@ for w in $windows; do
 		srv) name=server d=$((bs - as)) ;;
 		esac
 		al=$(python3 -c "print('%.3f' % ($d / $n))")
-		IFS='|' read -r sc top <<<"$(syscalls $proc)"
+		sys=$(syscalls $proc)
+		IFS='|' read -r sc top <<<"$sys"
 		printf '| %s | %s | %s | %s | %s |\n' "$w" "$name" "$al" "$sc" "$top"
 	done
 done

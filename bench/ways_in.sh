@@ -5,7 +5,8 @@
 # the agent: libclient (C, `rdmem bench`), the Redis protocol (the agent's
 # --resp-port, with redis-benchmark and with redis-py) and Python (`import
 # rdmem`, ctypes over librdmem.so). Only the client side differs: same
-# server, agent, key, value size, call count and CPU placement. redis-server
+# server, agent, one key of the same value size, call count, warm-up and CPU
+# placement. redis-server
 # with the same two Redis clients is the reference row. Writes
 # OUT/ways_in.md and OUT/ways_in.json; prints the table.
 #
@@ -58,17 +59,21 @@ if [ "$have_redis" = 1 ]; then
 fi
 
 # Each row prints "p50_us p99_us ops_per_s".
+# One key, as every row; 1000 calls of warm-up first, as the Python rows.
 row_libclient() {
 	taskset -c "$cpu_c" "$RDMEM_BIN/rdmem" --shm-name "$shm" bench --op get --size "$size" \
-		--window 1 -n "$n" | python3 -c '
+		--window 1 --keys 1 -n 1000 >/dev/null
+	taskset -c "$cpu_c" "$RDMEM_BIN/rdmem" --shm-name "$shm" bench --op get --size "$size" \
+		--window 1 --keys 1 -n "$n" | python3 -c '
 import re, sys
 t = sys.stdin.read()
 print(re.search(r"p50 ([\d.]+)", t).group(1), re.search(r"p99 ([\d.]+)", t).group(1),
       re.search(r"([\d.]+) ops/s", t).group(1))'
 }
 
-# redis-benchmark's own client, one connection, no pipelining; its figures
-# are in ms with three decimals.
+# redis-benchmark's own client, one connection, no pipelining, one key
+# (without -r, "key:__rand_int__" is a literal key); its figures are in ms
+# with three decimals.
 row_redis_benchmark() {
 	local port=$1
 	taskset -c "$cpu_c" redis-benchmark -p "$port" -t set -n "$n" -c 1 -P 1 -d "$size" -q \
@@ -125,7 +130,7 @@ add() {
 	rows+=("$label|$client|$serves|$figs")
 }
 # shellcheck disable=SC2016 # the backquotes are Markdown's code marks
-add "libclient (C, rdmem.h)" '`rdmem bench --op get --window 1`' rdmem-agent row_libclient
+add "libclient (C, rdmem.h)" '`rdmem bench --op get --window 1 --keys 1`' rdmem-agent row_libclient
 # A sanitizer build's librdmem needs its runtime loaded first: not in python3.
 [ -n "${RDMEM_SANITIZER:-}" ] ||
 	add "Python (import rdmem)" '`rdmem.Client.get`' rdmem-agent row_python rdmem "$shm"

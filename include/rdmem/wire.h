@@ -66,7 +66,8 @@ enum rdmem_op {
 	 * agent's life), aux = the first call id that cannot have reached any
 	 * server yet (a server with no window for the agent starts one there:
 	 * older ids are answered STALE), args.raw[1] = the server run it bound
-	 * to last (0: none; for the logs, servers of wire 4 on ignore it).
+	 * to last (0: none; informational: a server starts a new window at
+	 * aux whatever run is named).
 	 * Reply: aux = the server's window (calls remembered per agent; 0:
 	 * none, retries are at-least-once), args.raw[1] = this server run.
 	 */

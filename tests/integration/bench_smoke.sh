@@ -96,12 +96,21 @@ fi
 # client, the agent or the server once calls flow (window 8; fewer than one
 # in 100 calls, so a periodic housekeeping allocation is not a failure). Its
 # malloc-counting LD_PRELOAD shim cannot sit beside a sanitizer's allocator.
+# (Each figure is a difference of two runs: a housekeeping allocation that
+# lands in one of them may make it slightly negative; |figure| < 0.01.)
+hp_rc=0
 if [ -n "${RDMEM_SANITIZER:-}" ]; then
-	echo "ok - bench smoke: hot path allocates nothing per call # SKIP the counting shim cannot replace $RDMEM_SANITIZER's allocator"
-elif ! command -v strace >/dev/null; then
-	echo "ok - bench smoke: hot path allocates nothing per call # SKIP strace not installed (scripts/install-deps.sh installs it)"
-elif bench/hotpath.sh "$bin" 8 2000 >"$out/hotpath.md" 2>&1 &&
-	[ "$(grep -c '^| 8 | \(client\|agent\|server\) | 0\.00[0-9] |' "$out/hotpath.md")" = 3 ]; then
+	echo "ok - bench smoke: hot path allocation count under a sanitizer # SKIP the counting shim cannot replace $RDMEM_SANITIZER's allocator"
+else
+	bench/hotpath.sh "$bin" 8 2000 >"$out/hotpath.md" 2>&1 || hp_rc=$?
+fi
+if [ -n "${RDMEM_SANITIZER:-}" ]; then
+	:
+elif [ "$hp_rc" = 2 ]; then
+	echo "ok - bench smoke: hot path allocates nothing per call # SKIP $(tail -1 "$out/hotpath.md")"
+elif [ "$hp_rc" = 0 ] && [ "$(awk -F'|' '$2 == " 8 " && $3 ~ /^ (client|agent|server) $/ {
+		v = $4 + 0; if (v < 0) v = -v; if (v < 0.01) n++ } END { print n + 0 }' \
+	"$out/hotpath.md")" = 3 ]; then
 	echo "ok - bench smoke: hot path allocates nothing per call (client, agent, server at window 8)"
 else
 	sed 's/^/# /' "$out/hotpath.md" | tail -12
