@@ -27,6 +27,7 @@ struct rdmem_agent_call {
 	uint16_t client;
 	uint16_t slot;
 	uint32_t slot_seq;   /* the slot's sequence when taken; completion checks it */
+	uint32_t client_gen; /* the client entry's attach generation: whose area it is */
 	uint8_t forced_path; /* enum rdmem_path; AUTO unless the client forced one */
 	uint8_t path;	     /* the path carrying it now */
 	uint8_t tries;	     /* paths tried (AUTO retries a failed RDMA op on TCP) */

@@ -121,8 +121,16 @@ void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_cal
 void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
 				     uint16_t status);
 
-/* The mapped segment, so the agent can register it with the fabric (zero-copy). */
+/* The agent's range (common part, then the client areas; shm/segment.h). */
 void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
+
+/*
+ * Where client areas are, so the agent can register each with the fabric
+ * (zero-copy): client c's at *base + *area_off + c * *area_len, of
+ * *clients. An area is mapped only while its entry is claimed.
+ */
+void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t *area_off,
+			   uint64_t *area_len, uint32_t *clients);
 
 /* The segment's geometry: payload bytes per slot, slots, clients, max value. */
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd);
@@ -156,6 +164,7 @@ struct rdmem_frontdoor_stats {
 	uint64_t strikes;	   /* misbehaviour attributed to one client (scored) */
 	uint64_t unattributed;	   /* misbehaviour naming a client others could have forged */
 	uint64_t door_cut_refused; /* attaches refused: the process was cut off recently */
+	uint64_t door_no_memory;   /* attaches refused: no memory for the client's area */
 	uint32_t attached;	   /* live client entries */
 	uint32_t inflight;	   /* calls handed to submit() and not completed yet */
 };

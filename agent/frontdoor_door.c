@@ -100,7 +100,7 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 					  RDMEM_SHM_VERSION, 0, 0 };
 	struct rdmem_door_welcome w;
 	struct rdmem_shm_header *h;
-	int s = rdmem_door_dial(path), mfd = -1, rc = -EPROTO;
+	int s = rdmem_door_dial(path), mfd[2] = { -1, -1 }, rc = -EPROTO;
 	uint64_t next;
 	ssize_t n;
 
@@ -108,11 +108,13 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 		return s;
 	if (send(s, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
 		goto out;
-	n = rdmem_door_recv(s, &w, sizeof(w), &mfd);
-	if (n != (ssize_t)sizeof(w) || w.magic != RDMEM_DOOR_MAGIC_WELCOME || w.status || mfd < 0 ||
+	/* An older agent sends one fd (its whole segment): the header is first either way. */
+	n = rdmem_door_recv(s, &w, sizeof(w), mfd, 2);
+	if (n < (ssize_t)offsetof(struct rdmem_door_welcome, client_size) ||
+	    w.magic != RDMEM_DOOR_MAGIC_WELCOME || w.status || mfd[0] < 0 ||
 	    w.size < RDMEM_SHM_HEADER_SIZE)
 		goto out;
-	h = mmap(NULL, RDMEM_SHM_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	h = mmap(NULL, RDMEM_SHM_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd[0], 0);
 	if (h == MAP_FAILED) {
 		rc = -errno;
 		goto out;
@@ -125,8 +127,9 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 	munmap(h, RDMEM_SHM_HEADER_SIZE);
 	rc = 0;
 out:
-	if (mfd >= 0)
-		close(mfd);
+	for (n = 0; n < 2; n++)
+		if (mfd[n] >= 0)
+			close(mfd[n]);
 	close(s);
 	return rc;
 }
@@ -264,9 +267,13 @@ static void rdmem_door_drop(struct rdmem_door_pending *p)
 	p->fd = -1;
 }
 
-/* Picks a free entry for p's process, claims it in the segment and for the actor. */
+/*
+ * Picks a free entry for p's process, gives it a fresh area (*area_fd, its
+ * memfd), claims it in the segment and for the actor. Returns the entry,
+ * -EUSERS (none free) or -ENOMEM (no area could be made).
+ */
 static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
-			     struct rdmem_door_welcome *w)
+			     struct rdmem_door_welcome *w, int *area_fd)
 {
 	pid_t pid = p->pid;
 	struct rdmem_door *d = &fd->door;
@@ -282,6 +289,16 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 		if (d->conn[c] >= 0 || atomic_load_explicit(&cl->claim, memory_order_acquire) ||
 		    atomic_load_explicit(&cl->cut, memory_order_acquire))
 			continue;
+		*area_fd = rdmem_frontdoor_client_map(fd, c);
+		if (*area_fd < 0) {
+			rdmem_door_count(&d->n_no_memory);
+			rdmem_warn_limited("front door %s: no memory for client %u's area (%llu "
+					   "MiB): %s",
+					   fd->name, c,
+					   (unsigned long long)(fd->geom.client_size >> 20),
+					   strerror(-*area_fd));
+			return -ENOMEM;
+		}
 		gen = ++d->next_gen ? d->next_gen : ++d->next_gen;
 		atomic_store_explicit(&e->gen, gen, memory_order_relaxed);
 		e->attach_ns = rdmem_now_ns();
@@ -304,13 +321,15 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 	return -EUSERS;
 }
 
-/* Sends the welcome, with the memfd when status is 0. */
-static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_welcome *w)
+/* Sends the welcome, with the two memfds (common, the client's area) when status is 0. */
+static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_welcome *w,
+			   int area_fd)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
+	int fds[2] = { fd->shm_fd, area_fd };
 	struct iovec iov = { w, sizeof(*w) };
 	struct msghdr msg = { 0 };
 	struct cmsghdr *c;
@@ -319,7 +338,11 @@ static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_
 	w->version = RDMEM_DOOR_VERSION;
 	w->shm_version = RDMEM_SHM_VERSION;
 	w->epoch = fd->epoch;
-	w->size = fd->geom.total_size;
+	w->size = fd->geom.slots_off;
+	w->client_size = fd->geom.client_size;
+	w->clients = fd->geom.clients;
+	w->slots = fd->geom.slots;
+	w->max_value = fd->geom.max_value;
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
 	if (!w->status) {
@@ -329,8 +352,8 @@ static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_
 		c = CMSG_FIRSTHDR(&msg);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd->shm_fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(c), fds, sizeof(fds));
 	}
 	/* A fresh connection's buffer is empty: the welcome fits or the peer is gone. */
 	return sendmsg(s, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -EPIPE;
@@ -366,15 +389,16 @@ static int rdmem_door_capped(uid_t uid)
 	return uid != 0 && uid != geteuid();
 }
 
-/* An entry for p (its index), or -EDQUOT (its uid holds its share), or -EUSERS. */
+/* An entry for p (its index, its area in *area_fd), or -EDQUOT (its uid
+ * holds its share), -EUSERS or -ENOMEM. */
 static int rdmem_door_take(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
-			   struct rdmem_door_welcome *w, int *leaving)
+			   struct rdmem_door_welcome *w, int *leaving, int *area_fd)
 {
 	if (rdmem_door_capped(p->uid) &&
 	    rdmem_door_held(fd, p->uid, 0, leaving) >= fd->door.per_uid)
 		return -EDQUOT;
 	rdmem_door_held(fd, p->uid, 1, leaving);
-	return rdmem_door_assign(fd, p, w);
+	return rdmem_door_assign(fd, p, w, area_fd);
 }
 
 static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c);
@@ -411,6 +435,8 @@ static int rdmem_door_sweep(struct rdmem_frontdoor *fd)
 static void rdmem_door_refused(struct rdmem_frontdoor *fd, const struct rdmem_door_pending *p,
 			       int err)
 {
+	if (err == -ENOMEM)
+		return; /* counted and said where it failed */
 	if (err == -EDQUOT) {
 		rdmem_door_count(&fd->door.n_uid_full);
 		rdmem_warn_limited("front door %s: attach of pid %d refused: uid %u holds %u "
@@ -503,7 +529,7 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 			      uint64_t now)
 {
 	struct rdmem_door_welcome w = { 0 };
-	int leaving = 0, c;
+	int leaving = 0, c, area_fd = -1, sent;
 
 	if (rdmem_door_held_off(&fd->door, p->pid, now)) {
 		rdmem_door_count(&fd->door.n_cut_refused);
@@ -512,17 +538,17 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 				   fd->name, (int)p->pid,
 				   (unsigned long long)(RDMEM_FD_CUT_HOLD_NS / 1000000000ull));
 		w.status = EACCES;
-		if (rdmem_door_send(fd, p->fd, &w))
+		if (rdmem_door_send(fd, p->fd, &w, -1))
 			rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: pid %d left first",
 					  fd->name, (int)p->pid);
 		rdmem_door_drop(p);
 		return;
 	}
-	c = rdmem_door_take(fd, p, &w, &leaving);
+	c = rdmem_door_take(fd, p, &w, &leaving, &area_fd);
 
-	if (c < 0 && !leaving && rdmem_door_sweep(fd))
-		c = rdmem_door_take(fd, p, &w, &leaving);
-	p->waiting = c < 0 && now < p->deadline_ns && leaving;
+	if (c == -EUSERS && !leaving && rdmem_door_sweep(fd))
+		c = rdmem_door_take(fd, p, &w, &leaving, &area_fd);
+	p->waiting = c < 0 && c != -ENOMEM && now < p->deadline_ns && leaving;
 	if (p->waiting)
 		return;
 	if (c < 0) {
@@ -531,7 +557,10 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 	} else {
 		rdmem_door_writer(&fd->door, p->uid);
 	}
-	if (rdmem_door_send(fd, p->fd, &w) == 0 && c >= 0) {
+	sent = rdmem_door_send(fd, p->fd, &w, area_fd);
+	if (area_fd >= 0)
+		close(area_fd); /* the client has its own copy; our mapping holds the pages */
+	if (sent == 0 && c >= 0) {
 		fd->door.conn[c] = p->fd;
 		p->fd = -1;
 		rdmem_door_count(&fd->door.n_attached);

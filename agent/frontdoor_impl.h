@@ -107,6 +107,7 @@ struct rdmem_door {
 	uint64_t cut_until[RDMEM_DOOR_PENDING];
 	gid_t admin_group; /* --admin-group, when has_admin_group */
 	int has_admin_group;
+	_Atomic uint64_t n_no_memory; /* attaches refused: its area could not be made */
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups,
 	    n_uid_full, n_pid_unknown, n_cut_refused;
 };
@@ -150,6 +151,15 @@ int rdmem_door_start(struct rdmem_frontdoor *fd);
 void rdmem_door_close(struct rdmem_frontdoor *fd);
 /* Takes over from a live agent on our socket (--shm-reset): retires its segment. */
 int rdmem_door_retire_live(const char *path, uint64_t *epoch);
+
+/*
+ * Client c's area (shm/segment.h): a fresh sealed memfd mapped at its place
+ * in the agent's range, by the door thread before it claims the entry.
+ * Returns the memfd, for the welcome (the caller closes it), or -errno.
+ */
+int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c);
+/* By the actor when it reclaims c: the area goes back to reserved, empty. */
+void rdmem_frontdoor_client_unmap(struct rdmem_frontdoor *fd, uint32_t c);
 
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
 uint64_t rdmem_frontdoor_proc_start(int32_t pid);

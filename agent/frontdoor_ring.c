@@ -242,10 +242,11 @@ void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_ag
 static void rdmem_frontdoor_mark_dead(struct rdmem_frontdoor *fd, uint32_t c, int32_t pid);
 
 /*
- * A misbehaviour found in client c's entry or slots (or in a ring entry
- * naming c) is c's only when no other user could have written it: every
- * client maps the whole segment, so this holds while every uid ever handed
- * the segment, root's and ours aside, is c's own. A process of c's uid could
+ * A misbehaviour found in client c's table entry or in a ring entry naming
+ * c (the common part, shm/segment.h) is c's only when no other user could
+ * have written it: every client maps the common part, so this holds while
+ * every uid ever handed the segment, root's and ours aside, is c's own.
+ * (One found in c's slots is c's: only c maps its area.) A process of c's uid could
  * kill c outright, so framing it gains that process nothing; a process of
  * another uid never gets c cut off. See docs/architecture.md.
  */
@@ -303,8 +304,11 @@ static void rdmem_frontdoor_cut(struct rdmem_frontdoor *fd, uint32_t c, uint64_t
 	atomic_store_explicit(&cl->cut, 1, memory_order_release);
 }
 
-/* Scores one misbehaviour naming client c, when attributable to it (actor thread). */
-static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const char *why)
+/*
+ * Scores one misbehaviour naming client c, when attributable to it (actor
+ * thread). own: found in c's own area, which nobody else maps.
+ */
+static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const char *why, int own)
 {
 	struct rdmem_fd_client *cl;
 	uint64_t claim;
@@ -316,7 +320,7 @@ static void rdmem_frontdoor_strike(struct rdmem_frontdoor *fd, uint32_t c, const
 	claim = atomic_load_explicit(&cl->claim, memory_order_acquire);
 	if (!claim || atomic_load_explicit(&cl->dead, memory_order_relaxed))
 		return; /* nobody to blame, or already on its way out */
-	if (!rdmem_frontdoor_attributable(fd, c)) {
+	if (!own && !rdmem_frontdoor_attributable(fd, c)) {
 		rdmem_frontdoor_count(&fd->n_unattributed);
 		return;
 	}
@@ -353,7 +357,7 @@ static void rdmem_frontdoor_late_strikes(struct rdmem_frontdoor *fd, uint32_t c)
 	    atomic_exchange_explicit(&fd->clients[c].late_strikes, 0, memory_order_relaxed);
 
 	while (n--)
-		rdmem_frontdoor_strike(fd, c, "rewrote a slot the agent held");
+		rdmem_frontdoor_strike(fd, c, "rewrote a slot the agent held", 1);
 }
 
 /* ---- taking calls ------------------------------------------------------ */
@@ -458,7 +462,7 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 				return -1;
 			rdmem_frontdoor_refuse(
 			    fd, "client %u slot %u is in state %#x, not submitted", c, s, st);
-			rdmem_frontdoor_strike(fd, c, "entry for a slot not submitted");
+			rdmem_frontdoor_strike(fd, c, "entry for a slot not submitted", 0);
 			return -1;
 		}
 		/* Relaxed is enough here: attach happened long before submit. The
@@ -486,7 +490,7 @@ static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t
 	struct rdmem_agent_call *call;
 	struct rdmem_fd_client *cl;
 	const char *why = NULL;
-	uint64_t now, bit;
+	uint64_t now, bit, claim;
 	uint16_t status;
 	int taken;
 
@@ -498,11 +502,20 @@ static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t
 	}
 	cl = &fd->clients[c];
 	bit = 1ull << s;
+	/* Acquire: pairs with the door's release of claim, after it mapped c's
+	 * area. Nothing of a free entry is mapped: its slots are not looked at.
+	 * Only this thread clears claim (reclaim), so the area stays while we
+	 * hold the call. */
+	claim = atomic_load_explicit(&cl->claim, memory_order_acquire);
+	if (!claim) {
+		rdmem_frontdoor_refuse(fd, "client %u is not attached (slot %u)", c, s);
+		return 0;
+	}
 	if (atomic_load_explicit(&cl->held, memory_order_relaxed) & bit) {
 		if (rdmem_frontdoor_late_entry(fd, c, s))
 			return 0;
 		rdmem_frontdoor_refuse(fd, "client %u slot %u is already held by the agent", c, s);
-		rdmem_frontdoor_strike(fd, c, "entry for a slot the agent holds");
+		rdmem_frontdoor_strike(fd, c, "entry for a slot the agent holds", 0);
 		return 0;
 	}
 	taken = rdmem_frontdoor_take_slot(fd, c, s, scanned);
@@ -512,6 +525,7 @@ static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t
 	atomic_fetch_add_explicit(&cl->inflight, 1, memory_order_relaxed);
 	now = rdmem_now_ns();
 	call = rdmem_frontdoor_fill_call(fd, c, s, now);
+	call->client_gen = (uint32_t)(claim >> 32);
 	status = rdmem_frontdoor_check_call(fd, c, call, &why);
 	if (status != RDMEM_S_OK) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,
@@ -591,11 +605,9 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_shm_client *entry = rdmem_shm_client_at(fd->base, &fd->geom, c);
 	struct rdmem_fd_client *cl = &fd->clients[c];
-	uint32_t s;
 
-	for (s = 0; s < fd->geom.slots; s++)
-		atomic_store_explicit(&rdmem_frontdoor_slot(fd, c, s)->state, RDMEM_SLOT_FREE,
-				      memory_order_relaxed);
+	/* Its area goes: the next owner gets a fresh one, FREE slots and all. */
+	rdmem_frontdoor_client_unmap(fd, c);
 	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->late_strikes, 0, memory_order_relaxed);
@@ -604,8 +616,8 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	cl->pid = 0;
 	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
 	/*
-	 * Release: the slot resets above happen before the door may hand the
-	 * entry out again; pairs with its acquire load of claim.
+	 * Release: the unmap and resets above happen before the door may hand
+	 * the entry out again; pairs with its acquire load of claim.
 	 */
 	atomic_store_explicit(&cl->claim, 0, memory_order_release);
 	rdmem_frontdoor_count(&fd->n_dead);
@@ -704,7 +716,7 @@ static void rdmem_frontdoor_pid_check(struct rdmem_frontdoor *fd, uint32_t c, in
 	/* Relaxed: only the word itself changes hands. */
 	atomic_compare_exchange_strong_explicit(&entry->pid, &word, owner, memory_order_relaxed,
 						memory_order_relaxed);
-	rdmem_frontdoor_strike(fd, c, "overwrote its pid word");
+	rdmem_frontdoor_strike(fd, c, "overwrote its pid word", 0);
 }
 
 /* Returns how many calls it took (lost entries, see scan_orphans). */
@@ -989,6 +1001,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->strikes = atomic_load_explicit(&fd->n_strikes, memory_order_relaxed);
 	out->unattributed = atomic_load_explicit(&fd->n_unattributed, memory_order_relaxed);
 	out->door_cut_refused = atomic_load_explicit(&fd->door.n_cut_refused, memory_order_relaxed);
+	out->door_no_memory = atomic_load_explicit(&fd->door.n_no_memory, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
 		out->attached +=
 		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;

@@ -26,45 +26,106 @@ static int rdmem_frontdoor_fail(const char *what, const char *name, int err)
 }
 
 /* Wakes every client that sleeps on a slot of a segment we are leaving. */
-static void rdmem_frontdoor_wake_all(void *base, const struct rdmem_shm_geom *g)
+static void rdmem_frontdoor_wake_all(struct rdmem_frontdoor *fd)
 {
+	const struct rdmem_shm_geom *g = &fd->geom;
 	uint32_t c, s;
 
-	for (c = 0; c < g->clients; c++)
+	for (c = 0; c < g->clients; c++) {
+		/* Acquire: pairs with the door's release of claim, after it mapped
+		 * the area; only a claimed entry's area is mapped. */
+		if (!atomic_load_explicit(&fd->clients[c].claim, memory_order_acquire))
+			continue;
 		for (s = 0; s < g->slots; s++) {
-			struct rdmem_shm_slot *slot = rdmem_shm_slot_at(base, g, c, s);
+			struct rdmem_shm_slot *slot = rdmem_shm_slot_at(fd->base, g, c, s);
 
 			if (atomic_load_explicit(&slot->state, memory_order_relaxed) &
 			    RDMEM_SLOT_WAITING)
 				rdmem_futex_wake_all(&slot->state);
 		}
+	}
+}
+
+/* Leaves [addr, addr + len) reserved and empty: nothing mapped, nothing held. */
+static int rdmem_frontdoor_reserve_at(void *addr, uint64_t len)
+{
+	void *p = mmap(addr, len, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (addr ? MAP_FIXED : 0), -1, 0);
+
+	return p == MAP_FAILED ? -errno : 0;
+}
+
+int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	uint8_t *area = rdmem_shm_client_area(fd->base, &fd->geom, c);
+	uint64_t len = fd->geom.client_size;
+	int mfd, rc;
+
+	/*
+	 * A fresh memfd for every attach: the entry's last owner may keep its
+	 * old mapping (or have passed the fd on); it must never see this
+	 * owner's calls. Sparse on purpose: pages come as the client touches
+	 * them. A memfd lives on the kernel's internal tmpfs, which has no size
+	 * limit, so a page that cannot be had means the OOM killer, as for any
+	 * anonymous memory, never a SIGBUS from a full /dev/shm.
+	 */
+	mfd = memfd_create("rdmem-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return -errno;
+	if (ftruncate(mfd, (off_t)len) < 0 || fcntl(mfd, F_ADD_SEALS, RDMEM_DOOR_SEALS) < 0 ||
+	    mmap(area, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd, 0) == MAP_FAILED) {
+		rc = -errno;
+		close(mfd);
+		return rc;
+	}
+	return mfd;
+}
+
+void rdmem_frontdoor_client_unmap(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	int rc = rdmem_frontdoor_reserve_at(rdmem_shm_client_area(fd->base, &fd->geom, c),
+					    fd->geom.client_size);
+
+	/* The next attach maps over it anyway: only its pages stay held till then. */
+	if (rc)
+		rdmem_warn_limited("front door %s: cannot unmap client %u's area: %s", fd->name, c,
+				   strerror(-rc));
 }
 
 /*
- * Refuses a segment memory cannot hold, then allocates every page of it: a
- * sparse memfd would SIGBUS whoever touches a page once memory runs out.
+ * Refuses a geometry whose memory, every client area used to the full (what
+ * hostile or busy clients can do), the host cannot hold: pages come on
+ * demand, but the worst case must still fit in RAM and swap.
  */
-static int rdmem_frontdoor_size(int sfd, const char *name, uint64_t size)
+static int rdmem_frontdoor_fits(const char *name, uint64_t worst)
 {
 	struct sysinfo si;
 	uint64_t avail;
-	int rc;
 
 	if (sysinfo(&si) < 0)
 		return rdmem_frontdoor_fail("sysinfo", name, errno);
 	avail = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
-	if (avail < size) {
-		rdmem_err("front door %s: needs %" PRIu64 " MiB of shared memory, the host has "
-			  "%" PRIu64 " MiB of RAM and swap (lower clients, slots or max value)",
-			  name, size >> 20, avail >> 20);
-		return -ENOSPC;
-	}
+	if (avail >= worst)
+		return 0;
+	rdmem_err("front door %s: could need %" PRIu64 " MiB of shared memory with every client "
+		  "area in use, the host has %" PRIu64 " MiB of RAM and swap (lower clients, "
+		  "slots or max value)",
+		  name, worst >> 20, avail >> 20);
+	return -ENOSPC;
+}
+
+/* Allocates every page of the common part (header, client table, ring: a
+ * few pages) and seals it. */
+static int rdmem_frontdoor_size(int sfd, const char *name, uint64_t size)
+{
+	int rc;
+
 	if (ftruncate(sfd, (off_t)size) < 0)
 		return rdmem_frontdoor_fail("size the segment", name, errno);
 	rc = posix_fallocate(sfd, 0, (off_t)size);
 	if (rc) {
-		rdmem_err("front door %s: cannot allocate %" PRIu64 " MiB of shared memory: %s",
-			  name, size >> 20, strerror(rc));
+		rdmem_err("front door %s: cannot allocate %" PRIu64 " KiB of shared memory: %s",
+			  name, size >> 10, strerror(rc));
 		return rc == ENOMEM ? -ENOSPC : -rc;
 	}
 	/* From here on nobody, we included, can change its size. */
@@ -90,7 +151,8 @@ static void rdmem_frontdoor_format(struct rdmem_frontdoor *fd, uint64_t epoch)
 	rdmem_ring_consumer_init(&fd->cons, 0);
 	if (fd->ring_skip_ns)
 		fd->cons.skip_after_ns = fd->ring_skip_ns;
-	/* Client table and slots are zero (fresh pages): free entries, FREE slots.
+	/* The client table is zero (fresh pages): free entries; a client's slots
+	 * come FREE in the memfd made for its attach.
 	 * Release: publishes all of the above to clients that acquire RUNNING. */
 	atomic_store_explicit(&h->state, RDMEM_SHM_RUNNING, memory_order_release);
 	memcpy(fd->hdr_own, h, sizeof(fd->hdr_own)); /* before any client has the fd */
@@ -105,15 +167,19 @@ static int rdmem_frontdoor_map_new(struct rdmem_frontdoor *fd, uint64_t epoch)
 	fd->shm_fd = memfd_create(fd->name + 1, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd->shm_fd < 0)
 		return rdmem_frontdoor_fail("create the segment (memfd)", fd->name, errno);
-	rc = rdmem_frontdoor_size(fd->shm_fd, fd->name, fd->geom.total_size);
+	rc = rdmem_frontdoor_size(fd->shm_fd, fd->name, fd->geom.slots_off);
 	if (rc)
 		return rc;
-	fd->base =
-	    mmap(NULL, fd->geom.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->shm_fd, 0);
+	/* The whole range reserved, empty: client areas are mapped as they attach. */
+	fd->base = mmap(NULL, fd->geom.total_size, PROT_NONE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (fd->base == MAP_FAILED) {
 		fd->base = NULL;
-		return rdmem_frontdoor_fail("map the segment", fd->name, errno);
+		return rdmem_frontdoor_fail("reserve the segment's range", fd->name, errno);
 	}
+	if (mmap(fd->base, fd->geom.slots_off, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 fd->shm_fd, 0) == MAP_FAILED)
+		return rdmem_frontdoor_fail("map the segment", fd->name, errno);
 	fd->hdr = fd->base;
 	rdmem_frontdoor_format(fd, epoch);
 	return 0;
@@ -171,6 +237,8 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 		goto fail;
 	}
 	rc = rdmem_frontdoor_geom(cfg, &fd->geom);
+	if (!rc)
+		rc = rdmem_frontdoor_fits(fd->name, fd->geom.total_size);
 	if (rc)
 		goto fail;
 	n = (size_t)fd->geom.clients * fd->geom.slots;
@@ -193,9 +261,10 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 	if (rc)
 		goto fail;
 	rdmem_info("front door %s: socket %s, %u clients x %u slots, %u B payload per slot, "
-		   "%" PRIu64 " MiB, epoch %" PRIu64,
+		   "%" PRIu64 " KiB shared, up to %" PRIu64 " KiB per client as it uses it, "
+		   "epoch %" PRIu64,
 		   fd->name, fd->door.path, fd->geom.clients, fd->geom.slots, fd->geom.payload_cap,
-		   fd->geom.total_size >> 20, epoch);
+		   fd->geom.slots_off >> 10, fd->geom.client_size >> 10, epoch);
 	*out = fd;
 	return 0;
 fail:
@@ -213,7 +282,7 @@ void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd)
 	/* Release: pairs with the clients' acquire load of state (libclient). */
 	atomic_store_explicit(&fd->hdr->state, RDMEM_SHM_CLOSED, memory_order_release);
 	rdmem_frontdoor_stop(fd);
-	rdmem_frontdoor_wake_all(fd->base, &fd->geom);
+	rdmem_frontdoor_wake_all(fd);
 	rdmem_frontdoor_free(fd); /* closes every connection, removes our socket */
 }
 
@@ -221,6 +290,15 @@ void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len)
 {
 	*len = fd->geom.total_size;
 	return fd->base;
+}
+
+void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t *area_off,
+			   uint64_t *area_len, uint32_t *clients)
+{
+	*base = fd->base;
+	*area_off = fd->geom.slots_off;
+	*area_len = fd->geom.client_size;
+	*clients = fd->geom.clients;
 }
 
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd)

@@ -112,7 +112,8 @@ static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uin
 
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
 {
-	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) + cfg->fd_len;
+	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) +
+		cfg->fd_area_len * cfg->fd_clients;
 	return cfg->fabric == RDMEM_FAB_VERBS && rdmem_memlock_limit(limit) && *need > *limit;
 }
 
@@ -136,10 +137,43 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	if (ret == 0)
 		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
 				    &l->mr_local);
-	if (ret == 0 && cfg->fd_base)
-		ret = rdmem_fab_reg(l->conn, cfg->fd_base, cfg->fd_len, RDMEM_ACCESS_LOCAL,
-				    &l->mr_fd);
+	if (ret == 0 && cfg->fd_base) {
+		l->areas = calloc(cfg->fd_clients, sizeof(*l->areas));
+		if (!l->areas)
+			return -ENOMEM;
+		l->fd_base = cfg->fd_base;
+		l->fd_area_off = cfg->fd_area_off;
+		l->fd_area_len = cfg->fd_area_len;
+		l->fd_clients = cfg->fd_clients;
+	}
 	return ret;
+}
+
+int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint32_t gen, uint32_t *lkey)
+{
+	struct rdmem_link_area *a;
+	int ret;
+
+	if (!l->areas || client >= l->fd_clients || !gen)
+		return -EINVAL;
+	a = &l->areas[client];
+	if (a->gen != gen) {
+		if (a->gen)
+			rdmem_fab_dereg(l->conn, &a->mr);
+		a->gen = 0;
+		ret = rdmem_fab_reg(l->conn, l->fd_base + l->fd_area_off + client * l->fd_area_len,
+				    l->fd_area_len, RDMEM_ACCESS_LOCAL, &a->mr);
+		if (ret < 0) {
+			rdmem_warn_limited("rdma: cannot register client %u's area (%llu KiB): %s; "
+					   "its calls go over TCP",
+					   client, (unsigned long long)(l->fd_area_len >> 10),
+					   strerror(-ret));
+			return ret;
+		}
+		a->gen = gen;
+	}
+	*lkey = a->mr.lkey;
+	return 0;
 }
 
 /* Said once per link, at connect: which requests this geometry cannot carry. */
@@ -290,12 +324,15 @@ void rdmem_link_close(struct rdmem_link *l)
 	if (!l)
 		return;
 	if (l->conn) {
-		rdmem_fab_dereg(l->conn, &l->mr_fd);
+		for (uint32_t c = 0; l->areas && c < l->fd_clients; c++)
+			if (l->areas[c].gen)
+				rdmem_fab_dereg(l->conn, &l->areas[c].mr);
 		rdmem_fab_dereg(l->conn, &l->mr_local);
 		rdmem_fab_dereg(l->conn, &l->mr_resp);
 		if (l->region)
 			rdmem_fab_free(l->conn, l->region, l->region_len);
 		rdmem_fab_close(l->conn);
 	}
+	free(l->areas);
 	free(l);
 }

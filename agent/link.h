@@ -3,8 +3,9 @@
  *
  *   agent region   response ring + response data   remote write (the server replies)
  *                  descriptor staging, control-page snapshot, RECLAIM buffers: local
- *   front door     the SHM segment, registered local-only so LAZY reads land in
- *                  and BULK writes leave from the client's slot with no copy
+ *   front door     each client's own area (shm/segment.h), registered local-only
+ *                  at its first RDMA call after each attach, so LAZY reads land
+ *                  in and requests leave from the client's slot with no copy
  */
 #ifndef RDMEM_AGENT_LINK_H
 #define RDMEM_AGENT_LINK_H
@@ -25,8 +26,10 @@ struct rdmem_link_config {
 	uint16_t port;
 	uint32_t ring_slots;
 	uint32_t resp_bytes;
-	void *fd_base; /* front-door segment, for zero-copy */
-	size_t fd_len;
+	uint8_t *fd_base;     /* front-door range, for zero-copy (NULL: none) */
+	uint64_t fd_area_off; /* client c's area at fd_base + off + c * len */
+	uint64_t fd_area_len;
+	uint32_t fd_clients;
 	int timeout_ms;
 	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
 	struct rdmem_auth *auth; /* --secret-file; NULL: none */
@@ -49,8 +52,29 @@ struct rdmem_link {
 	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
 	uint8_t *reclaim;	  /* RDMEM_LINK_RECLAIM_BUFS message buffers */
-	struct rdmem_mr mr_resp, mr_local, mr_fd;
+	struct rdmem_mr mr_resp, mr_local;
+	/* Per client entry: its area's registration and the attach it is of. */
+	struct rdmem_link_area *areas;
+	uint8_t *fd_base;
+	uint64_t fd_area_off, fd_area_len;
+	uint32_t fd_clients;
 };
+
+struct rdmem_link_area {
+	struct rdmem_mr mr;
+	uint32_t gen; /* the attach generation registered; 0: none */
+};
+
+/*
+ * The lkey of client's area as attach gen has it (the session actor's
+ * thread only). Each attach maps a fresh memfd there, so a registration of
+ * an earlier attach pins the old pages: it is replaced on the first call
+ * of a new attach (nothing of the old one is in flight by then: the front
+ * door reclaims an entry only when all its calls completed, and a call
+ * completes only after its WRs did). Returns 0, or -errno of the
+ * registration (the caller sends the call another way).
+ */
+int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint32_t gen, uint32_t *lkey);
 
 /* Connects to the server and exchanges regions; logs why on failure. */
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);

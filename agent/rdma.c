@@ -264,7 +264,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 {
 	uint64_t bytes = rdmem_desc_payload_len(&call->req);
 	uint32_t span = (uint32_t)RDMEM_MAX(1, (bytes + r->l->slot_bytes - 1) / r->l->slot_bytes);
-	uint32_t lkey = r->l->mr_fd.lkey, i;
+	uint32_t lkey = 0, i;
 	struct rdmem_sge sge[2];
 	struct rdmem_dp_msg m;
 	int nsge = 0, ret;
@@ -283,6 +283,11 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	}
 	if ((ret = rdmem_rdma_room(r, RDMEM_DP_MAX_WRS)) <= 0)
 		return ret ? ret : -EAGAIN;
+	/* A client's call (the session's own, BIND, has no area): its area's
+	 * registration, for the request and for a LAZY reply's READ. */
+	if (call->client_gen &&
+	    rdmem_link_area_lkey(r->l, call->client, call->client_gen, &lkey) < 0)
+		return -ENOMEM;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -453,11 +458,16 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 	struct rdmem_rdma_slot *s = &r->slot[i];
 	struct rdmem_agent_call *call = s->call;
 	struct rdmem_wr wr = { 0 };
+	uint32_t lkey;
 	int ret;
 
 	if (r->reads_inflight < r->l->max_reads && (ret = rdmem_rdma_room(r, 1)) != 0) {
 		if (ret < 0)
 			return ret;
+		/* Registered at submit, for this attach (the entry cannot be
+		 * reclaimed while we hold its call): the lookup only finds it. */
+		if (rdmem_link_area_lkey(r->l, call->client, call->client_gen, &lkey) < 0)
+			return -EIO;
 		wr.wr_id = RDMEM_WRID_LAZY | i;
 		wr.op = RDMEM_WR_READ;
 		wr.flags = RDMEM_WR_SIGNALED;
@@ -465,7 +475,7 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		wr.rkey = r->l->w.objpool.rkey;
 		wr.nsge = 1;
 		wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + s->rep.data_off),
-						s->ref.length, r->l->mr_fd.lkey };
+						s->ref.length, lkey };
 		s->read_no = rdmem_rdma_add_read(r, &wr);
 		return 0;
 	}

@@ -61,7 +61,8 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
  * batch (rdmem_rdma_flush). 0: on its way; -EAGAIN: no free run of slots, or
  * the send queue is full, now (retry after replies); -EBUSY: the server asked us to
  * hold new calls a moment (connection grouping); -E2BIG: can never fit;
- * other -errno: the link is broken.
+ * -ENOMEM: the client's area could not be registered (nothing posted; the
+ * link is fine); other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
 /* Posts the batch (first), reaps completions; returns how many, or

@@ -292,16 +292,17 @@ static int rdmem_agent_memlock_short(struct rdmem_agent_session *s,
 				     const struct rdmem_link_config *lc)
 {
 	uint64_t need, limit;
+	uint64_t areas = lc->fd_area_len * lc->fd_clients;
 
 	if (!rdmem_link_memlock_short(lc, &need, &limit))
 		return 0;
-	rdmem_err("rdma: off: RDMA must pin %llu KiB (front-door segment %llu KiB + link %llu "
-		  "KiB) but the locked-memory limit is %llu KiB and the agent lacks "
+	rdmem_err("rdma: off: RDMA must pin %llu KiB (front-door client areas %llu KiB + link "
+		  "%llu KiB) but the locked-memory limit is %llu KiB and the agent lacks "
 		  "CAP_IPC_LOCK. Every call goes over TCP. Raise the limit (`ulimit -l "
 		  "unlimited`, or LimitMEMLOCK=infinity for a systemd service) or use fewer "
 		  "--clients/--slots, then restart the agent",
-		  (unsigned long long)need / 1024, (unsigned long long)lc->fd_len / 1024,
-		  (unsigned long long)(need - lc->fd_len) / 1024, (unsigned long long)limit / 1024);
+		  (unsigned long long)need / 1024, (unsigned long long)areas / 1024,
+		  (unsigned long long)(need - areas) / 1024, (unsigned long long)limit / 1024);
 	atomic_store_explicit(&s->cnt.memlock_short, 1, memory_order_relaxed);
 	return 1;
 }
@@ -323,7 +324,7 @@ static void *rdmem_agent_connector(void *arg)
 	struct rdmem_link *l;
 
 	pthread_setname_np(pthread_self(), "rdmem-connect"); /* ps -L, top -H, the idle test */
-	lc.fd_base = rdmem_frontdoor_segment(s->fd, &lc.fd_len);
+	rdmem_frontdoor_areas(s->fd, &lc.fd_base, &lc.fd_area_off, &lc.fd_area_len, &lc.fd_clients);
 	if (rdmem_agent_memlock_short(s, &lc))
 		return NULL; /* no link can ever come up: TCP carries every call */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
@@ -400,12 +401,16 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	}
 	was = rdmem_agent_ident_sent(s->ident, call);
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
-	if (ret == -EAGAIN || ret == -EBUSY)
+	if (ret == -EAGAIN || ret == -EBUSY || ret == -ENOMEM)
 		rdmem_agent_ident_unsent(call, was); /* not posted: it waits */
 	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
 		return ret;
 	if (ret == -E2BIG) {
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
+		return 0;
+	}
+	if (ret == -ENOMEM) { /* the client's area could not be registered: the link is fine */
+		rdmem_agent_session_failed(s, call, ret, 1);
 		return 0;
 	}
 	/* The link goes first: nothing of it may touch memory a retry reuses. */

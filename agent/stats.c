@@ -195,6 +195,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Misbehaviours naming a client that another user could have forged: not scored."),
 	S("frontdoor.door_cut_refused", C, fd.door_cut_refused,
 	  "Attaches refused: the process was cut off less than 10 s before."),
+	S("frontdoor.door_no_memory", C, fd.door_no_memory,
+	  "Attaches refused: no memory (or mapping) for the client's own area."),
 	S("resp.conns", C, resp.conns,
 	  "Redis-protocol connections accepted (--resp-port, --resp-socket)."),
 	S("resp.clients", G, resp.clients, "Redis-protocol connections open."),

@@ -36,7 +36,6 @@ void rdmem__att_unmap(struct rdmem_att *pub)
 	 * the agent frees them.
 	 */
 	munmap(pub->base, a->len);
-	close(a->fd);
 	/* Shut down, not just close: a child forked since holds a copy of the
 	 * socket, and the agent must still see us leave. */
 	shutdown(a->sock, SHUT_RDWR);
@@ -44,17 +43,22 @@ void rdmem__att_unmap(struct rdmem_att *pub)
 	free(a);
 }
 
-/* Checks the mapped segment is the running agent's that welcomed us. */
+/*
+ * Checks the mapped common part is the running agent's that welcomed us: its
+ * header agrees with the geometry the welcome gave (any client can write the
+ * header; the agent puts it back, so a retry of the attach finds it right).
+ */
 static int att_check(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w)
 {
 	struct rdmem_shm_header *hdr = a->pub.hdr;
+	struct rdmem_shm_geom hg;
 
 	/* Acquire: pairs with the agent's release store of RUNNING, after formatting. */
 	if (atomic_load_explicit(&hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING)
 		return -ECONNREFUSED;
-	if (rdmem_shm_header_check(hdr, a->len, &a->pub.geom) != 0 ||
-	    atomic_load_explicit(&hdr->epoch, memory_order_relaxed) != w->epoch ||
-	    w->client >= a->pub.geom.clients)
+	if (rdmem_shm_header_check(hdr, w->size, &hg) != 0 || hg.clients != a->pub.geom.clients ||
+	    hg.slots != a->pub.geom.slots || hg.max_value != a->pub.geom.max_value ||
+	    atomic_load_explicit(&hdr->epoch, memory_order_relaxed) != w->epoch)
 		return -EPROTO;
 	return 0;
 }
@@ -112,8 +116,8 @@ static int att_dial(const char *path)
 	return s;
 }
 
-/* Sends the hello; receives the welcome and the segment fd. */
-static int att_handshake(int s, struct rdmem_door_welcome *w, int *mfd)
+/* Sends the hello; receives the welcome and the two memfds (common, ours). */
+static int att_handshake(int s, struct rdmem_door_welcome *w, int mfd[2])
 {
 	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION,
 					  RDMEM_SHM_VERSION, 0, 0 };
@@ -121,7 +125,7 @@ static int att_handshake(int s, struct rdmem_door_welcome *w, int *mfd)
 
 	if (n != (ssize_t)sizeof(hello))
 		return n < 0 && errno != EAGAIN ? -ECONNREFUSED : -ETIMEDOUT;
-	n = rdmem_door_recv(s, w, sizeof(*w), mfd);
+	n = rdmem_door_recv(s, w, sizeof(*w), mfd, 2);
 	if (n == -EAGAIN)
 		return -ETIMEDOUT;
 	/* Reset or closed before a welcome: the agent stopped with our
@@ -136,59 +140,94 @@ static int att_handshake(int s, struct rdmem_door_welcome *w, int *mfd)
 		return -EPROTO;
 	if (w->status)
 		return w->status > 0 && w->status < 4096 ? -w->status : -EPROTO;
-	return *mfd >= 0 ? 0 : -EPROTO;
+	return mfd[0] >= 0 && mfd[1] >= 0 ? 0 : -EPROTO;
 }
 
 /* The fd must be sealed so that nobody can shrink or grow it, and as big as said. */
-static int att_sealed(int mfd, const struct rdmem_door_welcome *w)
+static int att_sealed(int mfd, uint64_t size)
 {
 	struct stat st;
 	int seals = fcntl(mfd, F_GET_SEALS);
 
 	if (seals < 0 || (seals & RDMEM_DOOR_SEALS) != RDMEM_DOOR_SEALS)
 		return -EPERM;
-	if (fstat(mfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != w->size ||
-	    w->size < RDMEM_SHM_HEADER_SIZE || w->size > SIZE_MAX)
+	if (fstat(mfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
 		return -EPROTO;
 	return 0;
 }
 
-/* Attaches through the door: connect, hello, sealed fd, map, check. */
+/* The welcome's geometry, and both fds sealed and of the sizes it implies. */
+static int att_layout(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w, const int mfd[2])
+{
+	struct rdmem_shm_geom *g = &a->pub.geom;
+	int rc;
+
+	if (rdmem_shm_geom_compute(w->clients, w->slots, w->max_value, g) ||
+	    w->client >= g->clients || w->size != g->slots_off ||
+	    w->client_size != g->client_size || g->total_size > SIZE_MAX)
+		return -EPROTO;
+	if ((rc = att_sealed(mfd[0], w->size)) || (rc = att_sealed(mfd[1], w->client_size)))
+		return rc;
+	return 0;
+}
+
+/*
+ * Lays the range out as the agent has it (shm/segment.h): all of it
+ * reserved and inaccessible, the common part at 0, our own area at its
+ * place. Other clients' areas stay unmapped: we cannot touch them.
+ */
+static int att_place(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w, const int mfd[2])
+{
+	const struct rdmem_shm_geom *g = &a->pub.geom;
+	uint8_t *base;
+
+	a->len = (size_t)g->total_size;
+	base = mmap(NULL, a->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	if (mmap(base, g->slots_off, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd[0], 0) ==
+		MAP_FAILED ||
+	    mmap(rdmem_shm_client_area(base, g, w->client), g->client_size, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, mfd[1], 0) == MAP_FAILED) {
+		int rc = -errno;
+
+		munmap(base, a->len);
+		return rc;
+	}
+	a->pub.base = base;
+	a->pub.hdr = (struct rdmem_shm_header *)base;
+	return 0;
+}
+
+/* Attaches through the door: connect, hello, sealed fds, map, check. */
 static int att_map(const char *path, struct rdmem_att_lib *a)
 {
 	struct rdmem_door_welcome w;
-	int s, mfd = -1, rc;
+	int s, mfd[2] = { -1, -1 }, rc;
 
 	s = att_dial(path);
 	if (s < 0)
 		return s;
-	rc = att_handshake(s, &w, &mfd);
+	rc = att_handshake(s, &w, mfd);
 	if (!rc)
-		rc = att_sealed(mfd, &w);
-	if (rc)
-		goto fail;
-	a->len = (size_t)w.size;
-	a->pub.base = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-	if (a->pub.base == MAP_FAILED) {
-		rc = -errno;
-		goto fail;
-	}
-	a->pub.hdr = (struct rdmem_shm_header *)a->pub.base;
-	rc = att_check(a, &w);
-	if (rc) {
+		rc = att_layout(a, &w, mfd);
+	if (!rc)
+		rc = att_place(a, &w, mfd);
+	if (!rc && (rc = att_check(a, &w)) != 0)
 		munmap(a->pub.base, a->len);
-		goto fail;
+	/* The mappings hold the memory: the fds are not needed any more. */
+	if (mfd[0] >= 0)
+		close(mfd[0]);
+	if (mfd[1] >= 0)
+		close(mfd[1]);
+	if (rc) {
+		close(s);
+		return rc;
 	}
-	a->fd = mfd;
 	a->sock = s;
 	a->epoch = w.epoch;
 	a->pub.client = w.client;
 	return 0;
-fail:
-	if (mfd >= 0)
-		close(mfd);
-	close(s);
-	return rc;
 }
 
 static int att_attach(rdmem_t *h, struct rdmem_att **out)

@@ -26,7 +26,6 @@
 /* One attachment: the public view first, then what only the library reads. */
 struct rdmem_att_lib {
 	struct rdmem_att pub;
-	int fd;	  /* the segment's sealed memfd */
 	int sock; /* the connection to the agent: open for the attachment's life */
 	size_t len;
 	uint64_t epoch;

@@ -8,8 +8,11 @@
  *   SO_PEERCRED: uid == owner of dir
  *   hello {magic, version, shm version} ->   checked within RDMEM_DOOR_HELLO_NS
  *                                  <------   welcome {client entry, pid word,
- *                                             epoch, size} + the memfd
- *   F_GET_SEALS, fstat size, mmap
+ *                                             epoch, sizes} + two memfds:
+ *                                             the common part (header, table,
+ *                                             ring) and this client's own area,
+ *                                             created for this attach
+ *   F_GET_SEALS, fstat sizes, reserve the range, map both (shm/segment.h)
  *   ... the connection stays open: its close is the client's death (to the
  *   agent) and the agent's (to the client).
  *
@@ -34,8 +37,9 @@
 
 #define RDMEM_DOOR_MAGIC_HELLO	 0x48524f44u /* "DORH" */
 #define RDMEM_DOOR_MAGIC_WELCOME 0x57524f44u /* "DORW" */
-#define RDMEM_DOOR_VERSION	 1
-#define RDMEM_DOOR_ROOT_DIR	 "/run/rdmem"
+/* 2: two memfds (common part, the client's own area) and their sizes. */
+#define RDMEM_DOOR_VERSION  2
+#define RDMEM_DOOR_ROOT_DIR "/run/rdmem"
 /* The seals every segment carries: nobody can change its size, or the seals. */
 #define RDMEM_DOOR_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 /* A connection that has not sent its whole hello by then is closed. */
@@ -59,7 +63,11 @@ struct rdmem_door_welcome {
 	int32_t pid;	 /* the entry's pid word: the client's pid as the agent sees it */
 	uint32_t gen;
 	uint64_t epoch;
-	uint64_t size; /* the memfd's size: fstat must agree */
+	uint64_t size;	      /* the common memfd's size (slots_off): fstat must agree */
+	uint64_t client_size; /* the client's own memfd's size: fstat must agree */
+	/* The geometry (rdmem_shm_geom_compute): the header, which every client
+	 * can write, must agree with it; the client lays itself out by this. */
+	uint32_t clients, slots, max_value, reserved;
 };
 
 /*
@@ -218,11 +226,11 @@ static inline int rdmem_door_connect(const char *path, const struct timeval *tv)
 }
 
 /*
- * Receives up to len bytes and at most one fd (SCM_RIGHTS, close-on-exec).
- * Any other fds that came along are closed; truncated control data fails.
- * Returns the bytes read (fd in *fd or -1), or -errno / -EPROTO.
+ * Receives up to len bytes and at most nfd fds (SCM_RIGHTS, close-on-exec)
+ * into fds, in the order sent; missing ones are -1. Extra fds are closed;
+ * truncated control data fails. Returns the bytes read, or -errno / -EPROTO.
  */
-static inline ssize_t rdmem_door_recv(int sock, void *buf, size_t len, int *fd)
+static inline ssize_t rdmem_door_recv(int sock, void *buf, size_t len, int *fds, size_t nfd)
 {
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -231,9 +239,11 @@ static inline ssize_t rdmem_door_recv(int sock, void *buf, size_t len, int *fd)
 	struct iovec iov = { buf, len };
 	struct msghdr msg;
 	struct cmsghdr *c;
+	size_t got_n = 0, i;
 	ssize_t n;
 
-	*fd = -1;
+	for (i = 0; i < nfd; i++)
+		fds[i] = -1;
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
@@ -245,26 +255,28 @@ static inline ssize_t rdmem_door_recv(int sock, void *buf, size_t len, int *fd)
 	if (n < 0)
 		return -errno;
 	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		size_t i, nfd;
+		size_t k, cnt;
 
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
 		    c->cmsg_len < CMSG_LEN(0))
 			continue;
-		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < nfd; i++) {
+		cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
 			int got;
 
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = got;
+			memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+			if (got_n < nfd)
+				fds[got_n++] = got;
 			else
 				close(got);
 		}
 	}
 	if (msg.msg_flags & MSG_CTRUNC) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+		for (i = 0; i < nfd; i++)
+			if (fds[i] >= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+			}
 		return -EPROTO;
 	}
 	return n;

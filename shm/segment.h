@@ -1,17 +1,27 @@
-/* segment.h - layout of the front-door shared-memory segment (/rdmem).
+/* segment.h - layout of the front-door shared memory.
  *
- * The agent creates the segment (a sealed memfd, handed to clients over
- * its socket: shm/door.h); local apps map it with libclient. Everything is fixed-width, nothing is a pointer, and every
- * offset comes from rdmem_shm_geom_compute(), which both sides run: a client
- * trusts no offset it reads, it recomputes them from the geometry fields and
- * checks they agree (rdmem_shm_header_check()).
+ * One address range of total_size bytes, the same offsets on both sides,
+ * backed by memfds the agent creates and hands over its socket (shm/door.h),
+ * sealed so nobody can change their size. Everything is fixed-width, nothing
+ * is a pointer, and every offset comes from rdmem_shm_geom_compute(), which
+ * both sides run: a client trusts no offset it reads, it recomputes them
+ * from the geometry fields and checks they agree (rdmem_shm_header_check()).
  *
- *   0            header (4 KiB): identity + geometry, agent liveness
- *                (state, pid, epoch), the ring's head and doorbell
- *   clients_off  client table: clients x 64 B; the agent assigns an entry
- *                at attach and writes its pid word, each claim bumps gen
- *   ring_off     MPSC ring: ring_size x 8 B cells (see shm/ring.h)
- *   slots_off    clients x slots x slot_size; slot (c, s) belongs to client c
+ *   0            common memfd, slots_off bytes, mapped by the agent and every
+ *                client: the header (4 KiB): identity + geometry, agent
+ *                liveness (state, pid, epoch), the ring's head and doorbell;
+ *   clients_off  the client table: clients x 64 B; the agent assigns an entry
+ *                at attach and writes its pid word, each claim bumps gen;
+ *   ring_off     the MPSC ring: ring_size x 8 B cells (see shm/ring.h),
+ *                carrying (client, slot) names only.
+ *   slots_off    client c's area at slots_off + c * client_size: its slots,
+ *                a memfd of its own, created fresh for every attach and
+ *                mapped by that client and the agent alone. Other clients'
+ *                areas are unmapped (PROT_NONE) in a client: no client can
+ *                read or write another's requests or replies, and a process
+ *                that keeps an old mapping after it detached only ever sees
+ *                its own old calls. Pages come on first touch (no up-front
+ *                allocation): an attached client costs what it uses.
  *
  * A slot: 256 B of control (state word = the client's futex word, seq,
  * deadline, requested path, request descriptor, reply descriptor), then the
@@ -51,8 +61,9 @@
 #include "rdmem/wire.h"
 #include "shm/ring.h"
 
-#define RDMEM_SHM_MAGIC	       0x3144464d454d4452ull /* "RDMEMFD1" */
-#define RDMEM_SHM_VERSION      1
+#define RDMEM_SHM_MAGIC 0x3144464d454d4452ull /* "RDMEMFD1" */
+/* 2: slots in per-client memfds (the door hands two fds). */
+#define RDMEM_SHM_VERSION      2
 #define RDMEM_SHM_DEFAULT_NAME "/rdmem"
 #define RDMEM_SHM_MODE	       0660
 #define RDMEM_SHM_NAME_MAX     200 /* bytes, leading '/' included */
@@ -65,8 +76,8 @@
 #define RDMEM_SHM_HEADROOM    (64u << 10)
 #define RDMEM_SHM_MAX_CLIENTS 1024u
 #define RDMEM_SHM_MAX_SLOTS   64u /* a client allocates slots from one 64-bit map */
-/* Defaults: 16 x 32 slots of ~1.07 MiB (1 MiB max value) = ~550 MiB of
- * /dev/shm, all allocated up front. Size it with the agent's options. */
+/* Defaults: 16 clients x 32 slots of ~1.07 MiB (1 MiB max value): 34 MiB of
+ * address range per client, its pages allocated as the client uses them. */
 #define RDMEM_SHM_DEFAULT_CLIENTS 16u
 #define RDMEM_SHM_DEFAULT_SLOTS	  32u
 /* The agent never trusts a client deadline further out than this. */
@@ -166,8 +177,9 @@ struct rdmem_shm_geom {
 	uint32_t ring_size;
 	uint64_t clients_off;
 	uint64_t ring_off;
-	uint64_t slots_off;
-	uint64_t total_size;
+	uint64_t slots_off;   /* = the common memfd's size */
+	uint64_t client_size; /* one client's area (memfd): slots x slot_size */
+	uint64_t total_size;  /* the whole range: slots_off + clients x client_size */
 };
 
 static inline uint64_t rdmem_shm_round_up(uint64_t v, uint64_t align)
@@ -218,6 +230,7 @@ static inline int rdmem_shm_geom_compute(uint32_t clients, uint32_t slots, uint3
 					 RDMEM_CACHELINE);
 	g->slots_off =
 	    rdmem_shm_round_up(g->ring_off + ring_size * sizeof(uint64_t), RDMEM_SHM_PAGE);
+	g->client_size = (uint64_t)slots * slot_size;
 	g->total_size = g->slots_off + n_slots * slot_size;
 	return 0;
 }
@@ -241,10 +254,11 @@ static inline void rdmem_shm_header_fill(struct rdmem_shm_header *h, const struc
 }
 
 /*
- * Validates a mapped header of mapped bytes: ours (magic, version), and its
- * geometry recomputed from clients/slots/max_value agrees with every stored
- * field and fits in the mapping. Returns 0 with *g set, -EPROTO when it is
- * not an rdmem segment (or a newer version), -EINVAL when inconsistent.
+ * Validates a header with mapped bytes of the common memfd behind it: ours
+ * (magic, version), and its geometry recomputed from clients/slots/max_value
+ * agrees with every stored field, and the common part fits in what is
+ * mapped. Returns 0 with *g set, -EPROTO when it is not an rdmem segment (or
+ * another version), -EINVAL when inconsistent.
  */
 static inline int rdmem_shm_header_check(const struct rdmem_shm_header *h, uint64_t mapped,
 					 struct rdmem_shm_geom *g)
@@ -260,7 +274,7 @@ static inline int rdmem_shm_header_check(const struct rdmem_shm_header *h, uint6
 	    h->total_size != g->total_size || h->clients_off != g->clients_off ||
 	    h->ring_off != g->ring_off || h->slots_off != g->slots_off)
 		return -EINVAL;
-	if (g->total_size > mapped)
+	if (g->slots_off > mapped)
 		return -EINVAL;
 	return 0;
 }
@@ -279,6 +293,13 @@ static inline struct rdmem_shm_slot *rdmem_shm_slot_at(void *base, const struct 
 	uint64_t index = (uint64_t)client * g->slots + slot;
 
 	return (struct rdmem_shm_slot *)((uint8_t *)base + g->slots_off + index * g->slot_size);
+}
+
+/* Client c's area: its memfd is mapped here. */
+static inline uint8_t *rdmem_shm_client_area(void *base, const struct rdmem_shm_geom *g,
+					     uint32_t client)
+{
+	return (uint8_t *)base + g->slots_off + (uint64_t)client * g->client_size;
 }
 
 static inline uint8_t *rdmem_shm_payload(struct rdmem_shm_slot *s)

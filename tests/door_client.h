@@ -13,6 +13,7 @@
 
 #include "libclient/rdmem.h"
 #include "rdmem/util.h"
+#include "shm/door.h"
 
 /* A frontdoor.* counter of the agent, as any client reads it; -1 when absent. */
 static inline long long door_stat(rdmem_t *h, const char *name)
@@ -51,6 +52,36 @@ static inline int door_echo_ok(rdmem_t *h, const char *text)
 
 	free(got);
 	return ok;
+}
+
+/*
+ * Attaches to the door at path by hand, as librdmem does, up to the
+ * welcome: *w and its two memfds (common part, the client's own area) in
+ * fds. Returns the connection (closing it detaches), or -errno / -EPROTO.
+ */
+static inline int door_raw_attach(const char *path, struct rdmem_door_welcome *w, int fds[2])
+{
+	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION,
+					  RDMEM_SHM_VERSION, 0, 0 };
+	const struct timeval tv = { 2, 0 };
+	int s = rdmem_door_connect(path, &tv);
+	ssize_t n;
+
+	fds[0] = fds[1] = -1;
+	if (s < 0)
+		return s;
+	n = send(s, &hello, sizeof(hello), MSG_NOSIGNAL);
+	if (n == (ssize_t)sizeof(hello))
+		n = rdmem_door_recv(s, w, sizeof(*w), fds, 2);
+	if (n == (ssize_t)sizeof(*w) && w->magic == RDMEM_DOOR_MAGIC_WELCOME && !w->status &&
+	    fds[0] >= 0 && fds[1] >= 0)
+		return s;
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	close(s);
+	return n < 0 ? (int)n : n == 0 ? -ECONNRESET : -EPROTO;
 }
 
 #endif

@@ -4,9 +4,11 @@
  * the client table.
  *
  * Each input gets a real, fresh segment (3 clients x 5 slots), whose actor
- * thread is never started: the harness plays the clients, then runs the
- * actor's round on its own thread (rdmem_frontdoor_poll), so every run is
- * deterministic. The input is a program of client actions, rounds and
+ * thread is never started: two clients attach through the door (librdmem),
+ * so their areas are mapped; the third entry stays free, its area unmapped,
+ * named only by ring entries. The harness plays the clients, writing their
+ * slots through the agent's own mapping, then runs the actor's round on its
+ * own thread (rdmem_frontdoor_poll), so every run is deterministic. The input is a program of client actions, rounds and
  * completions. Checked:
  *  - a call handed to submit() keeps the documented contract (allowed op and
  *    flags, a known path, key and value inside its own slot's payload, the
@@ -26,10 +28,12 @@
 #include <unistd.h>
 
 #include "agent/frontdoor.h"
+#include "rdmem.h"
 #include "shm/segment.h"
 #include "tests/fuzz/fuzz.h"
 
 #define CLIENTS	  3
+#define ATTACHED  2 /* entries 0 and 1: attached, their slots written */
 #define SLOTS	  5
 #define MAX_VALUE 1000
 #define MAX_OPS	  512
@@ -41,6 +45,7 @@ static uint8_t *base;
 static struct rdmem_shm_geom g;
 static struct rdmem_ring ring;
 static struct rdmem_agent_call *held[CLIENTS][SLOTS];
+static rdmem_t *att[ATTACHED];
 static unsigned submitted, nheld;
 
 static const uint16_t ops[] = {
@@ -266,9 +271,20 @@ static void setup(void)
 	base = rdmem_frontdoor_segment(fd, &len);
 	FUZZ_CHECK(rdmem_shm_header_check((void *)base, len, &g) == 0);
 	rdmem_shm_ring_view(base, &g, &ring);
-	/* Clients 0 and 1 attached (this process), client 2 free. */
-	for (c = 0; c + 1 < CLIENTS; c++)
-		atomic_store(&rdmem_shm_client_at(base, &g, c)->pid, (int32_t)getpid());
+	/* Clients 0 and 1 attached through the door (the door thread runs),
+	 * client 2 free. */
+	for (c = 0; c < ATTACHED; c++)
+		FUZZ_CHECK(rdmem_open(name, &att[c]) == 0);
+}
+
+static void teardown(void)
+{
+	uint32_t c;
+
+	rdmem_frontdoor_destroy(fd);
+	fd = NULL;
+	for (c = 0; c < ATTACHED; c++)
+		rdmem_close(att[c]);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -289,7 +305,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setup();
 	while (!fz_empty(&in) && n++ < MAX_OPS) {
 		uint8_t op = fz_u8(&in), b1 = fz_u8(&in), b2 = fz_u8(&in);
-		uint32_t c = b1 % CLIENTS, s = b2 % SLOTS;
+		uint32_t c = b1 % ATTACHED, s = b2 % SLOTS;
 
 		switch (op % 10) {
 		case 0:
@@ -319,7 +335,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			poke_head(&in);
 			break;
 		case 7:
-			poke_client(&in, c);
+			poke_client(&in, b1 % CLIENTS);
 			break;
 		case 8:
 			round_(&in);
@@ -336,7 +352,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	complete(&in, 1);
 	rdmem_frontdoor_get_stats(fd, &st);
 	FUZZ_CHECK(nheld == 0 && st.inflight == 0);
-	rdmem_frontdoor_destroy(fd);
-	fd = NULL;
+	teardown();
 	return 0;
 }

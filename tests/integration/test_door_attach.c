@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -79,13 +80,33 @@ static int32_t entry_word(rdmem_t *h, uint32_t c)
 
 /* ---- seals ----------------------------------------------------------------- */
 
+/* Both memfds of an attach are sealed: no size change by anyone, no new seals. */
+static void check_sealed(int mfd)
+{
+	struct stat st;
+	off_t len;
+
+	REQUIRE(fstat(mfd, &st) == 0);
+	len = st.st_size;
+	CHECK_EQ(fcntl(mfd, F_GET_SEALS), RDMEM_DOOR_SEALS);
+	errno = 0;
+	CHECK(ftruncate(mfd, 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(ftruncate(mfd, len + 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(fallocate(mfd, 0, len, 4096) < 0 && errno == EPERM);
+	errno = 0;
+	CHECK(fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM);
+	CHECK(fstat(mfd, &st) == 0 && st.st_size == len);
+}
+
 static void test_door_truncate_refused_agent_and_clients_live(void)
 {
 	struct proc agent = { 0 };
+	struct rdmem_door_welcome w;
 	rdmem_t *h = NULL, *h2 = NULL;
 	struct stat st;
-	int mfd, status;
-	size_t len;
+	int fds[2], s, status;
 
 	next_paths();
 	REQUIRE(agent_start(&agent) == 0);
@@ -95,25 +116,156 @@ static void test_door_truncate_refused_agent_and_clients_live(void)
 	REQUIRE(stat(dir, &st) == 0);
 	CHECK_EQ(st.st_mode & 07777, 0750);
 	CHECK_EQ(st.st_uid, geteuid());
-	mfd = rdmem__lib(h->att)->fd;
-	len = rdmem__lib(h->att)->len;
-	CHECK_EQ(fcntl(mfd, F_GET_SEALS), RDMEM_DOOR_SEALS);
-	errno = 0;
-	CHECK(ftruncate(mfd, 4096) < 0 && errno == EPERM);
-	errno = 0;
-	CHECK(ftruncate(mfd, (off_t)len + 4096) < 0 && errno == EPERM);
-	errno = 0;
-	CHECK(fallocate(mfd, 0, (off_t)len, 4096) < 0 && errno == EPERM);
-	errno = 0;
-	CHECK(fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM);
-	CHECK(fstat(mfd, &st) == 0 && (size_t)st.st_size == len);
-	usleep(300000); /* on main the agent died of SIGBUS within this */
+	s = door_raw_attach(sock, &w, fds);
+	REQUIRE(s >= 0);
+	check_sealed(fds[0]);
+	check_sealed(fds[1]);
+	usleep(300000); /* before the seals the agent died of SIGBUS within this */
 	CHECK_EQ(waitpid(agent.pid, &status, WNOHANG), 0);
 	CHECK(door_echo_ok(h, "still here"));
 	CHECK(door_echo_ok(h2, "me too"));
-	CHECK_EQ(door_stat(h, "door_attached"), 2);
+	CHECK_EQ(door_stat(h, "door_attached"), 3);
+	close(fds[0]);
+	close(fds[1]);
+	close(s);
 	rdmem_close(h2);
 	rdmem_close(h);
+	agent_stop(&agent);
+}
+
+/* ---- isolation ------------------------------------------------------------- */
+
+/* True when len bytes at p contain needle. */
+static int holds(const uint8_t *p, size_t len, const char *needle)
+{
+	return memmem(p, len, needle, strlen(needle)) != NULL;
+}
+
+/* A child touches addr (write: stores to it): the signal it died of, or 0. */
+static int touch_in_child(volatile uint8_t *addr, int write)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		if (write)
+			*addr = 0x5a;
+		_exit(*addr == 0x77 ? 3 : 0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+/*
+ * Another client's requests and replies are out of reach: its area is not
+ * mapped in ours (a read or write faults), and its bytes are nowhere in
+ * what we were given (the common part, our own area, the fds a raw attach
+ * gets). Before per-client areas every client mapped every slot.
+ */
+static void test_door_clients_cannot_reach_each_other(void)
+{
+	struct proc agent = { 0 };
+	struct rdmem_door_welcome w;
+	rdmem_t *h1 = NULL, *h2 = NULL;
+	char secret[64];
+	uint8_t *common, *own;
+	int fds[2], s;
+	const struct rdmem_shm_geom *g;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	REQUIRE(rdmem_open(sock, &h1) == 0);
+	REQUIRE(rdmem_open(sock, &h2) == 0);
+	REQUIRE(door_echo_ok(h1, "warm") && door_echo_ok(h2, "warm"));
+	g = &h1->att->geom;
+	CHECK(h1->att->client != h2->att->client);
+	snprintf(secret, sizeof(secret), "h2-secret-%d-%llu", (int)getpid(),
+		 (unsigned long long)rdmem_now_ns());
+	CHECK(door_echo_ok(h2, secret));
+	/* h1's mapping of h2's area, and of a free entry's: nothing there. */
+	CHECK_EQ(touch_in_child(rdmem_shm_client_area(h1->att->base, g, h2->att->client), 0),
+		 SIGSEGV);
+	CHECK_EQ(touch_in_child(rdmem_shm_client_area(h1->att->base, g, h2->att->client) +
+				    RDMEM_SHM_SLOT_HDR + 100,
+				1),
+		 SIGSEGV);
+	CHECK_EQ(touch_in_child(rdmem_shm_client_area(h1->att->base, g, g->clients - 1), 0),
+		 SIGSEGV);
+	/* Our own area is ours: readable and writable. */
+	CHECK_EQ(touch_in_child(rdmem_shm_client_area(h1->att->base, g, h1->att->client), 1), 0);
+	CHECK(!holds(h1->att->base, g->slots_off, secret));
+	CHECK(!holds(rdmem_shm_client_area(h1->att->base, g, h1->att->client), g->client_size,
+		     secret));
+	CHECK(holds(rdmem_shm_client_area(h2->att->base, g, h2->att->client), g->client_size,
+		    secret)); /* the check itself can see it where it is */
+	/* What a third client is handed holds none of it either. */
+	s = door_raw_attach(sock, &w, fds);
+	REQUIRE(s >= 0);
+	CHECK_EQ(w.size, g->slots_off);
+	CHECK_EQ(w.client_size, g->client_size);
+	common = mmap(NULL, w.size, PROT_READ, MAP_SHARED, fds[0], 0);
+	own = mmap(NULL, w.client_size, PROT_READ, MAP_SHARED, fds[1], 0);
+	REQUIRE(common != MAP_FAILED && own != MAP_FAILED);
+	CHECK(!holds(common, w.size, secret));
+	CHECK(!holds(own, w.client_size, secret));
+	munmap(common, w.size);
+	munmap(own, w.client_size);
+	close(fds[0]);
+	close(fds[1]);
+	close(s);
+	rdmem_close(h2);
+	rdmem_close(h1);
+	agent_stop(&agent);
+}
+
+/*
+ * An entry's next owner gets memory of its own: a process that detached
+ * and kept its old area mapped sees none of the next owner's calls, and the
+ * next owner's slots start FREE whatever the last one left in them.
+ */
+static void test_door_reused_entry_gets_fresh_memory(void)
+{
+	struct proc agent = { 0 };
+	struct rdmem_door_welcome w;
+	rdmem_t *probe = NULL, *h = NULL;
+	struct rdmem_shm_geom g;
+	char secret[64];
+	uint8_t *old;
+	int fds[2], s, i;
+	uint32_t sl;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	s = door_raw_attach(sock, &w, fds);
+	REQUIRE(s >= 0);
+	REQUIRE(rdmem_shm_geom_compute(w.clients, w.slots, w.max_value, &g) == 0);
+	old = mmap(NULL, w.client_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	REQUIRE(old != MAP_FAILED);
+	/* Leave every slot looking busy, then detach with the mapping kept. */
+	for (sl = 0; sl < g.slots; sl++)
+		atomic_store(&((struct rdmem_shm_slot *)(old + (uint64_t)sl * g.slot_size))->state,
+			     RDMEM_SLOT_DONE);
+	close(fds[0]);
+	close(fds[1]);
+	close(s);
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	CHECK(door_wait_stat(probe, "dead_clients", 1, 3000));
+	/* The probe took the lowest free entry; the next attach gets the old one. */
+	REQUIRE(rdmem_open(sock, &h) == 0);
+	CHECK_EQ(h->att->client, w.client);
+	snprintf(secret, sizeof(secret), "next-owner-%d-%llu", (int)getpid(),
+		 (unsigned long long)rdmem_now_ns());
+	for (i = 0; i < 8; i++) /* every slot the library cycles through */
+		CHECK(door_echo_ok(h, secret));
+	CHECK(!holds(old, w.client_size, secret));
+	for (sl = 0; sl < g.slots; sl++)
+		CHECK(RDMEM_SLOT_PHASE(atomic_load(
+			  &rdmem_shm_slot_at(h->att->base, &g, h->att->client, sl)->state)) ==
+		      RDMEM_SLOT_FREE);
+	munmap(old, w.client_size);
+	rdmem_close(h);
+	rdmem_close(probe);
 	agent_stop(&agent);
 }
 
@@ -260,7 +412,8 @@ static pid_t victim_open(const char *path, int userns)
 			_exit(101);
 		rc = rdmem_open(path, &h);
 		rdmem_close(h);
-		_exit(rc < 0 && rc > -100 ? -rc : rc ? 99 : 0);
+		/* Every errno fits an exit status (ECONNREFUSED is 111). */
+		_exit(rc < 0 && rc > -255 ? -rc : rc ? 255 : 0);
 	}
 	return pid;
 }
@@ -915,6 +1068,8 @@ int main(void)
 		return check_done();
 	}
 	RUN(test_door_truncate_refused_agent_and_clients_live);
+	RUN(test_door_clients_cannot_reach_each_other);
+	RUN(test_door_reused_entry_gets_fresh_memory);
 	RUN(test_door_impostor_refused_by_client_and_agent);
 	RUN(test_door_unmapped_userns_impostor_refused);
 	RUN(test_door_precreated_tmp_dir_blocks_no_one);

@@ -321,7 +321,7 @@ static int slow_attach(void)
 					  RDMEM_SHM_VERSION, 0, 0 };
 	const struct timeval tv = { 2, 0 };
 	struct rdmem_door_welcome w;
-	int s = rdmem_door_connect(sock, &tv), mfd = -1;
+	int s = rdmem_door_connect(sock, &tv), mfd[2] = { -1, -1 };
 	ssize_t n;
 
 	if (s < 0)
@@ -329,9 +329,11 @@ static int slow_attach(void)
 	usleep(SLOW_PAUSE_US);
 	n = send(s, &hello, sizeof(hello), MSG_NOSIGNAL);
 	if (n == (ssize_t)sizeof(hello))
-		n = rdmem_door_recv(s, &w, sizeof(w), &mfd);
-	if (mfd >= 0)
-		close(mfd);
+		n = rdmem_door_recv(s, &w, sizeof(w), mfd, 2);
+	if (mfd[0] >= 0)
+		close(mfd[0]);
+	if (mfd[1] >= 0)
+		close(mfd[1]);
 	close(s);
 	if (n < 0)
 		return (int)n;

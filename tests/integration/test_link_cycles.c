@@ -141,7 +141,9 @@ static struct rdmem_link_config link_config(uint32_t slots)
 					 .ring_slots = slots,
 					 .resp_bytes = 16384,
 					 .fd_base = fd_seg,
-					 .fd_len = T_FD_BYTES,
+					 .fd_area_off = 0,
+					 .fd_area_len = T_FD_BYTES / 4,
+					 .fd_clients = 4,
 					 .timeout_ms = T_TIMEOUT_MS,
 					 .src_addr = source };
 
