@@ -26,13 +26,13 @@ struct rdmem_agent_call {
 	uint64_t start_ns;
 	uint16_t client;
 	uint16_t slot;
-	uint32_t slot_seq;   /* the slot's sequence when taken; completion checks it */
-	uint32_t client_gen; /* the client entry's attach generation: whose area it is */
-	uint8_t forced_path; /* enum rdmem_path; AUTO unless the client forced one */
-	uint8_t path;	     /* the path carrying it now */
-	uint8_t tries;	     /* paths tried (AUTO retries a failed RDMA op on TCP) */
-	uint8_t sent;	     /* a tagged call's id may have left (rdmem_agent_ident_sent) */
-	uint32_t ring_slot;  /* session actor: request ring slot on the RDMA paths */
+	uint32_t slot_seq;	/* the slot's sequence when taken; completion checks it */
+	uint64_t client_serial; /* the client entry's attach (never reused): whose area it is */
+	uint8_t forced_path;	/* enum rdmem_path; AUTO unless the client forced one */
+	uint8_t path;		/* the path carrying it now */
+	uint8_t tries;		/* paths tried (AUTO retries a failed RDMA op on TCP) */
+	uint8_t sent;		/* a tagged call's id may have left (rdmem_agent_ident_sent) */
+	uint32_t ring_slot;	/* session actor: request ring slot on the RDMA paths */
 	struct rdmem_agent_call *next; /* intrusive list link for the owning actor */
 };
 

@@ -292,11 +292,12 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 		*area_fd = rdmem_frontdoor_client_map(fd, c);
 		if (*area_fd < 0) {
 			rdmem_door_count(&d->n_no_memory);
-			rdmem_warn_limited("front door %s: no memory for client %u's area (%llu "
-					   "MiB): %s",
-					   fd->name, c,
-					   (unsigned long long)(fd->geom.client_size >> 20),
-					   strerror(-*area_fd));
+			rdmem_warn_limited(
+			    "front door %s: no memory for client %u's area (%llu "
+			    "MiB): %s",
+			    fd->name, c,
+			    (unsigned long long)(rdmem_shm_client_size(&fd->geom) >> 20),
+			    strerror(-*area_fd));
 			return -ENOMEM;
 		}
 		gen = ++d->next_gen ? d->next_gen : ++d->next_gen;
@@ -309,6 +310,7 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 		 * after this, from the welcome. */
 		atomic_store_explicit(&cl->admin, p->admin, memory_order_release);
 		atomic_store_explicit(&cl->uid, (uint32_t)p->uid, memory_order_relaxed);
+		atomic_store_explicit(&cl->serial, ++d->next_serial, memory_order_relaxed);
 		d->owner[c] = p->uid;
 		d->claimed[c] = (uint64_t)gen << 32 | (uint32_t)pid;
 		/* Release: the entry words above before the actor sees the owner. */
@@ -339,7 +341,7 @@ static int rdmem_door_send(struct rdmem_frontdoor *fd, int s, struct rdmem_door_
 	w->shm_version = RDMEM_SHM_VERSION;
 	w->epoch = fd->epoch;
 	w->size = fd->geom.slots_off;
-	w->client_size = fd->geom.client_size;
+	w->client_size = rdmem_shm_client_size(&fd->geom);
 	w->clients = fd->geom.clients;
 	w->slots = fd->geom.slots;
 	w->max_value = fd->geom.max_value;
@@ -599,9 +601,23 @@ static void rdmem_door_read_hello(struct rdmem_frontdoor *fd, struct rdmem_door_
 	p->got += (uint32_t)n;
 	if (p->got < sizeof(p->hello))
 		return;
-	if (p->hello.magic != RDMEM_DOOR_MAGIC_HELLO || p->hello.version != RDMEM_DOOR_VERSION ||
-	    p->hello.shm_version != RDMEM_SHM_VERSION || p->hello.flags || p->hello.reserved) {
-		rdmem_door_bad(fd, p, "bad hello (not an rdmem client, or another version)");
+	if (p->hello.magic == RDMEM_DOOR_MAGIC_HELLO &&
+	    (p->hello.version != RDMEM_DOOR_VERSION || p->hello.shm_version != RDMEM_SHM_VERSION)) {
+		/* A librdmem of another release: told so (a welcome with our
+		 * versions and no fds makes it fail -EPROTO), not just hung up on. */
+		struct rdmem_door_welcome w = { .status = EPROTONOSUPPORT };
+
+		rdmem_warn_limited(
+		    "front door %s: pid %d speaks door %u / layout %u, we speak %u / "
+		    "%u: refused (upgrade librdmem and the agent together)",
+		    fd->name, (int)p->pid, p->hello.version, p->hello.shm_version,
+		    RDMEM_DOOR_VERSION, RDMEM_SHM_VERSION);
+		rdmem_door_send(fd, p->fd, &w, -1);
+		rdmem_door_bad(fd, p, "another version");
+		return;
+	}
+	if (p->hello.magic != RDMEM_DOOR_MAGIC_HELLO || p->hello.flags || p->hello.reserved) {
+		rdmem_door_bad(fd, p, "bad hello (not an rdmem client)");
 		return;
 	}
 	rdmem_door_answer(fd, p, rdmem_now_ns());

@@ -33,6 +33,9 @@ struct rdmem_fd_client {
 	 */
 	_Atomic uint64_t claim;
 	_Atomic int gone;
+	/* Door -> actor, stored before claim: this attach's serial (never
+	 * reused, unlike claim's 32-bit gen): whose area the agent maps there. */
+	_Atomic uint64_t serial;
 	/* Door -> actor, stored before claim: the owner may run agent-ctl
 	 * (root, the agent's user, or --admin-group, from its credentials). */
 	_Atomic int admin;
@@ -91,6 +94,7 @@ struct rdmem_door {
 	struct pollfd *sweep; /* per client entry: for rdmem_door_sweep() */
 	uint32_t per_uid;     /* --clients-per-uid: entries one capped uid may hold */
 	uint32_t next_gen;
+	uint64_t next_serial;	     /* attaches ever assigned: each one's serial */
 	uint64_t accepted;	     /* connections accepted, for pending seq */
 	uint64_t accept_pause_until; /* out of fds: leave the listener alone until then */
 	/*

@@ -525,7 +525,8 @@ static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t
 	atomic_fetch_add_explicit(&cl->inflight, 1, memory_order_relaxed);
 	now = rdmem_now_ns();
 	call = rdmem_frontdoor_fill_call(fd, c, s, now);
-	call->client_gen = (uint32_t)(claim >> 32);
+	/* Relaxed: stored before the claim we loaded with acquire. */
+	call->client_serial = atomic_load_explicit(&cl->serial, memory_order_relaxed);
 	status = rdmem_frontdoor_check_call(fd, c, call, &why);
 	if (status != RDMEM_S_OK) {
 		rdmem_frontdoor_refuse(fd, "client %u slot %u: %s (op %u, key %u B, value %u B)", c,

@@ -58,7 +58,7 @@ static int rdmem_frontdoor_reserve_at(void *addr, uint64_t len)
 int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	uint8_t *area = rdmem_shm_client_area(fd->base, &fd->geom, c);
-	uint64_t len = fd->geom.client_size;
+	uint64_t len = rdmem_shm_client_size(&fd->geom);
 	int mfd, rc;
 
 	/*
@@ -76,6 +76,9 @@ int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c)
 	    mmap(area, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd, 0) == MAP_FAILED) {
 		rc = -errno;
 		close(mfd);
+		/* A failed MAP_FIXED may have unmapped the range: hold it again,
+		 * or a later mmap of ours could land there. */
+		rdmem_frontdoor_reserve_at(area, len);
 		return rc;
 	}
 	return mfd;
@@ -83,10 +86,24 @@ int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c)
 
 void rdmem_frontdoor_client_unmap(struct rdmem_frontdoor *fd, uint32_t c)
 {
-	int rc = rdmem_frontdoor_reserve_at(rdmem_shm_client_area(fd->base, &fd->geom, c),
-					    fd->geom.client_size);
+	uint8_t *area = rdmem_shm_client_area(fd->base, &fd->geom, c);
+	uint64_t len = rdmem_shm_client_size(&fd->geom);
+	int rc;
 
-	/* The next attach maps over it anyway: only its pages stay held till then. */
+	/*
+	 * Frees the pages first (a hole punched in the memfd, which the seals
+	 * allow): the client may keep its fd after it left, and pages the agent
+	 * touched (replies) are charged to the agent; an attach/detach loop
+	 * keeping fds would otherwise grow the agent's memory without bound.
+	 * A mapping the client kept now reads zeros.
+	 */
+	if (madvise(area, len, MADV_REMOVE) < 0)
+		rdmem_warn_limited("front door %s: cannot free client %u's area: %s", fd->name, c,
+				   strerror(errno));
+	rc = rdmem_frontdoor_reserve_at(area, len);
+	/* Still mapped: the next attach maps over it; never leave a hole. */
+	if (rc && mprotect(area, len, PROT_NONE) < 0)
+		rc = -errno;
 	if (rc)
 		rdmem_warn_limited("front door %s: cannot unmap client %u's area: %s", fd->name, c,
 				   strerror(-rc));
@@ -264,7 +281,7 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 		   "%" PRIu64 " KiB shared, up to %" PRIu64 " KiB per client as it uses it, "
 		   "epoch %" PRIu64,
 		   fd->name, fd->door.path, fd->geom.clients, fd->geom.slots, fd->geom.payload_cap,
-		   fd->geom.slots_off >> 10, fd->geom.client_size >> 10, epoch);
+		   fd->geom.slots_off >> 10, rdmem_shm_client_size(&fd->geom) >> 10, epoch);
 	*out = fd;
 	return 0;
 fail:
@@ -297,7 +314,7 @@ void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t 
 {
 	*base = fd->base;
 	*area_off = fd->geom.slots_off;
-	*area_len = fd->geom.client_size;
+	*area_len = rdmem_shm_client_size(&fd->geom);
 	*clients = fd->geom.clients;
 }
 

@@ -149,29 +149,38 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	return ret;
 }
 
-int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint32_t gen, uint32_t *lkey)
+struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client)
 {
-	struct rdmem_link_area *a;
+	return l->areas && client < l->fd_clients ? &l->areas[client] : NULL;
+}
+
+int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey)
+{
+	struct rdmem_link_area *a = rdmem_link_area(l, client);
 	int ret;
 
-	if (!l->areas || client >= l->fd_clients || !gen)
+	if (!a || !serial)
 		return -EINVAL;
-	a = &l->areas[client];
-	if (a->gen != gen) {
-		if (a->gen)
-			rdmem_fab_dereg(l->conn, &a->mr);
-		a->gen = 0;
-		ret = rdmem_fab_reg(l->conn, l->fd_base + l->fd_area_off + client * l->fd_area_len,
-				    l->fd_area_len, RDMEM_ACCESS_LOCAL, &a->mr);
-		if (ret < 0) {
-			rdmem_warn_limited("rdma: cannot register client %u's area (%llu KiB): %s; "
-					   "its calls go over TCP",
-					   client, (unsigned long long)(l->fd_area_len >> 10),
-					   strerror(-ret));
-			return ret;
-		}
-		a->gen = gen;
+	if (a->serial == serial) {
+		*lkey = a->mr.lkey;
+		return 0;
 	}
+	if (a->failed == serial)
+		return -ENOMEM;
+	if (a->serial)
+		rdmem_fab_dereg(l->conn, &a->mr);
+	a->serial = 0;
+	ret = rdmem_fab_reg(l->conn, l->fd_base + l->fd_area_off + client * l->fd_area_len,
+			    l->fd_area_len, RDMEM_ACCESS_LOCAL, &a->mr);
+	if (ret < 0) {
+		a->failed = serial;
+		rdmem_warn_limited("rdma: cannot register client %u's area (%llu KiB): %s; its "
+				   "calls go over TCP until it attaches again",
+				   client, (unsigned long long)(l->fd_area_len >> 10),
+				   strerror(-ret));
+		return ret;
+	}
+	a->serial = serial;
 	*lkey = a->mr.lkey;
 	return 0;
 }
@@ -325,7 +334,7 @@ void rdmem_link_close(struct rdmem_link *l)
 		return;
 	if (l->conn) {
 		for (uint32_t c = 0; l->areas && c < l->fd_clients; c++)
-			if (l->areas[c].gen)
+			if (l->areas[c].serial)
 				rdmem_fab_dereg(l->conn, &l->areas[c].mr);
 		rdmem_fab_dereg(l->conn, &l->mr_local);
 		rdmem_fab_dereg(l->conn, &l->mr_resp);

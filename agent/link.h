@@ -62,19 +62,25 @@ struct rdmem_link {
 
 struct rdmem_link_area {
 	struct rdmem_mr mr;
-	uint32_t gen; /* the attach generation registered; 0: none */
+	uint64_t serial;    /* the attach registered (call->client_serial); 0: none */
+	uint64_t failed;    /* an attach whose registration failed: not tried again */
+	uint64_t last_post; /* the RDMA actor's post number of the last WR that used mr */
 };
 
+/* Client's registration slot, or NULL when the link has no front door or
+ * client is out of range. */
+struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client);
+
 /*
- * The lkey of client's area as attach gen has it (the session actor's
+ * The lkey of client's area as attach serial has it (the session actor's
  * thread only). Each attach maps a fresh memfd there, so a registration of
- * an earlier attach pins the old pages: it is replaced on the first call
- * of a new attach (nothing of the old one is in flight by then: the front
- * door reclaims an entry only when all its calls completed, and a call
- * completes only after its WRs did). Returns 0, or -errno of the
- * registration (the caller sends the call another way).
+ * an earlier attach pins the old pages: it is replaced on the first call of
+ * a new attach. The caller makes sure no WR that used the old one can still
+ * run (agent/rdma.c, rdmem_rdma_area_lkey). Returns 0, or -errno of the
+ * registration (then, for this attach, at once: the caller sends its calls
+ * another way).
  */
-int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint32_t gen, uint32_t *lkey);
+int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey);
 
 /* Connects to the server and exchanges regions; logs why on failure. */
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);

@@ -260,6 +260,30 @@ static struct rdmem_dp_msg rdmem_rdma_msg(struct rdmem_rdma *r, uint32_t i,
 	return m;
 }
 
+/*
+ * The lkey of call's client area (rdmem_link_area_lkey). A new attach of the
+ * entry replaces the old registration only once no WR that used it can still
+ * run: request WRs are unsignalled, and a call completes at its reply, not
+ * at its WRs' completion (after a lost ACK the NIC may re-read a request
+ * whose reply already came), so deregistering earlier could fault the QP.
+ * Until done_no passes the last post that used it: -EAGAIN (the call waits
+ * a round) and a fence READ goes out. -ENOMEM: it cannot be registered.
+ */
+static int rdmem_rdma_area_lkey(struct rdmem_rdma *r, const struct rdmem_agent_call *call,
+				uint32_t *lkey)
+{
+	struct rdmem_link_area *a = rdmem_link_area(r->l, call->client);
+
+	if (!a)
+		return -ENOMEM;
+	if (a->serial && a->serial != call->client_serial && a->last_post > r->done_no) {
+		r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
+		return -EAGAIN;
+	}
+	return rdmem_link_area_lkey(r->l, call->client, call->client_serial, lkey) < 0 ? -ENOMEM
+										       : 0;
+}
+
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)
 {
 	uint64_t bytes = rdmem_desc_payload_len(&call->req);
@@ -285,9 +309,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 		return ret ? ret : -EAGAIN;
 	/* A client's call (the session's own, BIND, has no area): its area's
 	 * registration, for the request and for a LAZY reply's READ. */
-	if (call->client_gen &&
-	    rdmem_link_area_lkey(r->l, call->client, call->client_gen, &lkey) < 0)
-		return -ENOMEM;
+	if (call->client_serial && (ret = rdmem_rdma_area_lkey(r, call, &lkey)) < 0)
+		return ret;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
 	/* Key and value are gathered from the client's slot: no copy here. */
@@ -302,6 +325,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	rdmem_rdma_add_msg(r, &m);
 	call->ring_slot = i;
 	r->slot[i].post_no = r->posts;
+	if (call->client_serial) /* its WRs read the area until done_no passes this */
+		rdmem_link_area(r->l, call->client)->last_post = r->posts;
 	r->slot[i].held = 0;
 	r->st.posted++;
 	r->calls_since_ctrl++;
@@ -466,7 +491,7 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 			return ret;
 		/* Registered at submit, for this attach (the entry cannot be
 		 * reclaimed while we hold its call): the lookup only finds it. */
-		if (rdmem_link_area_lkey(r->l, call->client, call->client_gen, &lkey) < 0)
+		if (rdmem_link_area_lkey(r->l, call->client, call->client_serial, &lkey) < 0)
 			return -EIO;
 		wr.wr_id = RDMEM_WRID_LAZY | i;
 		wr.op = RDMEM_WR_READ;

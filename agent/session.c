@@ -123,19 +123,26 @@ static void rdmem_agent_session_rdma_error(struct rdmem_agent_session *s)
 }
 
 /* RDMA could not carry the call: AUTO retries it on TCP, a forced path fails. */
+/* An AUTO call RDMA could not carry goes over TCP (1); others fail (0). */
+static int rdmem_agent_session_to_tcp(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	if (!rdmem_agent_session_auto(s, call))
+		return 0;
+	rdmem_agent_count(&s->cnt.fallbacks, 1);
+	call->path = RDMEM_PATH_TCP;
+	call->tries++;
+	rdmem_tcp_actor_submit(s->tcp, call);
+	return 1;
+}
+
 static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call, int err,
 				       int intact)
 {
 	struct rdmem_agent_session *s = ctx;
 
 	rdmem_agent_session_rdma_error(s);
-	if (rdmem_agent_session_auto(s, call) && intact) {
-		rdmem_agent_count(&s->cnt.fallbacks, 1);
-		call->path = RDMEM_PATH_TCP;
-		call->tries++;
-		rdmem_tcp_actor_submit(s->tcp, call);
+	if (intact && rdmem_agent_session_to_tcp(s, call))
 		return;
-	}
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
 }
 
@@ -409,8 +416,11 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
 		return 0;
 	}
-	if (ret == -ENOMEM) { /* the client's area could not be registered: the link is fine */
-		rdmem_agent_session_failed(s, call, ret, 1);
+	/* The client's area could not be registered (a local limit, not an
+	 * RDMA error: the link and the other clients are fine). */
+	if (ret == -ENOMEM) {
+		if (!rdmem_agent_session_to_tcp(s, call))
+			rdmem_agent_session_fail(s, call, RDMEM_S_IO);
 		return 0;
 	}
 	/* The link goes first: nothing of it may touch memory a retry reuses. */

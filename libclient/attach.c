@@ -164,7 +164,7 @@ static int att_layout(struct rdmem_att_lib *a, const struct rdmem_door_welcome *
 
 	if (rdmem_shm_geom_compute(w->clients, w->slots, w->max_value, g) ||
 	    w->client >= g->clients || w->size != g->slots_off ||
-	    w->client_size != g->client_size || g->total_size > SIZE_MAX)
+	    w->client_size != rdmem_shm_client_size(g) || g->total_size > SIZE_MAX)
 		return -EPROTO;
 	if ((rc = att_sealed(mfd[0], w->size)) || (rc = att_sealed(mfd[1], w->client_size)))
 		return rc;
@@ -187,8 +187,8 @@ static int att_place(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w
 		return -errno;
 	if (mmap(base, g->slots_off, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd[0], 0) ==
 		MAP_FAILED ||
-	    mmap(rdmem_shm_client_area(base, g, w->client), g->client_size, PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_FIXED, mfd[1], 0) == MAP_FAILED) {
+	    mmap(rdmem_shm_client_area(base, g, w->client), rdmem_shm_client_size(g),
+		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd[1], 0) == MAP_FAILED) {
 		int rc = -errno;
 
 		munmap(base, a->len);

@@ -14,7 +14,7 @@
  *                at attach and writes its pid word, each claim bumps gen;
  *   ring_off     the MPSC ring: ring_size x 8 B cells (see shm/ring.h),
  *                carrying (client, slot) names only.
- *   slots_off    client c's area at slots_off + c * client_size: its slots,
+ *   slots_off    client c's area at slots_off + c * slots * slot_size: its slots,
  *                a memfd of its own, created fresh for every attach and
  *                mapped by that client and the agent alone. Other clients'
  *                areas are unmapped (PROT_NONE) in a client: no client can
@@ -177,10 +177,11 @@ struct rdmem_shm_geom {
 	uint32_t ring_size;
 	uint64_t clients_off;
 	uint64_t ring_off;
-	uint64_t slots_off;   /* = the common memfd's size */
-	uint64_t client_size; /* one client's area (memfd): slots x slot_size */
-	uint64_t total_size;  /* the whole range: slots_off + clients x client_size */
+	uint64_t slots_off;  /* = the common memfd's size */
+	uint64_t total_size; /* the whole range: slots_off + clients x client size */
 };
+/* (No client size field: struct rdmem_att embeds this struct, and librdmem's
+ * inline fast path reads the fields after it. See rdmem_shm_client_size().) */
 
 static inline uint64_t rdmem_shm_round_up(uint64_t v, uint64_t align)
 {
@@ -230,7 +231,6 @@ static inline int rdmem_shm_geom_compute(uint32_t clients, uint32_t slots, uint3
 					 RDMEM_CACHELINE);
 	g->slots_off =
 	    rdmem_shm_round_up(g->ring_off + ring_size * sizeof(uint64_t), RDMEM_SHM_PAGE);
-	g->client_size = (uint64_t)slots * slot_size;
 	g->total_size = g->slots_off + n_slots * slot_size;
 	return 0;
 }
@@ -295,11 +295,17 @@ static inline struct rdmem_shm_slot *rdmem_shm_slot_at(void *base, const struct 
 	return (struct rdmem_shm_slot *)((uint8_t *)base + g->slots_off + index * g->slot_size);
 }
 
+/* One client's area (its memfd): its slots. */
+static inline uint64_t rdmem_shm_client_size(const struct rdmem_shm_geom *g)
+{
+	return (uint64_t)g->slots * g->slot_size;
+}
+
 /* Client c's area: its memfd is mapped here. */
 static inline uint8_t *rdmem_shm_client_area(void *base, const struct rdmem_shm_geom *g,
 					     uint32_t client)
 {
-	return (uint8_t *)base + g->slots_off + (uint64_t)client * g->client_size;
+	return (uint8_t *)base + g->slots_off + (uint64_t)client * rdmem_shm_client_size(g);
 }
 
 static inline uint8_t *rdmem_shm_payload(struct rdmem_shm_slot *s)

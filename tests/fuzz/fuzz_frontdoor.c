@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "agent/frontdoor.h"
-#include "rdmem.h"
+#include "libclient/rdmem.h"
 #include "shm/segment.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -195,15 +195,16 @@ static void test_door_clients_cannot_reach_each_other(void)
 	/* Our own area is ours: readable and writable. */
 	CHECK_EQ(touch_in_child(rdmem_shm_client_area(h1->att->base, g, h1->att->client), 1), 0);
 	CHECK(!holds(h1->att->base, g->slots_off, secret));
-	CHECK(!holds(rdmem_shm_client_area(h1->att->base, g, h1->att->client), g->client_size,
-		     secret));
-	CHECK(holds(rdmem_shm_client_area(h2->att->base, g, h2->att->client), g->client_size,
+	CHECK(!holds(rdmem_shm_client_area(h1->att->base, g, h1->att->client),
+		     rdmem_shm_client_size(g), secret));
+	CHECK(holds(rdmem_shm_client_area(h2->att->base, g, h2->att->client),
+		    rdmem_shm_client_size(g),
 		    secret)); /* the check itself can see it where it is */
 	/* What a third client is handed holds none of it either. */
 	s = door_raw_attach(sock, &w, fds);
 	REQUIRE(s >= 0);
 	CHECK_EQ(w.size, g->slots_off);
-	CHECK_EQ(w.client_size, g->client_size);
+	CHECK_EQ(w.client_size, rdmem_shm_client_size(g));
 	common = mmap(NULL, w.size, PROT_READ, MAP_SHARED, fds[0], 0);
 	own = mmap(NULL, w.client_size, PROT_READ, MAP_SHARED, fds[1], 0);
 	REQUIRE(common != MAP_FAILED && own != MAP_FAILED);
@@ -242,16 +243,25 @@ static void test_door_reused_entry_gets_fresh_memory(void)
 	REQUIRE(rdmem_shm_geom_compute(w.clients, w.slots, w.max_value, &g) == 0);
 	old = mmap(NULL, w.client_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
 	REQUIRE(old != MAP_FAILED);
-	/* Leave every slot looking busy, then detach with the mapping kept. */
-	for (sl = 0; sl < g.slots; sl++)
+	/* Leave every slot looking busy and a mark in its payload, then
+	 * detach with the mapping kept. */
+	for (sl = 0; sl < g.slots; sl++) {
 		atomic_store(&((struct rdmem_shm_slot *)(old + (uint64_t)sl * g.slot_size))->state,
 			     RDMEM_SLOT_DONE);
+		memcpy(old + (uint64_t)sl * g.slot_size + RDMEM_SHM_SLOT_HDR, "left-behind", 11);
+	}
+	/* The probe takes the lowest free entry while the raw one still holds
+	 * its own; once that is reclaimed, the next attach gets it. */
+	REQUIRE(rdmem_open(sock, &probe) == 0);
+	CHECK(probe->att->client != w.client);
 	close(fds[0]);
 	close(fds[1]);
 	close(s);
-	REQUIRE(rdmem_open(sock, &probe) == 0);
 	CHECK(door_wait_stat(probe, "dead_clients", 1, 3000));
-	/* The probe took the lowest free entry; the next attach gets the old one. */
+	/* The agent freed the area's pages when it reclaimed the entry (its
+	 * memory does not grow with clients that keep their fds): zeros here. */
+	CHECK(!holds(old, w.client_size, "left-behind"));
+	CHECK_EQ(atomic_load(&((struct rdmem_shm_slot *)old)->state), RDMEM_SLOT_FREE);
 	REQUIRE(rdmem_open(sock, &h) == 0);
 	CHECK_EQ(h->att->client, w.client);
 	snprintf(secret, sizeof(secret), "next-owner-%d-%llu", (int)getpid(),
@@ -266,6 +276,32 @@ static void test_door_reused_entry_gets_fresh_memory(void)
 	munmap(old, w.client_size);
 	rdmem_close(h);
 	rdmem_close(probe);
+	agent_stop(&agent);
+}
+
+/* A librdmem of another door version is told so, not just hung up on. */
+static void test_door_other_version_told(void)
+{
+	struct rdmem_door_hello hello = { RDMEM_DOOR_MAGIC_HELLO, RDMEM_DOOR_VERSION - 1,
+					  RDMEM_SHM_VERSION - 1, 0, 0 };
+	const struct timeval tv = { 2, 0 };
+	struct proc agent = { 0 };
+	struct rdmem_door_welcome w;
+	int s, fds[2];
+	ssize_t n;
+
+	next_paths();
+	REQUIRE(agent_start(&agent) == 0);
+	s = rdmem_door_connect(sock, &tv);
+	REQUIRE(s >= 0);
+	CHECK_EQ(send(s, &hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+	n = rdmem_door_recv(s, &w, sizeof(w), fds, 2);
+	CHECK_EQ(n, (ssize_t)sizeof(w));
+	CHECK_EQ(w.magic, RDMEM_DOOR_MAGIC_WELCOME);
+	CHECK_EQ(w.version, RDMEM_DOOR_VERSION);
+	CHECK_EQ(w.status, EPROTONOSUPPORT);
+	CHECK(fds[0] < 0 && fds[1] < 0);
+	close(s);
 	agent_stop(&agent);
 }
 
@@ -1070,6 +1106,7 @@ int main(void)
 	RUN(test_door_truncate_refused_agent_and_clients_live);
 	RUN(test_door_clients_cannot_reach_each_other);
 	RUN(test_door_reused_entry_gets_fresh_memory);
+	RUN(test_door_other_version_told);
 	RUN(test_door_impostor_refused_by_client_and_agent);
 	RUN(test_door_unmapped_userns_impostor_refused);
 	RUN(test_door_precreated_tmp_dir_blocks_no_one);
