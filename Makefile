@@ -39,6 +39,7 @@ SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
+HOSTILE_SRCS := $(wildcard tests/hostile/test_*.c)
 TOOL_SRCS   := $(wildcard tests/tools/*.c)
 # librdmem: every libclient/*.c but the example program.
 LIBRDMEM_SRCS := $(filter-out libclient/example.c,$(wildcard libclient/*.c))
@@ -63,12 +64,13 @@ LIBS	  := $(LIBSERVER) $(LIBAGENT) $(LIBFABRIC) $(LIBCOMMON) $(LIBRDMEM)
 BINS  := $(B)/rdmem-server $(B)/rdmem-agent $(B)/rdmem $(B)/rdmem-example $(LIBRDMEM_SOLINKS)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 INTEGS := $(patsubst tests/integration/%.c,$(B)/tests/%,$(INTEG_SRCS))
+HOSTILES := $(patsubst tests/hostile/%.c,$(B)/tests/%,$(HOSTILE_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRCS))
 
 .PHONY: all check abi-check abi-baseline test torture unit bench bench-scale asan tsan fuzz fuzz-targets fuzz-seeds format format-check clean demo test-rxe install uninstall
 # Keep objects: they are not throw-away intermediates.
 .SECONDARY:
-all: $(BINS) $(UNITS) $(INTEGS) $(TOOLS) $(B)/tests/torture_client
+all: $(BINS) $(UNITS) $(INTEGS) $(HOSTILES) $(TOOLS) $(B)/tests/torture_client
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -121,6 +123,9 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $(LIBS)
 $(B)/tests/%: $(B)/obj/tests/integration/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
+$(B)/tests/%: $(B)/obj/tests/hostile/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 $(B)/tests/%: $(B)/obj/tests/tools/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -130,7 +135,7 @@ $(B)/tests/rdmem_scenarios: LDLIBS += -lm
 
 # The README's test command. RDMEM_BIN tells integration scripts where binaries are.
 test: all
-	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(sort $(wildcard tests/integration/*.sh)) tests/torture/make-test.sh
+	RDMEM_BIN=$(abspath $(B)) scripts/run-tests.sh $(UNITS) $(INTEGS) $(HOSTILES) $(sort $(wildcard tests/integration/*.sh)) tests/torture/make-test.sh
 
 # Randomized configurations, op mixes and faults (tests/torture/README.md):
 # `make torture [SEED=S] [CASES=N] [MINUTES=M]`.

@@ -760,6 +760,20 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
 	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
 }
 
+/* Taken over (fd->retired): every client's connection closes, so each
+ * re-attaches, through the socket path, to the agent that has it now. */
+static void rdmem_door_hangup_all(struct rdmem_frontdoor *fd)
+{
+	uint32_t c;
+
+	for (c = 0; c < fd->geom.clients; c++) {
+		if (fd->door.conn[c] < 0)
+			continue;
+		shutdown(fd->door.conn[c], SHUT_RDWR);
+		rdmem_door_hangup(fd, c);
+	}
+}
+
 /* Closes connections whose entry the actor reclaimed (its pid died first). */
 static void rdmem_door_forget_reclaimed(struct rdmem_frontdoor *fd)
 {
@@ -782,6 +796,9 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	int i;
 
 	rdmem_door_cut(fd, now);
+	/* Relaxed: the flag alone; the hangups below are this thread's own. */
+	if (atomic_load_explicit(&fd->retired, memory_order_relaxed))
+		rdmem_door_hangup_all(fd);
 	for (i = 2; i < n; i++) {
 		if (!pf[i].revents)
 			continue;

@@ -143,6 +143,9 @@ struct rdmem_frontdoor {
 	_Alignas(64) uint8_t hdr_own[RDMEM_FD_HDR_OWN];
 	uint64_t hdr_bad_since; /* actor: when a scan first found it changed, or 0 */
 	_Atomic int closing;	/* destroy() is marking the segment CLOSED: leave it */
+	/* Actor -> door: another agent took our socket (--shm-reset): the door
+	 * hangs up on every client, which then attaches to that agent. */
+	_Atomic int retired;
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
 	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_late_entries,

@@ -812,9 +812,17 @@ static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t no
 	if (!fd->hdr_bad_since)
 		fd->hdr_bad_since = now;
 	if (now - fd->hdr_bad_since < RDMEM_FD_SCAN_NS ||
-	    atomic_load_explicit(&fd->closing, memory_order_relaxed) ||
-	    !rdmem_frontdoor_door_ours(fd))
+	    atomic_load_explicit(&fd->closing, memory_order_relaxed))
 		return;
+	if (!rdmem_frontdoor_door_ours(fd)) {
+		/* Taken over: clients no longer trust the header (any of them can
+		 * write it), only their connection, so the door closes them all. */
+		if (!atomic_exchange_explicit(&fd->retired, 1, memory_order_relaxed))
+			rdmem_warn("front door %s: another agent took over our socket "
+				   "(--shm-reset): hanging up on our clients",
+				   fd->name);
+		return;
+	}
 	memcpy(h, fd->hdr_own, live);
 	memcpy(&h->agent_pid, fd->hdr_own + offsetof(struct rdmem_shm_header, agent_pid),
 	       sizeof(h->agent_pid));

@@ -44,26 +44,6 @@ void rdmem__att_unmap(struct rdmem_att *pub)
 }
 
 /*
- * Checks the mapped common part is the running agent's that welcomed us: its
- * header agrees with the geometry the welcome gave (any client can write the
- * header; the agent puts it back, so a retry of the attach finds it right).
- */
-static int att_check(struct rdmem_att_lib *a, const struct rdmem_door_welcome *w)
-{
-	struct rdmem_shm_header *hdr = a->pub.hdr;
-	struct rdmem_shm_geom hg;
-
-	/* Acquire: pairs with the agent's release store of RUNNING, after formatting. */
-	if (atomic_load_explicit(&hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING)
-		return -ECONNREFUSED;
-	if (rdmem_shm_header_check(hdr, w->size, &hg) != 0 || hg.clients != a->pub.geom.clients ||
-	    hg.slots != a->pub.geom.slots || hg.max_value != a->pub.geom.max_value ||
-	    atomic_load_explicit(&hdr->epoch, memory_order_relaxed) != w->epoch)
-		return -EPROTO;
-	return 0;
-}
-
-/*
  * Any uid of the three reading as the overflow uid means our user namespace
  * does not map it: the identities cannot be told apart (shm/door.h). Says
  * so on stderr, since -EPERM alone would send the user to the permissions.
@@ -211,10 +191,10 @@ static int att_map(const char *path, struct rdmem_att_lib *a)
 	rc = att_handshake(s, &w, mfd);
 	if (!rc)
 		rc = att_layout(a, &w, mfd);
+	/* The header is not checked: any client can write it (the agent puts
+	 * it back); the layout is the welcome's, which only the agent sends. */
 	if (!rc)
 		rc = att_place(a, &w, mfd);
-	if (!rc && (rc = att_check(a, &w)) != 0)
-		munmap(a->pub.base, a->len);
 	/* The mappings hold the memory: the fds are not needed any more. */
 	if (mfd[0] >= 0)
 		close(mfd[0]);
@@ -305,14 +285,16 @@ int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
 	if (atomic_load_explicit(&pub->stale, memory_order_relaxed))
 		return 0;
 	/*
-	 * Acquire: pairs with the agent's release store of CLOSED. Not our
-	 * entry's pid word: any client can write it, and the agent, when it
-	 * reclaims our entry, closes our connection (EOF below).
+	 * Only the connection says the agent is gone: it closes it when it
+	 * stops, is taken over (--shm-reset) or reclaims our entry. The header's
+	 * state and epoch (CLOSED, a new epoch) only make us look now rather
+	 * than at the next tick: any client can write them, and one that did
+	 * must not send every other client away. Relaxed: a hint, nothing is
+	 * read through it.
 	 */
-	if (atomic_load_explicit(&pub->hdr->state, memory_order_acquire) != RDMEM_SHM_RUNNING ||
-	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch)
-		goto stale;
-	if (now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
+	if (atomic_load_explicit(&pub->hdr->state, memory_order_relaxed) != RDMEM_SHM_RUNNING ||
+	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch ||
+	    now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,
 				      memory_order_relaxed);
 		if (att_agent_gone(a->sock))

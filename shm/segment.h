@@ -41,10 +41,11 @@
  * agent, done with it, sets FREE. So a late reply is never seen by a later
  * call; the per-slot seq, echoed in the reply, double-checks it.
  *
- * Agent liveness: state RUNNING, the epoch the welcome gave, and the
- * client's connection to the agent still open (libclient/attach.c); an
- * agent that takes over a live one (--shm-reset) marks the old segment
- * CLOSED and bumps its epoch.
+ * Agent liveness: the client's connection to the agent still open
+ * (libclient/attach.c). The header's state and epoch (an agent that takes
+ * over a live one, --shm-reset, marks the old segment CLOSED and bumps its
+ * epoch; the old agent then hangs up on its clients) only make a client
+ * look at its connection at once: any client can write them.
  *
  * Header-only so libclient can include it with libc alone.
  */

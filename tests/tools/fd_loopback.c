@@ -4,6 +4,7 @@
  *
  *   fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] [--slots N]
  *               [--max-value B] [--busy-poll] [--shm-reset] [--clients-per-uid N]
+ *               [--group GID] [--client-strikes N]
  * Prints "ready <name>" on stdout once clients may attach.
  */
 #include <errno.h>
@@ -29,7 +30,8 @@ static int usage(const char *why, const char *arg)
 	fprintf(
 	    stderr,
 	    "fd_loopback: %s%s\nusage: fd_loopback [--shm-name NAME] [--socket PATH] [--clients N] "
-	    "[--slots N] [--max-value B] [--busy-poll] [--shm-reset] [--clients-per-uid N]\n",
+	    "[--slots N] [--max-value B] [--busy-poll] [--shm-reset] [--clients-per-uid N] "
+	    "[--group GID] [--client-strikes N]\n",
 	    why, arg ? arg : "");
 	return 2;
 }
@@ -62,7 +64,14 @@ static int parse_args(int argc, char **argv, struct rdmem_frontdoor_config *cfg)
 			bad = parse_u32(v, 1, RDMEM_SHM_MAX_SLOTS, &cfg->slots);
 		else if (!strcmp(a, "--max-value") && v)
 			bad = parse_u32(v, 1, RDMEM_MAX_VALUE_LIMIT, &cfg->max_value);
-		else
+		else if (!strcmp(a, "--client-strikes") && v)
+			bad = parse_u32(v, 0, RDMEM_FD_STRIKES_MAX, &cfg->client_strikes);
+		else if (!strcmp(a, "--group") && v) {
+			uint32_t g = 0;
+
+			bad = parse_u32(v, 0, UINT32_MAX - 1, &g);
+			cfg->group = (gid_t)g;
+		} else
 			return usage("unknown option or missing value: ", a);
 		if (bad)
 			return usage("bad value for ", a);
