@@ -613,7 +613,8 @@ static void rdmem_door_read_hello(struct rdmem_frontdoor *fd, struct rdmem_door_
 		    fd->name, (int)p->pid, p->hello.version, p->hello.shm_version,
 		    RDMEM_DOOR_VERSION, RDMEM_SHM_VERSION);
 		rdmem_door_send(fd, p->fd, &w, -1);
-		rdmem_door_bad(fd, p, "another version");
+		rdmem_door_count(&fd->door.n_bad_hello);
+		rdmem_door_drop(p);
 		return;
 	}
 	if (p->hello.magic != RDMEM_DOOR_MAGIC_HELLO || p->hello.flags || p->hello.reserved) {
@@ -760,8 +761,20 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
 	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
 }
 
-/* Taken over (fd->retired): every client's connection closes, so each
- * re-attaches, through the socket path, to the agent that has it now. */
+int rdmem_door_taken(const struct rdmem_frontdoor *fd)
+{
+	struct stat st;
+
+	return lstat(fd->door.path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       (st.st_dev != fd->door.dev || st.st_ino != fd->door.ino);
+}
+
+/*
+ * Taken over: every client's connection closes, so each re-attaches,
+ * through the socket path, to the agent that has it now. Looked at every
+ * door tick (50 ms), whatever the header says: the new agent may have
+ * failed to mark it, and any client can write it back.
+ */
 static void rdmem_door_hangup_all(struct rdmem_frontdoor *fd)
 {
 	uint32_t c;
@@ -796,7 +809,13 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	int i;
 
 	rdmem_door_cut(fd, now);
-	/* Relaxed: the flag alone; the hangups below are this thread's own. */
+	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd)) {
+		/* Relaxed: the flag alone; the actor only stops repairing the header. */
+		atomic_store_explicit(&fd->retired, 1, memory_order_relaxed);
+		rdmem_warn("front door %s: another agent took over our socket (--shm-reset): "
+			   "hanging up on our clients",
+			   fd->name);
+	}
 	if (atomic_load_explicit(&fd->retired, memory_order_relaxed))
 		rdmem_door_hangup_all(fd);
 	for (i = 2; i < n; i++) {

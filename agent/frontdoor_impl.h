@@ -143,8 +143,9 @@ struct rdmem_frontdoor {
 	_Alignas(64) uint8_t hdr_own[RDMEM_FD_HDR_OWN];
 	uint64_t hdr_bad_since; /* actor: when a scan first found it changed, or 0 */
 	_Atomic int closing;	/* destroy() is marking the segment CLOSED: leave it */
-	/* Actor -> door: another agent took our socket (--shm-reset): the door
-	 * hangs up on every client, which then attaches to that agent. */
+	/* Door -> actor and itself: another agent took our socket (--shm-reset):
+	 * the door hangs up on every client, which then attaches to that
+	 * agent, and the header is left as that agent marked it. */
 	_Atomic int retired;
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
@@ -156,6 +157,8 @@ struct rdmem_frontdoor {
 int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg);
 int rdmem_door_start(struct rdmem_frontdoor *fd);
 void rdmem_door_close(struct rdmem_frontdoor *fd);
+/* Another agent's socket is at our path now (not: nothing there). */
+int rdmem_door_taken(const struct rdmem_frontdoor *fd);
 /* Takes over from a live agent on our socket (--shm-reset): retires its segment. */
 int rdmem_door_retire_live(const char *path, uint64_t *epoch);
 

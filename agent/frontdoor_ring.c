@@ -764,24 +764,8 @@ static int rdmem_frontdoor_scan_client(struct rdmem_frontdoor *fd, uint32_t c, u
 	return taken;
 }
 
-/* Our socket path still names the socket we bound: nobody took over. */
-static int rdmem_frontdoor_door_ours(const struct rdmem_frontdoor *fd)
-{
-	struct stat st;
-
-	return lstat(fd->door.path, &st) == 0 && st.st_dev == fd->door.dev &&
-	       st.st_ino == fd->door.ino;
-}
-
-/*
- * The header words clients check (state, epoch, identity and geometry) are
- * ours: one client's write would turn every attach and call away until we
- * restart. Put back once found changed for a scan period while our socket
- * is still ours: an agent taking over (--shm-reset) marks us CLOSED with a
- * new epoch and then takes the path well within that time, and its CLOSED
- * must stand. (Scans also run early when a client leaves: hence the clock.)
- */
-/* The plain words byte for byte, the atomic ones (state, epoch) by atomic loads. */
+/* The header as we formatted it? The plain words byte for byte, the atomic
+ * ones (state, epoch) by atomic loads. */
 static int rdmem_frontdoor_header_same(const struct rdmem_frontdoor *fd)
 {
 	const uint8_t *h = (const uint8_t *)fd->hdr;
@@ -799,6 +783,15 @@ static int rdmem_frontdoor_header_same(const struct rdmem_frontdoor *fd)
 	       atomic_load_explicit(&fd->hdr->epoch, memory_order_relaxed) == fd->epoch;
 }
 
+/*
+ * The header words (state, epoch, identity and geometry) are ours; clients
+ * no longer act on them, but tools and people read them. Put back once
+ * found changed for a scan period unless another agent took our socket
+ * (--shm-reset): it marks us CLOSED with a new epoch, then takes the path
+ * well within that time, and its CLOSED must stand; the door thread then
+ * hangs up on our clients (rdmem_door_taken). (Scans also run early when a
+ * client leaves: hence the clock.)
+ */
 static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t now)
 {
 	struct rdmem_shm_header *h = fd->hdr;
@@ -812,17 +805,9 @@ static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t no
 	if (!fd->hdr_bad_since)
 		fd->hdr_bad_since = now;
 	if (now - fd->hdr_bad_since < RDMEM_FD_SCAN_NS ||
-	    atomic_load_explicit(&fd->closing, memory_order_relaxed))
+	    atomic_load_explicit(&fd->closing, memory_order_relaxed) ||
+	    atomic_load_explicit(&fd->retired, memory_order_relaxed) || rdmem_door_taken(fd))
 		return;
-	if (!rdmem_frontdoor_door_ours(fd)) {
-		/* Taken over: clients no longer trust the header (any of them can
-		 * write it), only their connection, so the door closes them all. */
-		if (!atomic_exchange_explicit(&fd->retired, 1, memory_order_relaxed))
-			rdmem_warn("front door %s: another agent took over our socket "
-				   "(--shm-reset): hanging up on our clients",
-				   fd->name);
-		return;
-	}
 	memcpy(h, fd->hdr_own, live);
 	memcpy(&h->agent_pid, fd->hdr_own + offsetof(struct rdmem_shm_header, agent_pid),
 	       sizeof(h->agent_pid));

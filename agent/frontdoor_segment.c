@@ -97,7 +97,10 @@ void rdmem_frontdoor_client_unmap(struct rdmem_frontdoor *fd, uint32_t c)
 	 * keeping fds would otherwise grow the agent's memory without bound.
 	 * A mapping the client kept now reads zeros.
 	 */
-	if (madvise(area, len, MADV_REMOVE) < 0)
+	/* Not when taken over: we hung up on live clients, which may still
+	 * read replies in their area (an in-place reply held by the app). */
+	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) &&
+	    madvise(area, len, MADV_REMOVE) < 0)
 		rdmem_warn_limited("front door %s: cannot free client %u's area: %s", fd->name, c,
 				   strerror(errno));
 	rc = rdmem_frontdoor_reserve_at(area, len);

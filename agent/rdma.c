@@ -266,8 +266,9 @@ static struct rdmem_dp_msg rdmem_rdma_msg(struct rdmem_rdma *r, uint32_t i,
  * run: request WRs are unsignalled, and a call completes at its reply, not
  * at its WRs' completion (after a lost ACK the NIC may re-read a request
  * whose reply already came), so deregistering earlier could fault the QP.
- * Until done_no passes the last post that used it: -EAGAIN (the call waits
- * a round) and a fence READ goes out. -ENOMEM: it cannot be registered.
+ * Until done_no passes the last post that used it: -EBUSY (the call waits
+ * for it, as for a held group: -EAGAIN would send an AUTO call over TCP)
+ * and a fence READ goes out. -ENOMEM: it cannot be registered.
  */
 static int rdmem_rdma_area_lkey(struct rdmem_rdma *r, const struct rdmem_agent_call *call,
 				uint32_t *lkey)
@@ -278,7 +279,7 @@ static int rdmem_rdma_area_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 		return -ENOMEM;
 	if (a->serial && a->serial != call->client_serial && a->last_post > r->done_no) {
 		r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
-		return -EAGAIN;
+		return -EBUSY;
 	}
 	return rdmem_link_area_lkey(r->l, call->client, call->client_serial, lkey) < 0 ? -ENOMEM
 										       : 0;

@@ -59,8 +59,10 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
 /*
  * Posts the call on path (EAGER, LAZY or BULK): its WRs join the round's
  * batch (rdmem_rdma_flush). 0: on its way; -EAGAIN: no free run of slots, or
- * the send queue is full, now (retry after replies); -EBUSY: the server asked us to
- * hold new calls a moment (connection grouping); -E2BIG: can never fit;
+ * the send queue is full, now (retry after replies); -EBUSY: wait a moment
+ * (the server asked us to hold new calls, connection grouping; or the
+ * client's area is still registered for an earlier attach whose WRs may run,
+ * agent/rdma.c rdmem_rdma_area_lkey); -E2BIG: can never fit;
  * -ENOMEM: the client's area could not be registered (nothing posted; the
  * link is fine); other -errno: the link is broken.
  */

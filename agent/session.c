@@ -122,7 +122,6 @@ static void rdmem_agent_session_rdma_error(struct rdmem_agent_session *s)
 	rdmem_agent_count(&s->cnt.rdma_errors, 1);
 }
 
-/* RDMA could not carry the call: AUTO retries it on TCP, a forced path fails. */
 /* An AUTO call RDMA could not carry goes over TCP (1); others fail (0). */
 static int rdmem_agent_session_to_tcp(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
 {
@@ -135,6 +134,7 @@ static int rdmem_agent_session_to_tcp(struct rdmem_agent_session *s, struct rdme
 	return 1;
 }
 
+/* RDMA could not carry the call: AUTO retries it on TCP, a forced path fails. */
 static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call, int err,
 				       int intact)
 {

@@ -22,8 +22,12 @@
 static int att_agent_gone(int sock)
 {
 	struct pollfd p = { sock, POLLIN, 0 };
+	int n;
 
-	return poll(&p, 1, 0) != 0;
+	do /* a signal is no news about the agent */
+		n = poll(&p, 1, 0);
+	while (n < 0 && errno == EINTR);
+	return n > 0;
 }
 
 void rdmem__att_unmap(struct rdmem_att *pub)
@@ -281,20 +285,24 @@ struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err)
 int rdmem__att_alive(struct rdmem_att *pub, uint64_t now)
 {
 	struct rdmem_att_lib *a = rdmem__lib(pub);
+	uint64_t next;
+	int hint;
 
 	if (atomic_load_explicit(&pub->stale, memory_order_relaxed))
 		return 0;
 	/*
 	 * Only the connection says the agent is gone: it closes it when it
 	 * stops, is taken over (--shm-reset) or reclaims our entry. The header's
-	 * state and epoch (CLOSED, a new epoch) only make us look now rather
-	 * than at the next tick: any client can write them, and one that did
-	 * must not send every other client away. Relaxed: a hint, nothing is
-	 * read through it.
+	 * state and epoch (CLOSED, a new epoch) only make us look sooner than
+	 * the next tick, at most every RDMEM_HINT_NS: any client can write
+	 * them, and one that keeps doing so must neither send every other
+	 * client away nor cost each of their calls a system call. Relaxed: a
+	 * hint, nothing is read through it.
 	 */
-	if (atomic_load_explicit(&pub->hdr->state, memory_order_relaxed) != RDMEM_SHM_RUNNING ||
-	    atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch ||
-	    now >= atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed)) {
+	next = atomic_load_explicit(&a->next_liveness_ns, memory_order_relaxed);
+	hint = atomic_load_explicit(&pub->hdr->state, memory_order_relaxed) != RDMEM_SHM_RUNNING ||
+	       atomic_load_explicit(&pub->hdr->epoch, memory_order_relaxed) != a->epoch;
+	if (now >= next || (hint && now + RDMEM_LIVENESS_NS - RDMEM_HINT_NS >= next)) {
 		atomic_store_explicit(&a->next_liveness_ns, now + RDMEM_LIVENESS_NS,
 				      memory_order_relaxed);
 		if (att_agent_gone(a->sock))

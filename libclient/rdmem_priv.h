@@ -20,6 +20,7 @@
 
 /* A blocked waiter looks at the agent this often (its liveness, the epoch). */
 #define RDMEM_LIVENESS_NS 20000000ull
+#define RDMEM_HINT_NS	  1000000ull /* a header hint looks at the connection this often */
 /* How long attach waits for the agent's welcome on its socket. */
 #define RDMEM_ATTACH_NS 2000000000ull
 

@@ -52,7 +52,8 @@
 #define MAX_LAT	    200000 /* latencies kept per honest process and phase */
 #define HOSTILE_UID 54321  /* no user needed; not the overflow uid */
 #define LOG_MAX	    120	   /* rate-limited sites: 5 lines per 10 s each, plus "more" lines */
-#define P99_BOUND   10	   /* the attack's honest p99 within this many quiet p99s */
+#define P99_BOUND   10	   /* the attack's honest p99 within this many quiet p99s, */
+#define P99_FLOOR   1000   /* or this many us: one scheduler slice of six processes on 2 CPUs */
 
 static char dir[64], sock[RDMEM_DOOR_PATH_MAX];
 
@@ -156,6 +157,11 @@ static void scribble_once(uint64_t *seed)
 	m[1] = mmap(NULL, len[1], PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
 	pfd = (struct pollfd){ s, POLLIN, 0 };
 	while (m[0] != MAP_FAILED && m[1] != MAP_FAILED && attacking() && poll(&pfd, 1, 0) == 0) {
+		struct rdmem_shm_header *hdr = (struct rdmem_shm_header *)m[0];
+
+		/* The words clients once trusted, every round: CLOSED, another epoch. */
+		atomic_store(&hdr->state, RDMEM_SHM_CLOSED);
+		atomic_fetch_add(&hdr->epoch, 1);
 		for (i = 0; i < 64; i++) {
 			int which = rnd(seed) % 10 < 7 ? 0 : 1;
 			uint64_t v = rnd(seed) ^ (rnd(seed) << 32),
@@ -292,9 +298,10 @@ static pid_t spawn(void (*fn)(void), int as_hostile)
 
 	if (pid != 0)
 		return pid;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (as_hostile && (setgroups(0, NULL) || setgid(HOSTILE_UID) || setuid(HOSTILE_UID)))
 		_exit(5);
+	/* After setuid, which clears it: a killed test leaves no process behind. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	fn();
 	_exit(0);
 }
@@ -418,12 +425,13 @@ static void test_hostile_clients_cost_honest_ones_nothing(void)
 	       door_stat(h, "door_cut_refused"));
 	printf("# honest: quiet %llu checked, p99 %u us; under attack %llu checked, 0 wrong "
 	       "expected: %llu wrong, %llu failed, %llu timed out, p99 %u us (%.1fx quiet; bound "
-	       "%ux); %u front-door log lines (bound %u)\n",
+	       "%ux or %u us); %u front-door log lines (bound %u)\n",
 	       (unsigned long long)sh->ok[0], q99, (unsigned long long)sh->ok[1],
 	       (unsigned long long)(sh->wrong[0] + sh->wrong[1]),
 	       (unsigned long long)(sh->failed[0] + sh->failed[1]),
 	       (unsigned long long)(sh->timeouts[0] + sh->timeouts[1]), a99,
-	       q99 ? (double)a99 / q99 : 0.0, P99_BOUND, log_lines(&agent) - log0, LOG_MAX);
+	       q99 ? (double)a99 / q99 : 0.0, P99_BOUND, P99_FLOOR, log_lines(&agent) - log0,
+	       LOG_MAX);
 	CHECK(q_n >= 100 && a_n >= 100);
 	CHECK_EQ(sh->wrong[0] + sh->wrong[1], 0);
 	CHECK_EQ(sh->failed[0] + sh->failed[1], 0);
@@ -432,7 +440,7 @@ static void test_hostile_clients_cost_honest_ones_nothing(void)
 	if (getenv("RDMEM_SANITIZER"))
 		printf("# p99 bound not asserted under %s\n", getenv("RDMEM_SANITIZER"));
 	else
-		CHECK(a99 <= (uint64_t)P99_BOUND * RDMEM_MAX(q99, 1));
+		CHECK(a99 <= RDMEM_MAX((uint64_t)P99_BOUND * q99, P99_FLOOR));
 	CHECK_EQ(sh->resized, 0);
 	CHECK_EQ(sh->resealed, 0);
 	CHECK_EQ(sh->took_socket, 0);
@@ -444,6 +452,7 @@ static void test_hostile_clients_cost_honest_ones_nothing(void)
 	CHECK(door_stat(h, "ctl_denied") >= 3);
 	CHECK(door_stat(h, "cut_off") >= 1);
 	CHECK(door_stat(h, "door_cut_refused") >= 1);
+	CHECK(door_stat(h, "header_repaired") >= 1); /* the header was CLOSED: nobody left */
 	CHECK(log_lines(&agent) - log0 <= LOG_MAX);
 	/* No honest client was cut off: both were there to the end (checked
 	 * above: no failure), and every cut was of the hostile uid's entries. */

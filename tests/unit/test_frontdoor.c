@@ -711,7 +711,7 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	 * its clients: they attach to the new one (the header, which any
 	 * client can write, sends nobody away by itself). */
 	for (f = 0; f < 200 && stats_of(lb2).attached < 1; f++) {
-		CHECK_EQ(rdmem_ping(h, NULL), 0);
+		rdmem_ping(h, NULL); /* the one in flight at the hang-up may fail -ESHUTDOWN */
 		usleep(10000);
 	}
 	CHECK_EQ(stats_of(lb2).attached, 1);
