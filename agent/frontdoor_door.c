@@ -108,7 +108,9 @@ int rdmem_door_retire_live(const char *path, uint64_t *epoch)
 		return s;
 	if (send(s, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
 		goto out;
-	/* An older agent sends one fd (its whole segment): the header is first either way. */
+	/* The header is at the start of the first fd. An agent of another door
+	 * version refuses our hello: the retire fails (its clients stay with it
+	 * until it stops: upgrade by stopping the old agent). */
 	n = rdmem_door_recv(s, &w, sizeof(w), mfd, 2);
 	if (n < (ssize_t)offsetof(struct rdmem_door_welcome, client_size) ||
 	    w.magic != RDMEM_DOOR_MAGIC_WELCOME || w.status || mfd[0] < 0 ||

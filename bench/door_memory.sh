@@ -53,7 +53,7 @@ one() { # one LABEL BIN: prints a result line
 		"$(echo "$big/1024" | bc -l)" "$att" "$lp"
 }
 
-echo "# agent defaults (16 clients x 32 slots, 1 MiB max value); memory = agent RSS + Shmem growth"
+echo "# agent defaults (32 clients x 16 slots, 1 MiB max value); memory = agent RSS + Shmem growth"
 for ((r = 1; r <= rounds; r++)); do
 	one before "$before"
 	one after "$after"
