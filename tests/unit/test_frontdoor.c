@@ -706,12 +706,16 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	cfg.reset = 1;
 	REQUIRE(lb_start(&lb2, &cfg) == 0);
 	CHECK(stats_of(lb2).epoch > stats_of(lb).epoch);
-	CHECK_EQ(rdmem_ping(h, NULL), 0);
-	/* The old agent, still running, finds its socket taken and hangs up on
-	 * its clients: they attach to the new one (the header, which any
-	 * client can write, sends nobody away by itself). */
-	for (f = 0; f < 200 && stats_of(lb2).attached < 1; f++) {
-		rdmem_ping(h, NULL); /* the one in flight at the hang-up may fail -ESHUTDOWN */
+	/*
+	 * The old agent, still running, finds its socket taken (its door looks
+	 * every 50 ms) and hangs up on its clients: they attach to the new one
+	 * (the header, which any client can write, sends nobody away by
+	 * itself). A call in flight at the hang-up fails -ESHUTDOWN, as at any
+	 * agent's stop. Waited for: the client on the new agent, and its entry
+	 * in the old one reclaimed (up to a scan period after the hang-up).
+	 */
+	for (f = 0; f < 300 && (stats_of(lb2).attached < 1 || stats_of(lb).attached > 0); f++) {
+		rdmem_ping(h, NULL);
 		usleep(10000);
 	}
 	CHECK_EQ(stats_of(lb2).attached, 1);
