@@ -35,7 +35,7 @@ mutations=(
 	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
 	"reclaim-skipped|agent/rdma.c|s/\trdmem_rdma_reclaim_read\(r, &s->ref\);\n(\trdmem_rdma_finish\(r, i, RDMEM_PATH_LAZY\);)/\t(void)rdmem_rdma_reclaim_read;\n\$1/|test_agent_paths"
 	"lazy-lease-ignored|agent/rdma.c|s/!rdmem_rdma_lease_held\(r, s->call\)/!rdmem_rdma_lease_held(r, s->call) \&\& 0/|test_lazy_lease"
-	"cutoff-misattributed|agent/frontdoor_ring.c|s/if \(!rdmem_frontdoor_attributable\(fd, c\)\)/if (!rdmem_frontdoor_attributable(fd, c) \&\& 0)/|test_client_cutoff"
+	"cutoff-misattributed|agent/frontdoor_ring.c|s/if \(!own \&\& !rdmem_frontdoor_attributable\(fd, c\)\)/if (!own \&\& !rdmem_frontdoor_attributable(fd, c) \&\& 0)/|test_client_cutoff"
 	"busy-no-tcp-retry|agent/session.c|s/rdmem_agent_read_only\(call->req.op\)\) \{/rdmem_agent_read_only(call->req.op) \&\& 0) {/|test_exhaustion"
 	"wire-field-unconverted|include/rdmem/wire.h|s/\tRDMEM_LE32_SWAP\(d->val_len\);\n//|test_wire_swap"
 	"wake-skipped|shm/ring.h|s/if \(!atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)/if (1)/|test_ring test_frontdoor"
