@@ -84,4 +84,12 @@ static inline int door_raw_attach(const char *path, struct rdmem_door_welcome *w
 	return n < 0 ? (int)n : n == 0 ? -ECONNRESET : -EPROTO;
 }
 
+/* Detaches what door_raw_attach() gave: both memfds and the connection. */
+static inline void door_raw_detach(int s, int fds[2])
+{
+	close(fds[0]);
+	close(fds[1]);
+	close(s);
+}
+
 #endif

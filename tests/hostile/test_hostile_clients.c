@@ -178,9 +178,7 @@ static void scribble_once(uint64_t *seed)
 		munmap(m[0], len[0]);
 	if (m[1] != MAP_FAILED)
 		munmap(m[1], len[1]);
-	close(fds[0]);
-	close(fds[1]);
-	close(s);
+	door_raw_detach(s, fds);
 	atomic_fetch_add(&sh->reattaches, 1);
 }
 

@@ -125,9 +125,7 @@ static void test_door_truncate_refused_agent_and_clients_live(void)
 	CHECK(door_echo_ok(h, "still here"));
 	CHECK(door_echo_ok(h2, "me too"));
 	CHECK_EQ(door_stat(h, "door_attached"), 3);
-	close(fds[0]);
-	close(fds[1]);
-	close(s);
+	door_raw_detach(s, fds);
 	rdmem_close(h2);
 	rdmem_close(h);
 	agent_stop(&agent);
@@ -219,9 +217,7 @@ static void test_door_clients_cannot_reach_each_other(void)
 	CHECK(!holds(own, w.client_size, secret));
 	munmap(common, w.size);
 	munmap(own, w.client_size);
-	close(fds[0]);
-	close(fds[1]);
-	close(s);
+	door_raw_detach(s, fds);
 	rdmem_close(h2);
 	rdmem_close(h1);
 	agent_stop(&agent);
@@ -261,9 +257,7 @@ static void test_door_reused_entry_gets_fresh_memory(void)
 	 * its own; once that is reclaimed, the next attach gets it. */
 	REQUIRE(rdmem_open(sock, &probe) == 0);
 	CHECK(probe->att->client != w.client);
-	close(fds[0]);
-	close(fds[1]);
-	close(s);
+	door_raw_detach(s, fds);
 	CHECK(door_wait_stat(probe, "dead_clients", 1, 3000));
 	/* The agent freed the area's pages when it reclaimed the entry (its
 	 * memory does not grow with clients that keep their fds): zeros here. */
