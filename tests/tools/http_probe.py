@@ -4,7 +4,8 @@
   http_probe.py get PORT PATH [METHOD]   prints "CODE", the headers, a blank line, the body
   http_probe.py raw PORT BYTES           sends BYTES (Python escapes: \\r\\n) as is; prints CODE
   http_probe.py big PORT N               sends N header bytes that never end; prints CODE
-  http_probe.py idle PORT SECONDS        connects, sends nothing, holds the socket
+  http_probe.py idle PORT SECONDS        connects, prints "connected NS" (wall clock, ns),
+                                         sends nothing, holds the socket
   http_probe.py format FILE              checks Prometheus text format; prints problems
   http_probe.py value FILE NAME [LABELS] prints the sample's value (or "absent")
 
@@ -63,6 +64,10 @@ def cmd_big(port, n):
 
 def cmd_idle(port, secs):
     with socket.create_connection((HOST, int(port)), timeout=30) as s:
+        # The kernel queues a connection in order: once this line is out, a
+        # later connect is accepted after this one (the capacity test's
+        # ordering rests on it).
+        print(f"connected {time.time_ns()}", flush=True)
         time.sleep(float(secs))
         s.settimeout(1)
         try:
