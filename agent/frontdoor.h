@@ -132,6 +132,19 @@ void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
 void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t *area_off,
 			   uint64_t *area_len, uint32_t *clients);
 
+/*
+ * fn(ctx, client) runs on the actor thread each time a client entry is
+ * reclaimed (its attach is over: rdmem_frontdoor_client_serial() says 0 or,
+ * once reused, a new attach's), so whoever keeps something of that attach
+ * (the session's registration of its area) can let it go. Set before
+ * rdmem_frontdoor_start(); fn must not block.
+ */
+typedef void (*rdmem_frontdoor_released_fn)(void *ctx, uint32_t client);
+void rdmem_frontdoor_on_release(struct rdmem_frontdoor *fd, rdmem_frontdoor_released_fn fn,
+				void *ctx);
+/* The attach serial of entry c now (0: none); any thread. */
+uint64_t rdmem_frontdoor_client_serial(struct rdmem_frontdoor *fd, uint32_t c);
+
 /* The segment's geometry: payload bytes per slot, slots, clients, max value. */
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd);
 

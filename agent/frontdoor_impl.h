@@ -34,7 +34,8 @@ struct rdmem_fd_client {
 	_Atomic uint64_t claim;
 	_Atomic int gone;
 	/* Door -> actor, stored before claim: this attach's serial (never
-	 * reused, unlike claim's 32-bit gen): whose area the agent maps there. */
+	 * reused, unlike claim's 32-bit gen): whose area the agent maps there.
+	 * 0 from the entry's reclaim on (rdmem_frontdoor_client_serial). */
 	_Atomic uint64_t serial;
 	/* Door -> actor, stored before claim: the owner may run agent-ctl
 	 * (root, the agent's user, or --admin-group, from its credentials). */
@@ -121,7 +122,9 @@ struct rdmem_frontdoor {
 	int shm_fd; /* the sealed memfd */
 	uint64_t epoch;
 	struct rdmem_door door;
-	_Atomic int scan_req; /* the door saw a client leave: scan now */
+	_Atomic int scan_req;		      /* the door saw a client leave: scan now */
+	rdmem_frontdoor_released_fn released; /* rdmem_frontdoor_on_release() */
+	void *released_ctx;
 	void *base;
 	struct rdmem_shm_header *hdr;
 	struct rdmem_shm_geom geom;

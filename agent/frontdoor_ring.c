@@ -616,11 +616,14 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	cl->score = 0;
 	cl->pid = 0;
 	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&cl->serial, 0, memory_order_relaxed); /* no attach */
 	/*
 	 * Release: the unmap and resets above happen before the door may hand
 	 * the entry out again; pairs with its acquire load of claim.
 	 */
 	atomic_store_explicit(&cl->claim, 0, memory_order_release);
+	if (fd->released)
+		fd->released(fd->released_ctx, c);
 	rdmem_frontdoor_count(&fd->n_dead);
 	rdmem_log_limited(RDMEM_LOG_INFO, "front door %s: reclaimed client %u of pid %d", fd->name,
 			  c, cl->dead_pid);

@@ -321,6 +321,22 @@ void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t 
 	*clients = fd->geom.clients;
 }
 
+void rdmem_frontdoor_on_release(struct rdmem_frontdoor *fd, rdmem_frontdoor_released_fn fn,
+				void *ctx)
+{
+	fd->released = fn;
+	fd->released_ctx = ctx;
+}
+
+uint64_t rdmem_frontdoor_client_serial(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	/* Relaxed: a caller that must see a reclaim's 0 learned of the reclaim
+	 * through the release it made after this store (released hook). */
+	return c < fd->geom.clients
+		   ? atomic_load_explicit(&fd->clients[c].serial, memory_order_relaxed)
+		   : 0;
+}
+
 uint32_t rdmem_frontdoor_payload_cap(struct rdmem_frontdoor *fd)
 {
 	return fd->geom.payload_cap;

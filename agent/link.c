@@ -96,8 +96,8 @@ static uint64_t rdmem_link_nonce(void)
 	return (uint64_t)time(NULL) << 32 | r;
 }
 
-/* The agent region: response ring + data (resp), then staging, control page
- * snapshot and RECLAIM buffers (local). */
+/* The agent region: response ring + data (resp), then descriptor staging,
+ * control page snapshot, RECLAIM buffers and payload staging (local). */
 static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
 	uint64_t resp = rdmem_link_page_up((uint64_t)slots * (RDMEM_DESC_SIZE + resp_bytes));
@@ -107,7 +107,8 @@ static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uin
 
 	if (resp_out)
 		*resp_out = resp;
-	return resp + stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim);
+	return resp + stage + RDMEM_CTRL_BYTES + rdmem_link_page_up(reclaim) +
+	       (uint64_t)slots * RDMEM_LINK_STAGE_BYTES;
 }
 
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
@@ -119,7 +120,7 @@ int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need
 
 static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
 {
-	uint64_t resp, local, stage;
+	uint64_t resp, local, stage, reclaim;
 	int ret;
 
 	l->region_len = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp);
@@ -133,6 +134,9 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	l->stage = (struct rdmem_desc *)(l->region + resp);
 	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
 	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;
+	reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
+		  sizeof(struct rdmem_objref);
+	l->stage_payload = l->reclaim + rdmem_link_page_up(reclaim);
 	ret = rdmem_fab_reg(l->conn, l->region, resp, RDMEM_ACCESS_REMOTE_WRITE, &l->mr_resp);
 	if (ret == 0)
 		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
@@ -154,6 +158,17 @@ struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client)
 	return l->areas && client < l->fd_clients ? &l->areas[client] : NULL;
 }
 
+void rdmem_link_area_drop(struct rdmem_link *l, uint32_t client)
+{
+	struct rdmem_link_area *a = rdmem_link_area(l, client);
+
+	if (!a || !a->serial)
+		return;
+	rdmem_fab_dereg(l->conn, &a->mr);
+	a->serial = 0;
+	l->areas_live--;
+}
+
 int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey)
 {
 	struct rdmem_link_area *a = rdmem_link_area(l, client);
@@ -167,9 +182,7 @@ int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial,
 	}
 	if (a->failed == serial)
 		return -ENOMEM;
-	if (a->serial)
-		rdmem_fab_dereg(l->conn, &a->mr);
-	a->serial = 0;
+	rdmem_link_area_drop(l, client);
 	ret = rdmem_fab_reg(l->conn, l->fd_base + l->fd_area_off + client * l->fd_area_len,
 			    l->fd_area_len, RDMEM_ACCESS_LOCAL, &a->mr);
 	if (ret < 0) {
@@ -181,6 +194,8 @@ int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial,
 		return ret;
 	}
 	a->serial = serial;
+	l->area_regs++;
+	l->areas_live++;
 	*lkey = a->mr.lkey;
 	return 0;
 }

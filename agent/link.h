@@ -2,10 +2,13 @@
  * registered regions and the server's regions as the handshake gave them.
  *
  *   agent region   response ring + response data   remote write (the server replies)
- *                  descriptor staging, control-page snapshot, RECLAIM buffers: local
+ *                  descriptor staging, control-page snapshot, RECLAIM buffers,
+ *                  small-payload staging: local
  *   front door     each client's own area (shm/segment.h), registered local-only
- *                  at its first RDMA call after each attach, so LAZY reads land
- *                  in and requests leave from the client's slot with no copy
+ *                  at its first call after each attach that moves a large
+ *                  payload (BULK, LAZY, a request over RDMEM_LINK_STAGE_BYTES,
+ *                  or a reply the server sent by reference), so those leave
+ *                  from and READs land in the client's slot with no copy
  */
 #ifndef RDMEM_AGENT_LINK_H
 #define RDMEM_AGENT_LINK_H
@@ -19,6 +22,12 @@
 #define RDMEM_LINK_RECLAIM_BUFS 8
 #define RDMEM_LINK_RECLAIM_REFS 32 /* object refs per RECLAIM message */
 #define RDMEM_LINK_RECV_BATCH	32 /* receives reposted at a time */
+/* Request payloads up to this size are copied into the agent's own
+ * registered memory (one stride per ring slot) instead of gathered from the
+ * client's area: a client that moves only small payloads never has its area
+ * registered, so over verbs its pages are not pinned (docs/architecture.md,
+ * "Per-client areas"). */
+#define RDMEM_LINK_STAGE_BYTES 4096u
 
 struct rdmem_link_config {
 	enum rdmem_fab_kind fabric;
@@ -50,6 +59,7 @@ struct rdmem_link {
 	struct rdmem_desc *resp_ring;
 	uint8_t *resp_data;
 	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
+	uint8_t *stage_payload;	  /* RDMEM_LINK_STAGE_BYTES per slot: small request payloads */
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
 	uint8_t *reclaim;	  /* RDMEM_LINK_RECLAIM_BUFS message buffers */
 	struct rdmem_mr mr_resp, mr_local;
@@ -58,6 +68,8 @@ struct rdmem_link {
 	uint8_t *fd_base;
 	uint64_t fd_area_off, fd_area_len;
 	uint32_t fd_clients;
+	uint64_t area_regs;  /* registrations of client areas made on this link */
+	uint32_t areas_live; /* client areas registered now */
 };
 
 struct rdmem_link_area {
@@ -81,6 +93,9 @@ struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client);
  * another way).
  */
 int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey);
+
+/* Deregisters client's area (the caller made sure no WR can still use it). */
+void rdmem_link_area_drop(struct rdmem_link *l, uint32_t client);
 
 /* Connects to the server and exchanges regions; logs why on failure. */
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);

@@ -41,7 +41,8 @@ struct rdmem_rdma_slot {
 	uint8_t reading; /* LAZY read into the client's slot in flight */
 	uint8_t path;
 	uint8_t reclaim_buf;
-	uint8_t held; /* past its deadline, waiting for its request WRs to complete */
+	uint8_t held;	   /* past its deadline, waiting for its request WRs to complete */
+	uint8_t from_area; /* its request WRs gather from the client's slot */
 };
 
 struct rdmem_rdma {
@@ -285,6 +286,43 @@ static int rdmem_rdma_area_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 										       : 0;
 }
 
+/* Key and value gathered from the client's slot: no copy. */
+static int rdmem_rdma_gather_slot(const struct rdmem_agent_call *call, uint32_t lkey,
+				  struct rdmem_sge *sge)
+{
+	int n = 0;
+
+	if (call->req.key_len)
+		sge[n++] = (struct rdmem_sge){ (uintptr_t)call->key, call->req.key_len, lkey };
+	if (call->req.val_len)
+		sge[n++] = (struct rdmem_sge){ (uintptr_t)call->val, call->req.val_len, lkey };
+	return n;
+}
+
+/*
+ * Key and value (RDMEM_LINK_STAGE_BYTES at most) copied to ring slot i's
+ * staging stride. The stride goes with the ring slot: written again only by
+ * the next call on ring slot i, which gets it once this call's reply came (a
+ * timed-out call's slot stays ORPHAN until then). A request WR re-read after
+ * a lost ACK may carry that next call's bytes, as a client slot's would:
+ * the duplicate targets server slot i and, in PSN order, lands before the
+ * next call's own WRITEs, which carry the same bytes (docs/architecture.md,
+ * "A request buffer is the client's slot until its WRs completed").
+ */
+static int rdmem_rdma_gather_copy(struct rdmem_rdma *r, uint32_t i,
+				  const struct rdmem_agent_call *call, struct rdmem_sge *sge)
+{
+	uint8_t *dst = r->l->stage_payload + (uint64_t)i * RDMEM_LINK_STAGE_BYTES;
+	uint32_t len = call->req.key_len + call->req.val_len;
+
+	if (!len)
+		return 0;
+	memcpy(dst, call->key, call->req.key_len);
+	memcpy(dst + call->req.key_len, call->val, call->req.val_len);
+	sge[0] = (struct rdmem_sge){ (uintptr_t)dst, len, r->l->mr_local.lkey };
+	return 1;
+}
+
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)
 {
 	uint64_t bytes = rdmem_desc_payload_len(&call->req);
@@ -292,7 +330,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	uint32_t lkey = 0, i;
 	struct rdmem_sge sge[2];
 	struct rdmem_dp_msg m;
-	int nsge = 0, ret;
+	int nsge, ret, area;
 
 	/* The agreed geometry bounds what RDMA carries; AUTO never sends more. */
 	if (bytes > r->l->max_request || span > r->l->slots ||
@@ -308,17 +346,21 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	}
 	if ((ret = rdmem_rdma_room(r, RDMEM_DP_MAX_WRS)) <= 0)
 		return ret ? ret : -EAGAIN;
-	/* A client's call (the session's own, BIND, has no area): its area's
-	 * registration, for the request and for a LAZY reply's READ. */
-	if (call->client_serial && (ret = rdmem_rdma_area_lkey(r, call, &lkey)) < 0)
+	/* A client's call (the session's own, BIND, has no area) that moves a
+	 * large payload, out of its slot or (LAZY) into it: its area's
+	 * registration. Small requests are copied instead
+	 * (rdmem_rdma_gather_copy), the session's own (small) included. */
+	area = call->client_serial && (path != RDMEM_PATH_EAGER || bytes > RDMEM_LINK_STAGE_BYTES);
+	if (!area && bytes > RDMEM_LINK_STAGE_BYTES)
+		return -E2BIG;
+	if (area && (ret = rdmem_rdma_area_lkey(r, call, &lkey)) < 0)
 		return ret;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
-	/* Key and value are gathered from the client's slot: no copy here. */
-	if (call->req.key_len)
-		sge[nsge++] = (struct rdmem_sge){ (uintptr_t)call->key, call->req.key_len, lkey };
-	if (call->req.val_len)
-		sge[nsge++] = (struct rdmem_sge){ (uintptr_t)call->val, call->req.val_len, lkey };
+	nsge = area ? rdmem_rdma_gather_slot(call, lkey, sge)
+		    : rdmem_rdma_gather_copy(r, i, call, sge);
+	r->st.staged += !area && nsge;
+	r->slot[i].from_area = (uint8_t)area;
 	r->slot[i].call = call;
 	r->slot[i].path = path;
 	rdmem_rdma_fill_desc(r, i, &call->req, path);
@@ -326,7 +368,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	rdmem_rdma_add_msg(r, &m);
 	call->ring_slot = i;
 	r->slot[i].post_no = r->posts;
-	if (call->client_serial) /* its WRs read the area until done_no passes this */
+	if (area) /* its WRs read the area until done_no passes this */
 		rdmem_link_area(r->l, call->client)->last_post = r->posts;
 	r->slot[i].held = 0;
 	r->st.posted++;
@@ -336,6 +378,28 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 		r->st.bulk_bytes += bytes;
 	}
 	return 0;
+}
+
+int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
+			  void *ctx)
+{
+	int waiting = 0;
+	uint32_t c;
+
+	for (c = 0; r->l->areas && c < r->l->fd_clients; c++) {
+		struct rdmem_link_area *a = &r->l->areas[c];
+
+		if (!a->serial || a->serial == serial(ctx, c))
+			continue;
+		if (a->last_post > r->done_no) { /* as in rdmem_rdma_area_lkey */
+			r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
+			waiting++;
+			continue;
+		}
+		rdmem_link_area_drop(r->l, c);
+		r->st.area_drops++;
+	}
+	return waiting;
 }
 
 /* ---- RECLAIM batching ---------------------------------------------------- */
@@ -476,6 +540,20 @@ static void rdmem_rdma_queue_read(struct rdmem_rdma *r, uint32_t i)
 	r->st.read_waits++;
 }
 
+/* Slot i's reply cannot be READ: its client's area cannot be registered.
+ * The server ran the call (a read: LAZY replies are values), so an AUTO call
+ * may run again over TCP, as a call refused at submit does. */
+static void rdmem_rdma_read_unregistered(struct rdmem_rdma *r, uint32_t i)
+{
+	struct rdmem_agent_call *call = r->slot[i].call;
+
+	r->st.lazy_reads--; /* counted by rdmem_rdma_start_read: never read */
+	r->st.lazy_bytes -= r->slot[i].ref.length;
+	rdmem_rdma_queue_reclaim(r, &r->slot[i].ref);
+	rdmem_rdma_release(r, i);
+	r->ops->failed(r->ctx, call, -ENOMEM, 1);
+}
+
 /* Posts the LAZY READ of slot i now, or queues it when the agreed READ
  * depth is used up (a NIC would stall the whole send queue behind it) or
  * the send queue is full. */
@@ -490,10 +568,16 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 	if (r->reads_inflight < r->l->max_reads && (ret = rdmem_rdma_room(r, 1)) != 0) {
 		if (ret < 0)
 			return ret;
-		/* Registered at submit, for this attach (the entry cannot be
-		 * reclaimed while we hold its call): the lookup only finds it. */
-		if (rdmem_link_area_lkey(r->l, call->client, call->client_serial, &lkey) < 0)
-			return -EIO;
+		/* A LAZY call's area was registered at submit; an EAGER call the
+		 * server answered by reference (its value outgrew the EAGER
+		 * reply) is the first to need it, now. */
+		ret = rdmem_rdma_area_lkey(r, call, &lkey);
+		if (ret == -EBUSY)
+			goto later; /* an earlier attach's WRs may still run: fenced */
+		if (ret < 0) {
+			rdmem_rdma_read_unregistered(r, i);
+			return 0;
+		}
 		wr.wr_id = RDMEM_WRID_LAZY | i;
 		wr.op = RDMEM_WR_READ;
 		wr.flags = RDMEM_WR_SIGNALED;
@@ -503,8 +587,10 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + s->rep.data_off),
 						s->ref.length, lkey };
 		s->read_no = rdmem_rdma_add_read(r, &wr);
+		rdmem_link_area(r->l, call->client)->last_post = s->read_no;
 		return 0;
 	}
+later:
 	if (!queued)
 		rdmem_rdma_queue_read(r, i);
 	return -EAGAIN;
@@ -535,7 +621,8 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 	uint32_t off = rdmem_call_reply_off(call);
 	int ret;
 
-	if (!rdmem_rdma_reply_fits(d, call, &r->l->w)) {
+	/* The session's own calls (no client, no area) never ask for a value. */
+	if (!call->client_serial || !rdmem_rdma_reply_fits(d, call, &r->l->w)) {
 		s->rep = rdmem_rdma_reply_of(d, off);
 		s->rep.status = rdmem_rdma_refusal(r, d, call);
 		s->rep.val_len = 0;
@@ -869,15 +956,16 @@ void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
 			continue;
 		/*
-		 * Nor one whose request WRs may still run: the payload WRITE
-		 * gathers from the client's slot (no copy), and a NIC may read
-		 * it any time until the WR completes (RNR and transport retries
+		 * Nor one whose request WRs may still run and gather from the
+		 * client's slot (a large payload, no copy): a NIC may read it
+		 * any time until the WR completes (RNR and transport retries
 		 * can go on for ever). Once the client has its slot back it
 		 * writes the next request there, which that WR would then send
 		 * under this call's descriptor. Housekeeping posts a READ; its
 		 * completion proves this post completed (RC completes in order).
+		 * A staged request's bytes stay in the ORPHAN ring slot's stride.
 		 */
-		if (s->post_no > r->done_no) {
+		if (s->from_area && s->post_no > r->done_no) {
 			r->fence_need = RDMEM_MAX(r->fence_need, s->post_no);
 			if (!s->held)
 				r->st.timeouts_held++;
@@ -953,6 +1041,8 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	out->inflight = r->inflight_slots;
 	out->reads_max = r->l->max_reads;
 	out->slots = r->l->slots;
+	out->area_regs = r->l->area_regs;
+	out->areas_live = r->l->areas_live;
 }
 
 void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms)

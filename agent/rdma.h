@@ -47,6 +47,10 @@ struct rdmem_rdma_stats {
 	uint32_t reads_max;   /* the READ depth: agreed by the connection, capped by config */
 	uint64_t yields;      /* replies telling us our group's slice is ending */
 	uint64_t yield_holds; /* yields that held back at least one new call */
+	uint64_t staged;      /* requests copied to the link's staging, not gathered */
+	uint64_t area_regs;   /* client areas registered (rdmem_link_area_lkey) */
+	uint64_t area_drops;  /* ... and let go once their attach was over */
+	uint32_t areas_live;  /* client areas registered now */
 	uint32_t inflight;
 	uint32_t slots;
 };
@@ -67,6 +71,15 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
  * link is fine); other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
+/*
+ * Deregisters the client areas whose attach is over (serial(ctx, client) is
+ * no longer the one registered): with verbs an area's registration pins its
+ * pages, which the front door punched out at the reclaim. One that a WR may
+ * still use waits for a fence READ. Returns how many wait: call again after
+ * completions.
+ */
+int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
+			  void *ctx);
 /* Posts the batch (first), reaps completions; returns how many, or
  * -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);

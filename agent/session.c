@@ -44,6 +44,9 @@ struct rdmem_agent_session {
 
 	struct rdmem_link *link;
 	struct rdmem_rdma *rdma;
+	/* Front door -> session: a client entry was reclaimed; its area's
+	 * registration, if any, can go (rdmem_agent_session_drop_areas). */
+	atomic_int area_sweep;
 	/* Exactly-once: the link carries calls only once its BIND answered. */
 	struct rdmem_agent_ident *ident;
 	struct rdmem_agent_call bind_call;
@@ -140,7 +143,10 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 {
 	struct rdmem_agent_session *s = ctx;
 
-	rdmem_agent_session_rdma_error(s);
+	/* -ENOMEM: the client's area could not be registered for a LAZY
+	 * reply (agent/rdma.c): a local limit, not an RDMA error. */
+	if (err != -ENOMEM)
+		rdmem_agent_session_rdma_error(s);
 	if (intact && rdmem_agent_session_to_tcp(s, call))
 		return;
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
@@ -790,6 +796,37 @@ static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t 
 				   s->pst.rdma_errors, &s->cfg.sim, s->cfg.path.force);
 }
 
+/* The front door's reclaim hook (actor thread): wake the session to let go
+ * of the entry's area registration. */
+static void rdmem_agent_session_released(void *ctx, uint32_t client)
+{
+	struct rdmem_agent_session *s = ctx;
+
+	(void)client; /* every stale registration is found by its serial */
+	/* Release: the entry's serial went to 0 before; pairs with the acquire
+	 * exchange in rdmem_agent_session_drop_areas(). */
+	atomic_store_explicit(&s->area_sweep, 1, memory_order_release);
+	rdmem_queue_ring(&s->in);
+}
+
+static uint64_t rdmem_agent_session_serial(void *ctx, uint32_t client)
+{
+	return rdmem_frontdoor_client_serial(((struct rdmem_agent_session *)ctx)->fd, client);
+}
+
+/* With verbs a departed client's registration pins its whole area (34 MiB
+ * at the defaults) until it goes; one a WR may still use goes after the
+ * fence READ (the completion wakes us; the sweep stays asked for). A link
+ * that went down took its registrations with it. */
+static void rdmem_agent_session_drop_areas(struct rdmem_agent_session *s)
+{
+	if (!atomic_load_explicit(&s->area_sweep, memory_order_relaxed) ||
+	    !atomic_exchange_explicit(&s->area_sweep, 0, memory_order_acquire) || !s->rdma)
+		return;
+	if (rdmem_rdma_drop_areas(s->rdma, rdmem_agent_session_serial, s) > 0)
+		atomic_store_explicit(&s->area_sweep, 1, memory_order_relaxed);
+}
+
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 {
 	struct rdmem_agent_call *call;
@@ -801,6 +838,7 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 		rdmem_agent_session_take(s, call);
 		work++;
 	}
+	rdmem_agent_session_drop_areas(s);
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
 	rdmem_agent_session_flush(s);
@@ -854,6 +892,7 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->fd = fd;
+	rdmem_frontdoor_on_release(fd, rdmem_agent_session_released, s);
 	s->tcp = tcp;
 	s->ident = rdmem_tcp_actor_ident(tcp);
 	if (rdmem_queue_init(&s->in, ncalls) < 0 || rdmem_queue_init(&s->connector_bell, 1) < 0) {

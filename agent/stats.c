@@ -122,6 +122,17 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "LAZY READs that waited for the READ depth or the send queue."),
 	S("rdma.timeouts_held", C, rdma.timeouts_held,
 	  "Timed-out calls held until their request writes completed."),
+	S("rdma.staged", C, rdma.staged,
+	  "Requests (payload at most 4 KiB) copied to the agent's registered staging "
+	  "instead of sent from the client's area."),
+	S("rdma.area_regs", C, rdma.area_regs,
+	  "Client areas registered on the current link: at a client's first call after "
+	  "each attach that moves a large payload (BULK, LAZY, a request over 4 KiB, or "
+	  "a reply the server sent by reference)."),
+	S("rdma.area_drops", C, rdma.area_drops,
+	  "Client area registrations let go after the client detached."),
+	S("rdma.areas_live", G, rdma.areas_live,
+	  "Client areas registered now (with verbs each pins its whole area)."),
 	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
 	S("tcp.connects", C, tcp.connects, "TCP connections made."),
 	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),

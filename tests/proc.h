@@ -30,6 +30,25 @@ static inline const char *proc_bin(void)
 	return b ? b : "build";
 }
 
+/* Field of /proc/PID/status in kB ("VmRSS", "RssShmem", ...), or -1. */
+static inline long proc_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t n = strlen(field);
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (kb < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':' &&
+		    sscanf(line + n + 1, "%ld", &kb) != 1)
+			kb = -1;
+	fclose(f);
+	return kb;
+}
+
 static inline void proc_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -24,6 +24,96 @@ static struct rdmem_opts on(uint8_t path, struct rdmem_info *info)
 	return o;
 }
 
+/* The agent's shared-memory pages in its page tables (kB): a registration
+ * pins (and so maps) every page it covers. -1 when unreadable. */
+static long agent_rss_shmem_kb(void)
+{
+	return proc_status_kb(e.agent.pid, "RssShmem");
+}
+
+/*
+ * Requests of up to 4 KiB are copied to the agent's staging, so a client
+ * that moves only small payloads never has its area registered (over verbs
+ * a registration pins the whole area, 1+ MiB a slot). Its first call that
+ * moves a large one registers it once for the attach: here an EAGER GET the
+ * server answers by reference, whose READ is the first to need the area.
+ * Runs first: nothing else has moved a large payload on this attach.
+ */
+static void test_small_calls_leave_area_unregistered(void)
+{
+	long long regs = e2e_stat(&e, "rdma.area_regs"), staged = e2e_stat(&e, "rdma.staged");
+	long rss = agent_rss_shmem_kb();
+	uint8_t *v = malloc(65536), *got = NULL;
+	struct rdmem_opts eager = on(RDMEM_PATH_EAGER, NULL), tcp = on(RDMEM_PATH_TCP, NULL);
+	uint32_t len = 0;
+	int i;
+
+	REQUIRE(v);
+	e2e_fill(v, 65536, 7);
+	for (i = 0; i < 64; i++) {
+		char key[16];
+		void *out = NULL;
+
+		snprintf(key, sizeof(key), "small-%d", i);
+		CHECK_EQ(rdmem_put(e.h, key, (uint32_t)strlen(key), v, i % 2 ? 32 : 4000, NULL), 0);
+		CHECK_EQ(rdmem_get(e.h, key, (uint32_t)strlen(key), &out, &len, NULL), 0);
+		CHECK(out && len == (i % 2 ? 32u : 4000u) && memcmp(out, v, len) == 0);
+		free(out);
+	}
+	CHECK(e2e_stat(&e, "rdma.staged") - staged >= 128);
+	CHECK_EQ(e2e_stat(&e, "rdma.area_regs"), regs);
+	if (rss >= 0)
+		CHECK(agent_rss_shmem_kb() - rss < 4096);
+	printf("# 128 small calls: agent RssShmem %ld -> %ld kB, area registrations %lld\n", rss,
+	       agent_rss_shmem_kb(), e2e_stat(&e, "rdma.area_regs") - regs);
+	CHECK_EQ(rdmem_put(e.h, "large-1", 7, v, 65536, &tcp), 0);
+	CHECK_EQ(e2e_stat(&e, "rdma.area_regs"), regs);
+	CHECK_EQ(rdmem_get(e.h, "large-1", 7, (void **)&got, &len, &eager), 0);
+	CHECK(got && len == 65536 && memcmp(got, v, len) == 0);
+	CHECK_EQ(e2e_stat(&e, "rdma.area_regs") - regs, 1);
+	/* Over verbs the registration pinned (mapped) the whole area, 1 MiB a
+	 * slot and more: proof the measure above would have seen it. */
+	printf("# after the area's registration: agent RssShmem %ld kB\n", agent_rss_shmem_kb());
+	if (rss >= 0 && !strcmp(e.fabric, "verbs"))
+		CHECK(agent_rss_shmem_kb() - rss > 1024);
+	CHECK_EQ(rdmem_put(e.h, "large-2", 7, v, 65536, &eager), 0);
+	CHECK_EQ(e2e_stat(&e, "rdma.area_regs") - regs, 1); /* once per attach */
+	free(got);
+	free(v);
+}
+
+/*
+ * A client that moved a large payload and detached: its area's registration
+ * (over verbs, its whole area pinned) goes with the reclaim of its entry,
+ * not when the entry is next used.
+ */
+static void test_departed_client_area_released(void)
+{
+	long long live = e2e_stat(&e, "rdma.areas_live"), drops = e2e_stat(&e, "rdma.area_drops");
+	struct rdmem_opts eager = on(RDMEM_PATH_EAGER, NULL);
+	uint8_t *v = calloc(1, 65536);
+	long rss = agent_rss_shmem_kb(), pinned;
+	rdmem_t *h = NULL;
+	int i;
+
+	REQUIRE(v);
+	REQUIRE(rdmem_open(e.shm, &h) == 0);
+	CHECK_EQ(rdmem_put(h, "departed", 8, v, 65536, &eager), 0);
+	CHECK_EQ(e2e_stat(&e, "rdma.areas_live"), live + 1);
+	pinned = agent_rss_shmem_kb();
+	rdmem_close(h);
+	for (i = 0; i < 300 && e2e_stat(&e, "rdma.areas_live") > live; i++)
+		proc_sleep_ms(10);
+	CHECK_EQ(e2e_stat(&e, "rdma.areas_live"), live);
+	CHECK_EQ(e2e_stat(&e, "rdma.area_drops") - drops, 1);
+	printf("# agent RssShmem %ld kB, with a departed client's area registered %ld, after it "
+	       "went %ld (in %d ms)\n",
+	       rss, pinned, agent_rss_shmem_kb(), i * 10);
+	if (rss >= 0 && !strcmp(e.fabric, "verbs"))
+		CHECK(agent_rss_shmem_kb() - rss < 1024);
+	free(v);
+}
+
 /* PUT, GET, DEL of every size on every path; the value comes back byte-exact. */
 static void test_kv_every_path_every_size(void)
 {
@@ -436,6 +526,8 @@ int main(int argc, char **argv)
 		e2e_fini(&e);
 		return 1;
 	}
+	RUN(test_small_calls_leave_area_unregistered);
+	RUN(test_departed_client_area_released);
 	RUN(test_kv_every_path_every_size);
 	RUN(test_over_cap_refused);
 	RUN(test_other_ops_every_path);

@@ -785,18 +785,7 @@ static void test_bad_input(void)
 
 static long server_rss_kib(void)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)server_pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kib;
+	return proc_status_kb(server_pid, "VmRSS");
 }
 
 /*

@@ -5,13 +5,16 @@
  * copy), and a NIC reads that memory when it runs the WR, not when it is
  * posted. The agent here runs over the shm fabric in its test mode that
  * runs WRs late (RDMEM_SHM_TEST_DELAY_MS, fabric/emu.h), as a NIC that
- * retries or is queued behind others would. A PUT of a 2000-byte value (too
- * big to go inline) times out; the client then GETs a key nobody wrote.
- * Had the agent handed the slot back at the timeout, the GET would reuse it
- * and the late PUT WR would send the GET's key under the PUT's descriptor:
- * the server would store the PUT's value under the GET's key, and the GET
- * would return it. The GET must find nothing; the PUT, when it lands, must
- * land whole under its own key.
+ * retries or is queued behind others would. A PUT of a 6000-byte value
+ * (over the 4 KiB the agent copies to its staging: sent from the slot)
+ * times out; the client then GETs a key nobody wrote. Had the agent handed
+ * the slot back at the timeout, the GET would reuse it and the late PUT WR
+ * would send the GET's key under the PUT's descriptor: the server would
+ * store the PUT's value under the GET's key, and the GET would return it.
+ * The GET must find nothing; the PUT, when it lands, must land whole under
+ * its own key. Rounds of a 2000-byte PUT (copied to staging, which stays
+ * with the timed-out ring slot) check the same without the hold: their
+ * slot goes back at the timeout.
  *
  *   test_slot_release   (shm only: the delay is the shm fabric's)
  */
@@ -25,7 +28,8 @@
 
 #define T_DELAY_MS "300" /* WRs run this late: above the timeout, below liveness */
 #define T_TIMEOUT  100	 /* the PUT's timeout, ms */
-#define T_VALUE	   2000	 /* over the shm fabric's 256-byte inline limit */
+#define T_VALUE	   6000	 /* over RDMEM_LINK_STAGE_BYTES: sent from the client's slot */
+#define T_STAGED   2000	 /* staged (copied), over the shm fabric's 256-byte inline limit */
 #define T_ROUNDS   4
 
 static struct e2e e;
@@ -37,8 +41,8 @@ static int get_value(const char *key, uint8_t path, int ms, void **val, uint32_t
 	return rdmem_get(e.h, key, (uint32_t)strlen(key), val, len, &o);
 }
 
-/* One round: the PUT times out, the next call must not resend its slot. */
-static int one_round(int round)
+/* One round: a PUT of size bytes times out, the next call must not resend its slot. */
+static int one_round(int round, uint32_t size)
 {
 	struct rdmem_opts put = { RDMEM_PATH_EAGER, T_TIMEOUT, NULL };
 	char ka[32], kb[32];
@@ -51,7 +55,7 @@ static int one_round(int round)
 	snprintf(ka, sizeof(ka), "slot-a-%d", round);
 	snprintf(kb, sizeof(kb), "slot-b-%d", round);
 	e2e_fill(val, sizeof(val), (uint32_t)round + 7);
-	rc = rdmem_put(e.h, ka, (uint32_t)strlen(ka), val, sizeof(val), &put);
+	rc = rdmem_put(e.h, ka, (uint32_t)strlen(ka), val, size, &put);
 	if (rc != -ETIMEDOUT) {
 		fprintf(stderr, "  round %d: PUT returned %d, expected a timeout\n", round, rc);
 		bad++;
@@ -66,7 +70,7 @@ static int one_round(int round)
 		fprintf(stderr,
 			"  round %d: GET of a key never written returned %d with %u bytes%s\n",
 			round, rc, len,
-			rc == 0 && len == sizeof(val) && !memcmp(got, val, len)
+			rc == 0 && len == size && !memcmp(got, val, len)
 			    ? " - the timed-out PUT's value: its WR resent the reused slot"
 			    : "");
 		bad++;
@@ -76,7 +80,7 @@ static int one_round(int round)
 	/* The late PUT lands (or not) under its own key, whole. */
 	proc_sleep_ms(400);
 	rc = get_value(ka, RDMEM_PATH_TCP, 3000, &got, &len);
-	if (!(rc == -ENOENT || (rc == 0 && len == sizeof(val) && !memcmp(got, val, len)))) {
+	if (!(rc == -ENOENT || (rc == 0 && len == size && !memcmp(got, val, len)))) {
 		fprintf(stderr, "  round %d: the timed-out PUT's key holds %d/%u bytes, wrong\n",
 			round, rc, len);
 		bad++;
@@ -91,13 +95,14 @@ static void test_timed_out_slot_not_resent(void)
 	int r, bad = 0;
 
 	REQUIRE(e2e_stat(&e, "link_up") == 1);
-	for (r = 0; r < T_ROUNDS; r++)
-		bad += one_round(r);
+	for (r = 0; r < 2 * T_ROUNDS; r++)
+		bad += one_round(r, r % 2 ? T_STAGED : T_VALUE);
 	CHECK_EQ(bad, 0);
-	/* The mechanism ran: timeouts waited for their request WRs. */
+	/* The mechanism ran: timeouts from the slot waited for their request
+	 * WRs; staged ones did not need to. */
 	held = e2e_stat(&e, "rdma.timeouts_held");
-	printf("# timeouts held until their WRs completed: %lld\n", held);
-	CHECK(held >= T_ROUNDS);
+	printf("# timeouts held until their WRs completed: %lld of %d\n", held, 2 * T_ROUNDS);
+	CHECK_EQ(held, T_ROUNDS);
 	/* Nothing broke the link on the way. */
 	CHECK_EQ(e2e_stat(&e, "link_losses"), 0);
 }

@@ -155,18 +155,7 @@ static void fd_list_of(pid_t pid, struct fd_list *out)
 
 static long anon_kb_of(pid_t pid)
 {
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r"))) {
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "RssAnon: %ld", &kb) == 1)
-				break;
-		fclose(f);
-	}
-	return kb;
+	return proc_status_kb(pid, "RssAnon");
 }
 
 /*

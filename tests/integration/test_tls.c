@@ -796,17 +796,8 @@ static void test_key_update_answered(void)
 /* The peak resident memory of process pid, in MiB (VmHWM), or -1. */
 static long peak_mib(pid_t pid)
 {
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
+	long kb = proc_status_kb(pid, "VmHWM");
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
 	return kb < 0 ? -1 : kb / 1024;
 }
 
