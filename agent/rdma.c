@@ -381,9 +381,9 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 }
 
 int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
-			  void *ctx)
+			  void *ctx, int *waiting)
 {
-	int waiting = 0;
+	int dropped = 0;
 	uint32_t c;
 
 	for (c = 0; r->l->areas && c < r->l->fd_clients; c++) {
@@ -393,13 +393,14 @@ int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, ui
 			continue;
 		if (a->last_post > r->done_no) { /* as in rdmem_rdma_area_lkey */
 			r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
-			waiting++;
+			(*waiting)++;
 			continue;
 		}
 		rdmem_link_area_drop(r->l, c);
 		r->st.area_drops++;
+		dropped++;
 	}
-	return waiting;
+	return dropped;
 }
 
 /* ---- RECLAIM batching ---------------------------------------------------- */

@@ -75,11 +75,11 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
  * Deregisters the client areas whose attach is over (serial(ctx, client) is
  * no longer the one registered): with verbs an area's registration pins its
  * pages, which the front door punched out at the reclaim. One that a WR may
- * still use waits for a fence READ. Returns how many wait: call again after
- * completions.
+ * still use waits for a fence READ (*waiting counts them: call again after
+ * completions). Returns how many were let go.
  */
 int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
-			  void *ctx);
+			  void *ctx, int *waiting);
 /* Posts the batch (first), reaps completions; returns how many, or
  * -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);

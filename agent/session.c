@@ -47,6 +47,7 @@ struct rdmem_agent_session {
 	/* Front door -> session: a client entry was reclaimed; its area's
 	 * registration, if any, can go (rdmem_agent_session_drop_areas). */
 	atomic_int area_sweep;
+	int areas_waiting; /* a dropped client's area waits for a fence READ */
 	/* Exactly-once: the link carries calls only once its BIND answered. */
 	struct rdmem_agent_ident *ident;
 	struct rdmem_agent_call bind_call;
@@ -814,17 +815,26 @@ static uint64_t rdmem_agent_session_serial(void *ctx, uint32_t client)
 	return rdmem_frontdoor_client_serial(((struct rdmem_agent_session *)ctx)->fd, client);
 }
 
-/* With verbs a departed client's registration pins its whole area (34 MiB
+/*
+ * With verbs a departed client's registration pins its whole area (34 MiB
  * at the defaults) until it goes; one a WR may still use goes after the
- * fence READ (the completion wakes us; the sweep stays asked for). A link
- * that went down took its registrations with it. */
-static void rdmem_agent_session_drop_areas(struct rdmem_agent_session *s)
+ * fence READ (its completion wakes us; areas_waiting keeps us looking). A
+ * link that went down took its registrations with it. Returns how many went.
+ */
+static int rdmem_agent_session_drop_areas(struct rdmem_agent_session *s)
 {
-	if (!atomic_load_explicit(&s->area_sweep, memory_order_relaxed) ||
-	    !atomic_exchange_explicit(&s->area_sweep, 0, memory_order_acquire) || !s->rdma)
-		return;
-	if (rdmem_rdma_drop_areas(s->rdma, rdmem_agent_session_serial, s) > 0)
-		atomic_store_explicit(&s->area_sweep, 1, memory_order_relaxed);
+	/* Acquire: pairs with the release store in
+	 * rdmem_agent_session_released(), made after the entry's serial went 0. */
+	int asked = atomic_load_explicit(&s->area_sweep, memory_order_relaxed) &&
+		    atomic_exchange_explicit(&s->area_sweep, 0, memory_order_acquire);
+	int waiting = 0, dropped = 0;
+
+	if (!asked && !s->areas_waiting)
+		return 0;
+	if (s->rdma)
+		dropped = rdmem_rdma_drop_areas(s->rdma, rdmem_agent_session_serial, s, &waiting);
+	s->areas_waiting = waiting > 0;
+	return dropped;
 }
 
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
@@ -838,7 +848,7 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 		rdmem_agent_session_take(s, call);
 		work++;
 	}
-	rdmem_agent_session_drop_areas(s);
+	work += rdmem_agent_session_drop_areas(s); /* publishes areas_live */
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
 	rdmem_agent_session_flush(s);
@@ -892,7 +902,6 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->fd = fd;
-	rdmem_frontdoor_on_release(fd, rdmem_agent_session_released, s);
 	s->tcp = tcp;
 	s->ident = rdmem_tcp_actor_ident(tcp);
 	if (rdmem_queue_init(&s->in, ncalls) < 0 || rdmem_queue_init(&s->connector_bell, 1) < 0) {
@@ -914,6 +923,9 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 		free(s);
 		return ret;
 	}
+	/* Set before the front door's actor starts (the agent's start order),
+	 * cleared in stop, after that actor stopped. */
+	rdmem_frontdoor_on_release(fd, rdmem_agent_session_released, s);
 	*out = s;
 	return 0;
 }
@@ -925,6 +937,7 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 
 	if (!s)
 		return;
+	rdmem_frontdoor_on_release(s->fd, NULL, NULL);
 	/* Pairs with the acquire loads at the top of both loops. */
 	atomic_store_explicit(&s->stop, 1, memory_order_release);
 	rdmem_queue_ring(&s->in);

@@ -130,9 +130,10 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "each attach that moves a large payload (BULK, LAZY, a request over 4 KiB, or "
 	  "a reply the server sent by reference)."),
 	S("rdma.area_drops", C, rdma.area_drops,
-	  "Client area registrations let go after the client detached."),
+	  "Client area registrations let go after the client detached, on the current link."),
 	S("rdma.areas_live", G, rdma.areas_live,
-	  "Client areas registered now (with verbs each pins its whole area)."),
+	  "Client areas registered now on the current link (with verbs each pins its whole "
+	  "area; the shm fabric pins nothing)."),
 	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
 	S("tcp.connects", C, tcp.connects, "TCP connections made."),
 	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),
