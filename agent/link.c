@@ -167,6 +167,7 @@ void rdmem_link_area_drop(struct rdmem_link *l, uint32_t client)
 	rdmem_fab_dereg(l->conn, &a->mr);
 	a->serial = 0;
 	l->areas_live--;
+	l->area_drops++;
 }
 
 int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey)

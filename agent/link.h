@@ -70,6 +70,7 @@ struct rdmem_link {
 	uint32_t fd_clients;
 	uint64_t area_regs;  /* registrations of client areas made on this link */
 	uint32_t areas_live; /* client areas registered now */
+	uint64_t area_drops; /* registrations let go: attach over, or replaced */
 };
 
 struct rdmem_link_area {

@@ -397,7 +397,6 @@ int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, ui
 			continue;
 		}
 		rdmem_link_area_drop(r->l, c);
-		r->st.area_drops++;
 		dropped++;
 	}
 	return dropped;
@@ -542,14 +541,13 @@ static void rdmem_rdma_queue_read(struct rdmem_rdma *r, uint32_t i)
 }
 
 /* Slot i's reply cannot be READ: its client's area cannot be registered.
- * The server ran the call (a read: LAZY replies are values), so an AUTO call
- * may run again over TCP, as a call refused at submit does. */
+ * The server ran the call; an AUTO call of a read-only op may run again over
+ * TCP, as a call refused at submit does (agent/session.c decides). */
 static void rdmem_rdma_read_unregistered(struct rdmem_rdma *r, uint32_t i)
 {
 	struct rdmem_agent_call *call = r->slot[i].call;
 
-	r->st.lazy_reads--; /* counted by rdmem_rdma_start_read: never read */
-	r->st.lazy_bytes -= r->slot[i].ref.length;
+	r->st.area_refused++; /* lazy_reads counted it: started, never read */
 	rdmem_rdma_queue_reclaim(r, &r->slot[i].ref);
 	rdmem_rdma_release(r, i);
 	r->ops->failed(r->ctx, call, -ENOMEM, 1);
@@ -1044,6 +1042,7 @@ void rdmem_rdma_get_stats(const struct rdmem_rdma *r, struct rdmem_rdma_stats *o
 	out->slots = r->l->slots;
 	out->area_regs = r->l->area_regs;
 	out->areas_live = r->l->areas_live;
+	out->area_drops = r->l->area_drops;
 }
 
 void rdmem_rdma_set_stall_ms(struct rdmem_rdma *r, uint32_t ms)

@@ -43,14 +43,15 @@ struct rdmem_rdma_stats {
 	uint64_t read_waits; /* LAZY READs that waited for the READ depth or send queue */
 	uint64_t
 	    lazy_expired; /* LAZY READs done too late to trust: the object's TTL may have run out */
-	uint32_t reads_peak;  /* most READs in flight at once */
-	uint32_t reads_max;   /* the READ depth: agreed by the connection, capped by config */
-	uint64_t yields;      /* replies telling us our group's slice is ending */
-	uint64_t yield_holds; /* yields that held back at least one new call */
-	uint64_t staged;      /* requests copied to the link's staging, not gathered */
-	uint64_t area_regs;   /* client areas registered (rdmem_link_area_lkey) */
-	uint64_t area_drops;  /* ... and let go once their attach was over */
-	uint32_t areas_live;  /* client areas registered now */
+	uint32_t reads_peak;   /* most READs in flight at once */
+	uint32_t reads_max;    /* the READ depth: agreed by the connection, capped by config */
+	uint64_t yields;       /* replies telling us our group's slice is ending */
+	uint64_t yield_holds;  /* yields that held back at least one new call */
+	uint64_t staged;       /* requests copied to the link's staging, not gathered */
+	uint64_t area_regs;    /* client areas registered (rdmem_link_area_lkey) */
+	uint64_t area_drops;   /* ... and let go once their attach was over */
+	uint64_t area_refused; /* reply READs not issued: the area could not be registered */
+	uint32_t areas_live;   /* client areas registered now */
 	uint32_t inflight;
 	uint32_t slots;
 };

@@ -144,10 +144,14 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 {
 	struct rdmem_agent_session *s = ctx;
 
-	/* -ENOMEM: the client's area could not be registered for a LAZY
-	 * reply (agent/rdma.c): a local limit, not an RDMA error. */
+	/* -ENOMEM: the client's area could not be registered for a reply READ
+	 * (agent/rdma.c): a local limit, not an RDMA error. The server ran the
+	 * call: run it again only if it changes nothing (a hostile server may
+	 * answer a PUT by reference). */
 	if (err != -ENOMEM)
 		rdmem_agent_session_rdma_error(s);
+	else if (!rdmem_agent_read_only(call->req.op))
+		intact = 0;
 	if (intact && rdmem_agent_session_to_tcp(s, call))
 		return;
 	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
@@ -296,8 +300,9 @@ static void rdmem_agent_session_adopt(struct rdmem_agent_session *s)
 }
 
 /*
- * Verbs registers the whole front-door segment (zero copy) and the link's
- * region, all pinned. Under a locked-memory limit too low for that every dial
+ * Verbs pins the link's region and, at worst (every client moving large
+ * payloads at once), every client's area (zero copy). Under a locked-memory
+ * limit too low for that every dial
  * would fail the same way, so the agent says so once, plainly, and leaves
  * RDMA off: AUTO calls go over TCP, forced RDMA paths time out as unreachable.
  * The limit of a running process is not expected to change: restart it.

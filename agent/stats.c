@@ -130,7 +130,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "each attach that moves a large payload (BULK, LAZY, a request over 4 KiB, or "
 	  "a reply the server sent by reference)."),
 	S("rdma.area_drops", C, rdma.area_drops,
-	  "Client area registrations let go after the client detached, on the current link."),
+	  "Client area registrations let go on the current link: after the client detached, "
+	  "or replaced by its entry's next attach."),
+	S("rdma.area_refused", C, rdma.area_refused,
+	  "Reply READs not issued because the client's area could not be registered "
+	  "(locked-memory limit): read-only AUTO calls went over TCP, others failed."),
 	S("rdma.areas_live", G, rdma.areas_live,
 	  "Client areas registered now on the current link (with verbs each pins its whole "
 	  "area; the shm fabric pins nothing)."),
