@@ -120,7 +120,7 @@ int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need
 
 static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_config *cfg)
 {
-	uint64_t resp, local, stage, reclaim;
+	uint64_t resp, local, stage;
 	int ret;
 
 	l->region_len = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp);
@@ -134,9 +134,8 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	l->stage = (struct rdmem_desc *)(l->region + resp);
 	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
 	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;
-	reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
-		  sizeof(struct rdmem_objref);
-	l->stage_payload = l->reclaim + rdmem_link_page_up(reclaim);
+	/* Last in the region (rdmem_link_region_bytes). */
+	l->stage_payload = l->region + l->region_len - (uint64_t)l->slots * RDMEM_LINK_STAGE_BYTES;
 	ret = rdmem_fab_reg(l->conn, l->region, resp, RDMEM_ACCESS_REMOTE_WRITE, &l->mr_resp);
 	if (ret == 0)
 		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
