@@ -1,9 +1,10 @@
 # bench.mk - the comparison systems of `make bench` (scripts/bench.sh): the
-# gRPC server and clients and the Redis client, built into build/bench/.
+# gRPC server and clients, the Redis client and the UCX store, built into build/bench/.
 # Included by the top-level Makefile; nothing here is built by `make` or
 # `make test`, so those work without the gRPC and hiredis packages.
 # Debian 12: libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-#            protobuf-compiler libhiredis-dev redis-server (and gnuplot-nox, valgrind)
+#            protobuf-compiler libhiredis-dev redis-server libucx-dev
+#            (and gnuplot-nox, valgrind)
 
 BB	   := build/bench
 BENCH_DIR  := bench
@@ -14,7 +15,7 @@ BENCH_OPT  := -O2 -g
 CXX	   ?= c++
 
 .PHONY: bench-tools
-bench-tools: $(BB)/grpc_server $(BB)/grpc_client $(BB)/redis_client $(BB)/vg_uring_shim.so
+bench-tools: $(BB)/grpc_server $(BB)/grpc_client $(BB)/redis_client $(BB)/vg_uring_shim.so bench-tools-ucx
 
 # Generated protobuf/gRPC code is not ours: it is compiled without -Werror and
 # its headers come in with -isystem so they do not trip our warnings.
@@ -42,3 +43,11 @@ $(BB)/redis_client: $(BENCH_DIR)/redis_client.c $(BENCH_HDRS)
 $(BB)/vg_uring_shim.so: $(BENCH_DIR)/vg_uring_shim.c
 	@mkdir -p $(BB)
 	$(CC) -std=c11 $(BENCH_OPT) $(BENCH_WARN) -shared -fPIC $< -ldl -o $@
+
+# The UCX comparison (bench/ucx_kv.h): Debian 12 libucx-dev.
+.PHONY: bench-tools-ucx
+bench-tools-ucx: $(BB)/ucx_kv_server $(BB)/ucx_kv_client
+$(BB)/ucx_kv_%: $(BENCH_DIR)/ucx_kv_%.c $(BENCH_DIR)/ucx_kv.h $(BENCH_HDRS)
+	@mkdir -p $(BB)
+	$(CC) -std=c11 -D_GNU_SOURCE $(BENCH_OPT) $(BENCH_WARN) -Iinclude -I$(BENCH_DIR) \
+		$$(pkg-config --cflags ucx) $< $$(pkg-config --libs ucx) -o $@

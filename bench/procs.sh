@@ -79,7 +79,9 @@ start_proc() {
 stop_proc() {
 	local name=$1 pid=${PIDS[$1]:-} i
 	[ -n "$pid" ] || return 0
+	# A paused server (sys_pause) would keep SIGTERM pending until KILL.
 	kill -TERM "$pid" 2>/dev/null || true
+	kill -CONT "$pid" 2>/dev/null || true
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
@@ -118,8 +120,15 @@ procs_cleanup() {
 # to the client CPUs and appends its record to $RAW. A non-zero exit, a
 # missing record, failures or a short count mark the run failed.
 run_client() {
+	local sys=$2
+	client_cmd "${@:2}" # sets CMD, and WARM for clients without a warm-up
+	sys_resume "$sys"
+	run_client_once "$@"
+	sys_pause "$sys"
+}
+
+run_client_once() {
 	local round=$1 sys=$2 op=$3 size=$4 w=$5 n=$6 out rc=0 line
-	client_cmd "$sys" "$op" "$size" "$w" "$n" # sets CMD, and WARM for clients without a warm-up
 	if [ ${#WARM[@]} -gt 0 ]; then
 		timeout -k 5 "$RUN_TIMEOUT" taskset -c "$CPU_CLIENT" "${WARM[@]}" \
 			>/dev/null 2>>"$LOGS/client-$sys.log" || rc=$?

@@ -16,12 +16,14 @@ import subprocess
 import sys
 
 METRICS = ("avg_us", "p50_us", "p99_us", "p999_us", "qps")
-SYSTEMS = ("rdmem-shm", "rdmem-tcp", "grpc", "redis")
+SYSTEMS = ("rdmem-shm", "rdmem-tcp", "grpc", "redis", "ucx-shm", "ucx-tcp")
 NAMES = {
     "rdmem-shm": "RDMemRPC shm fabric",
     "rdmem-tcp": "RDMemRPC TCP path",
     "grpc": "gRPC C++",
     "redis": "Redis 7",
+    "ucx-shm": "UCX 1.13 active messages, shared memory",
+    "ucx-tcp": "UCX 1.13 active messages, TCP",
     "frontdoor": "RDMemRPC front door (local-ping)",
     "uds": "Unix socket echo",
     "ucx": "UCX 1.13 tag ping-pong, shared memory (ucx_perftest tag_lat)",
@@ -167,6 +169,26 @@ def frontdoor_table(summary):
                                                       spread(r, "p50_us"), fmt(r.get("p99_us")),
                                                       fmt(r.get("p999_us"))))
     return out
+
+
+def ucx_floor_table(summary):
+    """ucx_perftest under the UCX store: round trip and streaming rate."""
+    out = ["| transport | size | tag_lat round trip p50 µs | tag_bw msg/s | tag_bw MB/s "
+           "| UCX store GET w1 p50 µs | UCX store GET w32 QPS |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for t, label in (("shm", "shared memory (posix)"), ("tcp", "TCP (loopback)")):
+        for size in (32, 65536, 1048576):
+            lat = get(summary, "ucx-perf-" + t, "tag_lat", size, 1, "p50_us")
+            bw = get(summary, "ucx-perf-" + t, "tag_bw", size, 1, "qps")
+            op = "get" if size == 32 else "large-get"
+            if lat is None and bw is None:
+                continue
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                label, size_label(size), fmt(lat), fmt(bw),
+                fmt(bw * size / 1e6 if bw is not None else None),
+                fmt(get(summary, "ucx-" + t, op, size, 1, "p50_us")),
+                fmt(get(summary, "ucx-" + t, op, size, 32, "qps"))))
+    return out if len(out) > 2 else []
 
 
 def get(summary, system, op, size, window, m):
@@ -374,10 +396,20 @@ def main():
                    meta.get("loadavg_start"), meta.get("loadavg_end"), pl.get("server"),
                    pl.get("client"), pl.get("agent"), meta.get("rounds")),
                ""]
-    md += ["Redis maps LARGE_GET to a GET of a stored value holding the same bytes, BIGPUT to SET. "
+    md += ["Redis and the UCX store (bench/ucx_kv_*.c: a hash map behind UCP active messages, "
+           "what a team would build on UCX instead) map LARGE_GET to a GET of a stored value "
+           "holding the same bytes, BIGPUT to SET. Both UCX ends busy-poll, each on its own CPU "
+           "(UCX's default way); RDMemRPC's server and agent do not by default. "
            "Every client is one thread and verifies every value it receives.", ""]
     md += ["## Latency at window 1 (µs)", ""] + latency_table(summary) + [""]
     md += ["## Throughput at window 32 (calls/s)", ""] + qps_table(summary) + [""]
+    uft = ucx_floor_table(summary)
+    if uft:
+        md += ["## UCX's transport floor (ucx_perftest, same sizes and placement)", "",
+               "ucx_perftest's tag ping-pong (round trip = 2 x its one-way p50) and one-way "
+               "streaming over the transports the UCX store runs on, next to the store's own GET: "
+               "what the transport costs, and what a store on it adds. tag_lat carries the size both "
+               "ways, a GET only back, so at 64 KiB and 1 MiB a GET can beat the ping-pong.", ""] + uft + [""]
     fdt = frontdoor_table(summary)
     if fdt:
         md += ["## Front door alone vs Unix-domain-socket round trip (µs)", ""] + fdt + [""]

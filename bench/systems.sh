@@ -7,6 +7,9 @@
 #   frontdoor  the front door alone (local-ping, answered by the agent)
 #              against a Unix-domain-socket echo round trip (uds) and UCX's
 #              tag ping-pong over shared memory (ucx, bench/ucx_ping.py)
+#   ucx-shm    ucx_kv_client -> ucx_kv_server: the same GET/SET store over UCP
+#              active messages (bench/ucx_kv.h), UCX on shared memory
+#   ucx-tcp    the same, UCX on loopback TCP
 # Needs: BIN, TOOLS, LOGS, SYSTEMS, CPU_SERVER, CPU_AGENT; procs.sh.
 
 ACTIVE=()
@@ -45,13 +48,21 @@ system_missing() {
 	rdmem-shm | rdmem-tcp)
 		rdmem_ready || true
 		;;
+	ucx-shm | ucx-tcp)
+		[ -x "$TOOLS/ucx_kv_server" ] && [ -x "$TOOLS/ucx_kv_client" ] ||
+			{ echo "no $TOOLS/ucx_kv_server (make bench-tools-ucx; needs libucx-dev)"; return; }
+		# Both ends busy-poll (UCX's way): on one CPU a round trip costs a
+		# scheduler slice, a figure about the scheduler, not UCX.
+		[[ $CPU_SERVER =~ ^[0-9]+$ && $CPU_CLIENT =~ ^[0-9]+$ && $CPU_SERVER != "$CPU_CLIENT" ]] ||
+			echo "UCX busy-polls: client and server need CPUs of their own (client on $CPU_CLIENT, server on $CPU_SERVER)"
+		;;
 	frontdoor)
 		rdmem_ready || return 0
 		grep -q local-ping <<<"$RDMEM_USAGE" ||
 			{ echo "rdmem bench has no local-ping op yet"; return; }
 		[ -x "$UDS_TOOL" ] || echo "no $UDS_TOOL (make)"
 		;;
-	*) echo "unknown system (one of rdmem-shm,rdmem-tcp,grpc,redis,frontdoor)" ;;
+	*) echo "unknown system (one of rdmem-shm,rdmem-tcp,grpc,redis,ucx-shm,ucx-tcp,frontdoor)" ;;
 	esac
 }
 
@@ -118,6 +129,33 @@ start_redis() {
 		--maxmemory 1gb --maxmemory-policy noeviction
 }
 
+# UCX's transports per system: shared memory, or TCP on loopback only.
+ucx_env() {
+	case "$1" in
+	ucx-shm) echo UCX_TLS=posix,self ;;
+	*) echo UCX_TLS=tcp,self UCX_NET_DEVICES=lo ;;
+	esac
+}
+
+start_ucx() {
+	local sys=$1 port
+	# shellcheck disable=SC2046 # ucx_env prints words for env
+	start_proc "server-$sys" "$CPU_SERVER" "log:listening on" 20 \
+		env $(ucx_env "$sys") UCX_WARN_UNUSED_ENV_VARS=n "$TOOLS/ucx_kv_server" --port 0
+	port=$(awk '/listening on/ { print $3; exit }' "$LOGS/server-$sys.log")
+	if [ "$sys" = ucx-shm ]; then UCX_SHM_PORT=$port; else UCX_TCP_PORT=$port; fi
+	sys_pause "$sys"
+}
+
+# A UCX server spins on its CPU even when idle, which would tax every other
+# system's server there: it is stopped (SIGSTOP) except while its own
+# client runs. No other server needs this (they sleep when idle).
+sys_pause() {
+	case "$1" in ucx-shm | ucx-tcp) kill -STOP "${PIDS[server-$1]}" ;; esac
+}
+sys_resume() {
+	case "$1" in ucx-shm | ucx-tcp) kill -CONT "${PIDS[server-$1]}" ;; esac
+}
 
 start_servers() {
 	if is_active rdmem-shm || is_active rdmem-tcp || is_active frontdoor; then
@@ -125,6 +163,8 @@ start_servers() {
 	fi
 	if is_active grpc; then start_grpc; fi
 	if is_active redis; then start_redis; fi
+	if is_active ucx-shm; then start_ucx ucx-shm; fi
+	if is_active ucx-tcp; then start_ucx ucx-tcp; fi
 	return 0
 }
 
@@ -138,6 +178,12 @@ client_cmd() {
 	case "$sys" in
 	grpc) CMD=("$TOOLS/grpc_client" --port "$GRPC_PORT" --op "$op" --size "$size") ;;
 	redis) CMD=("$TOOLS/redis_client" --port "$REDIS_PORT" --op "$op" --size "$size") ;;
+	ucx-shm | ucx-tcp)
+		# shellcheck disable=SC2046 # ucx_env prints words for env
+		CMD=(env $(ucx_env "$sys") UCX_WARN_UNUSED_ENV_VARS=n "$TOOLS/ucx_kv_client" --system "$sys"
+			--port "$([ "$sys" = ucx-shm ] && echo "$UCX_SHM_PORT" || echo "$UCX_TCP_PORT")"
+			--op "$op" --size "$size")
+		;;
 	rdmem-shm | rdmem-tcp)
 		CMD=("$BIN/rdmem" --shm-name "$([ "$sys" = rdmem-shm ] && echo "$SHM_SHM" || echo "$SHM_TCP")"
 			bench --op "$op" --size "$size" --json)
@@ -149,6 +195,12 @@ client_cmd() {
 		# Its peer sits where the agent does, as uds_echo's echo process.
 		CMD=(bench/ucx_ping.py --peer-cpu "$CPU_AGENT" --port "$(free_port)" -n "$n"
 			--size "$size" --timeout "$RUN_TIMEOUT")
+		return 0
+		;;
+	ucx-perf-shm | ucx-perf-tcp)
+		CMD=(bench/ucx_ping.py --peer-cpu "$CPU_SERVER" --port "$(free_port)" -n "$n"
+			--size "$size" --test "$op" --op "$op" --timeout "$RUN_TIMEOUT"
+			--tls "$([ "$sys" = ucx-perf-shm ] && echo posix || echo tcp)")
 		return 0
 		;;
 	uds)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench.sh - `make bench`: RDMemRPC side by side with gRPC, Redis and a
+# bench.sh - `make bench`: RDMemRPC side by side with gRPC, Redis, a GET/SET
+# store on UCX active messages (shared memory and TCP), and a
 # Unix-domain-socket round trip and UCX's ping-pong, on this host, in one run.
 #
 # It starts every server itself on free loopback ports (rdmem-server, one
@@ -30,7 +31,7 @@ usage: scripts/bench.sh [options]
   --rounds N         rounds of every measurement (default 5)
   -n N               calls per small-value run at window 1 (default 10000; larger
                      values get fewer calls, window-32 runs get 4x)
-  --systems LIST     comma list of rdmem-shm,rdmem-tcp,grpc,redis,frontdoor
+  --systems LIST     comma list of rdmem-shm,rdmem-tcp,grpc,redis,ucx-shm,ucx-tcp,frontdoor
                      (default: all; ones whose programs are missing are skipped
                      with a reason in the report)
   --out DIR          results directory (default bench-out)
@@ -56,7 +57,7 @@ usage: scripts/bench.sh [options]
 EOF
 }
 
-ROUNDS=5 N=10000 OUT=bench-out DOCS=docs/bench SYSTEMS=rdmem-shm,rdmem-tcp,grpc,redis,frontdoor
+ROUNDS=5 N=10000 OUT=bench-out DOCS=docs/bench SYSTEMS=rdmem-shm,rdmem-tcp,grpc,redis,ucx-shm,ucx-tcp,frontdoor
 CG_CALLS=2000 CALLGRIND=1 CHART=1 CPU_SERVER=1 CPU_CLIENT=0 CPU_AGENT=0
 BIN=${RDMEM_BIN:-build} TOOLS=build/bench RUN_TIMEOUT=300 SMOKE=0 OPS_ONLY= PLACEMENT=1
 EXTRA_SERVER_OPTS=() EXTRA_AGENT_OPTS=() SKIP_CELLS=()
@@ -173,6 +174,22 @@ run_round() {
 					continue
 				fi
 				run_client "$round" "$sys" "$op" "$size" "$w" "$n"
+			done
+		done
+	done
+	# UCX's own floor under the UCX store: ucx_perftest's tag ping-pong and
+	# streaming, same transports, same sizes, the peer on the server's CPU.
+	for sys in ucx-shm ucx-tcp; do
+		printf '%s\n' "${order[@]}" | grep -qx "$sys" || continue
+		if ! command -v ucx_perftest >/dev/null; then
+			[ "$round" -gt 1 ] || skip "ucx-perf-${sys#ucx-}" "no ucx_perftest (apt-get install ucx-utils)"
+			continue
+		fi
+		for size in 32 65536 1048576; do
+			[ -z "$OPS_ONLY" ] || [ "$size" = 32 ] || continue
+			for i in tag_lat tag_bw; do
+				run_client "$round" "ucx-perf-${sys#ucx-}" "$i" "$size" 1 \
+					"$(calls_for "$size" 32)"
 			done
 		done
 	done

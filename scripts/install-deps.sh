@@ -16,13 +16,16 @@ if [ "${1:-}" = --rxe ]; then
 else
 	pkgs=(build-essential clang libclang-rt-dev pkg-config liburing-dev libibverbs-dev librdmacm-dev
 	      rdma-core ibverbs-providers libsodium-dev libgnutls28-dev openssl iproute2 procps psmisc
-	      python3 abigail-tools redis-server redis-tools python3-redis strace "$@")
+	      python3 abigail-tools redis-server redis-tools python3-redis strace libucx-dev ucx-utils "$@")
 	# abigail-tools: abidiff for `make abi-check`; redis-server, redis-tools and
 	# python3-redis: the Redis clients that tests/integration/resp.sh and
 	# `make bench` drive rdmem-agent --resp-port with; libgnutls28-dev: TLS on
 	# the TCP path (tcp/tls.c); openssl: the command test_tls and
 	# scripts/tls_bench.sh make throw-away certificates with; strace: the
-	# syscall counts of bench/hotpath.sh (its smoke run is in make test).
+	# syscall counts of bench/hotpath.sh (its smoke run is in make test);
+	# libucx-dev, ucx-utils: the UCX store that `make bench` compares with
+	# (bench/ucx_kv_*.c; bench_smoke.sh in make test checks its values) and
+	# ucx_perftest beneath it.
 fi
 missing=()
 for p in "${pkgs[@]}"; do

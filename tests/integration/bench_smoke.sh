@@ -10,7 +10,7 @@ cd "$root"
 bin=${RDMEM_BIN:-$root/build}
 out=$(mktemp -d /tmp/rdmem-bench-smoke.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-systems=(rdmem-shm rdmem-tcp grpc redis frontdoor)
+systems=(rdmem-shm rdmem-tcp grpc redis ucx-shm ucx-tcp frontdoor)
 
 # Runs per system in one smoke round: 5 op/size pairs x 2 windows
 # (frontdoor: local-ping through the front door + the UDS echo).
@@ -33,6 +33,18 @@ else
 	echo "ok - bench-tools build # SKIP gRPC/hiredis dev packages absent (libgrpc++-dev protobuf-compiler-grpc libhiredis-dev)"
 fi
 
+# The UCX store builds with libucx-dev alone (bench-tools-ucx).
+if pkg-config --exists ucx; then
+	if MAKEFLAGS= make -s -C "$root" bench-tools-ucx >"$out/build-ucx.log" 2>&1; then
+		echo "ok - bench-tools-ucx build"
+	else
+		sed 's/^/# /' "$out/build-ucx.log" | tail -n 30
+		echo "not ok - bench-tools-ucx build"
+	fi
+else
+	echo "ok - bench-tools-ucx build # SKIP libucx-dev absent"
+fi
+
 rc=0
 scripts/bench.sh --smoke --bin "$bin" --out "$out/res" >"$out/bench.log" 2>&1 || rc=$?
 if [ "$rc" -eq 0 ]; then
@@ -50,7 +62,7 @@ for s in "${systems[@]}"; do
 		# Only the comparison systems depend on optional packages; RDMemRPC's
 		# own programs are built by `make` and must run.
 		case "$s" in
-		grpc | redis) echo "ok - bench smoke: $s # SKIP $why" ;;
+		grpc | redis | ucx-*) echo "ok - bench smoke: $s # SKIP $why" ;;
 		*) echo "not ok - bench smoke: $s: $why" ;;
 		esac
 		continue
