@@ -15,7 +15,8 @@ BENCH_OPT  := -O2 -g
 CXX	   ?= c++
 
 .PHONY: bench-tools
-bench-tools: $(BB)/grpc_server $(BB)/grpc_client $(BB)/redis_client $(BB)/vg_uring_shim.so bench-tools-ucx
+bench-tools: $(BB)/grpc_server $(BB)/grpc_client $(BB)/redis_client $(BB)/vg_uring_shim.so \
+	$(if $(shell pkg-config --exists ucx && echo y),bench-tools-ucx)
 
 # Generated protobuf/gRPC code is not ours: it is compiled without -Werror and
 # its headers come in with -isystem so they do not trip our warnings.
@@ -44,7 +45,8 @@ $(BB)/vg_uring_shim.so: $(BENCH_DIR)/vg_uring_shim.c
 	@mkdir -p $(BB)
 	$(CC) -std=c11 $(BENCH_OPT) $(BENCH_WARN) -shared -fPIC $< -ldl -o $@
 
-# The UCX comparison (bench/ucx_kv.h): Debian 12 libucx-dev.
+# The UCX comparison (bench/ucx_kv.h): Debian 12 libucx-dev; bench-tools
+# builds it only where that is installed (bench.sh skips UCX otherwise).
 .PHONY: bench-tools-ucx
 bench-tools-ucx: $(BB)/ucx_kv_server $(BB)/ucx_kv_client
 $(BB)/ucx_kv_%: $(BENCH_DIR)/ucx_kv_%.c $(BENCH_DIR)/ucx_kv.h $(BENCH_HDRS)

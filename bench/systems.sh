@@ -150,11 +150,16 @@ start_ucx() {
 # A UCX server spins on its CPU even when idle, which would tax every other
 # system's server there: it is stopped (SIGSTOP) except while its own
 # client runs. No other server needs this (they sleep when idle).
+# A server that died is a failure of the run, not the end of the benchmark.
 sys_pause() {
-	case "$1" in ucx-shm | ucx-tcp) kill -STOP "${PIDS[server-$1]}" ;; esac
+	case "$1" in
+	ucx-shm | ucx-tcp) kill -STOP "${PIDS[server-$1]}" 2>/dev/null || fail "server-$1 is gone" ;;
+	esac
 }
 sys_resume() {
-	case "$1" in ucx-shm | ucx-tcp) kill -CONT "${PIDS[server-$1]}" ;; esac
+	case "$1" in
+	ucx-shm | ucx-tcp) kill -CONT "${PIDS[server-$1]}" 2>/dev/null || fail "server-$1 is gone" ;;
+	esac
 }
 
 start_servers() {

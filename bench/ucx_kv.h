@@ -32,6 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -39,7 +42,8 @@ enum { UKV_AM_REQUEST = 1, UKV_AM_REPLY = 2, UKV_AM_BYE = 3 };
 enum { UKV_GET = 1, UKV_SET = 2 };
 
 #define UKV_KEY_MAX  64
-#define UKV_ADDR_MAX 65536 /* a worker address is a few hundred bytes */
+#define UKV_ADDR_MAX 65536		     /* a worker address is a few hundred bytes */
+#define UKV_WAIT_NS  (10ull * 1000000000ull) /* ukv_wait gives up after this */
 
 struct ukv_req {
 	uint32_t op;
@@ -141,6 +145,13 @@ static inline int ukv_ep_by_exchange(struct ukv_net *n, int fd, ucp_ep_h *ep, co
 	ucs_status_t s;
 	int rc = -1;
 
+	struct timeval tmo = { 5, 0 }; /* a peer that stops mid-exchange */
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo)) < 0) {
+		fprintf(stderr, "%s: exchange socket timeouts: %s\n", who, strerror(errno));
+		return -1;
+	}
 	s = ucp_worker_get_address(n->worker, &mine, &mine_len);
 	if (s != UCS_OK) {
 		fprintf(stderr, "%s: ucp_worker_get_address: %s\n", who, ucs_status_string(s));
@@ -150,7 +161,8 @@ static inline int ukv_ep_by_exchange(struct ukv_net *n, int fd, ucp_ep_h *ep, co
 	if (ukv_io(fd, &len, sizeof(len), 1) < 0 || ukv_io(fd, mine, mine_len, 1) < 0 ||
 	    ukv_io(fd, &len, sizeof(len), 0) < 0 || len == 0 || len > UKV_ADDR_MAX ||
 	    !(theirs = malloc(len)) || ukv_io(fd, theirs, len, 0) < 0) {
-		fprintf(stderr, "%s: address exchange failed (length %u)\n", who, len);
+		fprintf(stderr, "%s: address exchange failed: %s\n", who,
+			errno ? strerror(errno) : "a bad address length");
 		goto out;
 	}
 	memset(&p, 0, sizeof(p));
@@ -167,19 +179,29 @@ out:
 	return rc;
 }
 
-/* Progresses the worker until request r (from a *_nbx call) is done. */
+static inline uint64_t ukv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Progresses the worker until request r (from a *_nbx call) is done, for
+ * at most UKV_WAIT_NS (then UCS_ERR_TIMED_OUT; UCX frees r when it ends). */
 static inline ucs_status_t ukv_wait(struct ukv_net *n, ucs_status_ptr_t r)
 {
+	uint64_t until = ukv_now_ns() + UKV_WAIT_NS;
 	ucs_status_t s;
 
 	if (r == NULL)
 		return UCS_OK;
 	if (UCS_PTR_IS_ERR(r))
 		return UCS_PTR_STATUS(r);
-	while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS)
+	while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && ukv_now_ns() < until)
 		ucp_worker_progress(n->worker);
 	ucp_request_free(r);
-	return s;
+	return s == UCS_INPROGRESS ? UCS_ERR_TIMED_OUT : s;
 }
 
 #endif

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,7 +26,10 @@
 
 /* One call in flight: done when both its send and its reply are. */
 struct ucl_call {
-	unsigned parts; /* 2 when issued: the send and the reply */
+	uint8_t busy;	  /* issued, and not both sent and answered */
+	uint8_t sent;	  /* its send completed */
+	uint8_t heard;	  /* its reply's header came (a duplicate is a failure) */
+	uint8_t answered; /* its reply is in whole (a rendezvous value comes later) */
 	uint64_t tag;
 	uint64_t t0;
 	const uint8_t *expect; /* GET: the value it must return */
@@ -58,8 +62,9 @@ static void ucl_fail(uint64_t tag, const char *why)
 
 static void ucl_part_done(struct ucl_call *c)
 {
-	if (--c->parts)
+	if (!c->busy || !c->sent || !c->answered)
 		return;
+	c->busy = 0;
 	if (g.st)
 		lat_add(g.st, c->t0, lat_now_ns());
 	g.completed++;
@@ -71,6 +76,7 @@ static void ucl_send_done(void *req, ucs_status_t status, void *user)
 
 	if (status != UCS_OK)
 		ucl_fail(c->tag, ucs_status_string(status));
+	c->sent = 1;
 	ucl_part_done(c);
 	ucp_request_free(req);
 }
@@ -89,6 +95,7 @@ static void ucl_recv_done(void *req, ucs_status_t status, size_t length, void *u
 		ucl_fail(c->tag, ucs_status_string(status));
 	else
 		ucl_check_value(c, c->rbuf, length);
+	c->answered = 1;
 	ucl_part_done(c);
 	ucp_request_free(req);
 }
@@ -110,6 +117,7 @@ static void ucl_take_rndv(struct ucl_call *c, void *desc, size_t len)
 		ucl_fail(c->tag, ucs_status_string(UCS_PTR_STATUS(r)));
 	else
 		ucl_check_value(c, c->rbuf, len);
+	c->answered = 1;
 	ucl_part_done(c);
 }
 
@@ -126,10 +134,11 @@ static ucs_status_t ucl_on_reply(void *arg, const void *header, size_t hlen, voi
 	}
 	memcpy(&rp, header, sizeof(rp));
 	c = &g.calls[rp.tag % g.o.window];
-	if (c->parts == 0 || c->tag != rp.tag) {
+	if (!c->busy || c->heard || c->tag != rp.tag) {
 		ucl_fail(rp.tag, "reply to no call in flight");
 		return UCS_OK;
 	}
+	c->heard = 1;
 	if (rp.status != 0 || len != (c->expect ? c->expect_len : 0) || len > g.o.size) {
 		ucl_fail(rp.tag, rp.status ? strerror(-rp.status) : "reply of a wrong length");
 	} else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -138,6 +147,7 @@ static ucs_status_t ucl_on_reply(void *arg, const void *header, size_t hlen, voi
 	} else if (c->expect) {
 		ucl_check_value(c, data, len);
 	}
+	c->answered = 1;
 	ucl_part_done(c);
 	return UCS_OK;
 }
@@ -150,8 +160,7 @@ static int ucl_issue(uint64_t tag, uint32_t op, const char *key, const uint8_t *
 	ucp_request_param_t p;
 	ucs_status_ptr_t r;
 
-	c->parts = 2;
-	c->tag = tag;
+	*c = (struct ucl_call){ .busy = 1, .tag = tag, .rbuf = c->rbuf };
 	c->expect = op == UKV_GET ? value : NULL;
 	c->expect_len = op == UKV_GET ? len : 0;
 	memcpy(c->hdr, &q, sizeof(q));
@@ -169,8 +178,11 @@ static int ucl_issue(uint64_t tag, uint32_t op, const char *key, const uint8_t *
 		return 0;
 	if (UCS_PTR_IS_ERR(r)) {
 		ucl_fail(tag, ucs_status_string(UCS_PTR_STATUS(r)));
+		c->busy = 0; /* nothing of it is in flight */
+		g.completed++;
 		return -1;
 	}
+	c->sent = 1;
 	ucl_part_done(c);
 	return 0;
 }
@@ -194,7 +206,7 @@ static int ucl_progress_while(int (*busy)(const void *), const void *arg)
 
 static int ucl_call_busy(const void *c)
 {
-	return ((const struct ucl_call *)c)->parts != 0;
+	return ((const struct ucl_call *)c)->busy;
 }
 
 static int ucl_any_busy(const void *unused)
@@ -339,6 +351,7 @@ int main(int argc, char **argv)
 	struct lat_stats st;
 	int rc;
 
+	signal(SIGPIPE, SIG_IGN); /* a server gone mid-exchange is an EPIPE */
 	if (bench_parse_args(argc, argv, &g.o, "ucx") < 0 || lat_init(&st, g.o.n) < 0)
 		return 2;
 	if (ucl_make_expected() < 0 || ukv_net_open(&g.net, "ucx_kv_client") < 0 ||

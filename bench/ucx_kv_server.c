@@ -19,7 +19,8 @@
 
 #include "ucx_kv.h"
 
-#define USRV_SLOTS (1u << 16) /* hash slots: the bench stores ~1,030 keys */
+#define USRV_SLOTS     (1u << 16)    /* hash slots: the bench stores ~1,030 keys */
+#define USRV_VALUE_MAX (64ull << 20) /* the largest value a SET may store */
 
 struct usrv_val {
 	uint32_t refs;
@@ -51,6 +52,7 @@ struct usrv_recv {
 static struct ukv_net g_net;
 static struct usrv_slot *g_map;
 static volatile sig_atomic_t g_stop;
+static unsigned g_recvs_pending; /* rendezvous SET values still coming in */
 
 static void usrv_val_put(struct usrv_val *v)
 {
@@ -150,6 +152,7 @@ static void usrv_set_done(struct usrv_recv *rc, ucs_status_t status)
 static void usrv_recv_done(void *req, ucs_status_t status, size_t length, void *user)
 {
 	(void)length;
+	g_recvs_pending--;
 	usrv_set_done(user, status);
 	ucp_request_free(req);
 }
@@ -183,7 +186,9 @@ static void usrv_set(const struct ukv_req *q, const char *key, void *data, size_
 	p.cb.recv_am = usrv_recv_done;
 	p.user_data = rc;
 	r = ucp_am_recv_data_nbx(g_net.worker, data, v->bytes, len, &p);
-	if (!UCS_PTR_IS_PTR(r))
+	if (UCS_PTR_IS_PTR(r))
+		g_recvs_pending++; /* usrv_recv_done answers */
+	else
 		usrv_set_done(rc, UCS_PTR_STATUS(r));
 }
 
@@ -200,9 +205,16 @@ static ucs_status_t usrv_on_request(void *arg, const void *header, size_t hlen, 
 	if (hlen < sizeof(q) || (memcpy(&q, header, sizeof(q)), hlen != sizeof(q) + q.key_len) ||
 	    q.key_len == 0 || q.key_len > UKV_KEY_MAX || (q.op != UKV_GET && q.op != UKV_SET)) {
 		usrv_reply(param->reply_ep, hlen >= sizeof(q) ? q.tag : 0, -EINVAL, NULL);
-		return UCS_OK;
+		return param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV ? UCS_ERR_INVALID_PARAM
+								     : UCS_OK;
 	}
 	if (q.op == UKV_SET) {
+		if (len > USRV_VALUE_MAX) {
+			/* A rendezvous value is dropped: its sender's send fails. */
+			usrv_reply(param->reply_ep, q.tag, -E2BIG, NULL);
+			return param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV ? UCS_ERR_EXCEEDS_LIMIT
+									     : UCS_OK;
+		}
 		usrv_set(&q, key, data, len, param);
 		return UCS_OK;
 	}
@@ -216,18 +228,31 @@ static ucs_status_t usrv_on_request(void *arg, const void *header, size_t hlen, 
 	return UCS_OK;
 }
 
-/* Endpoints of clients that said BYE, closed from the main loop (not
- * inside UCX's callback); a full list waits for the next turn. */
-static ucp_ep_h g_bye[64];
-static unsigned g_nbye;
+/*
+ * Endpoints of clients that said BYE, closed from the main loop (not inside
+ * UCX's callback) once no rendezvous SET is being received (its reply would
+ * go to the endpoint): a flushing close, since a forced one needs peer error
+ * handling, which shared memory lacks. Close requests still running are
+ * kept and freed when done. A BYE that finds the list full is dropped and
+ * counted: that endpoint stays open until the server exits.
+ */
+#define USRV_BYES 256
+static ucp_ep_h g_bye[USRV_BYES];
+static void *g_closing[USRV_BYES];
+static unsigned g_nbye, g_nclosing;
+static unsigned long g_byes_dropped;
 
 static ucs_status_t usrv_on_bye(void *arg, const void *header, size_t hlen, void *data, size_t len,
 				const ucp_am_recv_param_t *param)
 {
 	(void)arg, (void)header, (void)hlen, (void)data, (void)len;
-	if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) &&
-	    g_nbye < sizeof(g_bye) / sizeof(g_bye[0]))
+	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+		return UCS_OK;
+	if (g_nbye < USRV_BYES)
 		g_bye[g_nbye++] = param->reply_ep;
+	else if (g_byes_dropped++ == 0)
+		fprintf(stderr, "ucx_kv_server: more than %d goodbyes pending; endpoints kept\n",
+			USRV_BYES);
 	return UCS_OK;
 }
 
@@ -235,14 +260,24 @@ static void usrv_close_byes(void)
 {
 	ucp_request_param_t p;
 	ucs_status_ptr_t r;
+	unsigned i;
 
+	for (i = 0; i < g_nclosing;) {
+		if (ucp_request_check_status(g_closing[i]) == UCS_INPROGRESS) {
+			i++;
+			continue;
+		}
+		ucp_request_free(g_closing[i]);
+		g_closing[i] = g_closing[--g_nclosing];
+	}
 	memset(&p, 0, sizeof(p));
-	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-	p.flags = UCP_EP_CLOSE_FLAG_FORCE; /* the client is gone or going */
-	while (g_nbye) {
+	while (g_nbye && !g_recvs_pending && g_nclosing < USRV_BYES) {
 		r = ucp_ep_close_nbx(g_bye[--g_nbye], &p);
 		if (UCS_PTR_IS_PTR(r))
-			ucp_request_free(r); /* completes on its own; nothing waits for it */
+			g_closing[g_nclosing++] = r;
+		else if (UCS_PTR_IS_ERR(r))
+			fprintf(stderr, "ucx_kv_server: close: %s\n",
+				ucs_status_string(UCS_PTR_STATUS(r)));
 	}
 }
 
@@ -297,6 +332,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = { { "bind", required_argument, NULL, 'b' },
 					    { "port", required_argument, NULL, 'p' },
 					    { NULL, 0, NULL, 0 } };
+	struct sigaction stop = { .sa_handler = usrv_on_signal };
 	const char *bind_addr = "127.0.0.1";
 	unsigned long spins = 0;
 	char *end;
@@ -324,8 +360,11 @@ int main(int argc, char **argv)
 	    ukv_set_handler(&g_net, UKV_AM_BYE, usrv_on_bye, NULL, "ucx_kv_server") < 0 ||
 	    (lfd = usrv_listen(bind_addr, (int)port)) < 0)
 		return 1;
-	signal(SIGTERM, usrv_on_signal);
-	signal(SIGINT, usrv_on_signal);
+	/* No SA_RESTART: a stop ends an address exchange in progress too; a
+	 * client gone mid-exchange is an EPIPE, not a SIGPIPE. */
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	while (!g_stop) {
 		/* Busy-polls, UCX's own way; a look for new clients costs a
 		 * syscall, so only every 4096 idle turns. */

@@ -26,8 +26,10 @@ import subprocess
 import sys
 import time
 
-# Final: iterations, p50, average, overall (µs), MB/s average, overall, msg/s average, ...
-FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)")
+# Final: iterations, latency p50, average, overall (µs), MB/s average, overall,
+# msg/s average, overall. "average" is since the last report; "overall" is
+# the whole run, the figure taken here.
+FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)")
 
 
 def run(args):

@@ -12,7 +12,8 @@
 # bench/resp.sh: redis-benchmark GET against redis-server and against
 # rdmem-agent --resp-port at equal settings, and bench/ways_in.sh: one GET at
 # a time through libclient, Python and the Redis protocol against one agent,
-# both appended to results.md.
+# and bench/idle.sh: what an idle agent and server cost (wake-ups per
+# thread, CPU, RDMA operations), all appended to results.md.
 #
 # Placement (the same for every system; override with --cpu-*):
 #   servers (rdmem-server, grpc_server, redis-server)  CPU 1
@@ -188,6 +189,10 @@ run_round() {
 		for size in 32 65536 1048576; do
 			[ -z "$OPS_ONLY" ] || [ "$size" = 32 ] || continue
 			for i in tag_lat tag_bw; do
+				if printf '%s\n' "${SKIP_CELLS[@]}" | grep -qx "ucx-perf-${sys#ucx-}:$i:$size:1"; then
+					[ "$round" -gt 1 ] || skip "ucx-perf-${sys#ucx-}:$i:$size:1" "--skip given"
+					continue
+				fi
 				run_client "$round" "ucx-perf-${sys#ucx-}" "$i" "$size" 1 \
 					"$(calls_for "$size" 32)"
 			done
@@ -266,6 +271,14 @@ main() {
 		{ echo; cat "$OUT/ways_in.md"; } >>"$OUT/results.md"
 	else
 		fail "bench/ways_in.sh failed (log: $LOGS/ways_in.log)"
+	fi
+	# What an idle agent and server cost: wake-ups, CPU, RDMA operations
+	# (bench/idle.sh; 60 s, or 3 s for --smoke).
+	if bench/idle.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 3 || echo 60)" \
+		>"$LOGS/idle.log" 2>&1; then
+		{ echo; cat "$OUT/idle.md"; } >>"$OUT/results.md"
+	else
+		fail "bench/idle.sh failed (log: $LOGS/idle.log)"
 	fi
 	if [ -n "$DOCS" ]; then
 		mkdir -p "$DOCS"

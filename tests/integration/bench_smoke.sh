@@ -104,6 +104,17 @@ else
 	echo "not ok - bench smoke: three ways in (libclient, Python) in results.md"
 fi
 
+# The idle measurement (bench/idle.sh): a row with figures for every thread
+# of the agent and the server, and the agent's RDMA operations counted.
+idle_rows() { grep -cE "^\| (agent|server) \| rdmem-[a-z]+ \| [0-9.]+ \| [0-9.]+ \|\$" "$out/res/results.md" 2>/dev/null; }
+if [ "$rc" -eq 0 ] && [ "$(idle_rows)" -ge 6 ] &&
+	grep -qE '^RDMA operations the idle agent started in [0-9.]+ s: [0-9]+\.$' "$out/res/results.md"; then
+	echo "ok - bench smoke: idle agent and server measured ($(idle_rows) threads)"
+else
+	sed 's/^/# /' "$out/res/idle.md" 2>/dev/null | head -20
+	echo "not ok - bench smoke: idle agent and server measured"
+fi
+
 # The hot-path audit (bench/hotpath.sh): no heap allocation per call in the
 # client, the agent or the server once calls flow (window 8; fewer than one
 # in 100 calls, so a periodic housekeeping allocation is not a failure). Its
