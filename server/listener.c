@@ -22,8 +22,7 @@
 #include "server/pool.h"
 #include "server/worker.h"
 
-#define RDMEM_LISTENER_POLL_MS 100
-#define RDMEM_ADDR_KEY	       RDMEM_ADDR_GROUP_MAX
+#define RDMEM_ADDR_KEY RDMEM_ADDR_GROUP_MAX
 
 /* Sessions open from one peer address (--max-sessions-per-addr). The
  * listener alone assigns keys; a session's close decrements n. */
@@ -206,7 +205,10 @@ static void *rdmem_listener_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "rdmem-listen"); /* ps -L, top -H, the idle test */
 	for (;;) {
-		int n = poll(pfd, 2, RDMEM_LISTENER_POLL_MS);
+		/* No time limit: every duty is an event (a connection; a pending
+		 * peer's bytes, which the shm listener's epoll set carries; stop).
+		 * A pending peer that stays silent is dropped at the next accept. */
+		int n = poll(pfd, 2, -1);
 
 		if (n < 0 && errno != EINTR) {
 			rdmem_err("listener poll: %s", strerror(errno));

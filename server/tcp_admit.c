@@ -194,14 +194,36 @@ static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_n
 	return NULL;
 }
 
-/* Cuts connections past a deadline: flushing to a peer that stopped reading,
- * not proving themselves in time, idle too long. */
-void rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
+/* When conn_expired or the TLS trim can next have something to do for c
+ * (each is "now > deadline", hence the + 1); UINT64_MAX: only after an
+ * event on it, which moves last_ns and runs the loop anyway. */
+static uint64_t conn_next_ns(const struct conn *c)
 {
+	const struct rdmem_tcp_server *s = c->srv;
+	uint64_t t;
+
+	if (c->dead)
+		return UINT64_MAX; /* its ops' completions free it */
+	if (c->closing)
+		return c->close_by_ns + 1;
+	t = c->proven ? c->last_ns + s->cfg.idle_ms * 1000000ull + 1
+		      : c->born_ns + s->cfg.auth_ms * 1000000ull + 1;
+	if (c->tls && !c->send_busy &&
+	    c->trimmed_at_ns != c->last_ns) /* busy: its completion runs the loop */
+		t = RDMEM_MIN(t, c->last_ns + TCP_TLS_REST_MS * 1000000ull);
+	return t;
+}
+
+/* Cuts connections past a deadline: flushing to a peer that stopped reading,
+ * not proving themselves in time, idle too long. Returns the earliest time
+ * it has work again, so an idle loop sleeps until then. */
+uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
+{
+	uint64_t next_ns = UINT64_MAX;
 	struct conn *c, *next;
 
 	if (now - s->swept_ns < TCP_SWEEP_MS * 1000000ull && !s->stopping)
-		return;
+		return s->swept_ns + TCP_SWEEP_MS * 1000000ull;
 	s->swept_ns = now;
 	for (c = s->conns; c; c = next) {
 		enum rdmem_net_ctr ctr = RDMEM_NET__COUNT;
@@ -222,6 +244,9 @@ void rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
 			rdmem_tcp_conn_kill(c, why);
 		else if (!c->dead)
 			rdmem_tcp_conn_tls_trim(c, now);
+		if (!why)
+			next_ns = RDMEM_MIN(next_ns, conn_next_ns(c));
 		rdmem_tcp_conn_maybe_free(c);
 	}
+	return next_ns;
 }

@@ -65,6 +65,7 @@ struct conn {
 	char host
 	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
 	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
+	uint64_t trimmed_at_ns;	    /* last_ns when its TLS buffers were last trimmed */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
 	int closing;	      /* no more reads; close once flushed */
@@ -115,7 +116,8 @@ void rdmem_tcp_admit_prove(struct conn *c);
 int rdmem_tcp_admit_auth(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload);
 /* Counts c if it holds half a frame unproven; -1 when c was closed for it. */
 int rdmem_tcp_admit_partial(struct conn *c);
-/* Cuts connections past a deadline (every TCP_SWEEP_MS). */
-void rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now);
+/* Cuts connections past a deadline (at most every TCP_SWEEP_MS); returns
+ * when it must run next (UINT64_MAX: not before something happens). */
+uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now);
 
 #endif

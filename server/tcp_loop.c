@@ -103,8 +103,10 @@ static void outbuf_trim(struct outbuf *ob)
  */
 void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now)
 {
-	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull)
+	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull ||
+	    c->trimmed_at_ns == c->last_ns)
 		return;
+	c->trimmed_at_ns = c->last_ns;
 	outbuf_trim(&c->out[0]);
 	outbuf_trim(&c->out[1]);
 	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
@@ -756,14 +758,19 @@ static void srv_on_cqe(struct rdmem_tcp_server *s, uint64_t ud, int res)
 	rdmem_tcp_conn_maybe_free(c);
 }
 
-static int srv_wait(struct rdmem_tcp_server *s)
+/* Waits for a completion, or until next_ns (UINT64_MAX: no time limit, so
+ * an idle server does not wake: every duty then is a completion). */
+static int srv_wait(struct rdmem_tcp_server *s, uint64_t next_ns)
 {
-	struct __kernel_timespec ts = { 0, TCP_TICK_MS * 1000000ll };
+	uint64_t now = rdmem_now_ns(), left = next_ns > now ? next_ns - now : 0;
+	struct __kernel_timespec ts = { (long long)(left / 1000000000ull),
+					(long long)(left % 1000000000ull) };
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
 	int ret;
 
-	ret = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+	ret = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1,
+					       next_ns == UINT64_MAX ? NULL : &ts, NULL);
 	if (ret < 0 && ret != -ETIME && ret != -EINTR) {
 		rdmem_err("tcp %s: io_uring wait: %s", s->name, strerror(-ret));
 		return ret;
@@ -780,14 +787,27 @@ static int srv_wait(struct rdmem_tcp_server *s)
 static void *srv_loop(void *arg)
 {
 	struct rdmem_tcp_server *s = arg;
+	uint64_t next_ns = UINT64_MAX;
 
+	pthread_setname_np(pthread_self(), "rdmem-tcpsrv"); /* ps -L, top -H, the idle test */
 	srv_arm_stop_poll(s);
 	srv_arm_accept(s);
 	while (!s->stopping || s->nconns || s->accept_busy) {
-		if (srv_wait(s) < 0 && !s->stopping)
+		uint64_t now;
+
+		if (srv_wait(s, next_ns) < 0 && !s->stopping)
 			srv_begin_stop(s);
-		rdmem_tcp_admit_sweep(s, rdmem_now_ns());
+		next_ns = rdmem_tcp_admit_sweep(s, rdmem_now_ns());
 		srv_arm_accept(s);
+		/* An accept not armed now (paused, or its SQE could not be had)
+		 * is retried by time, as is the bounded drain of a stop. */
+		now = rdmem_now_ns();
+		if (!s->accept_busy && !s->stopping)
+			next_ns = RDMEM_MIN(next_ns, s->accept_resume_ns > now
+							 ? s->accept_resume_ns
+							 : now + TCP_TICK_MS * 1000000ull);
+		if (s->stopping)
+			next_ns = RDMEM_MIN(next_ns, now + TCP_TICK_MS * 1000000ull);
 		/* Ops still stuck a second past the deadline: io_uring_queue_exit reaps them. */
 		if (s->stopping && rdmem_now_ns() > s->stop_deadline_ns + 1000000000ull)
 			break;

@@ -618,6 +618,38 @@ static void test_stalled_reader_reaped(void)
 	close(fd);
 }
 
+/*
+ * A connection that sends nothing is cut at --tcp-auth-ms (1000 here), on
+ * time although the server's TCP loop now sleeps until its next deadline
+ * instead of waking every 100 ms: the deadline must be the one it sleeps to.
+ */
+static void test_silent_cut_on_time(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)(tcp_e.port + 1)) };
+	struct timeval tmo = { 3, 0 };
+	uint64_t t0, ms;
+	char b[16];
+	ssize_t n;
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	REQUIRE(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo));
+	inet_pton(AF_INET, srv_addr, &sa.sin_addr);
+	REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	t0 = rdmem_now_ns();
+	do /* EOF or a reset when the server cuts it; a child's SIGCHLD is no answer */
+		n = recv(fd, b, sizeof(b), 0);
+	while (n < 0 && errno == EINTR && rdmem_now_ns() - t0 < 3000000000ull);
+	ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# silent connection: recv %zd (%s) after %llu ms (--tcp-auth-ms 1000)\n", n,
+	       n < 0 ? strerror(errno) : "EOF", (unsigned long long)ms);
+	CHECK(n == 0 || (n < 0 && errno == ECONNRESET));
+	CHECK(ms >= 950 && ms <= 1400);
+	close(fd);
+}
+
 /* Without the per-address limit in the way: the reserved share and closing
  * the oldest unproven connection keep the door open. */
 static void test_idle_flood_one_address_many(void)
@@ -735,6 +767,7 @@ int main(void)
 	}
 	NRUN(test_idle_reaped);
 	NRUN(test_stalled_reader_reaped);
+	NRUN(test_silent_cut_on_time);
 	NRUN(test_idle_flood);
 	NRUN(test_slowloris);
 	NRUN(test_connect_storm);
