@@ -34,9 +34,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
+
+#include "latency.h"
 
 enum { UKV_AM_REQUEST = 1, UKV_AM_REPLY = 2, UKV_AM_BYE = 3 };
 enum { UKV_GET = 1, UKV_SET = 2 };
@@ -179,26 +180,18 @@ out:
 	return rc;
 }
 
-static inline uint64_t ukv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Progresses the worker until request r (from a *_nbx call) is done, for
  * at most UKV_WAIT_NS (then UCS_ERR_TIMED_OUT; UCX frees r when it ends). */
 static inline ucs_status_t ukv_wait(struct ukv_net *n, ucs_status_ptr_t r)
 {
-	uint64_t until = ukv_now_ns() + UKV_WAIT_NS;
+	uint64_t until = lat_now_ns() + UKV_WAIT_NS;
 	ucs_status_t s;
 
 	if (r == NULL)
 		return UCS_OK;
 	if (UCS_PTR_IS_ERR(r))
 		return UCS_PTR_STATUS(r);
-	while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && ukv_now_ns() < until)
+	while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && lat_now_ns() < until)
 		ucp_worker_progress(n->worker);
 	ucp_request_free(r);
 	return s == UCS_INPROGRESS ? UCS_ERR_TIMED_OUT : s;
