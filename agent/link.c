@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fabric/dataplane.h"
 #include "rdmem/util.h"
 
 #define RDMEM_PAGE 4096u
@@ -39,27 +40,33 @@ static int rdmem_link_objpool_ok(const struct rdmem_xchg_welcome *w)
 }
 
 int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots,
-			     uint32_t asked_stride)
+			     uint32_t asked_resp_bytes)
 {
 	if (len < sizeof(*w) || w->magic != RDMEM_XCHG_MAGIC || w->version != RDMEM_LAYOUT_VERSION)
 		return -EPROTO;
 	if (w->ring_slots == 0 || w->ring_slots > asked_slots)
 		return -EPROTO;
-	/* data_off = slot * slot_bytes stays 32-bit: 4096 slots x 1 MiB at most. */
+	/* data_off stays 32-bit: 4096 slots x (1 MiB + 64) at most (layout.h). */
 	if (w->slot_bytes < RDMEM_DESC_SIZE || w->slot_bytes > RDMEM_MAX_SLOT_BYTES ||
 	    w->max_value == 0 || w->max_value > RDMEM_MAX_VALUE_LIMIT)
 		return -EPROTO;
 	/* The server writes replies where our layout has them, and no more. */
-	if (w->resp_stride != asked_stride || w->eager_bytes > w->resp_stride)
+	if (w->resp_stride != rdmem_slot_stride(asked_resp_bytes) ||
+	    w->eager_bytes > asked_resp_bytes)
 		return -EPROTO;
 	/* Below the server's floor of --object-ttl no LAZY READ could be trusted. */
 	if (w->object_ttl_ms < RDMEM_MIN_OBJECT_TTL_MS)
 		return -EPROTO;
-	if (!rdmem_remote_ok(&w->req_ring, (uint64_t)w->ring_slots * RDMEM_DESC_SIZE) ||
-	    !rdmem_remote_ok(&w->req_payload, (uint64_t)w->ring_slots * w->slot_bytes) ||
+	if (!rdmem_remote_ok(&w->req, (uint64_t)w->ring_slots * rdmem_slot_stride(w->slot_bytes)) ||
 	    !rdmem_remote_ok(&w->ctrl, sizeof(struct rdmem_ctrl)) || !rdmem_link_objpool_ok(w))
 		return -EPROTO;
 	return 0;
+}
+
+uint64_t rdmem_link_request_room(const struct rdmem_xchg_welcome *w)
+{
+	/* From slot 0's payload to the last slot's end. */
+	return (uint64_t)w->ring_slots * rdmem_slot_stride(w->slot_bytes) - RDMEM_DESC_SIZE;
 }
 
 uint64_t rdmem_link_max_request(const struct rdmem_xchg_welcome *w, uint32_t max_value)
@@ -70,7 +77,7 @@ uint64_t rdmem_link_max_request(const struct rdmem_xchg_welcome *w, uint32_t max
 int rdmem_link_geometry_note(const struct rdmem_xchg_welcome *w, uint32_t asked_slots,
 			     uint32_t max_value, char *line, size_t len)
 {
-	uint64_t ring = (uint64_t)w->ring_slots * w->slot_bytes;
+	uint64_t ring = rdmem_link_request_room(w);
 	uint64_t need = rdmem_link_max_request(w, max_value);
 
 	if (ring >= need)
@@ -96,11 +103,11 @@ static uint64_t rdmem_link_nonce(void)
 	return (uint64_t)time(NULL) << 32 | r;
 }
 
-/* The agent region: response ring + data (resp), then descriptor staging,
+/* The agent region: response slots (resp), then descriptor staging,
  * control page snapshot, RECLAIM buffers and payload staging (local). */
 static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
-	uint64_t resp = rdmem_link_page_up((uint64_t)slots * (RDMEM_DESC_SIZE + resp_bytes));
+	uint64_t resp = rdmem_link_page_up((uint64_t)slots * rdmem_slot_stride(resp_bytes));
 	uint64_t stage = rdmem_link_page_up((uint64_t)slots * RDMEM_DESC_SIZE);
 	uint64_t reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
 			   sizeof(struct rdmem_objref);
@@ -129,8 +136,7 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	l->region = rdmem_fab_alloc(l->conn, l->region_len);
 	if (!l->region)
 		return -ENOMEM;
-	l->resp_ring = (struct rdmem_desc *)l->region;
-	l->resp_data = l->region + (uint64_t)l->slots * RDMEM_DESC_SIZE;
+	l->resp = l->region;
 	l->stage = (struct rdmem_desc *)(l->region + resp);
 	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
 	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;
@@ -279,8 +285,9 @@ static int rdmem_link_handshake(struct rdmem_link *l, const struct rdmem_link_co
 		l->max_reads = cfg->max_reads;
 	l->slots = peer.w.ring_slots;
 	l->slot_bytes = peer.w.slot_bytes;
+	l->req_stride = rdmem_slot_stride(peer.w.slot_bytes);
 	l->max_request = RDMEM_MIN(rdmem_link_max_request(&peer.w, cfg->max_value),
-				   (uint64_t)l->slots * l->slot_bytes);
+				   rdmem_link_request_room(&peer.w));
 	rdmem_link_note(l, cfg);
 	return 0;
 }
@@ -314,7 +321,7 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
 						      RDMEM_LINK_WR_SPARE,
 				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,
-				       .max_inline = 64,
+				       .max_inline = RDMEM_DP_INLINE,
 				       .signal_every = 64,
 				       .src_addr = cfg->src_addr };
 	struct rdmem_link *l = calloc(1, sizeof(*l));

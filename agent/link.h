@@ -49,15 +49,17 @@ struct rdmem_link_config {
 struct rdmem_link {
 	struct rdmem_conn *conn;
 	struct rdmem_xchg_welcome w; /* the server's regions and geometry, validated */
-	/* slots and slot_bytes as the welcome agreed; resp_bytes is our response
-	 * stride (the server echoed it); the EAGER capacity is w.eager_bytes. */
+	/* slots and slot_bytes as the welcome agreed (request slot i at
+	 * w.req.addr + i * req_stride); resp_bytes is our response slots'
+	 * payload (the server echoed their stride); the EAGER capacity is
+	 * w.eager_bytes. */
 	uint32_t slots, slot_bytes, resp_bytes;
+	uint64_t req_stride;
 	uint64_t max_request; /* largest request payload this link carries */
 	uint32_t max_reads;   /* READs the agent keeps in flight: agreed depth, capped by config */
 	uint8_t *region;
 	uint64_t region_len;
-	struct rdmem_desc *resp_ring;
-	uint8_t *resp_data;
+	uint8_t *resp; /* response slot i at i * w.resp_stride: descriptor, then payload */
 	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
 	uint8_t *stage_payload;	  /* RDMEM_LINK_STAGE_BYTES per slot: small request payloads */
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
@@ -111,9 +113,14 @@ void rdmem_link_close(struct rdmem_link *l);
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit);
 
 /* Validates the server's accept private data against what we asked for:
- * at most asked_slots ring slots, our response stride echoed. */
+ * at most asked_slots ring slots, the stride of our response slots of
+ * asked_resp_bytes echoed, no larger EAGER replies than they hold. */
 int rdmem_link_check_welcome(const struct rdmem_xchg_welcome *w, size_t len, uint32_t asked_slots,
-			     uint32_t asked_stride);
+			     uint32_t asked_resp_bytes);
+
+/* Request payload bytes the agreed slots hold, from slot 0's payload on:
+ * the most one request can span. */
+uint64_t rdmem_link_request_room(const struct rdmem_xchg_welcome *w);
 
 /* Largest request payload (key + value) we may send: our --max-value capped
  * by the server's (larger values are refused on every path), plus a key. */

@@ -180,6 +180,7 @@ int rdmem_rdma_flush(struct rdmem_rdma *r)
 	if ((ret = rdmem_fab_post(r->l->conn, r->batch, (int)r->batch_n)) < 0)
 		return ret == -EAGAIN ? 0 : ret;
 	r->st.doorbells++;
+	r->st.wqes += r->batch_n;
 	r->batch_n = 0;
 	return 0;
 }
@@ -200,7 +201,10 @@ static int rdmem_rdma_room(struct rdmem_rdma *r, uint32_t wrs)
 /* Adds a message to the batch; the caller made room. */
 static void rdmem_rdma_add_msg(struct rdmem_rdma *r, const struct rdmem_dp_msg *m)
 {
-	r->batch_n += (uint32_t)rdmem_dp_build(r->l->conn, m, &r->batch[r->batch_n]);
+	uint32_t n = (uint32_t)rdmem_dp_build(r->l->conn, m, &r->batch[r->batch_n]);
+
+	r->batch_n += n;
+	r->st.msg_wqes += n;
 	r->posts++;
 }
 
@@ -237,7 +241,7 @@ static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct 
 	d->state = RDMEM_RING_FREE; /* rdmem_dp_publish sets READY as it posts */
 	d->seq = ++r->slot[i].seq;
 	d->path = path;
-	d->data_off = i * r->l->slot_bytes;
+	d->data_off = (uint32_t)rdmem_slot_data_off(i, r->l->slot_bytes);
 	d->req_id = i;
 	d->status = 0;
 	if (path == RDMEM_PATH_LAZY)
@@ -252,11 +256,10 @@ static struct rdmem_dp_msg rdmem_rdma_msg(struct rdmem_rdma *r, uint32_t i,
 		.slot = i,
 		.desc = &l->stage[i],
 		.desc_lkey = l->mr_local.lkey,
-		.ring = l->w.req_ring,
+		.slot_addr = l->w.req.addr + (uint64_t)i * l->req_stride,
+		.rkey = l->w.req.rkey,
 		.payload = sge,
 		.npayload = nsge,
-		.payload_addr = l->w.req_payload.addr + (uint64_t)i * l->slot_bytes,
-		.payload_rkey = l->w.req_payload.rkey,
 	};
 	return m;
 }
@@ -323,10 +326,20 @@ static int rdmem_rdma_gather_copy(struct rdmem_rdma *r, uint32_t i,
 	return 1;
 }
 
+/* Slots a request payload of bytes takes: its own slot's payload part, then
+ * whole slots (descriptor included) for the rest. */
+static uint32_t rdmem_rdma_span(const struct rdmem_link *l, uint64_t bytes)
+{
+	uint64_t first = l->req_stride - RDMEM_DESC_SIZE;
+	uint64_t rest = bytes > first ? bytes - first : 0;
+
+	return (uint32_t)RDMEM_MIN(1 + (rest + l->req_stride - 1) / l->req_stride, UINT32_MAX);
+}
+
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)
 {
 	uint64_t bytes = rdmem_desc_payload_len(&call->req);
-	uint32_t span = (uint32_t)RDMEM_MAX(1, (bytes + r->l->slot_bytes - 1) / r->l->slot_bytes);
+	uint32_t span = rdmem_rdma_span(r->l, bytes);
 	uint32_t lkey = 0, i;
 	struct rdmem_sge sge[2];
 	struct rdmem_dp_msg m;
@@ -664,7 +677,8 @@ static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct
 		s->rep.val_len = 0;
 	} else if (d->val_len) {
 		/* The one copy of the EAGER path: response slot -> client slot. */
-		memcpy(call->payload + off, r->l->resp_data + (uint64_t)i * r->l->w.resp_stride,
+		memcpy(call->payload + off,
+		       r->l->resp + (uint64_t)i * r->l->w.resp_stride + RDMEM_DESC_SIZE,
 		       d->val_len);
 	}
 	rdmem_rdma_finish(r, i, s->path);
@@ -684,7 +698,9 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 	struct rdmem_rdma_slot *s;
 	struct rdmem_desc d;
 
-	if (i >= r->l->slots || rdmem_dp_take(&r->l->resp_ring[i], &d) < 0) {
+	if (i >= r->l->slots ||
+	    rdmem_dp_take((struct rdmem_desc *)(r->l->resp + (uint64_t)i * r->l->w.resp_stride),
+			  &d) < 0) {
 		r->st.bad_replies++;
 		return 0;
 	}

@@ -1,5 +1,5 @@
-/* dataplane.c - publication into a peer's ring slot (payload, then the
- * descriptor with the immediate), and taking a message out of our own. */
+/* dataplane.c - publication into a peer's slot (descriptor and payload in
+ * one WRITE WITH IMMEDIATE), and taking a message out of our own. */
 #include "fabric/dataplane.h"
 
 #include <errno.h>
@@ -9,7 +9,7 @@
 static void rdmem_dp_write(struct rdmem_wr *wr, uint8_t op, uint64_t raddr, uint32_t rkey,
 			   uint32_t inline_max)
 {
-	uint32_t total = 0;
+	uint64_t total = 0;
 	int i;
 
 	for (i = 0; i < wr->nsge; i++)
@@ -21,30 +21,67 @@ static void rdmem_dp_write(struct rdmem_wr *wr, uint8_t op, uint64_t raddr, uint
 	wr->flags = total <= inline_max ? RDMEM_WR_INLINE : 0;
 }
 
+/* A piece directly after the last one, in the same registration: the two
+ * are one gather entry (a server's reply staging holds its descriptor and
+ * payload back to back). */
+static int rdmem_dp_extends(const struct rdmem_wr *wr, const struct rdmem_sge *g)
+{
+	const struct rdmem_sge *last = &wr->sge[wr->nsge - 1];
+
+	return last->lkey == g->lkey && last->addr + last->len == g->addr &&
+	       (uint64_t)last->len + g->len <= UINT32_MAX;
+}
+
+static void rdmem_dp_gather(struct rdmem_wr *wr, const struct rdmem_sge *g)
+{
+	if (wr->nsge && rdmem_dp_extends(wr, g))
+		wr->sge[wr->nsge - 1].len += g->len;
+	else
+		wr->sge[wr->nsge++] = *g;
+}
+
+/* Pieces the payload takes as gather entries after the descriptor's. */
+static int rdmem_dp_pieces(const struct rdmem_dp_msg *m, uint32_t desc_lkey)
+{
+	struct rdmem_wr probe = { .nsge = 1 };
+	int i;
+
+	probe.sge[0] = (struct rdmem_sge){ (uintptr_t)m->desc, RDMEM_DESC_SIZE, desc_lkey };
+	for (i = 0; i < m->npayload; i++) {
+		if (probe.nsge == RDMEM_FAB_MAX_SGE && !rdmem_dp_extends(&probe, &m->payload[i]))
+			return RDMEM_FAB_MAX_SGE; /* more than fit: the count no longer matters */
+		rdmem_dp_gather(&probe, &m->payload[i]);
+	}
+	return probe.nsge - 1;
+}
+
 int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rdmem_wr *wr)
 {
-	uint64_t slot_addr = m->ring.addr + (uint64_t)m->slot * RDMEM_DESC_SIZE;
 	uint32_t inl = rdmem_fab_max_inline(c);
-	uintptr_t d = (uintptr_t)m->desc;
+	struct rdmem_sge desc = { (uintptr_t)m->desc, RDMEM_DESC_SIZE, m->desc_lkey };
 	int n = 0, i;
 
 	memset(wr, 0, RDMEM_DP_MAX_WRS * sizeof(*wr));
 	m->desc->state = RDMEM_RING_READY;
 	/* The staging copy goes out as wire bytes; a NIC reads it after we post. */
 	rdmem_desc_to_wire(m->desc);
-	if (m->npayload) {
+	if (1 + rdmem_dp_pieces(m, m->desc_lkey) > (int)rdmem_fab_max_send_sge(c)) {
+		/* Too many pieces for one gather list: the payload first, on
+		 * its own, and the descriptor after it (RC keeps the order). */
 		for (i = 0; i < m->npayload; i++)
-			wr[n].sge[i] = m->payload[i];
-		wr[n].nsge = (uint8_t)m->npayload;
-		rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, m->payload_addr, m->payload_rkey, inl);
+			rdmem_dp_gather(&wr[n], &m->payload[i]);
+		rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, m->slot_addr + RDMEM_DESC_SIZE, m->rkey,
+			       inl);
+		rdmem_dp_gather(&wr[n], &desc);
+	} else {
+		/* The whole message in the one WR that carries the immediate:
+		 * the peer acts on its completion, which follows its placement. */
+		rdmem_dp_gather(&wr[n], &desc);
+		for (i = 0; i < m->npayload; i++)
+			rdmem_dp_gather(&wr[n], &m->payload[i]);
 	}
-	/* The whole descriptor, state word included, in the one WR that carries
-	 * the immediate: the peer acts on the immediate's completion, which
-	 * follows the placement of this WR and (RC, in order) the payload's. */
-	wr[n].sge[0] = (struct rdmem_sge){ d, RDMEM_DESC_SIZE, m->desc_lkey };
-	wr[n].nsge = 1;
 	wr[n].imm = m->slot;
-	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, slot_addr, m->ring.rkey, inl);
+	rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE_IMM, m->slot_addr, m->rkey, inl);
 	return n;
 }
 

@@ -1,16 +1,18 @@
-/* dataplane.h - the ring/slot protocol both ends of an RDMA session speak.
+/* dataplane.h - the slot protocol both ends of an RDMA session speak.
  *
- * Publishing a message into the peer's ring slot is at most two WRs in one
- * post: the payload (gathered from up to RDMEM_FAB_MAX_SGE local buffers) as
- * a WRITE, if there is one, then the 64-byte descriptor, state word READY
- * included, as a WRITE WITH IMMEDIATE whose immediate is the slot index
- * (inline where the device allows 64 bytes). The peer acts on the
- * immediate's completion, never on a polled state word: RC places a WR's
- * bytes before its completion and executes one QP's WRs in order, so the
- * completion proves descriptor and payload are in place. (Three WRs before,
- * the state word last on its own; a memory-polling reader needed that, and
- * neither end is one.) Taking a message: acquire-load READY as a check,
- * copy the descriptor out (the copy is what gets validated), mark it FREE.
+ * A peer's slot is its 64-byte descriptor followed by its payload
+ * (include/rdmem/layout.h), so a message is ONE WRITE WITH IMMEDIATE whose
+ * gather list is the descriptor, state word READY included, then the
+ * payload's pieces, and whose immediate is the slot index; inline where the
+ * device takes the whole message. Only a payload with more pieces than the
+ * send queue gathers goes as two WRs in one post: the payload as a WRITE,
+ * then the descriptor with the immediate. The peer acts on the immediate's
+ * completion, never on a polled state word: RC places a WR's bytes before
+ * its completion and executes one QP's WRs in order, so the completion
+ * proves descriptor and payload are in place. (Until layout 4 every message
+ * with a payload was two WRs, and three before that.) Taking a message:
+ * acquire-load READY as a check, copy the descriptor out (the copy is what
+ * gets validated), mark it FREE.
  */
 #ifndef RDMEM_FABRIC_DATAPLANE_H
 #define RDMEM_FABRIC_DATAPLANE_H
@@ -21,20 +23,24 @@
 #include "rdmem/layout.h"
 
 struct rdmem_dp_msg {
-	uint32_t slot;
+	uint32_t slot;		 /* the immediate */
 	struct rdmem_desc *desc; /* local staging copy inside a registration */
 	uint32_t desc_lkey;
-	struct rdmem_remote ring; /* the peer's ring: slot i at ring.addr + i * 64 */
-	const struct rdmem_sge *payload;
+	uint64_t slot_addr; /* the peer's slot: descriptor here, payload 64 bytes on */
+	uint32_t rkey;
+	const struct rdmem_sge *payload; /* at most RDMEM_FAB_MAX_SGE pieces */
 	int npayload;
-	uint64_t payload_addr; /* where the payload goes in the peer's region */
-	uint32_t payload_rkey;
 };
 
 #define RDMEM_DP_MAX_WRS 2 /* WRs of one message */
+/* Inline size both ends ask their QPs for: a descriptor and 192 payload
+ * bytes, so a small GET or PUT goes out whole in its WQE (the device may
+ * grant less; the shm fabric takes 256). */
+#define RDMEM_DP_INLINE 256
 
 /* Fills wr[] with the message's WRs (READY set, descriptor in wire bytes)
- * and returns how many: 1 or 2. Posting them is the caller's, possibly with
+ * and returns how many: 1, or 2 when 1 + npayload pieces exceed what the
+ * connection gathers. Posting them is the caller's, possibly with
  * other messages' in the same post (one doorbell for a batch); until then
  * the descriptor and payload buffers must stay as they are. */
 int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rdmem_wr *wr);

@@ -1141,6 +1141,12 @@ static uint32_t shmfab_max_inline(struct rdmem_conn *conn)
 	return SHMFAB_MAX_INLINE;
 }
 
+static uint32_t shmfab_max_send_sge(struct rdmem_conn *conn)
+{
+	(void)conn;
+	return RDMEM_FAB_MAX_SGE;
+}
+
 const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.name = "shm",
 	.listen = shmfab_listen,
@@ -1166,6 +1172,7 @@ const struct rdmem_fab_ops rdmem_fab_shm_ops = {
 	.event_fd = shmfab_event_fd,
 	.check = shmfab_check,
 	.max_inline = shmfab_max_inline,
+	.max_send_sge = shmfab_max_send_sge,
 	.max_reads = shmfab_max_reads,
 	.queue_caps = shmfab_queue_caps,
 	.peer = shmfab_peer,

@@ -188,6 +188,11 @@ uint32_t rdmem_fab_max_inline(struct rdmem_conn *c)
 	return c->ops->max_inline(c);
 }
 
+uint32_t rdmem_fab_max_send_sge(struct rdmem_conn *c)
+{
+	return c->ops->max_send_sge(c);
+}
+
 const char *rdmem_fab_peer(struct rdmem_conn *c)
 {
 	return c->ops->peer(c);

@@ -35,6 +35,7 @@ struct rdmem_fab_ops {
 	int (*event_fd)(struct rdmem_conn *c);
 	int (*check)(struct rdmem_conn *c);
 	uint32_t (*max_inline)(struct rdmem_conn *c);
+	uint32_t (*max_send_sge)(struct rdmem_conn *c);
 	uint32_t (*max_reads)(struct rdmem_conn *c);
 	void (*queue_caps)(struct rdmem_conn *c, uint32_t *max_send, uint32_t *max_recv);
 	const char *(*peer)(struct rdmem_conn *c);

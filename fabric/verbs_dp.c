@@ -441,6 +441,11 @@ static void rdmem_verbs_queue_caps(struct rdmem_conn *conn, uint32_t *max_send, 
 	*max_recv = rdmem_verbs_conn_of(conn)->max_recv;
 }
 
+static uint32_t rdmem_verbs_max_send_sge(struct rdmem_conn *conn)
+{
+	return rdmem_verbs_conn_of(conn)->max_sge;
+}
+
 static uint32_t rdmem_verbs_max_inline(struct rdmem_conn *conn)
 {
 	return rdmem_verbs_conn_of(conn)->max_inline;
@@ -476,6 +481,7 @@ const struct rdmem_fab_ops rdmem_fab_verbs_ops = {
 	.event_fd = rdmem_verbs_event_fd,
 	.check = rdmem_verbs_check,
 	.max_inline = rdmem_verbs_max_inline,
+	.max_send_sge = rdmem_verbs_max_send_sge,
 	.max_reads = rdmem_verbs_max_reads,
 	.queue_caps = rdmem_verbs_queue_caps,
 	.peer = rdmem_verbs_peer,

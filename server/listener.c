@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fabric/dataplane.h"
 #include "rdmem/netaddr.h"
 #include "rdmem/util.h"
 #include "server/pool.h"
@@ -51,7 +52,7 @@ static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config 
 	struct rdmem_fab_attr a = { .max_send_wr = RDMEM_SESSION_WRS_PER_SLOT * cfg->ring_slots +
 						   RDMEM_SESSION_WR_SPARE,
 				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,
-				    .max_inline = 64,
+				    .max_inline = RDMEM_DP_INLINE,
 				    .signal_every = 64 };
 
 	return a;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "rdmem/layout.h"
 #include "rdmem/util.h"
 
 #define RDMEM_POOL_PAGE 4096ull
@@ -18,14 +17,15 @@ static uint64_t rdmem_pool_page_up(uint64_t n)
 static void rdmem_pool_geometry(struct rdmem_pool *p)
 {
 	const struct rdmem_pool_config *c = &p->cfg;
-	uint64_t desc = rdmem_pool_page_up((uint64_t)c->lease_slots * RDMEM_DESC_SIZE);
-	uint64_t payload = rdmem_pool_page_up((uint64_t)c->lease_slots * c->slot_bytes);
+	uint64_t req =
+	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_slot_stride(c->slot_bytes));
 	uint64_t objects = rdmem_pool_page_up(rdmem_objpool_area_bytes(&c->obj));
+	/* The reply staging has the response slots' shape: one gather entry
+	 * carries a reply's descriptor and payload. */
 	uint64_t staging =
-	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_pool_stage_stride(c->stage_bytes));
+	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_slot_stride(c->stage_bytes));
 
-	p->off_payload = desc;
-	p->off_objects = p->off_payload + payload;
+	p->off_objects = req;
 	p->off_ctrl = p->off_objects + objects;
 	p->off_staging = p->off_ctrl + RDMEM_CTRL_BYTES;
 	p->lease_bytes = p->off_staging + staging;
@@ -81,13 +81,11 @@ static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, uint8_t *b,
 			    struct rdmem_lease *l)
 {
 	l->index = i;
-	l->desc = b;
-	l->payload = b + p->off_payload;
+	l->req = b;
 	l->objects = b + p->off_objects;
 	l->ctrl = b + p->off_ctrl;
 	l->staging = b + p->off_staging;
-	l->desc_len = p->off_payload;
-	l->payload_len = p->off_objects - p->off_payload;
+	l->req_len = p->off_objects;
 	l->objects_len = p->off_ctrl - p->off_objects;
 	l->staging_len = p->lease_bytes - p->off_staging;
 }
@@ -165,5 +163,5 @@ uint32_t rdmem_pool_taken(struct rdmem_pool *p)
 
 uint64_t rdmem_pool_remote_bytes(const struct rdmem_pool *p)
 {
-	return p->off_staging; /* descriptors, payloads, objects and the control page */
+	return p->off_staging; /* request slots, objects and the control page */
 }

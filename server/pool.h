@@ -2,9 +2,9 @@
  * geometry, one lease per session (ScaleRPC's "virtualized mapping", sized by what a
  * session may have in flight rather than by a private full-size ring).
  *
- * A lease is a contiguous block: request descriptors, request payloads, an
- * object pool for LAZY replies, a control page, and a local staging area for
- * EAGER replies. The session registers exactly these ranges on its own
+ * A lease is a contiguous block: request slots (descriptor and payload
+ * each, include/rdmem/layout.h), an object pool for LAZY replies, a control
+ * page, and a local staging area for EAGER replies. The session registers exactly these ranges on its own
  * connection, so its peer can reach its lease and nothing else, and a lease
  * comes back to the pool whole when the session ends, whatever killed it.
  *
@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "rdmem/fabric.h"
+#include "rdmem/layout.h"
 #include "server/objpool.h"
 
 struct rdmem_pool_config {
@@ -41,31 +42,22 @@ struct rdmem_pool_config {
 
 struct rdmem_lease {
 	uint32_t index;
-	uint8_t *desc;	  /* lease_slots x 64 B: the session's request ring */
-	uint8_t *payload; /* lease_slots x slot_bytes */
+	uint8_t *req;	  /* lease_slots x rdmem_slot_stride(slot_bytes): the request slots */
 	uint8_t *objects; /* the lease's object pool area */
 	uint8_t *ctrl;	  /* RDMEM_CTRL_BYTES */
-	uint8_t *staging; /* lease_slots x rdmem_pool_stage_stride(), never remote */
-	uint64_t desc_len, payload_len, objects_len, staging_len;
+	uint8_t *staging; /* lease_slots x rdmem_slot_stride(stage_bytes), never remote */
+	uint64_t req_len, objects_len, staging_len;
 };
 
 struct rdmem_pool {
 	struct rdmem_pool_config cfg;
 	uint64_t lease_bytes;
-	uint64_t off_payload, off_objects, off_ctrl, off_staging; /* within a lease */
+	uint64_t off_objects, off_ctrl, off_staging; /* within a lease */
 	pthread_mutex_t lock; /* leases are taken and returned by session setup/teardown */
 	uint8_t **mem;	      /* per lease: its memory while taken, else NULL */
 	uint8_t *taken;
 	uint32_t ntaken;
 };
-
-/* One staging slot: the reply descriptor, then its payload, padded so every
- * slot's descriptor starts 64-byte aligned whatever --stage-bytes is (the
- * descriptor is read as a struct; an odd stride misaligns it). */
-static inline uint64_t rdmem_pool_stage_stride(uint32_t stage_bytes)
-{
-	return RDMEM_DESC_SIZE + (((uint64_t)stage_bytes + 63) & ~(uint64_t)63);
-}
 
 int rdmem_pool_create(const struct rdmem_pool_config *cfg, struct rdmem_pool **out);
 void rdmem_pool_destroy(struct rdmem_pool *p);

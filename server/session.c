@@ -32,20 +32,20 @@ struct rdmem_session {
 	struct rdmem_conn *conn;
 	uint32_t id;
 	uint32_t slots, slot_bytes;
-	/* Response slot i's payload is at resp_data + i * resp_stride: the
-	 * agent's layout, never ours. eager_bytes is what we write there. */
-	uint32_t resp_stride, eager_bytes;
-	struct rdmem_remote resp; /* the agent's response ring + data */
-	uint64_t resp_data;	  /* where its response data starts (after its ring) */
+	uint64_t req_stride; /* request slot i at req + i * req_stride */
+	/* Response slot i is at resp.addr + i * resp_stride, its payload 64
+	 * bytes on: the agent's layout, never ours (resp_bytes from its hello).
+	 * eager_bytes is the most payload we write there. */
+	uint32_t resp_bytes, resp_stride, eager_bytes;
+	struct rdmem_remote resp; /* the agent's response slots */
 
 	struct rdmem_pool *pool;  /* where the lease comes from */
 	struct rdmem_pool *owned; /* the pool when it is ours alone (no shared pool) */
 	struct rdmem_lease lease;
-	struct rdmem_desc *ring;
-	uint8_t *payload;
+	uint8_t *req; /* per slot: request descriptor, then request payload */
 	struct rdmem_ctrl *ctrl;
 	uint8_t *staging; /* per slot: reply descriptor, then reply payload */
-	struct rdmem_mr mr_ring, mr_payload, mr_objects, mr_ctrl, mr_staging;
+	struct rdmem_mr mr_req, mr_objects, mr_ctrl, mr_staging;
 	struct rdmem_objpool objects;
 
 	uint32_t *ready; /* FIFO of slots whose immediate arrived */
@@ -56,6 +56,7 @@ struct rdmem_session {
 	struct rdmem_wr batch[RDMEM_SESSION_BATCH_WRS];
 	uint32_t batch_n, batch_cap;
 	uint64_t doorbells;
+	uint64_t wqes;	   /* reply WRs built: one a reply (layout 4) */
 	uint32_t yield_us; /* > 0: replies tell the agent to hold new calls */
 	uint32_t group, active_group;
 
@@ -101,7 +102,7 @@ static int rdmem_session_flush(struct rdmem_session *s)
 
 static uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)
 {
-	return rdmem_pool_stage_stride(s->cfg->stage_bytes);
+	return rdmem_slot_stride(s->cfg->stage_bytes);
 }
 
 static int rdmem_session_check_proof(const struct rdmem_xchg_hello *h, struct rdmem_auth *auth)
@@ -137,7 +138,7 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, stru
 		return RDMEM_S_BAD_REQUEST;
 	if (h->resp_bytes < RDMEM_DESC_SIZE || h->resp_bytes > RDMEM_MAX_RESP_BYTES)
 		return RDMEM_S_BAD_REQUEST;
-	need = (uint64_t)h->ring_slots * (RDMEM_DESC_SIZE + h->resp_bytes);
+	need = (uint64_t)h->ring_slots * rdmem_slot_stride(h->resp_bytes);
 	if (h->resp.len < RDMEM_MIN(need, RDMEM_REMOTE_LEN_MAX))
 		return RDMEM_S_BAD_REQUEST;
 	snprintf(why, why_len, "authentication failed");
@@ -187,20 +188,18 @@ static int rdmem_session_take_lease(struct rdmem_session *s)
 		return ret;
 	pc = &s->pool->cfg;
 	s->slots = RDMEM_MIN(s->slots, pc->lease_slots);
-	/* Our staging holds stage_bytes a slot; the agent's slot resp_stride. */
-	s->eager_bytes = RDMEM_MIN(s->resp_stride, pc->stage_bytes);
-	s->ring = (struct rdmem_desc *)l->desc;
-	s->payload = l->payload;
+	/* Our staging holds stage_bytes a slot; the agent's slot resp_bytes. */
+	s->eager_bytes = RDMEM_MIN(s->resp_bytes, pc->stage_bytes);
+	s->req = l->req;
+	s->req_stride = rdmem_slot_stride(pc->slot_bytes);
 	s->ctrl = (struct rdmem_ctrl *)l->ctrl;
 	s->staging = l->staging;
 	if ((ret = rdmem_objpool_init(&s->objects, &pc->obj, l->objects)) < 0)
 		return ret;
 	/* Least access per area, and only this lease: the agent writes requests,
 	 * reads objects and the control page, and never touches the staging. */
-	if ((ret = rdmem_session_reg(s, &s->mr_ring, l->desc, l->desc_len,
-				     RDMEM_ACCESS_REMOTE_WRITE)) ||
-	    (ret = rdmem_session_reg(s, &s->mr_payload, l->payload, l->payload_len,
-				     RDMEM_ACCESS_REMOTE_WRITE)) ||
+	if ((ret =
+		 rdmem_session_reg(s, &s->mr_req, l->req, l->req_len, RDMEM_ACCESS_REMOTE_WRITE)) ||
 	    (ret = rdmem_session_reg(s, &s->mr_objects, l->objects, l->objects_len,
 				     RDMEM_ACCESS_REMOTE_READ)) ||
 	    (ret = rdmem_session_reg(s, &s->mr_ctrl, l->ctrl, RDMEM_CTRL_BYTES,
@@ -239,8 +238,7 @@ static int rdmem_session_accept(struct rdmem_session *s, const struct rdmem_xchg
 	w.srv_ring_slots = s->cfg->ring_slots;
 	w.srv_stage_bytes = s->cfg->stage_bytes;
 	w.object_ttl_ms = s->cfg->object_ttl_ms;
-	w.req_ring = rdmem_session_remote(&s->mr_ring);
-	w.req_payload = rdmem_session_remote(&s->mr_payload);
+	w.req = rdmem_session_remote(&s->mr_req);
 	w.objpool = rdmem_session_remote(&s->mr_objects);
 	w.ctrl = rdmem_session_remote(&s->mr_ctrl);
 	rdmem_welcome_le(&w);
@@ -303,15 +301,16 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 	uint8_t *stage = rdmem_session_staging(s, slot);
 	struct rdmem_sge sge = { (uintptr_t)(stage + RDMEM_DESC_SIZE), slot_payload,
 				 s->mr_staging.lkey };
+	/* Descriptor and payload back to back in the staging: one gather
+	 * entry, one WQE (inline when small). */
 	struct rdmem_dp_msg m = {
 		.slot = slot,
 		.desc = (struct rdmem_desc *)stage,
 		.desc_lkey = s->mr_staging.lkey,
-		.ring = s->resp,
+		.slot_addr = s->resp.addr + (uint64_t)slot * s->resp_stride,
+		.rkey = s->resp.rkey,
 		.payload = &sge,
 		.npayload = slot_payload ? 1 : 0,
-		.payload_addr = s->resp_data + (uint64_t)slot * s->resp_stride,
-		.payload_rkey = s->resp.rkey,
 	};
 	int ret;
 
@@ -322,7 +321,9 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 	memcpy(stage, rep, RDMEM_DESC_SIZE);
 	if (s->batch_n + RDMEM_DP_MAX_WRS > s->batch_cap && (ret = rdmem_session_flush(s)) < 0)
 		return ret;
-	s->batch_n += (uint32_t)rdmem_dp_build(s->conn, &m, &s->batch[s->batch_n]);
+	ret = rdmem_dp_build(s->conn, &m, &s->batch[s->batch_n]);
+	s->batch_n += (uint32_t)ret;
+	s->wqes += (uint64_t)ret;
 	return 0;
 }
 
@@ -344,13 +345,14 @@ static int rdmem_session_refuse(struct rdmem_session *s, uint32_t slot,
 uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, uint32_t slots,
 				 uint32_t slot_bytes, uint32_t max_value)
 {
-	uint64_t area = (uint64_t)slots * slot_bytes;
+	uint64_t area = (uint64_t)slots * rdmem_slot_stride(slot_bytes);
 	uint16_t st = rdmem_desc_check(req, max_value);
 
 	if (st)
 		return st;
-	/* A payload starts in its own slot and may span the following ones. */
-	if (req->data_off != (uint64_t)slot * slot_bytes)
+	/* A payload starts in its own slot and may run on through the
+	 * following ones (their descriptors too: the agent reserved them). */
+	if (slot >= slots || req->data_off != rdmem_slot_data_off(slot, slot_bytes))
 		return RDMEM_S_BAD_REQUEST;
 	if (rdmem_desc_payload_len(req) > area - req->data_off)
 		return RDMEM_S_BAD_REQUEST;
@@ -374,7 +376,8 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	int ret;
 
 	/* Our copy is what we validate and use: the agent cannot change it now. */
-	if (rdmem_dp_take(&s->ring[slot], &req) < 0) {
+	if (rdmem_dp_take((struct rdmem_desc *)(s->req + (uint64_t)slot * s->req_stride), &req) <
+	    0) {
 		s->bad++;
 		rdmem_service_count_bad_input(s->svc);
 		rdmem_warn_limited("session %u: immediate for slot %u that is not READY: ignored",
@@ -389,7 +392,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 		s->bulk_bytes += rdmem_desc_payload_len(&req);
 	}
 	call.req = &req;
-	call.key = s->payload + req.data_off;
+	call.key = s->req + req.data_off;
 	call.val = call.key + req.key_len;
 	call.reclaim = rdmem_session_reclaim;
 	call.reclaim_ctx = s;
@@ -662,8 +665,9 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->group = s->group;
 	out->completed = s->completed;
 	out->doorbells = s->doorbells;
-	out->registered_bytes = s->mr_ring.len + s->mr_payload.len + s->mr_objects.len +
-				s->mr_ctrl.len + s->mr_staging.len;
+	out->wqes = s->wqes;
+	out->registered_bytes =
+	    s->mr_req.len + s->mr_objects.len + s->mr_ctrl.len + s->mr_staging.len;
 }
 
 /* ---- open / close ------------------------------------------------------- */
@@ -677,8 +681,7 @@ void rdmem_session_reject(struct rdmem_conn *c, struct rdmem_xchg_reject *r)
 /* Frees the session; a connection never accepted is rejected instead. */
 static void rdmem_session_free(struct rdmem_session *s)
 {
-	struct rdmem_mr *mrs[] = { &s->mr_ring, &s->mr_payload, &s->mr_objects, &s->mr_ctrl,
-				   &s->mr_staging };
+	struct rdmem_mr *mrs[] = { &s->mr_req, &s->mr_objects, &s->mr_ctrl, &s->mr_staging };
 	struct rdmem_xchg_reject why = { RDMEM_XCHG_MAGIC, RDMEM_S_BUSY, 0,
 					 "server full: no lease free" };
 	size_t i;
@@ -692,7 +695,7 @@ static void rdmem_session_free(struct rdmem_session *s)
 	else
 		rdmem_session_reject(s->conn, &why);
 	/* Only now, with no registration and no connection left to reach it. */
-	if (s->ring)
+	if (s->req)
 		rdmem_pool_give(s->pool, &s->lease);
 	rdmem_pool_destroy(s->owned);
 	if (s->svc)
@@ -775,9 +778,9 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->id = id;
 	s->slots = rdmem_session_fit_slots(conn, hello->ring_slots);
 	s->batch_cap = rdmem_session_batch_cap(conn);
-	s->resp_stride = hello->resp_bytes;
+	s->resp_bytes = hello->resp_bytes;
+	s->resp_stride = (uint32_t)rdmem_slot_stride(hello->resp_bytes);
 	s->resp = hello->resp;
-	s->resp_data = hello->resp.addr + (uint64_t)hello->ring_slots * RDMEM_DESC_SIZE;
 	ret = rdmem_session_setup(s, hello);
 	if (ret < 0) {
 		rdmem_err_limited("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),

@@ -114,6 +114,7 @@ struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;
 	uint64_t completed, registered_bytes;
 	uint64_t doorbells; /* reply posts: one per poll under load */
+	uint64_t wqes;	    /* reply WRs those posts carried */
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 

@@ -545,24 +545,24 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 		const struct rdmem_session_info *s = &w->snap[i];
 
 		if (json)
-			rdmem_text_add(o,
-				       "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
-				       "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
-				       "\"doorbells\":%llu,\"registered_bytes\":%llu}",
-				       i ? "," : "", s->id, s->lease, s->group, s->slots,
-				       s->backlog, s->objects_live,
-				       (unsigned long long)s->completed,
-				       (unsigned long long)s->doorbells,
-				       (unsigned long long)s->registered_bytes);
+			rdmem_text_add(
+			    o,
+			    "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
+			    "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
+			    "\"doorbells\":%llu,\"wqes\":%llu,\"registered_bytes\":%llu}",
+			    i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
+			    s->objects_live, (unsigned long long)s->completed,
+			    (unsigned long long)s->doorbells, (unsigned long long)s->wqes,
+			    (unsigned long long)s->registered_bytes);
 		else
-			rdmem_text_add(o,
-				       "  session %u: lease %u, group %u, %u slots, backlog %u, "
-				       "%u objects live, %llu calls in %llu reply posts, %llu B "
-				       "registered\n",
-				       s->id, s->lease, s->group, s->slots, s->backlog,
-				       s->objects_live, (unsigned long long)s->completed,
-				       (unsigned long long)s->doorbells,
-				       (unsigned long long)s->registered_bytes);
+			rdmem_text_add(
+			    o,
+			    "  session %u: lease %u, group %u, %u slots, backlog %u, "
+			    "%u objects live, %llu calls in %llu reply posts (%llu WQEs), "
+			    "%llu B registered\n",
+			    s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
+			    (unsigned long long)s->completed, (unsigned long long)s->doorbells,
+			    (unsigned long long)s->wqes, (unsigned long long)s->registered_bytes);
 	}
 	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
 		rdmem_text_add(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);

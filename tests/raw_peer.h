@@ -73,19 +73,42 @@ static inline int raw_peer_wait(struct raw_peer *p, uint8_t op, struct rdmem_wc 
 	return -1;
 }
 
+/* Response slot i: its descriptor, and its payload 64 bytes on. */
+static inline struct rdmem_desc *raw_peer_resp(struct raw_peer *p, uint32_t i)
+{
+	return (struct rdmem_desc *)(p->l->resp + (uint64_t)i * p->l->w.resp_stride);
+}
+
+static inline uint8_t *raw_peer_resp_data(struct raw_peer *p, uint32_t i)
+{
+	return (uint8_t *)raw_peer_resp(p, i) + RDMEM_DESC_SIZE;
+}
+
+/* Request slot i in the server's region, and where its payload starts. */
+static inline uint64_t raw_peer_req_addr(struct raw_peer *p, uint32_t i)
+{
+	return p->l->w.req.addr + (uint64_t)i * p->l->req_stride;
+}
+
+static inline uint32_t raw_peer_data_off(struct raw_peer *p, uint32_t i)
+{
+	return (uint32_t)rdmem_slot_data_off(i, p->l->slot_bytes);
+}
+
 /* Sends d (payload bytes from p->buf) into ring slot i; the caller may forge fields. */
 static inline int raw_peer_send(struct raw_peer *p, uint32_t i, const struct rdmem_desc *d,
 				uint32_t payload)
 {
 	struct rdmem_sge sge = { (uintptr_t)p->buf, payload, p->mr.lkey };
-	struct rdmem_dp_msg m = { i,
-				  &p->l->stage[i],
-				  p->l->mr_local.lkey,
-				  p->l->w.req_ring,
-				  &sge,
-				  payload ? 1 : 0,
-				  p->l->w.req_payload.addr + (uint64_t)i * p->l->slot_bytes,
-				  p->l->w.req_payload.rkey };
+	struct rdmem_dp_msg m = {
+		.slot = i,
+		.desc = &p->l->stage[i],
+		.desc_lkey = p->l->mr_local.lkey,
+		.slot_addr = raw_peer_req_addr(p, i),
+		.rkey = p->l->w.req.rkey,
+		.payload = &sge,
+		.npayload = payload ? 1 : 0,
+	};
 
 	p->l->stage[i] = *d;
 	return rdmem_dp_publish(p->l->conn, &m);
@@ -100,10 +123,10 @@ static inline int raw_peer_call(struct raw_peer *p, uint32_t i, struct rdmem_des
 
 	d->seq = ++p->seq[i];
 	if (!d->data_off)
-		d->data_off = i * p->l->slot_bytes;
+		d->data_off = raw_peer_data_off(p, i);
 	if (raw_peer_send(p, i, d, payload) < 0 || raw_peer_wait(p, RDMEM_WC_RECV_IMM, &wc) < 0)
 		return -1;
-	if (wc.imm != i || rdmem_dp_take(&p->l->resp_ring[i], rep) < 0)
+	if (wc.imm != i || rdmem_dp_take(raw_peer_resp(p, i), rep) < 0)
 		return -1;
 	return rep->seq == d->seq ? 0 : -1;
 }

@@ -184,6 +184,8 @@ void rdmem_fab_ack(struct rdmem_conn *c); /* consumes a completion event */
 int rdmem_fab_event_fd(struct rdmem_conn *c);
 int rdmem_fab_check(struct rdmem_conn *c);
 uint32_t rdmem_fab_max_inline(struct rdmem_conn *c);
+/* Gather entries one send WR may hold here (<= RDMEM_FAB_MAX_SGE). */
+uint32_t rdmem_fab_max_send_sge(struct rdmem_conn *c);
 /*
  * RDMA READs this connection may have outstanding at once: the initiator
  * depth the two ends agreed on (verbs: the QP's max_rd_atomic once

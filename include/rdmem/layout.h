@@ -2,20 +2,23 @@
  * exchanges them, and the control page.
  *
  *   server region                      peer access   registration
- *   request ring   slots x 64 B        remote write  req_ring
- *   slot payload   slots x slot_bytes  remote write  req_payload
+ *   request slots  slots x stride      remote write  req
  *   object pool    size classes        remote read   objpool
  *   control page   4 KiB               remote read   ctrl
  *   agent region
- *   response ring  slots x 64 B  } one region      remote write  resp
- *   response data  slots x resp_bytes }
+ *   response slots slots x resp_stride remote write  resp
  *
- * A request in ring slot i has its payload at data_off = i * slot_bytes; a
- * payload larger than one slot spans the next slots, which the agent keeps
- * reserved for it. The reply to slot i goes to response slot i: descriptor at
- * i * 64, payload at i * resp_stride of the response data, or, when it is
- * larger than eager_bytes, into an object of the pool (RDMEM_F_OBJREF) that
- * the agent RDMA-READs and then RECLAIMs.
+ * Every slot, request or response, is its 64-byte descriptor followed by
+ * its payload: slot i starts at i * stride, its payload at i * stride + 64
+ * (rdmem_slot_stride: the payload bytes rounded up to 64, plus the
+ * descriptor). One RDMA WRITE WITH IMMEDIATE therefore carries a whole
+ * message, descriptor and payload, to one contiguous range: one WQE for a
+ * message whose pieces fit the send queue's gather list (fabric/dataplane.h).
+ * A request payload larger than one slot runs on through the next slots,
+ * their descriptors included, which the agent keeps reserved for it. The
+ * reply to slot i goes to response slot i, or, when it is larger than
+ * eager_bytes, into an object of the pool (RDMEM_F_OBJREF) that the agent
+ * RDMA-READs and then RECLAIMs.
  *
  * Negotiated geometry: the hello says what the agent built, the welcome
  * carries back every per-session value both sides then rely on (ring slots,
@@ -23,10 +26,6 @@
  * capacity, max value, the object pool's length and largest object). The
  * agent uses only the welcome's values; see docs/architecture.md, "Handshake
  * and negotiated geometry".
- *
- * Publication (fabric/dataplane.h): the payload as an RDMA WRITE, then the
- * whole descriptor, state READY included, as a WRITE WITH IMMEDIATE (imm =
- * slot); the receiver acts on that completion, which follows both.
  */
 #ifndef RDMEM_LAYOUT_H
 #define RDMEM_LAYOUT_H
@@ -39,8 +38,10 @@
 #include "rdmem/wire.h"
 
 /* 2: welcome carries the negotiated geometry; 64-bit object offsets.
- * 3: welcome carries the object TTL (LAZY reads check their lease). */
-#define RDMEM_LAYOUT_VERSION 3
+ * 3: welcome carries the object TTL (LAZY reads check their lease).
+ * 4: descriptor and payload share a slot (one WQE a message); the welcome's
+ *    req replaces req_ring + req_payload, resp_stride is the whole slot. */
+#define RDMEM_LAYOUT_VERSION 4
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
@@ -61,6 +62,21 @@
  * reader checks min(need, this); the object pool's length is objpool_bytes. */
 #define RDMEM_REMOTE_LEN_MAX UINT32_MAX
 
+/* One slot: the descriptor, then the payload padded to 64 bytes, so every
+ * slot's descriptor is 64-byte aligned (it is read as a struct) whatever the
+ * payload size. At the ceilings, (4096 - 1) x stride + 64 still fits the
+ * descriptor's 32-bit data_off. */
+static inline uint64_t rdmem_slot_stride(uint32_t payload_bytes)
+{
+	return RDMEM_DESC_SIZE + (((uint64_t)payload_bytes + 63) & ~(uint64_t)63);
+}
+
+/* Where slot i's payload starts in a region of such slots. */
+static inline uint64_t rdmem_slot_data_off(uint32_t slot, uint32_t payload_bytes)
+{
+	return (uint64_t)slot * rdmem_slot_stride(payload_bytes) + RDMEM_DESC_SIZE;
+}
+
 /* Object pool size classes: 64 KiB slabs, then larger classes up to max_value. */
 #define RDMEM_OBJ_CLASSES 3
 
@@ -71,7 +87,7 @@ struct rdmem_xchg_hello {
 	uint16_t flags;
 	uint32_t ring_slots;		     /* slots of our response ring */
 	uint32_t resp_bytes;		     /* payload bytes per response slot */
-	struct rdmem_remote resp;	     /* response ring followed by response data */
+	struct rdmem_remote resp;	     /* the response slots */
 	uint64_t nonce;			     /* fresh per connect: high half = the agent's clock */
 	uint8_t proof[RDMEM_AUTH_HELLO_MAC]; /* with --secret-file; see auth.h */
 };
@@ -85,11 +101,11 @@ struct rdmem_xchg_welcome {
 	uint16_t version;
 	uint16_t flags;
 	uint32_t ring_slots; /* min(agent's, server's, what the queues hold) */
-	uint32_t slot_bytes; /* request payload bytes per slot */
+	uint32_t slot_bytes; /* request payload bytes per slot: stride rdmem_slot_stride() */
 	uint32_t max_value;  /* the server's --max-value: larger values are refused */
 	uint32_t session_id;
-	uint32_t resp_stride;	/* response slot i's payload is at i * resp_stride: the hello's */
-	uint32_t eager_bytes;	/* largest reply written to a response slot (<= resp_stride) */
+	uint32_t resp_stride;	/* slot i at i * resp_stride: slot_stride(resp_bytes) */
+	uint32_t eager_bytes;	/* largest reply payload written to a response slot */
 	uint64_t objpool_bytes; /* the object pool's length (objpool.len is capped at 4 GiB) */
 	uint32_t obj_max;	/* largest object: replies above it are refused TOO_BIG */
 	uint32_t obj_count;	/* objects in the pool, all classes */
@@ -100,9 +116,8 @@ struct rdmem_xchg_welcome {
 	 * made it arrived, so a LAZY READ is trusted only if it completed
 	 * sooner than this after the call started (docs/architecture.md, "Paths"). */
 	uint32_t object_ttl_ms;
-	uint32_t reserved; /* 0 */
-	struct rdmem_remote req_ring;
-	struct rdmem_remote req_payload;
+	uint32_t reserved;	 /* 0 */
+	struct rdmem_remote req; /* the request slots */
 	struct rdmem_remote objpool;
 	struct rdmem_remote ctrl;
 	uint8_t proof[RDMEM_AUTH_MAC]; /* with --secret-file: the server knows it too */
@@ -200,8 +215,7 @@ static inline void rdmem_welcome_le(struct rdmem_xchg_welcome *w)
 	RDMEM_LE32_SWAP(w->srv_stage_bytes);
 	RDMEM_LE32_SWAP(w->object_ttl_ms);
 	RDMEM_LE32_SWAP(w->reserved);
-	rdmem_remote_le(&w->req_ring);
-	rdmem_remote_le(&w->req_payload);
+	rdmem_remote_le(&w->req);
 	rdmem_remote_le(&w->objpool);
 	rdmem_remote_le(&w->ctrl);
 }

@@ -143,7 +143,7 @@ struct rdmem_desc {
 	uint16_t key_len;  /* key bytes at the start of the payload */
 	uint16_t hint;	   /* reply with RDMEM_F_YIELD: microseconds to hold new calls */
 	uint32_t val_len;  /* value bytes after the key */
-	uint32_t data_off; /* RDMA: payload offset in the receiver's payload area */
+	uint32_t data_off; /* RDMA: payload offset in the receiver's request slots */
 	uint32_t aux;	   /* op-specific small argument */
 	uint64_t req_id;   /* caller's tag, echoed in the reply */
 	union {

@@ -1,10 +1,10 @@
 /* fuzz_desc.c - descriptor validation on the RDMA paths, where the peer
  * writes descriptors and payload straight into our memory:
  *
- *  - the server taking a request out of its ring (rdmem_dp_take) and
+ *  - the server taking a request out of its slot (rdmem_dp_take) and
  *    checking it (rdmem_session_check_req, which includes rdmem_desc_check)
  *    against the session's geometry, then reading the payload from an
- *    exact-size payload region (ASan sees any byte outside it);
+ *    exact-size region of slots (ASan sees any byte outside it);
  *  - the server's check of the agent's hello (rdmem_session_check_hello) and
  *    the agent's check of the server's welcome (rdmem_link_check_welcome):
  *    once accepted, every address the other side will compute from them must
@@ -37,25 +37,26 @@ static void fuzz_request(struct fz *in)
 	uint32_t slots = 1 + fz_u8(in) % 64, slot_bytes = 1 + fz_u16(in) % 4096;
 	uint32_t max_value = max_values[fz_u8(in) % RDMEM_ARRAY_SIZE(max_values)];
 	uint32_t slot = fz_u8(in) % slots; /* the server serves only in-range immediates */
-	uint64_t area = (uint64_t)slots * slot_bytes;
-	struct rdmem_desc *ring = calloc(slots, sizeof(*ring)), req, before;
-	uint8_t *payload = malloc(area);
+	uint64_t area = (uint64_t)slots * rdmem_slot_stride(slot_bytes);
+	uint8_t *region = calloc(1, area);
+	struct rdmem_desc *d, req, before;
 	struct rdmem_frame f;
 	uint16_t st;
 
-	FUZZ_CHECK(ring && payload);
-	fz_copy(in, &ring[slot], sizeof(ring[slot]));
-	before = ring[slot];
+	FUZZ_CHECK(region);
+	d = (struct rdmem_desc *)(region + slot * rdmem_slot_stride(slot_bytes));
+	fz_copy(in, d, sizeof(*d));
+	before = *d;
 
 	/* Take: only a READY slot yields a copy, and the slot is FREE after. */
-	if (rdmem_dp_take(&ring[slot], &req) < 0) {
+	if (rdmem_dp_take(d, &req) < 0) {
 		FUZZ_CHECK(before.state != RDMEM_RING_READY);
-		FUZZ_CHECK(memcmp(&ring[slot], &before, sizeof(before)) == 0);
+		FUZZ_CHECK(memcmp(d, &before, sizeof(before)) == 0);
 		goto out;
 	}
 	FUZZ_CHECK(before.state == RDMEM_RING_READY);
 	FUZZ_CHECK(memcmp(&req, &before, sizeof(req)) == 0);
-	FUZZ_CHECK(ring[slot].state == RDMEM_RING_FREE);
+	FUZZ_CHECK(d->state == RDMEM_RING_FREE);
 
 	st = rdmem_session_check_req(&req, slot, slots, slot_bytes, max_value);
 	FUZZ_CHECK(st == RDMEM_S_OK || st == RDMEM_S_BAD_REQUEST || st == RDMEM_S_TOO_BIG);
@@ -63,11 +64,11 @@ static void fuzz_request(struct fz *in)
 		FUZZ_CHECK(st == rdmem_desc_check(&req, max_value));
 	if (st == RDMEM_S_OK) {
 		FUZZ_CHECK(desc_sane(&req, max_value));
-		FUZZ_CHECK(req.data_off == (uint64_t)slot * slot_bytes);
+		FUZZ_CHECK(req.data_off == rdmem_slot_data_off(slot, slot_bytes));
 		FUZZ_CHECK(req.data_off + rdmem_desc_payload_len(&req) <= area);
 		/* The session's call.key and call.val. */
-		fz_touch(payload + req.data_off, req.key_len);
-		fz_touch(payload + req.data_off + req.key_len, req.val_len);
+		fz_touch(region + req.data_off, req.key_len);
+		fz_touch(region + req.data_off + req.key_len, req.val_len);
 	}
 
 	/* The same header as a TCP frame gets the same verdict. */
@@ -83,16 +84,15 @@ static void fuzz_request(struct fz *in)
 		FUZZ_CHECK(desc_sane(&req, max_value));
 	}
 out:
-	free(ring);
-	free(payload);
+	free(region);
 }
 
-/* The server accepts a hello, then answers slot i at resp.addr + ring_slots * 64 + i * resp_bytes. */
+/* The server accepts a hello, then answers slot i at resp.addr + i * slot_stride(resp_bytes). */
 static void fuzz_hello(struct fz *in, uint32_t server_slots)
 {
 	struct rdmem_xchg_hello h;
 	size_t len = fz_u8(in) % (sizeof(h) + 8);
-	uint64_t data_off, i, slots;
+	uint64_t i, slots;
 	char why[40];
 
 	fz_copy(in, &h, sizeof(h));
@@ -105,41 +105,36 @@ static void fuzz_hello(struct fz *in, uint32_t server_slots)
 	FUZZ_CHECK(h.ring_slots > 0 && h.ring_slots <= RDMEM_MAX_RING_SLOTS);
 	FUZZ_CHECK(h.resp_bytes >= RDMEM_DESC_SIZE);
 	slots = RDMEM_MIN(h.ring_slots, server_slots);
-	data_off = (uint64_t)h.ring_slots * RDMEM_DESC_SIZE;
-	for (i = 0; i < slots; i++) {
-		/* Reply descriptor i and its payload, relative to resp.addr. */
-		FUZZ_CHECK((i + 1) * RDMEM_DESC_SIZE <= h.resp.len);
-		FUZZ_CHECK(data_off + (i + 1) * h.resp_bytes <= h.resp.len);
-	}
+	for (i = 0; i < slots; i++) /* reply slot i, descriptor and payload, from resp.addr */
+		FUZZ_CHECK((i + 1) * rdmem_slot_stride(h.resp_bytes) <= h.resp.len);
 }
 
-/* The agent accepts a welcome, then writes request i's payload at req_payload.addr + i * slot_bytes. */
+/* The agent accepts a welcome, then writes request slot i at req.addr + i * slot_stride(slot_bytes). */
 static void fuzz_welcome(struct fz *in)
 {
 	struct rdmem_xchg_welcome w;
 	uint32_t asked = fz_u16(in) % (RDMEM_MAX_RING_SLOTS + 1);
 	size_t len = fz_u8(in) % (sizeof(w) + 8);
-	uint32_t stride;
+	uint32_t resp_bytes;
 
 	fz_copy(in, &w, sizeof(w));
-	stride = RDMEM_DESC_SIZE + fz_u16(in); /* our --resp-bytes */
-	if (rdmem_link_check_welcome(&w, len, asked, stride) != 0)
+	resp_bytes = RDMEM_DESC_SIZE + fz_u16(in); /* our --resp-bytes */
+	if (rdmem_link_check_welcome(&w, len, asked, resp_bytes) != 0)
 		return;
-	FUZZ_CHECK(w.resp_stride == stride && w.eager_bytes <= stride);
+	FUZZ_CHECK(w.resp_stride == rdmem_slot_stride(resp_bytes) && w.eager_bytes <= resp_bytes);
 	FUZZ_CHECK(w.obj_max <= w.objpool_bytes);
 	FUZZ_CHECK(w.objpool.addr + w.objpool_bytes >= w.objpool.addr);
 	FUZZ_CHECK(len >= sizeof(w) && w.magic == RDMEM_XCHG_MAGIC);
 	FUZZ_CHECK(w.ring_slots > 0 && w.ring_slots <= asked);
 	FUZZ_CHECK(w.object_ttl_ms >= RDMEM_MIN_OBJECT_TTL_MS);
 	FUZZ_CHECK(w.max_value <= RDMEM_MAX_VALUE_LIMIT && w.slot_bytes >= RDMEM_DESC_SIZE);
-	/* desc.data_off = i * slot_bytes is 32-bit on the wire: it must not wrap. */
-	FUZZ_CHECK((uint64_t)(w.ring_slots - 1) * w.slot_bytes <= UINT32_MAX);
-	FUZZ_CHECK((uint64_t)w.ring_slots * w.slot_bytes <= w.req_payload.len ||
-		   w.req_payload.len == RDMEM_REMOTE_LEN_MAX);
-	FUZZ_CHECK((uint64_t)w.ring_slots * RDMEM_DESC_SIZE <= w.req_ring.len);
+	/* desc.data_off is 32-bit on the wire: it must not wrap. */
+	FUZZ_CHECK(rdmem_slot_data_off(w.ring_slots - 1, w.slot_bytes) <= UINT32_MAX);
+	FUZZ_CHECK((uint64_t)w.ring_slots * rdmem_slot_stride(w.slot_bytes) <= w.req.len ||
+		   w.req.len == RDMEM_REMOTE_LEN_MAX);
 	FUZZ_CHECK(sizeof(struct rdmem_ctrl) <= w.ctrl.len);
 	/* Remote ranges the agent addresses must not wrap its 64-bit arithmetic. */
-	FUZZ_CHECK(w.req_payload.addr + w.req_payload.len >= w.req_payload.addr);
+	FUZZ_CHECK(w.req.addr + w.req.len >= w.req.addr);
 	FUZZ_CHECK(w.objpool.addr + w.objpool.len >= w.objpool.addr);
 }
 

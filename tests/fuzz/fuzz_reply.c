@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	call.req.val_len = fz_u32(&in) % (max_value + 1); /* the front door checked it */
 	call.payload_cap = g.payload_cap;
 	resp_bytes = RDMEM_DESC_SIZE + fz_u16(&in); /* the agent's --resp-bytes */
-	w.resp_stride = resp_bytes;
+	w.resp_stride = (uint32_t)rdmem_slot_stride(resp_bytes);
 	w.eager_bytes =
 	    resp_bytes - fz_u16(&in) % (resp_bytes + 1); /* the server's --stage-bytes */
 	w.objpool_bytes = fz_u64(&in);			 /* pools pass 4 GiB */

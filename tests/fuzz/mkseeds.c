@@ -200,7 +200,7 @@ static void seeds_frame(void)
 /* ---- fuzz_desc -------------------------------------------------------------
  * [slots-1 u8][slot_bytes-1 u16][max_value index u8][slot u8][desc 64]
  * [server slots-1 u16][hello len u8][hello][asked slots u16][welcome len u8][welcome]
- * [asked response stride - 64 u16]
+ * [asked --resp-bytes - 64 u16]
  */
 
 static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint8_t slot,
@@ -221,8 +221,9 @@ static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint
 	h.version = RDMEM_LAYOUT_VERSION;
 	h.ring_slots = 64;
 	h.resp_bytes = RDMEM_DEFAULT_RESP_BYTES;
-	h.resp = (struct rdmem_remote){ 0x7f0000001000ull, 0x1234,
-					64 * (RDMEM_DESC_SIZE + RDMEM_DEFAULT_RESP_BYTES) };
+	h.resp =
+	    (struct rdmem_remote){ 0x7f0000001000ull, 0x1234,
+				   (uint32_t)(64 * rdmem_slot_stride(RDMEM_DEFAULT_RESP_BYTES)) };
 	if (hello_bad)
 		h.resp.len -= 1; /* one byte short of the last slot */
 	h.nonce = 0x6000000000000001ull;
@@ -237,10 +238,10 @@ static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint
 	w.slot_bytes = welcome_wrap ? (1u << 27) : RDMEM_DEFAULT_SLOT_BYTES;
 	w.max_value = RDMEM_DEFAULT_MAX_VALUE;
 	w.session_id = 3;
-	w.req_ring = (struct rdmem_remote){ 0x7e0000000000ull, 1, 64 * RDMEM_DESC_SIZE };
-	w.req_payload = (struct rdmem_remote){ 0x7e0000010000ull, 2,
-					       (uint32_t)(64ull * RDMEM_DEFAULT_SLOT_BYTES) };
-	w.resp_stride = RDMEM_DEFAULT_RESP_BYTES;
+	w.req =
+	    (struct rdmem_remote){ 0x7e0000000000ull, 1,
+				   (uint32_t)(64 * rdmem_slot_stride(RDMEM_DEFAULT_SLOT_BYTES)) };
+	w.resp_stride = (uint32_t)rdmem_slot_stride(RDMEM_DEFAULT_RESP_BYTES);
 	w.eager_bytes = RDMEM_DEFAULT_RESP_BYTES;
 	w.objpool_bytes = 8u << 20;
 	w.obj_max = 1u << 20;
@@ -262,20 +263,21 @@ static void seeds_desc(void)
 	struct rdmem_desc d = desc(RDMEM_RING_READY, RDMEM_OP_KV_PUT, 8, 100);
 
 	d.path = RDMEM_PATH_EAGER;
-	d.data_off = 3 * 4096;
+	d.data_off = (uint32_t)rdmem_slot_data_off(3, 4096);
 	desc_seed("put_in_slot_3", 16, 4096, 3, d, 0, 0);
 
-	/* BULK: the payload spans slots 14 and 15, the last of the region. */
-	d = desc(RDMEM_RING_READY, RDMEM_OP_ECHO, 0, 8000);
+	/* BULK: the payload runs from slot 14 through 15, the last of the region. */
+	d = desc(RDMEM_RING_READY, RDMEM_OP_ECHO, 0,
+		 (uint32_t)(2 * rdmem_slot_stride(4096) - RDMEM_DESC_SIZE));
 	d.path = RDMEM_PATH_BULK;
-	d.data_off = 14 * 4096;
+	d.data_off = (uint32_t)rdmem_slot_data_off(14, 4096);
 	desc_seed("bulk_to_region_end", 16, 4096, 14, d, 0, 0);
 
-	d.val_len = 8193; /* one byte past the region */
+	d.val_len++; /* one byte past the region */
 	desc_seed("bulk_one_past_end", 16, 4096, 14, d, 1, 0);
 
 	d = desc(RDMEM_RING_READY, RDMEM_OP_KV_GET, 4, 0);
-	d.data_off = 2 * 4096 + 1;
+	d.data_off = (uint32_t)rdmem_slot_data_off(2, 4096) + 1;
 	desc_seed("data_off_not_its_slot", 16, 4096, 2, d, 0, 1);
 
 	d = desc(RDMEM_RING_FREE, RDMEM_OP_PING, 0, 0);

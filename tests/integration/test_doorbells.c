@@ -10,9 +10,15 @@
  * out together. Before batching every message was its own post: the
  * counters did not exist, and the ratio was 1.
  *
+ * One WQE a message (layout 4: descriptor and payload share a slot, so one
+ * WRITE WITH IMMEDIATE carries both): the agent's request and RECLAIM
+ * messages took exactly one WR each (rdma.msg_wqes against rdma.posted +
+ * rdma.reclaim_msgs), the server's replies one each (the session's wqes
+ * against its calls). Before layout 4 a message with a payload was two.
+ *
  * Cases:
- *   EAGER GETs and PUTs of 1 KiB, LAZY GETs of 20 KiB: exact, and fewer
- *     posts than messages on both ends.
+ *   EAGER GETs and PUTs of 1 KiB, LAZY GETs of 20 KiB: exact, fewer posts
+ *     than messages on both ends, one WQE a message.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -99,27 +105,30 @@ static void client(void)
 	_exit(bad ? 1 : 0);
 }
 
-/* The server's session: its calls and reply posts, from `rdmem stats --json`. */
-static void server_posts(long long *calls, long long *posts)
+/* The server's session: its calls, reply posts and reply WQEs, from
+ * `rdmem stats --json`. */
+static void server_posts(long long *calls, long long *posts, long long *wqes)
 {
 	static char json[1 << 16];
 	const char *p;
 
-	*calls = *posts = -1;
+	*calls = *posts = *wqes = -1;
 	if (e2e_server_json(&e, json, sizeof(json)) < 0 || !(p = strstr(json, "\"sessions\":[{")))
 		return;
 	*calls = e2e_json_num(p, "completed");
 	*posts = e2e_json_num(p, "doorbells");
+	*wqes = e2e_json_num(p, "wqes");
 }
 
 static void test_batched_posts(void)
 {
 	long long posted0 = e2e_stat(&e, "rdma.posted"), bells0 = e2e_stat(&e, "rdma.doorbells");
-	long long calls0, sposts0, calls, sposts, posted, bells;
+	long long msgw0 = e2e_stat(&e, "rdma.msg_wqes"), recl0 = e2e_stat(&e, "rdma.reclaim_msgs");
+	long long calls0, sposts0, swqes0, calls, sposts, swqes, posted, bells, msgw, recl;
 	pid_t kids[T_PROCS];
 	int i, status;
 
-	server_posts(&calls0, &sposts0);
+	server_posts(&calls0, &sposts0, &swqes0);
 	for (i = 0; i < T_PROCS; i++)
 		if ((kids[i] = fork()) == 0)
 			client();
@@ -129,9 +138,12 @@ static void test_batched_posts(void)
 	}
 	posted = e2e_stat(&e, "rdma.posted") - posted0;
 	bells = e2e_stat(&e, "rdma.doorbells") - bells0;
-	server_posts(&calls, &sposts);
+	msgw = e2e_stat(&e, "rdma.msg_wqes") - msgw0;
+	recl = e2e_stat(&e, "rdma.reclaim_msgs") - recl0;
+	server_posts(&calls, &sposts, &swqes);
 	calls -= calls0;
 	sposts -= sposts0;
+	swqes -= swqes0;
 	printf("# agent: %lld calls in %lld posts (%.1f a post); server: %lld replies in %lld "
 	       "posts (%.1f a post)\n",
 	       posted, bells, bells > 0 ? (double)posted / bells : 0.0, calls, sposts,
@@ -142,6 +154,12 @@ static void test_batched_posts(void)
 	 * passengers too, so one post a call would already be a ratio above 1. */
 	CHECK(bells > 0 && bells < posted);
 	CHECK(sposts > 0 && sposts < calls);
+	printf("# WQEs a message: agent %lld for %lld requests + %lld RECLAIMs; server %lld for "
+	       "%lld replies\n",
+	       msgw, posted, recl, swqes, calls);
+	CHECK(recl > 0); /* the LAZY GETs' objects went back */
+	CHECK_EQ(msgw, posted + recl);
+	CHECK_EQ(swqes, calls);
 }
 
 static void start_stack(void)

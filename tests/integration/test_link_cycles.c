@@ -108,8 +108,11 @@ static void rdma_resources(char *out, size_t cap)
 static int link_ping(struct rdmem_link *l)
 {
 	struct rdmem_desc *d = &l->stage[0], rep;
-	struct rdmem_dp_msg m = { 0,	d, l->mr_local.lkey,	  l->w.req_ring,
-				  NULL, 0, l->w.req_payload.addr, l->w.req_payload.rkey };
+	struct rdmem_dp_msg m = { .slot = 0,
+				  .desc = d,
+				  .desc_lkey = l->mr_local.lkey,
+				  .slot_addr = l->w.req.addr,
+				  .rkey = l->w.req.rkey };
 	uint64_t end = rdmem_now_ns() + T_TIMEOUT_MS * 1000000ull;
 	struct rdmem_wc wc;
 
@@ -117,6 +120,7 @@ static int link_ping(struct rdmem_link *l)
 	d->op = RDMEM_OP_PING;
 	d->path = RDMEM_PATH_EAGER;
 	d->seq = 1;
+	d->data_off = (uint32_t)rdmem_slot_data_off(0, l->slot_bytes);
 	if (rdmem_dp_publish(l->conn, &m) < 0)
 		return -1;
 	while (rdmem_now_ns() < end) {
@@ -125,7 +129,8 @@ static int link_ping(struct rdmem_link *l)
 		if (n < 0 || (n == 1 && wc.status != RDMEM_WC_SUCCESS))
 			return -1;
 		if (n == 1 && wc.op == RDMEM_WC_RECV_IMM)
-			return wc.imm == 0 && rdmem_dp_take(&l->resp_ring[0], &rep) == 0 &&
+			return wc.imm == 0 &&
+				       rdmem_dp_take((struct rdmem_desc *)l->resp, &rep) == 0 &&
 				       rep.seq == 1 && rep.status == RDMEM_S_OK
 				   ? 0
 				   : -1;

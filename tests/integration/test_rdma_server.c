@@ -66,7 +66,7 @@ static void test_eager_round_trip(void)
 	CHECK_EQ(rep.val_len, 100);
 	CHECK(!(rep.flags & RDMEM_F_OBJREF));
 	for (i = 0; i < 100; i++)
-		CHECK_EQ(p.l->resp_data[5 * 16384 + i], 0x41);
+		CHECK_EQ(raw_peer_resp_data(&p, 5)[i], 0x41);
 	raw_peer_close(&p);
 }
 
@@ -156,7 +156,7 @@ static void test_forged_descriptors(void)
 	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_GET, 3, 0);
-	d.data_off = 9 * p.l->slot_bytes; /* another slot's payload */
+	d.data_off = raw_peer_data_off(&p, 9); /* another slot's payload */
 	REQUIRE(raw_peer_call(&p, 4, &d, 0, &rep) == 0);
 	CHECK_EQ(rep.status, RDMEM_S_BAD_REQUEST);
 	d = desc(RDMEM_OP_KV_PUT, 3, 64u << 20); /* past the payload area */
@@ -194,13 +194,13 @@ static void test_garbage_slot(void)
 	memcpy(p.buf, &garbage, 4);
 	wr.op = RDMEM_WR_WRITE_IMM;
 	wr.imm = 7;
-	wr.remote_addr = p.l->w.req_ring.addr + 7 * RDMEM_DESC_SIZE;
-	wr.rkey = p.l->w.req_ring.rkey;
+	wr.remote_addr = raw_peer_req_addr(&p, 7);
+	wr.rkey = p.l->w.req.rkey;
 	wr.nsge = 1;
 	wr.sge[0] = (struct rdmem_sge){ (uintptr_t)p.buf, 4, p.mr.lkey };
 	REQUIRE(rdmem_fab_post(p.l->conn, &wr, 1) == 0);
 	wr.imm = 5000; /* no such slot */
-	wr.remote_addr = p.l->w.req_ring.addr;
+	wr.remote_addr = raw_peer_req_addr(&p, 0);
 	REQUIRE(rdmem_fab_post(p.l->conn, &wr, 1) == 0);
 	proc_sleep_ms(50);
 	REQUIRE(peer_ctrl(&p, &after) == 0);

@@ -75,14 +75,13 @@ static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len
 {
 	struct rdmem_desc *d = &s->l->stage[slot];
 	struct rdmem_sge sge = { (uintptr_t)s->buf, s->key_len + val_len, s->src.lkey };
-	struct rdmem_dp_msg m = { slot,
-				  d,
-				  s->l->mr_local.lkey,
-				  s->l->w.req_ring,
-				  &sge,
-				  1,
-				  s->l->w.req_payload.addr + (uint64_t)slot * s->l->slot_bytes,
-				  s->l->w.req_payload.rkey };
+	struct rdmem_dp_msg m = { .slot = slot,
+				  .desc = d,
+				  .desc_lkey = s->l->mr_local.lkey,
+				  .slot_addr = s->l->w.req.addr + slot * s->l->req_stride,
+				  .rkey = s->l->w.req.rkey,
+				  .payload = &sge,
+				  .npayload = 1 };
 
 	memset(d, 0, sizeof(*d));
 	d->op = op;
@@ -90,7 +89,7 @@ static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len
 	d->key_len = (uint16_t)s->key_len;
 	d->val_len = val_len;
 	d->seq = ++s->seq[slot];
-	d->data_off = slot * s->l->slot_bytes;
+	d->data_off = (uint32_t)rdmem_slot_data_off(slot, s->l->slot_bytes);
 	d->req_id = slot;
 	s->sent_ns[slot] = rdmem_now_ns();
 	s->free_slots &= ~(1ull << slot);
@@ -100,18 +99,18 @@ static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len
 /* The reply in slot: checked, timed, and the slot freed. */
 static void take_reply(struct sess *s, uint32_t slot, int is_get)
 {
+	uint8_t *resp = s->l->resp + (uint64_t)slot * s->l->w.resp_stride;
 	uint64_t now = rdmem_now_ns();
 	struct rdmem_desc d;
 
-	if (slot >= MAX_WIN || rdmem_dp_take(&s->l->resp_ring[slot], &d) < 0) {
+	if (slot >= MAX_WIN || rdmem_dp_take((struct rdmem_desc *)resp, &d) < 0) {
 		errors++;
 		return;
 	}
 	if (d.seq != s->seq[slot] || d.status != RDMEM_S_OK)
 		errors++;
 	else if (is_get && (d.val_len != VALUE_LEN ||
-			    memcmp(s->l->resp_data + (uint64_t)slot * s->l->resp_bytes, s->want,
-				   VALUE_LEN) != 0))
+			    memcmp(resp + RDMEM_DESC_SIZE, s->want, VALUE_LEN) != 0))
 		wrong++;
 	if (d.flags & RDMEM_F_YIELD) {
 		/* Our group's slice ends: hold new requests, as the agent does. */
@@ -369,8 +368,7 @@ int main(int argc, char **argv)
 			close_sessions(ss, i + 1);
 			return 1;
 		}
-		reach += ss[i].l->w.req_ring.len + ss[i].l->w.req_payload.len +
-			 ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
+		reach += ss[i].l->w.req.len + ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
 	}
 	registered = server_registered(&o, &listed);
 	t0 = rdmem_now_ns();

@@ -36,8 +36,7 @@ static uint64_t nonzero(const uint8_t *b, uint64_t n)
 /* Every byte of every area of l, as a tenant might leave it. */
 static void scribble(const struct rdmem_lease *l)
 {
-	memset(l->desc, 0xa1, l->desc_len);
-	memset(l->payload, 0xa2, l->payload_len);
+	memset(l->req, 0xa1, l->req_len);
 	memset(l->objects, 0xa3, l->objects_len);
 	memset(l->ctrl, 0xa4, RDMEM_CTRL_BYTES);
 	memset(l->staging, 0xa5, l->staging_len);
@@ -45,9 +44,8 @@ static void scribble(const struct rdmem_lease *l)
 
 static uint64_t lease_dirty(const struct rdmem_lease *l)
 {
-	return nonzero(l->desc, l->desc_len) + nonzero(l->payload, l->payload_len) +
-	       nonzero(l->objects, l->objects_len) + nonzero(l->ctrl, RDMEM_CTRL_BYTES) +
-	       nonzero(l->staging, l->staging_len);
+	return nonzero(l->req, l->req_len) + nonzero(l->objects, l->objects_len) +
+	       nonzero(l->ctrl, RDMEM_CTRL_BYTES) + nonzero(l->staging, l->staging_len);
 }
 
 static void test_reused_lease_is_zero(void)
@@ -84,8 +82,8 @@ static void test_leases_run_out_and_return(void)
 	REQUIRE(rdmem_pool_take(p, &l[0]) == 0);
 	REQUIRE(rdmem_pool_take(p, &l[1]) == 0);
 	CHECK(l[0].index != l[1].index);
-	CHECK(l[0].desc + rdmem_pool_lease_size(&c) <= l[1].desc ||
-	      l[1].desc + rdmem_pool_lease_size(&c) <= l[0].desc);
+	CHECK(l[0].req + rdmem_pool_lease_size(&c) <= l[1].req ||
+	      l[1].req + rdmem_pool_lease_size(&c) <= l[0].req);
 	CHECK_EQ(rdmem_pool_take(p, &l[2]), -EBUSY);
 	CHECK_EQ(rdmem_pool_taken(p), 2);
 	scribble(&l[0]);
