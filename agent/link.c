@@ -82,14 +82,15 @@ int rdmem_link_geometry_note(const struct rdmem_xchg_welcome *w, uint32_t asked_
 
 	if (ring >= need)
 		return 0;
-	snprintf(line, len,
-		 "rdma: the server's request ring holds %llu B (%u slots: server --ring-slots "
-		 "%u, agent --ring-slots %u; x server --slot-bytes %u) but a request may take "
-		 "%llu B (agent --max-value %u, server --max-value %u, key %u): AUTO sends "
-		 "larger requests over TCP, forced RDMA paths refuse them (-E2BIG); raise the "
-		 "server's --slot-bytes or --ring-slots, or lower the agent's --max-value",
-		 (unsigned long long)ring, w->ring_slots, w->srv_ring_slots, asked_slots,
-		 w->slot_bytes, (unsigned long long)need, max_value, w->max_value, RDMEM_MAX_KEY);
+	snprintf(
+	    line, len,
+	    "rdma: the server's request ring holds %llu B (%u slots: server --ring-slots "
+	    "%u, agent --ring-slots %u; of server --slot-bytes %u each) but a request may take "
+	    "%llu B (agent --max-value %u, server --max-value %u, key %u): AUTO sends "
+	    "larger requests over TCP, forced RDMA paths refuse them (-E2BIG); raise the "
+	    "server's --slot-bytes or --ring-slots, or lower the agent's --max-value",
+	    (unsigned long long)ring, w->ring_slots, w->srv_ring_slots, asked_slots, w->slot_bytes,
+	    (unsigned long long)need, max_value, w->max_value, RDMEM_MAX_KEY);
 	return 1;
 }
 

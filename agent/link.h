@@ -1,7 +1,7 @@
 /* link.h - one established RDMA connection from the agent to a server: its
  * registered regions and the server's regions as the handshake gave them.
  *
- *   agent region   response ring + response data   remote write (the server replies)
+ *   agent region   response slots (descriptor + payload each)   remote write (replies)
  *                  descriptor staging, control-page snapshot, RECLAIM buffers,
  *                  small-payload staging: local
  *   front door     each client's own area (shm/segment.h), registered local-only

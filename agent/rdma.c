@@ -470,7 +470,12 @@ static int rdmem_rdma_free_reclaim_buf(const struct rdmem_rdma *r)
 
 static int rdmem_rdma_send_reclaim(struct rdmem_rdma *r)
 {
-	uint32_t n = RDMEM_MIN(r->reclaim_n, RDMEM_LINK_RECLAIM_REFS), bytes, i, k;
+	/* One slot's payload at most: a RECLAIM takes one slot, and running on
+	 * would overwrite the next slot's descriptor (a server may agree to
+	 * --slot-bytes as small as 64, under 32 references). */
+	uint32_t fit =
+	    (uint32_t)((r->l->req_stride - RDMEM_DESC_SIZE) / sizeof(struct rdmem_objref));
+	uint32_t n = RDMEM_MIN(RDMEM_MIN(r->reclaim_n, RDMEM_LINK_RECLAIM_REFS), fit), bytes, i, k;
 	int b = rdmem_rdma_free_reclaim_buf(r), ret;
 	struct rdmem_desc req = { 0 };
 	struct rdmem_sge sge;

@@ -35,7 +35,7 @@ struct rdmem_rdma_stats {
 	uint64_t posted, replies, lazy_reads, lazy_bytes, bulk_sges, bulk_bytes;
 	uint64_t doorbells; /* posts of the batched WRs: one per round under load */
 	uint64_t wqes;	    /* send WRs those posts carried: messages, READs */
-	uint64_t msg_wqes;  /* ... of them, the WRs of request and RECLAIM messages */
+	uint64_t msg_wqes;  /* WRs built for request and RECLAIM messages (counted at build) */
 	uint64_t reclaim_msgs, reclaimed, reclaim_refused;
 	uint64_t late_replies; /* replies for calls that had already timed out */
 	/* timed-out calls kept from their client until their request WRs completed */

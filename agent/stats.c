@@ -91,10 +91,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Posts (doorbells) on the current link: calls, READs and RECLAIMs built in one "
 	  "round go out in one."),
 	S("rdma.wqes", C, rdma.wqes,
-	  "Send WRs (WQEs) those posts carried: request and RECLAIM messages, READs."),
+	  "Send WRs (WQEs) those posts carried on the current link: request and RECLAIM "
+	  "messages, READs."),
 	S("rdma.msg_wqes", C, rdma.msg_wqes,
-	  "WQEs of request and RECLAIM messages: one each, two only for a payload in more "
-	  "pieces than the device gathers."),
+	  "WQEs built for request and RECLAIM messages on the current link: one each, two "
+	  "only for a payload in more pieces than the device gathers."),
 	S("rdma.replies", C, rdma.replies, "RDMA replies taken on the current link."),
 	S("rdma.lazy_reads", C, rdma.lazy_reads, "LAZY replies RDMA-read on the current link."),
 	S("rdma.lazy_bytes", C, rdma.lazy_bytes,

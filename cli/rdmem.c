@@ -126,9 +126,10 @@ static void too_big_server(struct cli *c, const char *what, uint32_t max)
 			"max value of %u bytes (rdmem-agent --max-value) but over %s, which caps "
 			"every value and reply%s\n",
 			what, kind, c->req_bytes, max, caps.value,
-			forced ? "; a forced RDMA path (--path) also refuses requests over the "
-				 "server's request ring (rdmem-server --slot-bytes x --ring-slots)"
-			       : "");
+			forced
+			    ? "; a forced RDMA path (--path) also refuses requests over the "
+			      "server's request ring (rdmem-server --slot-bytes and --ring-slots)"
+			    : "");
 }
 
 int rdmem_cli_too_big(struct cli *c, const char *what)

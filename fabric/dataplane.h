@@ -28,7 +28,11 @@ struct rdmem_dp_msg {
 	uint32_t desc_lkey;
 	uint64_t slot_addr; /* the peer's slot: descriptor here, payload 64 bytes on */
 	uint32_t rkey;
-	const struct rdmem_sge *payload; /* at most RDMEM_FAB_MAX_SGE pieces */
+	/* At most RDMEM_FAB_MAX_SGE - 1 pieces (callers send key and value: 2);
+	 * more than the connection gathers beside the descriptor take two WRs,
+	 * and the payload's own WR must then fit max_send_sge (every RC device
+	 * we know gathers 4 or more). */
+	const struct rdmem_sge *payload;
 	int npayload;
 };
 

@@ -30,7 +30,7 @@ mutations=(
 	"bounds-value-cap|include/rdmem/wire.h|s/d->val_len > max_value\)/d->val_len > max_value + 1)/|test_desc test_server_tcp"
 	"release-barrier|shm/ring.h|s/(rdmem_ring_entry_word\(pos, client, slot\),\s*)memory_order_release/\$1memory_order_relaxed/|tsan:test_ring_threads"
 	"generation-check|server/objpool.c|s/o->ready_ns && ref->generation == o->generation/o->ready_ns/|test_objpool test_rdma_server"
-	"resp-stride|agent/rdma.c|s/r->l->resp_data \+ \(uint64_t\)i \* r->l->w.resp_stride/r->l->resp_data + (uint64_t)i * (r->l->w.resp_stride - 1)/|test_agent_paths"
+	"resp-payload-offset|agent/rdma.c|s/r->l->resp \+ \(uint64_t\)i \* r->l->w.resp_stride \+ RDMEM_DESC_SIZE/r->l->resp + (uint64_t)i * r->l->w.resp_stride/|test_agent_paths"
 	"path-swap|agent/path.c|s/return RDMEM_PATH_LAZY;/return RDMEM_PATH_EAGER;/|test_path test_agent_paths"
 	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
 	"reclaim-skipped|agent/rdma.c|s/\trdmem_rdma_reclaim_read\(r, &s->ref\);\n(\trdmem_rdma_finish\(r, i, RDMEM_PATH_LAZY\);)/\t(void)rdmem_rdma_reclaim_read;\n\$1/|test_agent_paths"

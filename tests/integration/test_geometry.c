@@ -537,9 +537,31 @@ static void test_version_mismatch(void)
 	CHECK(strcmp(why, want) == 0);
 	h.version = RDMEM_LAYOUT_VERSION;
 	CHECK_EQ(rdmem_session_check_hello(&h, sizeof(h), NULL, why, sizeof(why)), RDMEM_S_OK);
+	/* Layout 4: one response slot is the descriptor and its payload (128 B). */
+	h.resp.len = 127;
+	CHECK_EQ(rdmem_session_check_hello(&h, sizeof(h), NULL, why, sizeof(why)),
+		 RDMEM_S_BAD_REQUEST);
 	/* A welcome of another layout, or one that moves our response stride. */
 	w.magic = RDMEM_XCHG_MAGIC;
 	w.version = RDMEM_LAYOUT_VERSION - 1;
+	CHECK_EQ(rdmem_link_check_welcome(&w, sizeof(w), 1, 64), -EPROTO);
+	w.version = RDMEM_LAYOUT_VERSION;
+	w.ring_slots = 1;
+	w.slot_bytes = 1024;
+	w.max_value = 4096;
+	w.eager_bytes = 64;
+	w.object_ttl_ms = 1000;
+	w.req = (struct rdmem_remote){ 0x10000, 1, 1088 };
+	w.ctrl = (struct rdmem_remote){ 0x20000, 2, RDMEM_CTRL_BYTES };
+	w.objpool = (struct rdmem_remote){ 0x30000, 3, 65536 };
+	w.objpool_bytes = 65536;
+	w.obj_max = 65536;
+	w.obj_count = 1;
+	w.resp_stride = 64; /* layout 3's meaning: the payload bytes */
+	CHECK_EQ(rdmem_link_check_welcome(&w, sizeof(w), 1, 64), -EPROTO);
+	w.resp_stride = 128; /* descriptor + 64 payload bytes */
+	CHECK_EQ(rdmem_link_check_welcome(&w, sizeof(w), 1, 64), 0);
+	w.req.len = 1087; /* one byte short of the one request slot */
 	CHECK_EQ(rdmem_link_check_welcome(&w, sizeof(w), 1, 64), -EPROTO);
 }
 

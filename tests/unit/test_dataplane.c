@@ -134,6 +134,22 @@ static void test_too_many_pieces_is_two_wqes(void)
 	fake_sge = RDMEM_FAB_MAX_SGE;
 }
 
+/* Inline exactly up to the connection's size: a descriptor and 192 bytes
+ * go in the WQE, one more byte does not. */
+static void test_inline_boundary(void)
+{
+	struct rdmem_desc *d = (struct rdmem_desc *)staging;
+	struct rdmem_sge p = { (uintptr_t)(staging + 4096), 192, T_LKEY };
+	struct rdmem_dp_msg m = msg(d, &p, 1);
+	struct rdmem_wr wr[RDMEM_DP_MAX_WRS];
+
+	CHECK_EQ(rdmem_dp_build(&fake, &m, wr), 1);
+	CHECK(wr[0].flags & RDMEM_WR_INLINE);
+	p.len = 193;
+	CHECK_EQ(rdmem_dp_build(&fake, &m, wr), 1);
+	CHECK(!(wr[0].flags & RDMEM_WR_INLINE));
+}
+
 /* A device without inline: every WR reads its buffers after the post. */
 static void test_no_inline_device(void)
 {
@@ -166,6 +182,7 @@ int main(void)
 	RUN(test_contiguous_pieces_merge);
 	RUN(test_no_payload);
 	RUN(test_too_many_pieces_is_two_wqes);
+	RUN(test_inline_boundary);
 	RUN(test_no_inline_device);
 	RUN(test_slot_geometry);
 	return check_done();
