@@ -10,10 +10,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,8 +26,11 @@
 #include "rdmem/util.h"
 
 #define RDMEM_DOOR_ACCEPTS 16 /* accepts per round: the rest wait in the backlog */
-#define RDMEM_DOOR_TICK_MS 50 /* looks for reclaimed entries this often */
-#define RDMEM_DOOR_BACKLOG 64
+/* Without an inotify watch (out of watches) the door looks at its socket
+ * path this often; with one it sleeps until something happens. */
+#define RDMEM_DOOR_TICK_MS   50
+#define RDMEM_DOOR_FIXED_FDS 4 /* wake pipe, listener, bell, watch: then the rest */
+#define RDMEM_DOOR_BACKLOG   64
 
 static void rdmem_door_count(_Atomic uint64_t *n)
 {
@@ -214,6 +220,47 @@ static uint32_t rdmem_door_per_uid(uint32_t n, uint32_t clients)
 	return n < clients ? n : clients;
 }
 
+/*
+ * Watches the socket's directory for the path changing hands (another
+ * agent's --shm-reset unlinks it and binds its own): the door thread then
+ * looks at once instead of every tick. Without a watch (the inotify limits)
+ * it falls back to the tick, and says so.
+ */
+static void rdmem_door_watch(struct rdmem_door *d, const char *dir)
+{
+	const uint32_t what = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
+			      IN_DELETE_SELF | IN_MOVE_SELF;
+
+	d->watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (d->watch >= 0 && inotify_add_watch(d->watch, dir, what) >= 0)
+		return;
+	rdmem_warn("front door: cannot watch %s (inotify: %s): looking at the socket every %d ms "
+		   "instead",
+		   dir, strerror(errno), RDMEM_DOOR_TICK_MS);
+	if (d->watch >= 0)
+		close(d->watch);
+	d->watch = -1;
+}
+
+void rdmem_door_nudge(struct rdmem_frontdoor *fd)
+{
+	uint64_t one = 1;
+
+	/* EAGAIN: the counter is full, the door will look anyway. */
+	if (fd->door.bell >= 0 && write(fd->door.bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		rdmem_warn_limited("front door %s: waking the door thread: %s", fd->name,
+				   strerror(errno));
+}
+
+/* Empties a nonblocking fd that only says "look" (an eventfd, inotify). */
+static void rdmem_door_drain(int fd)
+{
+	char buf[4096] __attribute__((aligned(8)));
+
+	while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
 int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg)
 {
 	struct rdmem_door *d = &fd->door;
@@ -221,7 +268,7 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	uint32_t c;
 	int rc;
 
-	d->listen_fd = d->wake[0] = d->wake[1] = -1;
+	d->listen_fd = d->wake[0] = d->wake[1] = d->bell = d->watch = -1;
 	d->self_uid = geteuid();
 	atomic_store_explicit(&d->writer_uid, -1, memory_order_relaxed);
 	d->admin_group = cfg->admin_group;
@@ -258,6 +305,9 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	}
 	if ((rc = rdmem_door_clear(d->path, cfg->reset, &fd->epoch)))
 		return rc;
+	if ((d->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return -errno;
+	rdmem_door_watch(d, dir);
 	return rdmem_door_listen(d, cfg->group);
 }
 
@@ -810,6 +860,9 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	struct rdmem_door *d = &fd->door;
 	int i;
 
+	/* Read before looking: a nudge or event after this read stays for the next poll. */
+	rdmem_door_drain(d->bell);
+	rdmem_door_drain(d->watch);
 	rdmem_door_cut(fd, now);
 	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd)) {
 		/* Relaxed: the flag alone; the actor only stops repairing the header. */
@@ -820,7 +873,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	}
 	if (atomic_load_explicit(&fd->retired, memory_order_relaxed))
 		rdmem_door_hangup_all(fd);
-	for (i = 2; i < n; i++) {
+	for (i = RDMEM_DOOR_FIXED_FDS; i < n; i++) {
 		if (!pf[i].revents)
 			continue;
 		if (who[i] & 0x80000000u)
@@ -847,25 +900,40 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	rdmem_door_forget_reclaimed(fd);
 }
 
-/* Fills pf (wake pipe, listener, pending, attached); returns the count and the poll timeout. */
+/* Milliseconds until the nanosecond time t (rounded up), at most *ms. */
+static void rdmem_door_until(uint64_t t, uint64_t now, int *ms)
+{
+	uint64_t left = t > now ? (t - now + 999999) / 1000000 : 0;
+
+	if (*ms < 0 || left < (uint64_t)*ms)
+		*ms = (int)RDMEM_MIN(left, (uint64_t)INT_MAX);
+}
+
+/* Fills pf (wake pipe, listener, bell, watch, pending, attached); returns the
+ * count and the poll timeout: none unless a hello or a paused accept is due. */
 static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_t *who,
 			  int *timeout_ms)
 {
 	struct rdmem_door *d = &fd->door;
-	int n = 2, i;
+	uint64_t now = rdmem_now_ns();
+	int n = RDMEM_DOOR_FIXED_FDS, i;
 	uint32_t c;
 
 	pf[0] = (struct pollfd){ d->wake[0], POLLIN, 0 };
-	pf[1] =
-	    (struct pollfd){ d->listen_fd, rdmem_now_ns() < d->accept_pause_until ? 0 : POLLIN, 0 };
-	*timeout_ms = RDMEM_DOOR_TICK_MS;
+	pf[1] = (struct pollfd){ d->listen_fd, now < d->accept_pause_until ? 0 : POLLIN, 0 };
+	pf[2] = (struct pollfd){ d->bell, POLLIN, 0 };
+	pf[3] = (struct pollfd){ d->watch, POLLIN, 0 }; /* -1: ignored by poll */
+	*timeout_ms = d->watch < 0 ? RDMEM_DOOR_TICK_MS : -1;
+	if (now < d->accept_pause_until)
+		rdmem_door_until(d->accept_pause_until, now, timeout_ms);
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		if (d->pending[i].fd < 0)
 			continue;
 		if (d->pending[i].waiting) { /* for an entry, not for bytes: retry soon */
-			*timeout_ms = 1;
+			rdmem_door_until(now + 1000000, now, timeout_ms);
 			continue;
 		}
+		rdmem_door_until(d->pending[i].deadline_ns, now, timeout_ms);
 		who[n] = 0x80000000u | (uint32_t)i;
 		pf[n++] = (struct pollfd){ d->pending[i].fd, POLLIN, 0 };
 	}
@@ -880,7 +948,7 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 static void *rdmem_door_main(void *arg)
 {
 	struct rdmem_frontdoor *fd = arg;
-	size_t cap = 2 + RDMEM_DOOR_PENDING + fd->geom.clients;
+	size_t cap = RDMEM_DOOR_FIXED_FDS + RDMEM_DOOR_PENDING + fd->geom.clients;
 	struct pollfd *pf = calloc(cap, sizeof(*pf));
 	uint32_t *who = calloc(cap, sizeof(*who));
 
@@ -952,6 +1020,11 @@ void rdmem_door_close(struct rdmem_frontdoor *fd)
 		close(d->wake[0]);
 		close(d->wake[1]);
 	}
+	if (d->bell >= 0)
+		close(d->bell);
+	if (d->watch >= 0)
+		close(d->watch);
+	d->bell = d->watch = -1;
 	free(d->conn);
 	free(d->claimed);
 	free(d->owner);

@@ -86,6 +86,8 @@ struct rdmem_door {
 	dev_t dev; /* to unlink the socket only while it is still ours */
 	ino_t ino;
 	int wake[2]; /* pipe: destroy() wakes the thread */
+	int bell;    /* eventfd: the actor cut or reclaimed an entry (rdmem_door_nudge) */
+	int watch;   /* inotify on the socket's directory: another agent took the path */
 	pthread_t thread;
 	int started;
 	struct rdmem_door_pending pending[RDMEM_DOOR_PENDING];
@@ -157,6 +159,9 @@ struct rdmem_frontdoor {
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */
+/* Tells the door thread an entry was cut off or reclaimed (actor thread):
+ * it closes that connection now, not at a tick. */
+void rdmem_door_nudge(struct rdmem_frontdoor *fd);
 int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_config *cfg);
 int rdmem_door_start(struct rdmem_frontdoor *fd);
 void rdmem_door_close(struct rdmem_frontdoor *fd);

@@ -302,6 +302,7 @@ static void rdmem_frontdoor_cut(struct rdmem_frontdoor *fd, uint32_t c, uint64_t
 	rdmem_frontdoor_mark_dead(fd, c, pid);
 	/* Release: pairs with the door's acquire load; it closes the connection. */
 	atomic_store_explicit(&cl->cut, 1, memory_order_release);
+	rdmem_door_nudge(fd);
 }
 
 /*
@@ -622,6 +623,7 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	 * the entry out again; pairs with its acquire load of claim.
 	 */
 	atomic_store_explicit(&cl->claim, 0, memory_order_release);
+	rdmem_door_nudge(fd); /* it closes the dead client's connection */
 	if (fd->released)
 		fd->released(fd->released_ctx, c);
 	rdmem_frontdoor_count(&fd->n_dead);

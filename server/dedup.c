@@ -295,6 +295,21 @@ void rdmem_dedup_expire(struct rdmem_dedup *d, uint64_t now_ns)
 	pthread_mutex_unlock(&d->lock);
 }
 
+uint64_t rdmem_dedup_next_expiry(struct rdmem_dedup *d)
+{
+	uint64_t idle = (uint64_t)d->cfg.idle_ms * 1000000ull, next = UINT64_MAX;
+	struct rdmem_dedup_agent *a;
+
+	pthread_mutex_lock(&d->lock);
+	for (a = d->agents; a; a = a->next)
+		if (!a->refs) /* forgotten once idle > idle_ms: + 1 */
+			next = RDMEM_MIN(next,
+					 atomic_load_explicit(&a->last_ns, memory_order_relaxed) +
+					     idle + 1);
+	pthread_mutex_unlock(&d->lock);
+	return next;
+}
+
 void rdmem_dedup_get_stats(struct rdmem_dedup *d, struct rdmem_dedup_stats *out)
 {
 #define DEDUP_LD(f) out->f = atomic_load_explicit(&d->f, memory_order_relaxed)

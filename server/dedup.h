@@ -94,6 +94,9 @@ void rdmem_dedup_end(struct rdmem_dedup *d, struct rdmem_dedup_agent *a, uint64_
 
 /* Forgets agents without connections idle longer than idle_ms. */
 void rdmem_dedup_expire(struct rdmem_dedup *d, uint64_t now_ns);
+/* When the next agent without connections is forgotten if it stays so
+ * (UINT64_MAX: none). Only an unbind makes an agent expirable. */
+uint64_t rdmem_dedup_next_expiry(struct rdmem_dedup *d);
 void rdmem_dedup_get_stats(struct rdmem_dedup *d, struct rdmem_dedup_stats *out);
 const struct rdmem_dedup_config *rdmem_dedup_get_config(const struct rdmem_dedup *d);
 

@@ -177,9 +177,9 @@ static void hook_finish(struct rdmem_hook *h, struct hook_job *j, int status)
 	j->pid = 0;
 }
 
-void rdmem_hook_reap(struct rdmem_hook *h)
+unsigned rdmem_hook_reap(struct rdmem_hook *h)
 {
-	unsigned i;
+	unsigned i, running;
 
 	pthread_mutex_lock(&h->lock);
 	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING; i++) {
@@ -201,7 +201,9 @@ void rdmem_hook_reap(struct rdmem_hook *h)
 			j->pid = 0;
 		}
 	}
+	running = (unsigned)h->stats.running;
 	pthread_mutex_unlock(&h->lock);
+	return running;
 }
 
 void rdmem_hook_stats(struct rdmem_hook *h, struct rdmem_hook_stats *out)

@@ -26,8 +26,9 @@ int rdmem_hook_create(const char *cmd, struct rdmem_hook **out);
 void rdmem_hook_destroy(struct rdmem_hook *h);
 /* Starts CMD <path>; 0 or -errno (the failure is counted and logged). */
 int rdmem_hook_run(struct rdmem_hook *h, const char *path);
-/* Collects output and reaps finished hooks; never blocks. */
-void rdmem_hook_reap(struct rdmem_hook *h);
+/* Collects output and reaps finished hooks; never blocks. Returns how many
+ * still run (the caller reaps again soon while any does). */
+unsigned rdmem_hook_reap(struct rdmem_hook *h);
 void rdmem_hook_stats(struct rdmem_hook *h, struct rdmem_hook_stats *out);
 
 #endif

@@ -357,6 +357,19 @@ unsigned rdmem_image_expire(struct rdmem_image_store *st, uint64_t now_ns)
 	return n;
 }
 
+uint64_t rdmem_image_next_expiry(struct rdmem_image_store *st)
+{
+	uint64_t next = UINT64_MAX;
+	unsigned i;
+
+	pthread_mutex_lock(&st->lock);
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		if (st->up[i].state != UPLOAD_FREE) /* expired once idle > timeout: + 1 */
+			next = RDMEM_MIN(next, st->up[i].last_ns + st->timeout_ns + 1);
+	pthread_mutex_unlock(&st->lock);
+	return next;
+}
+
 void rdmem_image_stats(struct rdmem_image_store *st, struct rdmem_image_stats *out)
 {
 	unsigned i;

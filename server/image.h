@@ -63,6 +63,10 @@ int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chu
 
 /* Aborts uploads idle longer than the timeout; returns how many. */
 unsigned rdmem_image_expire(struct rdmem_image_store *st, uint64_t now_ns);
+/* When the next upload held now times out if it stays idle (UINT64_MAX:
+ * none held). A chunk only moves an upload's time later; a new upload is
+ * the caller's to announce (rdmem_service_wake). */
+uint64_t rdmem_image_next_expiry(struct rdmem_image_store *st);
 
 void rdmem_image_stats(struct rdmem_image_store *st, struct rdmem_image_stats *out);
 

@@ -48,7 +48,7 @@ struct rdmem_listener_thread {
 
 static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config *cfg)
 {
-	/* Up to two WRs per reply (payload, descriptor) in flight per slot. */
+	/* The WRs a slot's reply may have in flight (RDMEM_SESSION_WRS_PER_SLOT). */
 	struct rdmem_fab_attr a = { .max_send_wr = RDMEM_SESSION_WRS_PER_SLOT * cfg->ring_slots +
 						   RDMEM_SESSION_WR_SPARE,
 				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,
@@ -114,6 +114,8 @@ static void rdmem_listener_pressure(struct rdmem_listener_thread *lt)
 	/* relaxed: a time the workers compare with, no data rides on it */
 	atomic_store_explicit(&lt->reclaim_before_ns, now > grace ? now - grace : 0,
 			      memory_order_relaxed);
+	/* Sleeping workers look at their silent sessions now, not at a tick. */
+	rdmem_workers_nudge(lt->workers);
 }
 
 /* Returns 0 to go on, or the status the request is refused with. */

@@ -4,6 +4,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,8 +13,6 @@
 #include <unistd.h>
 
 #include "rdmem/util.h"
-
-#define SERVER_TICK_MS 100
 
 static int server_signals(struct rdmem_server *srv)
 {
@@ -111,22 +110,43 @@ int rdmem_server_start(struct rdmem_server *srv, const struct rdmem_server_confi
 	return ret;
 }
 
+/* Milliseconds from now until next (rounded up; -1: no deadline). */
+static int server_wait_ms(uint64_t next)
+{
+	uint64_t now = rdmem_now_ns();
+
+	if (next == UINT64_MAX)
+		return -1;
+	if (next <= now)
+		return 0;
+	return (int)RDMEM_MIN((next - now + 999999) / 1000000, (uint64_t)INT_MAX);
+}
+
+/* The main thread: signals, and the service's timed work, which says when
+ * it next has some; between those it sleeps (an idle server does not wake). */
 int rdmem_server_run(struct rdmem_server *srv)
 {
-	struct pollfd p = { .fd = srv->sigfd, .events = POLLIN };
+	struct pollfd p[2] = { { .fd = srv->sigfd, .events = POLLIN },
+			       { .fd = rdmem_service_wake_fd(srv->svc), .events = POLLIN } };
+	uint64_t next = rdmem_service_tick(srv->svc);
 
 	for (;;) {
 		struct signalfd_siginfo si;
-		int n = poll(&p, 1, SERVER_TICK_MS);
+		uint64_t v;
+		int n = poll(p, 2, server_wait_ms(next));
 
 		if (n < 0 && errno != EINTR) {
-			rdmem_err("poll on the signal fd: %s", strerror(errno));
+			rdmem_err("poll on the signal and wake fds: %s", strerror(errno));
 			return -errno;
 		}
-		rdmem_service_tick(srv->svc);
-		if (n <= 0)
-			continue;
-		if (read(srv->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		/* Read before the tick: a wake after this read is seen by the
+		 * tick or leaves the fd readable for the next poll. */
+		if (n > 0 && (p[1].revents & POLLIN) && read(p[1].fd, &v, sizeof(v)) < 0 &&
+		    errno != EAGAIN)
+			rdmem_err_limited("reading the service's wake fd: %s", strerror(errno));
+		next = rdmem_service_tick(srv->svc);
+		if (n > 0 && (p[0].revents & POLLIN) &&
+		    read(srv->sigfd, &si, sizeof(si)) == sizeof(si)) {
 			rdmem_info("%s received, stopping", strsignal((int)si.ssi_signo));
 			return 0;
 		}

@@ -13,6 +13,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "rdmem/blob.h"
 #include "rdmem/content.h"
@@ -23,6 +25,17 @@
 #define SVC_MGET_MAX_KEYS 4096u	       /* bounds the time an MGET holds shard locks */
 #define SVC_STATS_CAP	  (256u << 10) /* ~3 KiB, plus a line per RDMA session */
 #define SVC_MAX_IMAGE	  (1ull << 30)
+
+/* Timed work started (an upload, a hook, an agent's last connection gone):
+ * the tick's caller recomputes its deadline. Rare events, one write each. */
+static void svc_wake(struct rdmem_service *svc)
+{
+	uint64_t one = 1;
+
+	/* EAGAIN: the counter is full, so the caller is awake anyway. */
+	if (write(svc->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		rdmem_err_limited("service: waking the timer thread: %s", strerror(errno));
+}
 
 struct svc_ctx {
 	struct rdmem_service *svc;
@@ -272,6 +285,9 @@ static uint16_t op_image_chunk(struct svc_ctx *x)
 	x->rep->args.image.offset = ack.received;
 	if (ret == 0 && ack.committed && x->svc->hook)
 		rdmem_hook_run(x->svc->hook, ack.path); /* failures are counted there */
+	/* A new upload (INIT) or a hook has a time to be looked at again. */
+	if (c.flags & RDMEM_F_IMG_INIT || (ret == 0 && ack.committed && x->svc->hook))
+		svc_wake(x->svc);
 	return ret == -ENOMEM ? RDMEM_S_NO_SPACE : rdmem_errno_status(ret);
 }
 
@@ -511,20 +527,36 @@ void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_c
 
 void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_peer *peer)
 {
-	if (svc->dedup && peer->agent)
+	if (svc->dedup && peer->agent) {
 		rdmem_dedup_unbind(svc->dedup, peer->agent);
+		svc_wake(svc); /* its window may now expire */
+	}
 	peer->agent = NULL;
 	peer->agent_id = 0;
 }
 
-void rdmem_service_tick(struct rdmem_service *svc)
+uint64_t rdmem_service_tick(struct rdmem_service *svc)
 {
-	if (svc->images)
+	uint64_t next = UINT64_MAX;
+
+	if (svc->images) {
 		rdmem_image_expire(svc->images, rdmem_now_ns());
-	if (svc->hook)
-		rdmem_hook_reap(svc->hook);
-	if (svc->dedup)
+		next = rdmem_image_next_expiry(svc->images);
+	}
+	/* A hook's end shows as its pipe's EOF only if it left no children
+	 * holding it: reaped by polling, but only while one runs. */
+	if (svc->hook && rdmem_hook_reap(svc->hook))
+		next = RDMEM_MIN(next, rdmem_now_ns() + RDMEM_SERVICE_HOOK_POLL_NS);
+	if (svc->dedup) {
 		rdmem_dedup_expire(svc->dedup, rdmem_now_ns());
+		next = RDMEM_MIN(next, rdmem_dedup_next_expiry(svc->dedup));
+	}
+	return next;
+}
+
+int rdmem_service_wake_fd(const struct rdmem_service *svc)
+{
+	return svc->wake_fd;
 }
 
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,
@@ -603,6 +635,13 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 	if (!svc)
 		return -ENOMEM;
 	svc->cfg = *cfg;
+	svc->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (svc->wake_fd < 0) {
+		ret = -errno;
+		rdmem_err("service: eventfd: %s", strerror(errno));
+		free(svc);
+		return ret;
+	}
 	pthread_mutex_init(&svc->big_lock, NULL);
 	if (!svc->cfg.max_image)
 		svc->cfg.max_image = 64u << 20;
@@ -640,5 +679,6 @@ void rdmem_service_destroy(struct rdmem_service *svc)
 		free(svc->big[i].bytes);
 	pthread_mutex_destroy(&svc->big_lock);
 	pthread_mutex_destroy(&svc->stats_lock);
+	close(svc->wake_fd);
 	free(svc);
 }

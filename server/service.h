@@ -88,8 +88,16 @@ int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_
 /* The connection ended: lets its agent's dedup window expire once idle. */
 void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_peer *peer);
 
-/* Periodic work: abandoned uploads, finished hooks. Call every ~100 ms. */
-void rdmem_service_tick(struct rdmem_service *svc);
+/*
+ * Timed work: abandoned uploads, finished hooks, idle dedup windows. Returns
+ * when it next has some (rdmem_now_ns() clock; UINT64_MAX: none until
+ * something new starts, which makes rdmem_service_wake_fd() readable). The
+ * caller sleeps until then or until the fd is readable, reads the fd, and
+ * calls again: an idle server does not wake.
+ */
+uint64_t rdmem_service_tick(struct rdmem_service *svc);
+#define RDMEM_SERVICE_HOOK_POLL_NS 100000000ull /* while a hook runs */
+int rdmem_service_wake_fd(const struct rdmem_service *svc);
 
 /* Counts one bad input that never reached dispatch (a frame, a descriptor). */
 void rdmem_service_count_bad_input(struct rdmem_service *svc);

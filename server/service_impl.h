@@ -32,7 +32,8 @@ struct rdmem_service {
 	struct rdmem_image_store *images; /* NULL without --image-dir */
 	struct rdmem_hook *hook;	  /* NULL without --image-hook */
 	struct rdmem_dedup *dedup;	  /* NULL with --no-dedup */
-	atomic_uint_fast64_t untracked;	  /* calls with an id on a connection with no identity */
+	int wake_fd; /* eventfd: timed work started (rdmem_service_tick's caller sleeps on it) */
+	atomic_uint_fast64_t untracked; /* calls with an id on a connection with no identity */
 	uint64_t start_ns;
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
 	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];

@@ -56,7 +56,7 @@ struct rdmem_session {
 	struct rdmem_wr batch[RDMEM_SESSION_BATCH_WRS];
 	uint32_t batch_n, batch_cap;
 	uint64_t doorbells;
-	uint64_t wqes;	   /* reply WRs built: one a reply (layout 4) */
+	uint64_t wqes;	   /* reply WRs built (posted now or with the next post): one a reply */
 	uint32_t yield_us; /* > 0: replies tell the agent to hold new calls */
 	uint32_t group, active_group;
 
@@ -387,7 +387,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	st = rdmem_session_check_req(&req, slot, s->slots, s->slot_bytes, s->cfg->max_value);
 	if (st)
 		return rdmem_session_refuse(s, slot, &req, st);
-	if (req.key_len + (uint64_t)req.val_len > s->slot_bytes) {
+	if (req.key_len + (uint64_t)req.val_len > s->req_stride - RDMEM_DESC_SIZE) {
 		s->bulk_requests++;
 		s->bulk_bytes += rdmem_desc_payload_len(&req);
 	}
@@ -578,6 +578,14 @@ int rdmem_session_tick(struct rdmem_session *s)
 	int ret = rdmem_session_reap(s);
 
 	return ret < 0 ? ret : rdmem_session_housekeeping(s, rdmem_now_ns());
+}
+
+int rdmem_session_timed(const struct rdmem_session *s)
+{
+	/* Live objects: the TTL scan frees those no RECLAIM gives back. The
+	 * rest of the housekeeping has an fd (the connection's events) or a
+	 * nudge (the listener's reclaim, rdmem_workers_nudge). */
+	return s->objects.st.live > 0;
 }
 
 uint32_t rdmem_session_backlog(const struct rdmem_session *s)

@@ -1,5 +1,5 @@
 /* session.h - one agent's RDMA session on the server: its lease of the
- * message pool (request ring, payloads, object pool, control page), its
+ * message pool (request slots, object pool, control page), its
  * registrations on its own connection, and the steps a worker thread drives
  * it with: poll (reap completions, serve a batch through the shared
  * dispatch, answer), arm before sleeping, close.
@@ -17,9 +17,11 @@
 
 /* Receives reposted at a time; a session keeps ring_slots + this many posted. */
 #define RDMEM_SESSION_RECV_BATCH 32
-/* Send WRs a ring slot's reply may have outstanding (payload, descriptor:
- * fabric/dataplane.h), and spare room; the listener asks the fabric for this
- * much and a session serves only as many slots as the granted queues hold. */
+/* Send WRs a ring slot's reply may have outstanding, and spare room; the
+ * listener asks the fabric for this much and a session serves only as many
+ * slots as the granted queues hold. A reply is one WR since layout 4 (its
+ * staged descriptor and payload are one gather entry); 2 stays the bound of
+ * fabric/dataplane.h for a message. */
 #define RDMEM_SESSION_WRS_PER_SLOT 2u
 #define RDMEM_SESSION_WR_SPARE	   64u
 
@@ -95,6 +97,9 @@ int rdmem_session_peek(struct rdmem_session *s);
 int rdmem_session_tick(struct rdmem_session *s);
 /* Requests received and not served yet. */
 uint32_t rdmem_session_backlog(const struct rdmem_session *s);
+/* 1 while the session has work only a timer brings (its objects' TTL scan):
+ * a worker about to sleep on the session's fds wakes within 100 ms then. */
+int rdmem_session_timed(const struct rdmem_session *s);
 /*
  * Before the worker sleeps: refresh the control page and ask for a
  * completion event. Returns > 0 when work arrived meanwhile (do not sleep),
@@ -114,14 +119,15 @@ struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;
 	uint64_t completed, registered_bytes;
 	uint64_t doorbells; /* reply posts: one per poll under load */
-	uint64_t wqes;	    /* reply WRs those posts carried */
+	uint64_t wqes;	    /* reply WRs built for those posts: one a reply */
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 
 /*
  * Checks a request taken from ring slot `slot` (< slots) beyond
- * rdmem_desc_check(): its payload starts in that slot's area and ends inside
- * the slots x slot_bytes payload region. Returns 0 or a status.
+ * rdmem_desc_check(): its payload starts in that slot, 64 bytes in, and ends
+ * inside the region of slots x rdmem_slot_stride(slot_bytes). Returns 0 or a
+ * status.
  */
 uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, uint32_t slots,
 				 uint32_t slot_bytes, uint32_t max_value);

@@ -15,6 +15,8 @@
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 
+/* A sleeping worker wakes on its sessions' fds and its bell; only while a
+ * session has timed work (rdmem_session_timed) also after this. */
 #define RDMEM_WORKER_BLOCK_MS	100
 #define RDMEM_WORKER_PUBLISH_NS 100000000ull /* stats snapshot */
 /* Every session's liveness and upkeep, whatever its group and however the
@@ -321,6 +323,19 @@ static void rdmem_worker_sweep(struct rdmem_worker *w, uint64_t now)
 
 /* ---- sleeping ------------------------------------------------------------------- */
 
+static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now);
+
+/* How long a sleep may last: for ever unless a session has timed work. */
+static int rdmem_worker_block_ms(const struct rdmem_worker *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->nsess; i++)
+		if (rdmem_session_timed(w->sess[i]))
+			return RDMEM_WORKER_BLOCK_MS;
+	return -1;
+}
+
 static void rdmem_worker_block(struct rdmem_worker *w)
 {
 	struct epoll_event ev[RDMEM_WORKER_MAX_EVENTS];
@@ -338,7 +353,9 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		}
 		i++;
 	}
-	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, RDMEM_WORKER_BLOCK_MS);
+	/* STATS reads the snapshot while we sleep: nothing changes until we wake. */
+	rdmem_worker_publish(w, rdmem_now_ns());
+	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, rdmem_worker_block_ms(w));
 	for (k = 0; k < n; k++) {
 		uint64_t d = ev[k].data.u64;
 		struct rdmem_session *s = (struct rdmem_session *)(uintptr_t)(d & ~RDMEM_EV_EVENT);
@@ -513,6 +530,16 @@ void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s)
 	atomic_fetch_add_explicit(&w->load, 1, memory_order_relaxed);
 	if (write(w->bell, &one, sizeof(one)) < 0)
 		rdmem_warn("worker %u: bell: %s", w->index, strerror(errno));
+}
+
+void rdmem_workers_nudge(struct rdmem_workers *ws)
+{
+	uint64_t one = 1;
+	uint32_t i;
+
+	for (i = 0; i < ws->n; i++)
+		if (write(ws->w[i].bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			rdmem_warn_limited("worker %u: bell: %s", i, strerror(errno));
 }
 
 uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)

@@ -27,6 +27,8 @@ int rdmem_workers_start(const struct rdmem_rdma_config *cfg, struct rdmem_worker
 void rdmem_workers_stop(struct rdmem_workers *ws);
 /* Hands a new session to the least busy worker, which owns it from now on. */
 void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s);
+/* Wakes every worker now: the listener made silent sessions reclaimable. */
+void rdmem_workers_nudge(struct rdmem_workers *ws);
 /* Sessions alive now, across workers. */
 uint32_t rdmem_workers_sessions(struct rdmem_workers *ws);
 /* Text or JSON for STATS: workers, groups, the active slice, each session's lease. */

@@ -2,12 +2,14 @@
  * CPU over two quiet seconds after some traffic (docs/architecture.md, "Idle
  * sessions").
  *
- * Asserted: the agent's session actor, connector and TCP actor, and the
- * server's TCP loop and RDMA listener, do not wake at all while idle (they
- * woke every 50, 200, 50, 100 and 100 ms before), and the session posts no
- * RDMA operation (the control page was READ 20 times a second). Every other
- * thread's wake-ups and both daemons' CPU are printed: they are what is left
- * to make idle free.
+ * Asserted: the agent's session actor, connector, TCP actor and door thread
+ * (it woke every 50 ms to look for cut or reclaimed entries and a taken
+ * socket path; now the actor nudges it and inotify watches the path), and the
+ * server's TCP loop, RDMA listener, main thread and session worker, do not
+ * wake at all while idle (they woke every 50, 200, 50, 100, 100, 100 and 100
+ * ms before), and the session posts no RDMA operation (the control page was
+ * READ 20 times a second). Every other thread's wake-ups and both daemons'
+ * CPU are printed: they are what is left to make idle free.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -121,7 +123,7 @@ static void report(const char *who, const struct proc_use *a, const struct proc_
 static void test_idle_agent_sleeps(void)
 {
 	struct proc_use a0, a1, s0, s1;
-	long long r0, r1, session, connector, tcp, tcpsrv, listener;
+	long long r0, r1, session, connector, tcp, door, tcpsrv, listener, main_thread, worker;
 	struct e2e e;
 	int i;
 
@@ -146,8 +148,11 @@ static void test_idle_agent_sleeps(void)
 	session = woke(&a0, &a1, "rdmem-session");
 	connector = woke(&a0, &a1, "rdmem-connect");
 	tcp = woke(&a0, &a1, "rdmem-tcp");
+	door = woke(&a0, &a1, "rdmem-door");
 	tcpsrv = woke(&s0, &s1, "rdmem-tcpsrv");
 	listener = woke(&s0, &s1, "rdmem-listen");
+	main_thread = woke(&s0, &s1, "rdmem-server");
+	worker = woke(&s0, &s1, "rdmem-worker");
 	printf("# in %d ms idle: agent session actor %lld wake-ups (it woke every 50 ms), "
 	       "connector %lld (every 200 ms), TCP actor %lld (every 50 ms); control-page READs "
 	       "%lld (the two stats queries' own)\n",
@@ -156,6 +161,8 @@ static void test_idle_agent_sleeps(void)
 	CHECK(session <= 2);
 	CHECK(connector <= 2);
 	CHECK(tcp <= 2);
+	printf("# agent door thread %lld wake-ups (every 50 ms before)\n", door);
+	CHECK(door >= 0 && door <= 2);
 	CHECK(r1 - r0 <= 1);
 	/* The server's TCP loop sleeps until its next deadline (the agent's
 	 * connection idles out after --tcp-idle-ms, 300 s); its listener until
@@ -166,6 +173,15 @@ static void test_idle_agent_sleeps(void)
 	CHECK(tcpsrv >= 0 && listener >= 0);
 	CHECK(tcpsrv <= 2);
 	CHECK(listener <= 2);
+	/* The main thread sleeps until timed work (an upload, a hook, an idle
+	 * exactly-once window) is due, the worker on its sessions' fds while
+	 * no object waits for its TTL (the pings made none). */
+	printf("# server main thread %lld wake-ups (every 100 ms before), session worker %lld "
+	       "(every 100 ms)\n",
+	       main_thread, worker);
+	CHECK(main_thread >= 0 && worker >= 0);
+	CHECK(main_thread <= 2);
+	CHECK(worker <= 2);
 	e2e_fini(&e);
 }
 

@@ -163,6 +163,7 @@ static void test_idle_expiry_and_floor(void)
 	struct rdmem_dedup_agent *a;
 	struct rdmem_dedup_result rec;
 	struct rdmem_dedup_stats st;
+	uint64_t t0;
 
 	REQUIRE(d);
 	REQUIRE(rdmem_dedup_bind(d, 5, 1, &a) == 0);
@@ -170,7 +171,12 @@ static void test_idle_expiry_and_floor(void)
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull); /* connected: kept */
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 1);
+	CHECK_EQ(rdmem_dedup_next_expiry(d), UINT64_MAX); /* connected: no deadline */
+	t0 = rdmem_now_ns();
 	rdmem_dedup_unbind(d, a);
+	/* Forgotten once idle over --dedup-idle (10 ms here): the timer's deadline. */
+	CHECK(rdmem_dedup_next_expiry(d) > t0 + 10000000ull);
+	CHECK(rdmem_dedup_next_expiry(d) <= rdmem_now_ns() + 10000001ull);
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull);
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 0);

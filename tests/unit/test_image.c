@@ -233,16 +233,21 @@ static void test_timeout_and_stale(void)
 	int fd;
 
 	REQUIRE(st);
+	CHECK_EQ(rdmem_image_next_expiry(st), UINT64_MAX); /* nothing held: no deadline */
 	/* The server's tick reads its clock before it waits for the store's lock:
 	 * a chunk applied meanwhile is newer than that reading, not idle. */
 	tick = rdmem_now_ns();
 	REQUIRE(upload_prefix(st, 70, "slow.jpg", 7000, 14000) == 0);
+	/* The main thread sleeps until then: the upload's idle limit (100 ms). */
+	CHECK(rdmem_image_next_expiry(st) > tick + 100000000ull);
+	CHECK(rdmem_image_next_expiry(st) <= rdmem_now_ns() + 100000001ull);
 	CHECK_EQ(rdmem_image_expire(st, tick), 0);
 	CHECK_EQ(dir_entries(), 1);
 	CHECK_EQ(rdmem_image_expire(st, rdmem_now_ns()), 0);
 	CHECK_EQ(dir_entries(), 1);
 	CHECK_EQ(rdmem_image_expire(st, rdmem_now_ns() + 200000000ull), 1);
 	CHECK_EQ(dir_entries(), 0);
+	CHECK_EQ(rdmem_image_next_expiry(st), UINT64_MAX);
 	CHECK_EQ(chunk(st, 70, "slow.jpg", 0, 7000, 7000, 0, 0), -ENOENT);
 	rdmem_image_stats(st, &s);
 	CHECK(s.timed_out == 1 && s.failed == 1);
