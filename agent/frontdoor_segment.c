@@ -245,6 +245,7 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 	if (!fd)
 		return -ENOMEM;
 	fd->shm_fd = fd->door.listen_fd = fd->door.wake[0] = fd->door.wake[1] = -1;
+	fd->door.bell = fd->door.watch = -1; /* closed by rdmem_door_close() on any failure */
 	fd->busy_poll = cfg->busy_poll;
 	fd->ring_skip_ns = cfg->ring_skip_ns;
 	fd->client_strikes = RDMEM_MIN(cfg->client_strikes, RDMEM_FD_STRIKES_MAX);
