@@ -824,8 +824,11 @@ int rdmem_door_taken(const struct rdmem_frontdoor *fd)
 /*
  * Taken over: every client's connection closes, so each re-attaches,
  * through the socket path, to the agent that has it now. Looked at every
- * door tick (50 ms), whatever the header says: the new agent may have
- * failed to mark it, and any client can write it back.
+ * door round, whatever the header says (the new agent may have failed to
+ * mark it, and any client can write it back): a round runs on every change
+ * in the socket's directory (inotify) and on the actor's nudge when its
+ * scan finds the path taken (the watch goes blind if the directory itself
+ * is removed or moved).
  */
 static void rdmem_door_hangup_all(struct rdmem_frontdoor *fd)
 {
@@ -898,6 +901,10 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	if (pf[1].revents)
 		rdmem_door_accept(fd, now);
 	rdmem_door_forget_reclaimed(fd);
+	/* Once more after the answers and accepts above: a client attached in
+	 * this round of a retired door is hung up now, not at a tick. */
+	if (atomic_load_explicit(&fd->retired, memory_order_relaxed))
+		rdmem_door_hangup_all(fd);
 }
 
 /* Milliseconds until the nanosecond time t (rounded up), at most *ms. */

@@ -836,6 +836,11 @@ static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 	int taken = 0;
 
 	rdmem_frontdoor_header_check(fd, now);
+	/* One lstat a scan covers what the door's inotify watch cannot see (its
+	 * directory removed or moved, then the path bound anew): the door
+	 * looks, retires and hangs up. */
+	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd))
+		rdmem_door_nudge(fd);
 	for (c = 0; c < fd->geom.clients; c++)
 		taken += rdmem_frontdoor_scan_client(fd, c, now);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;

@@ -301,11 +301,14 @@ uint64_t rdmem_dedup_next_expiry(struct rdmem_dedup *d)
 	struct rdmem_dedup_agent *a;
 
 	pthread_mutex_lock(&d->lock);
-	for (a = d->agents; a; a = a->next)
-		if (!a->refs) /* forgotten once idle > idle_ms: + 1 */
-			next = RDMEM_MIN(next,
-					 atomic_load_explicit(&a->last_ns, memory_order_relaxed) +
-					     idle + 1);
+	for (a = d->agents; a; a = a->next) {
+		/* Forgotten once idle > idle_ms: + 1. Read once (RDMEM_MIN
+		 * evaluates twice; a call may store it meanwhile). */
+		uint64_t t = atomic_load_explicit(&a->last_ns, memory_order_relaxed) + idle + 1;
+
+		if (!a->refs)
+			next = RDMEM_MIN(next, t);
+	}
 	pthread_mutex_unlock(&d->lock);
 	return next;
 }

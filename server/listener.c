@@ -23,7 +23,8 @@
 #include "server/pool.h"
 #include "server/worker.h"
 
-#define RDMEM_ADDR_KEY RDMEM_ADDR_GROUP_MAX
+#define RDMEM_ADDR_KEY		RDMEM_ADDR_GROUP_MAX
+#define RDMEM_LISTENER_NUDGE_NS 10000000ull /* 10 ms */
 
 /* Sessions open from one peer address (--max-sessions-per-addr). The
  * listener alone assigns keys; a session's close decrements n. */
@@ -42,6 +43,7 @@ struct rdmem_listener_thread {
 	struct rdmem_addr_count *addrs; /* max_sessions entries: enough for every session */
 	/* Sessions opened before this that never sent are reclaimed (see session.h). */
 	atomic_uint_fast64_t reclaim_before_ns;
+	uint64_t nudged_ns; /* the workers' last nudge (listener thread only) */
 	int stop_efd;
 	pthread_t thread;
 };
@@ -114,8 +116,14 @@ static void rdmem_listener_pressure(struct rdmem_listener_thread *lt)
 	/* relaxed: a time the workers compare with, no data rides on it */
 	atomic_store_explicit(&lt->reclaim_before_ns, now > grace ? now - grace : 0,
 			      memory_order_relaxed);
-	/* Sleeping workers look at their silent sessions now, not at a tick. */
-	rdmem_workers_nudge(lt->workers);
+	/* Sleeping workers look at their silent sessions now, not at a tick;
+	 * at most every RDMEM_LISTENER_NUDGE_NS, so a flood of refused
+	 * connects does not make them sweep for each (the refused agent's
+	 * retry nudges again). */
+	if (now - lt->nudged_ns >= RDMEM_LISTENER_NUDGE_NS) {
+		lt->nudged_ns = now;
+		rdmem_workers_nudge(lt->workers);
+	}
 }
 
 /* Returns 0 to go on, or the status the request is refused with. */

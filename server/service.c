@@ -285,8 +285,9 @@ static uint16_t op_image_chunk(struct svc_ctx *x)
 	x->rep->args.image.offset = ack.received;
 	if (ret == 0 && ack.committed && x->svc->hook)
 		rdmem_hook_run(x->svc->hook, ack.path); /* failures are counted there */
-	/* A new upload (INIT) or a hook has a time to be looked at again. */
-	if (c.flags & RDMEM_F_IMG_INIT || (ret == 0 && ack.committed && x->svc->hook))
+	/* A new upload (INIT) or a hook has a time to be looked at again; a
+	 * refused INIT made nothing, and costs no wake-up. */
+	if (ret == 0 && (c.flags & RDMEM_F_IMG_INIT || (ack.committed && x->svc->hook)))
 		svc_wake(x->svc);
 	return ret == -ENOMEM ? RDMEM_S_NO_SPACE : rdmem_errno_status(ret);
 }
@@ -537,19 +538,23 @@ void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_
 
 uint64_t rdmem_service_tick(struct rdmem_service *svc)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, t;
 
+	/* Each deadline read once into t (RDMEM_MIN evaluates twice). */
 	if (svc->images) {
 		rdmem_image_expire(svc->images, rdmem_now_ns());
 		next = rdmem_image_next_expiry(svc->images);
 	}
 	/* A hook's end shows as its pipe's EOF only if it left no children
 	 * holding it: reaped by polling, but only while one runs. */
-	if (svc->hook && rdmem_hook_reap(svc->hook))
-		next = RDMEM_MIN(next, rdmem_now_ns() + RDMEM_SERVICE_HOOK_POLL_NS);
+	if (svc->hook && rdmem_hook_reap(svc->hook)) {
+		t = rdmem_now_ns() + RDMEM_SERVICE_HOOK_POLL_NS;
+		next = RDMEM_MIN(next, t);
+	}
 	if (svc->dedup) {
 		rdmem_dedup_expire(svc->dedup, rdmem_now_ns());
-		next = RDMEM_MIN(next, rdmem_dedup_next_expiry(svc->dedup));
+		t = rdmem_dedup_next_expiry(svc->dedup);
+		next = RDMEM_MIN(next, t);
 	}
 	return next;
 }

@@ -364,6 +364,10 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		if (!s) {
 			if (read(w->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				rdmem_err("worker %u: bell: %s", w->index, strerror(errno));
+			/* A nudge (or a new session): sweep every session at
+			 * once, those of inactive groups too, whatever the
+			 * last sweep's time. */
+			w->swept_at = 0;
 			continue;
 		}
 		for (i = 0; i < w->nsess && w->sess[i] != s; i++)

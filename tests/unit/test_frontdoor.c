@@ -708,7 +708,8 @@ static void test_fd_second_frontdoor_refused_unless_reset(void)
 	CHECK(stats_of(lb2).epoch > stats_of(lb).epoch);
 	/*
 	 * The old agent, still running, finds its socket taken (its door looks
-	 * every 50 ms) and hangs up on its clients: they attach to the new one
+	 * when the directory changes, and its actor's scan every 100 ms) and
+	 * hangs up on its clients: they attach to the new one
 	 * (the header, which any client can write, sends nobody away by
 	 * itself). A call in flight at the hang-up fails -ESHUTDOWN, as at any
 	 * agent's stop. Waited for: the client on the new agent, and its entry
