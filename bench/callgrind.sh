@@ -7,7 +7,9 @@
 # Per process, (Ir[A + CG_CALLS] - Ir[A]) / CG_CALLS is the cost of one GET:
 # start-up, connection set-up, preload and teardown cancel out. Instruction
 # counts do not depend on the machine's load, so the figure is comparable run
-# to run. Writes $OUT/callgrind.json.
+# to run. For RDMemRPC the same difference of the agent's rdma.wqes and the
+# server sessions' wqes gives the send WQEs (work requests) per GET, both
+# directions. Writes $OUT/callgrind.json.
 # Needs: OUT, LOGS, CG_CALLS, CPU_*, ACTIVE; procs.sh, systems.sh.
 
 CG_BASE=200	 # GETs of the shorter client run
@@ -84,10 +86,25 @@ cg_start() {
 	esac
 }
 
+# Send WQEs an RDMemRPC system's agent and server have posted so far: the
+# agent's rdma.wqes plus its server sessions' wqes. Each query adds its own
+# (a control-page READ, a STATS call), the same in every run, so they cancel
+# in the difference of two runs. Prints nothing for binaries without the
+# counters (before layout 4): the report then shows "–".
+cg_wqes() {
+	local shm=$SHM_SHM a j
+	[ "$1" = rdmem-tcp ] && shm=$SHM_TCP
+	a=$("$BIN/rdmem" --shm-name "$shm" agent-stats | awk '$1 == "rdma.wqes" { print $2 }')
+	j=$("$BIN/rdmem" --shm-name "$shm" stats --json)
+	[ -n "$a" ] && [[ $j == *'"wqes":'* ]] || return 0
+	echo $((a + $(grep -o '"wqes":[0-9]*' <<<"$j" | awk -F: '{ s += $2 } END { print s + 0 }')))
+}
+
 # One client run of n GETs at window w under callgrind; prints
-# "client=IR server=IR [agent=IR]".
+# "client=IR server=IR [agent=IR wqes=N]".
 cg_client_run() {
-	local sys=$1 n=$2 w=$3 p role name file out=$OUT/callgrind/$sys-w$3-client-$2.cg
+	local sys=$1 n=$2 w=$3 p role name file out=$OUT/callgrind/$sys-w$3-client-$2.cg wq=
+	[[ $sys == rdmem-* ]] && wq=$(cg_wqes "$sys")
 	for p in "${CG_PROCS[@]}"; do
 		IFS== read -r role name file <<<"$p"
 		cg_control -z "${PIDS[$name]}"
@@ -104,6 +121,7 @@ cg_client_run() {
 		cg_control -d "${PIDS[$name]}"
 		printf ' %s=%s' "$role" "$(cg_last_dump "$file")"
 	done
+	[ -z "$wq" ] || printf ' wqes=%s' $(($(cg_wqes "$sys") - wq))
 	echo
 }
 
@@ -142,6 +160,11 @@ sys_, calls, w = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 a = dict(x.split("=") for x in sys.argv[4].split())
 b = dict(x.split("=") for x in sys.argv[5].split())
 for role in a:
+    if role == "wqes":  # not instructions: send WQEs of agent + server
+        print(json.dumps({"system": sys_, "process": role, "calls": calls, "window": w,
+                          "wqes_a": int(a[role]), "wqes_b": int(b[role]),
+                          "wqes_per_call": (int(b[role]) - int(a[role])) / calls}))
+        continue
     print(json.dumps({"system": sys_, "process": role, "calls": calls, "window": w,
                       "ir_a": int(a[role]), "ir_b": int(b[role]),
                       "ir_per_call": (int(b[role]) - int(a[role])) / calls}))

@@ -245,17 +245,22 @@ def callgrind_table(out):
     with open(path) as f:
         rows = json.load(f)
     procs = ("client", "agent", "server")
-    by_sys = {}
+    by_sys, wqes = {}, {}
     for r in rows:
-        by_sys.setdefault((r["system"], r.get("window", 1)), {})[r["process"]] = r["ir_per_call"]
-    lines = ["| system | window | client | agent | server | total |",
-             "|---|---:|---:|---:|---:|---:|"]
+        key = (r["system"], r.get("window", 1))
+        if "wqes_per_call" in r:
+            wqes[key] = r["wqes_per_call"]
+        else:
+            by_sys.setdefault(key, {})[r["process"]] = r["ir_per_call"]
+    lines = ["| system | window | client | agent | server | total | RDMA WQEs per GET |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     order = lambda kv: (kv[0][1], SYSTEMS.index(kv[0][0]) if kv[0][0] in SYSTEMS else 9)
     for (s, w), d in sorted(by_sys.items(), key=order):
         total = sum(d.values())
-        lines.append("| %s | %d | %s | %s | %s | %s |" % (
+        lines.append("| %s | %d | %s | %s | %s | %s | %s |" % (
             NAMES.get(s, s), w, *["{:,.0f}".format(d[p]) if p in d else "–" for p in procs],
-            "{:,.0f}".format(total)))
+            "{:,.0f}".format(total),
+            "{:.2f}".format(wqes[(s, w)]) if (s, w) in wqes else "–"))
     return lines, rows
 
 
@@ -424,7 +429,10 @@ def main():
                "the count includes waiting: spinning and yielding before sleeping and "
                "time-driven checks, which run ~50x longer under valgrind (so these vary run to "
                "run); at window 32 the actors are busy and the count is mostly work: the "
-               "figure to compare run to run." %
+               "figure to compare run to run. RDMA WQEs per GET: the send work requests "
+               "RDMemRPC's agent and server posted per GET (requests, replies, control-page "
+               "and LAZY READs, RECLAIMs), by the same difference (agent-stats rdma.wqes + "
+               "the server sessions' wqes); its TCP path posts none." %
                meta.get("callgrind_calls", "?"), ""] + cg_lines + [""]
     pt = placement_table(out, summary, meta)
     if pt:
