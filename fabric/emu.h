@@ -42,6 +42,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm fabric needs lock-free 64-bit a
 #define SHMFAB_MAX_REGIONS 64	/* remote-access registrations per side */
 #define SHMFAB_MAX_QUEUE   8192 /* below 4096 ring slots' WRs: the clamp gets exercised */
 #define SHMFAB_MAX_INLINE  256
+#define SHMFAB_MAX_PENDING 64 /* accepted connections waiting for their CONNECT */
 #define SHMFAB_MAX_READS   16 /* reported as the READ depth; copies need none */
 #define SHMFAB_MAX_REGION  (1ull << 40)
 #define SHMFAB_DEF_QUEUE   256

@@ -33,7 +33,6 @@
 
 #include "rdmem/util.h"
 
-#define SHMFAB_MAX_PENDING 64
 /* A client may alloc/register for a while between resolve and connect. */
 #define SHMFAB_PENDING_NS (30ull * 1000000000ull)
 
@@ -376,10 +375,39 @@ static void shmfab_pend_drop(struct shmfab_listener *l, int i, int close_fd)
 	l->pend[i] = l->pend[--l->npend];
 }
 
-/* Takes every waiting connection onto the pending list; its CONNECT comes
- * when the client is done registering, so we never wait for it here. */
-static void shmfab_pend_accept(struct shmfab_listener *l)
+/* Drops pending connections past their deadline: they sent no CONNECT. */
+static void shmfab_pend_expire(struct shmfab_listener *l, uint64_t now)
 {
+	for (int i = 0; i < l->npend; i++) {
+		if (now <= l->pend[i].deadline_ns)
+			continue;
+		rdmem_warn_limited("shm: %s: a client sent no connect request in %llu s; dropped",
+				   l->name, SHMFAB_PENDING_NS / 1000000000ull);
+		shmfab_pend_drop(l, i--, 1);
+	}
+}
+
+/* The pending connection that came first (the earliest deadline). */
+static int shmfab_pend_oldest(const struct shmfab_listener *l)
+{
+	int o = 0;
+
+	for (int i = 1; i < l->npend; i++)
+		if (l->pend[i].deadline_ns < l->pend[o].deadline_ns)
+			o = i;
+	return o;
+}
+
+/*
+ * Takes every waiting connection onto the pending list; its CONNECT comes
+ * when the client is done registering, so we never wait for it here. The
+ * expired go first; a full list gives up its oldest connection for the new
+ * one, so silent connections hold a slot only until that many newer ones
+ * came, never an honest client's way in for SHMFAB_PENDING_NS.
+ */
+static void shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
+{
+	shmfab_pend_expire(l, now);
 	for (;;) {
 		struct epoll_event ev = { .events = EPOLLIN };
 		int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -394,11 +422,14 @@ static void shmfab_pend_accept(struct shmfab_listener *l)
 			return;
 		}
 		ev.data.fd = fd;
-		if (l->npend == SHMFAB_MAX_PENDING ||
-		    epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			rdmem_warn_limited(
-			    "shm: %s: dropping a connection: %d handshakes pending%s", l->name,
-			    l->npend, l->npend < SHMFAB_MAX_PENDING ? " (epoll)" : "");
+		if (l->npend == SHMFAB_MAX_PENDING) {
+			rdmem_warn_limited("shm: %s: %d handshakes pending: dropping the oldest",
+					   l->name, l->npend);
+			shmfab_pend_drop(l, shmfab_pend_oldest(l), 1);
+		}
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			rdmem_warn_limited("shm: %s: dropping a connection: epoll_ctl: %s", l->name,
+					   strerror(errno));
 			close(fd);
 			continue;
 		}
@@ -461,20 +492,13 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 	struct shmfab_msg m;
 	int fds[SHMFAB_MAX_FDS];
 
-	shmfab_pend_accept(l);
+	shmfab_pend_accept(l, now);
 	for (int i = 0; i < l->npend; i++) {
 		int nfds, fd = l->pend[i].fd;
 		ssize_t n = shmfab_recv_msg(fd, &m, fds, &nfds);
 
-		if (n == -EAGAIN || n == -EINTR) {
-			if (now <= l->pend[i].deadline_ns)
-				continue;
-			rdmem_warn_limited(
-			    "shm: %s: a client sent no connect request in %llu s; dropped", l->name,
-			    SHMFAB_PENDING_NS / 1000000000ull);
-			shmfab_pend_drop(l, i--, 1);
-			continue;
-		}
+		if (n == -EAGAIN || n == -EINTR)
+			continue; /* expired ones went in shmfab_pend_accept */
 		shmfab_pend_drop(l, i, 0);
 		if (n < 0) {
 			rdmem_warn_limited("shm: %s: a client left before its connect request: %s",
