@@ -403,9 +403,11 @@ static int shmfab_pend_oldest(const struct shmfab_listener *l)
  * when the client is done registering, so we never wait for it here. The
  * expired go first; a full list gives up its oldest connection for the new
  * one, so silent connections hold a slot only until that many newer ones
- * came, never an honest client's way in for SHMFAB_PENDING_NS.
+ * came, never an honest client's way in for SHMFAB_PENDING_NS. Returns 0,
+ * or -errno when out of fds or memory: the listening socket stays readable,
+ * and the caller must leave it alone a while rather than spin on it.
  */
-static void shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
+static int shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
 {
 	shmfab_pend_expire(l, now);
 	for (;;) {
@@ -419,7 +421,9 @@ static void shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
 				continue;
 			if (err != EAGAIN)
 				rdmem_warn_limited("shm: accept on %s: %s", l->name, strerror(err));
-			return;
+			return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM
+				   ? -err
+				   : 0;
 		}
 		ev.data.fd = fd;
 		if (l->npend == SHMFAB_MAX_PENDING) {
@@ -492,7 +496,8 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 	struct shmfab_msg m;
 	int fds[SHMFAB_MAX_FDS];
 
-	shmfab_pend_accept(l, now);
+	int short_of = shmfab_pend_accept(l, now);
+
 	for (int i = 0; i < l->npend; i++) {
 		int nfds, fd = l->pend[i].fd;
 		ssize_t n = shmfab_recv_msg(fd, &m, fds, &nfds);
@@ -508,7 +513,7 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 		}
 		return shmfab_request_conn(l, fd, &m, n, fds, nfds, attr, out, priv, priv_len);
 	}
-	return -EAGAIN;
+	return short_of ? short_of : -EAGAIN;
 }
 
 /* 0 when len bytes of private data fit the handshake message's max, else

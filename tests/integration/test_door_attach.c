@@ -942,26 +942,6 @@ static void test_door_close_seen_with_a_forked_child_holding_the_socket(void)
 	agent_stop(&agent);
 }
 
-/* CPU ticks (utime + stime) of pid so far, or -1. */
-static long long cpu_ticks(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long ut, st;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	/* After "pid (comm)": state is field 3, utime 14, stime 15. */
-	if (!p ||
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -1;
-	return (long long)(ut + st);
-}
-
 /* Out of file descriptors, the door leaves its backlog alone for a tick
  * instead of spinning on a listener that stays readable; it attaches
  * again once connections go. */
@@ -983,9 +963,9 @@ static void test_door_out_of_fds_does_not_spin(void)
 	for (i = 0; i < 40; i++)
 		hang[i] = raw_connect();
 	usleep(300000);
-	t0 = cpu_ticks(agent.pid);
+	t0 = proc_cpu_ticks(agent.pid);
 	usleep(1000000);
-	t1 = cpu_ticks(agent.pid);
+	t1 = proc_cpu_ticks(agent.pid);
 	printf("# agent CPU over 1 s with its fds used up: %lld ticks\n", t1 - t0);
 	CHECK(t0 >= 0 && t1 - t0 < 30); /* a spin would be ~100 per second */
 	for (i = 0; i < 40; i++)

@@ -2,7 +2,8 @@
  * honest agent works: 1,100 idle connections, slowloris (a byte a second on
  * 1,100 connections), a connect/close storm, garbage, truncated frames and
  * oversized length fields, idle connections reaped (the agent reconnects
- * without failing a call), and a session flood on the RDMA listener (shm).
+ * without failing a call), a session flood on the RDMA listener (shm), and
+ * that listener out of file descriptors (it pauses instead of spinning).
  *
  * The attacker runs in its own network namespace joined to ours by a veth
  * pair, so it has an address of its own (as a remote peer would); without
@@ -31,6 +32,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -738,6 +740,61 @@ static void test_session_flood(void)
 	e2e_fini(&e);
 }
 
+/* A raw connection to the shm fabric's listener of port (the abstract
+ * socket "rdmem-shm:PORT"); it never sends a CONNECT. -1 on failure. */
+static int shm_listener_dial(unsigned port)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int k = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "rdmem-shm:%u", port);
+
+	if (s >= 0 &&
+	    connect(s, (struct sockaddr *)&sun,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k)) < 0 &&
+	    errno != EINPROGRESS && errno != EAGAIN) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+/*
+ * Out of fds, the RDMA listener's backlog stays readable: it used to poll
+ * it again at once and spin (100 % of a CPU, measured). Now it pauses 100
+ * ms per attempt. The server starts with 25 fds to spare (a session needs
+ * several); 80 connections that never speak use them up. Then the
+ * connections go and an agent gets its RDMA session.
+ */
+static void test_rdma_listener_out_of_fds(void)
+{
+	struct rlimit old, low;
+	struct e2e e;
+	int hang[80], i, started;
+	long long t0, t1;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = (struct rlimit){ 40, old.rlim_max }; /* the server inherits it (15 at start) */
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	started = e2e_server(&e, "shm", (const char *)NULL);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	REQUIRE(started == 0);
+	for (i = 0; i < 80; i++)
+		hang[i] = shm_listener_dial(e.port);
+	proc_sleep_ms(300);
+	t0 = proc_cpu_ticks(e.server.pid);
+	proc_sleep_ms(1000);
+	t1 = proc_cpu_ticks(e.server.pid);
+	printf("# server CPU over 1 s with its fds used up: %lld ticks (a spin: ~100)\n", t1 - t0);
+	CHECK(proc_log_has(&e.server, "Too many open files")); /* the case really ran */
+	CHECK(t0 >= 0 && t1 - t0 < 30);
+	for (i = 0; i < 80; i++)
+		if (hang[i] >= 0)
+			close(hang[i]);
+	CHECK_EQ(e2e_agent(&e, (const char *)NULL), 0); /* fds back: sessions again */
+	e2e_fini(&e);
+}
+
 /* RDMEM_NET_ONLY=name runs only the cases whose name holds it (the
  * 1,100-connection TCP server still starts). */
 #define NRUN(fn)                                                                                   \
@@ -776,5 +833,6 @@ int main(void)
 	NRUN(test_idle_flood_one_address_many);
 	NRUN(test_idle_flood_secret);
 	NRUN(test_session_flood);
+	NRUN(test_rdma_listener_out_of_fds);
 	return check_done();
 }
