@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -35,16 +36,24 @@
 
 /* A client may alloc/register for a while between resolve and connect. */
 #define SHMFAB_PENDING_NS (30ull * 1000000000ull)
+/* A full pending list gives up a connection at least this old for a new
+ * one: honest clients send CONNECT within milliseconds of connecting, so a
+ * flood of fresh connections cannot push them out. */
+#define SHMFAB_PENDING_EVICT_NS 1000000000ull
+/* Out of fds, accept is left alone this long: the backlog stays readable. */
+#define SHMFAB_ACCEPT_PAUSE_NS 100000000ull
 
 struct shmfab_pending {
 	int fd;
-	uint64_t deadline_ns;
+	uint64_t since_ns;
 };
 
 struct shmfab_listener {
 	struct rdmem_listener base;
 	int sock;
-	int epfd; /* the listening socket + pending connections: listener_fd */
+	int epfd;  /* the listening socket + pending connections + timer: listener_fd */
+	int timer; /* timerfd: a paused accept resumes (it is in epfd) */
+	int paused;
 	char name[40];
 	int npend;
 	struct shmfab_pending pend[SHMFAB_MAX_PENDING];
@@ -342,14 +351,16 @@ int shmfab_listen(const char *addr, uint16_t port, struct rdmem_listener **out)
 		return -ENOMEM;
 	}
 	l->base.ops = &rdmem_fab_shm_ops;
-	l->epfd = -1;
+	l->epfd = l->timer = -1;
 	sl = shmfab_sockaddr(port, &sun, l->name, sizeof(l->name));
 	rdmem_debug("shm: listening on %s (same host; address %s not used)", l->name,
 		    addr ? addr : "none");
 	l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (l->sock < 0 || bind(l->sock, (struct sockaddr *)&sun, sl) < 0 ||
 	    listen(l->sock, 128) < 0 || (l->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    (ev.data.fd = l->sock, epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) < 0) {
+	    (ev.data.fd = l->sock, epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev)) < 0 ||
+	    (l->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
+	    (ev.data.fd = l->timer, epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->timer, &ev)) < 0) {
 		int err = errno;
 
 		rdmem_err_limited("shm: listen on %s: %s%s", l->name, strerror(err),
@@ -375,42 +386,80 @@ static void shmfab_pend_drop(struct shmfab_listener *l, int i, int close_fd)
 	l->pend[i] = l->pend[--l->npend];
 }
 
-/* Drops pending connections past their deadline: they sent no CONNECT. */
-static void shmfab_pend_expire(struct shmfab_listener *l, uint64_t now)
-{
-	for (int i = 0; i < l->npend; i++) {
-		if (now <= l->pend[i].deadline_ns)
-			continue;
-		rdmem_warn_limited("shm: %s: a client sent no connect request in %llu s; dropped",
-				   l->name, SHMFAB_PENDING_NS / 1000000000ull);
-		shmfab_pend_drop(l, i--, 1);
-	}
-}
-
-/* The pending connection that came first (the earliest deadline). */
+/* The pending connection that came first. */
 static int shmfab_pend_oldest(const struct shmfab_listener *l)
 {
 	int o = 0;
 
 	for (int i = 1; i < l->npend; i++)
-		if (l->pend[i].deadline_ns < l->pend[o].deadline_ns)
+		if (l->pend[i].since_ns < l->pend[o].since_ns)
 			o = i;
 	return o;
 }
 
 /*
- * Takes every waiting connection onto the pending list; its CONNECT comes
- * when the client is done registering, so we never wait for it here. The
- * expired go first; a full list gives up its oldest connection for the new
- * one, so silent connections hold a slot only until that many newer ones
- * came, never an honest client's way in for SHMFAB_PENDING_NS. Returns 0,
- * or -errno when out of fds or memory: the listening socket stays readable,
- * and the caller must leave it alone a while rather than spin on it.
+ * Out of fds or memory: the listening socket leaves the epoll set (its
+ * backlog would keep the listener fd readable, and the caller would spin)
+ * and comes back when the timer fires. Pending connections stay served.
  */
-static int shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
+static void shmfab_accept_pause(struct shmfab_listener *l, int err)
 {
-	shmfab_pend_expire(l, now);
-	for (;;) {
+	struct itimerspec t = { .it_value = { 0, (long)SHMFAB_ACCEPT_PAUSE_NS } };
+
+	rdmem_warn_limited("shm: accept on %s: %s: accepting again in %llu ms (raise the "
+			   "open-files limit, LimitNOFILE)",
+			   l->name, strerror(err), SHMFAB_ACCEPT_PAUSE_NS / 1000000);
+	if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->sock, NULL) < 0 ||
+	    timerfd_settime(l->timer, 0, &t, NULL) < 0) {
+		rdmem_err_limited("shm: %s: pausing accept: %s", l->name, strerror(errno));
+		return;
+	}
+	l->paused = 1;
+}
+
+static void shmfab_accept_resume(struct shmfab_listener *l)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->sock };
+	uint64_t fired;
+
+	if (!l->paused || read(l->timer, &fired, sizeof(fired)) != sizeof(fired))
+		return; /* not paused, or the pause is not over */
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
+		rdmem_err_limited("shm: %s: resuming accept: %s", l->name, strerror(errno));
+		return;
+	}
+	l->paused = 0;
+}
+
+/* Room for one more pending connection: a free entry, or the oldest one if
+ * it is old enough to give up (see SHMFAB_PENDING_EVICT_NS). */
+static int shmfab_pend_room(struct shmfab_listener *l, uint64_t now)
+{
+	int o;
+
+	if (l->npend < SHMFAB_MAX_PENDING)
+		return 1;
+	o = shmfab_pend_oldest(l);
+	if (now - l->pend[o].since_ns < SHMFAB_PENDING_EVICT_NS)
+		return 0;
+	rdmem_warn_limited("shm: %s: %d handshakes pending: dropping one %llu ms old", l->name,
+			   l->npend, (unsigned long long)((now - l->pend[o].since_ns) / 1000000));
+	shmfab_pend_drop(l, o, 1);
+	return 1;
+}
+
+/*
+ * Takes waiting connections onto the pending list, at most one list's worth
+ * a call (a flood cannot keep us here); their CONNECT comes when the client
+ * is done registering, so we never wait for it here. A full list takes a
+ * new connection only in place of one at least SHMFAB_PENDING_EVICT_NS old,
+ * else the new one is closed: a flood of fresh connections cannot push out
+ * an honest client that is about to speak, and silent ones cannot hold the
+ * list for SHMFAB_PENDING_NS.
+ */
+static void shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
+{
+	for (int taken = 0; !l->paused && taken < SHMFAB_MAX_PENDING; taken++) {
 		struct epoll_event ev = { .events = EPOLLIN };
 		int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -419,17 +468,18 @@ static int shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
 
 			if (err == EINTR || err == ECONNABORTED)
 				continue;
-			if (err != EAGAIN)
+			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+				shmfab_accept_pause(l, err);
+			else if (err != EAGAIN)
 				rdmem_warn_limited("shm: accept on %s: %s", l->name, strerror(err));
-			return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM
-				   ? -err
-				   : 0;
+			return;
 		}
 		ev.data.fd = fd;
-		if (l->npend == SHMFAB_MAX_PENDING) {
-			rdmem_warn_limited("shm: %s: %d handshakes pending: dropping the oldest",
+		if (!shmfab_pend_room(l, now)) {
+			rdmem_warn_limited("shm: %s: dropping a connection: %d handshakes pending",
 					   l->name, l->npend);
-			shmfab_pend_drop(l, shmfab_pend_oldest(l), 1);
+			close(fd);
+			continue;
 		}
 		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			rdmem_warn_limited("shm: %s: dropping a connection: epoll_ctl: %s", l->name,
@@ -437,8 +487,7 @@ static int shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
 			close(fd);
 			continue;
 		}
-		l->pend[l->npend++] =
-		    (struct shmfab_pending){ fd, rdmem_now_ns() + SHMFAB_PENDING_NS };
+		l->pend[l->npend++] = (struct shmfab_pending){ fd, now };
 	}
 }
 
@@ -496,14 +545,22 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 	struct shmfab_msg m;
 	int fds[SHMFAB_MAX_FDS];
 
-	int short_of = shmfab_pend_accept(l, now);
-
+	/* Pending connections first (a CONNECT waiting is served before new
+	 * connections take fds it may need), then new ones. */
+	shmfab_accept_resume(l);
 	for (int i = 0; i < l->npend; i++) {
 		int nfds, fd = l->pend[i].fd;
 		ssize_t n = shmfab_recv_msg(fd, &m, fds, &nfds);
 
-		if (n == -EAGAIN || n == -EINTR)
-			continue; /* expired ones went in shmfab_pend_accept */
+		if (n == -EAGAIN || n == -EINTR) {
+			if (now - l->pend[i].since_ns <= SHMFAB_PENDING_NS)
+				continue;
+			rdmem_warn_limited(
+			    "shm: %s: a client sent no connect request in %llu s; dropped", l->name,
+			    SHMFAB_PENDING_NS / 1000000000ull);
+			shmfab_pend_drop(l, i--, 1);
+			continue;
+		}
 		shmfab_pend_drop(l, i, 0);
 		if (n < 0) {
 			rdmem_warn_limited("shm: %s: a client left before its connect request: %s",
@@ -513,7 +570,8 @@ int shmfab_get_request(struct rdmem_listener *lb, const struct rdmem_fab_attr *a
 		}
 		return shmfab_request_conn(l, fd, &m, n, fds, nfds, attr, out, priv, priv_len);
 	}
-	return short_of ? short_of : -EAGAIN;
+	shmfab_pend_accept(l, now);
+	return -EAGAIN;
 }
 
 /* 0 when len bytes of private data fit the handshake message's max, else
@@ -581,6 +639,8 @@ void shmfab_listener_close(struct rdmem_listener *lb)
 		close(l->pend[i].fd);
 	if (l->epfd >= 0)
 		close(l->epfd);
+	if (l->timer >= 0)
+		close(l->timer);
 	if (l->sock >= 0)
 		close(l->sock);
 	free(l);

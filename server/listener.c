@@ -25,9 +25,6 @@
 
 #define RDMEM_ADDR_KEY		RDMEM_ADDR_GROUP_MAX
 #define RDMEM_LISTENER_NUDGE_NS 10000000ull /* 10 ms */
-/* Out of fds or memory the listener leaves its fd alone this long: the
- * backlog keeps it readable, and polling it again at once would spin. */
-#define RDMEM_LISTENER_PAUSE_MS 100
 
 /* Sessions open from one peer address (--max-sessions-per-addr). The
  * listener alone assigns keys; a session's close decrements n. */
@@ -183,8 +180,7 @@ static uint16_t rdmem_listener_admit_addr(struct rdmem_listener_thread *lt, stru
 	return RDMEM_S_BUSY;
 }
 
-/* Takes one connect request; returns 0, or -errno when out of fds or memory. */
-static int rdmem_listener_take(struct rdmem_listener_thread *lt)
+static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 {
 	struct rdmem_fab_attr attr = rdmem_listener_attr(lt->cfg);
 	struct rdmem_xchg_hello hello;
@@ -199,19 +195,17 @@ static int rdmem_listener_take(struct rdmem_listener_thread *lt)
 	if (ret < 0) {
 		if (ret != -EAGAIN)
 			rdmem_warn_limited("connect request failed: %s", strerror(-ret));
-		return ret == -EMFILE || ret == -ENFILE || ret == -ENOBUFS || ret == -ENOMEM ? ret
-											     : 0;
+		return;
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */
 	if (rdmem_listener_admit(lt, c, &hello, len) || rdmem_listener_admit_addr(lt, c, &addr))
-		return 0;
+		return;
 	/* On failure (e.g. no lease free) the session refused the request with a reason. */
 	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0) {
 		atomic_fetch_add_explicit(&addr->n, 1, memory_order_relaxed);
 		rdmem_session_set_guard(s, &addr->n, &lt->reclaim_before_ns);
 		rdmem_workers_add(lt->workers, s);
 	}
-	return 0;
 }
 
 static void *rdmem_listener_main(void *arg)
@@ -223,11 +217,11 @@ static void *rdmem_listener_main(void *arg)
 	pthread_setname_np(pthread_self(), "rdmem-listen"); /* ps -L, top -H, the idle test */
 	for (;;) {
 		/* No time limit: every duty is an event (a connection; a pending
-		 * peer's bytes, which the shm listener's epoll set carries; stop).
-		 * A pending peer that stays silent is dropped at the next accept.
-		 * Only a pause (out of fds) has one. */
-		int paused = !pfd[0].events;
-		int n = poll(pfd, 2, paused ? RDMEM_LISTENER_PAUSE_MS : -1);
+		 * peer's bytes, which the shm listener's epoll set carries; stop;
+		 * the shm listener's timer ending an accept paused for want of
+		 * fds). A pending peer that stays silent is dropped at the next
+		 * request. */
+		int n = poll(pfd, 2, -1);
 
 		if (n < 0 && errno != EINTR) {
 			rdmem_err("listener poll: %s", strerror(errno));
@@ -235,9 +229,8 @@ static void *rdmem_listener_main(void *arg)
 		}
 		if (pfd[1].revents)
 			break;
-		pfd[0].events = POLLIN; /* a pause lasts one poll */
-		if ((paused || pfd[0].revents) && rdmem_listener_take(lt) < 0)
-			pfd[0].events = 0;
+		if (pfd[0].revents)
+			rdmem_listener_take(lt);
 	}
 	return NULL;
 }

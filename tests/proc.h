@@ -4,6 +4,7 @@
 #ifndef RDMEM_TEST_PROC_H
 #define RDMEM_TEST_PROC_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -67,6 +68,23 @@ static inline long long proc_cpu_ticks(pid_t pid)
 	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return -1;
 	return (long long)(ut + st);
+}
+
+/* Open file descriptors of pid, or -1. */
+static inline int proc_fd_count(pid_t pid)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dd;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if (!(dd = opendir(path)))
+		return -1;
+	while ((d = readdir(dd)))
+		n += d->d_name[0] != '.';
+	closedir(dd);
+	return n;
 }
 
 static inline void proc_sleep_ms(int ms)
