@@ -40,6 +40,9 @@
  * one: honest clients send CONNECT within milliseconds of connecting, so a
  * flood of fresh connections cannot push them out. */
 #define SHMFAB_PENDING_EVICT_NS 1000000000ull
+/* Out of fds, pending connections at least SHMFAB_PENDING_EVICT_NS old are
+ * given up this many at a time, for a new connection and its regions. */
+#define SHMFAB_EMFILE_EVICT 16
 /* Out of fds, accept is left alone this long: the backlog stays readable. */
 #define SHMFAB_ACCEPT_PAUSE_NS 100000000ull
 
@@ -402,19 +405,30 @@ static int shmfab_pend_oldest(const struct shmfab_listener *l)
  * backlog would keep the listener fd readable, and the caller would spin)
  * and comes back when the timer fires. Pending connections stay served.
  */
-static void shmfab_accept_pause(struct shmfab_listener *l, int err)
+/* Arms the pause timer: a failure leaves accept unpaused (a spin beats a
+ * listener that never accepts again). */
+static int shmfab_accept_timer(struct shmfab_listener *l)
 {
 	struct itimerspec t = { .it_value = { 0, (long)SHMFAB_ACCEPT_PAUSE_NS } };
 
+	if (timerfd_settime(l->timer, 0, &t, NULL) == 0)
+		return 0;
+	rdmem_err_limited("shm: %s: arming the accept timer: %s", l->name, strerror(errno));
+	return -1;
+}
+
+static void shmfab_accept_pause(struct shmfab_listener *l, int err)
+{
+	if (shmfab_accept_timer(l) < 0)
+		return;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->sock, NULL) < 0) {
+		rdmem_err_limited("shm: %s: pausing accept: %s", l->name, strerror(errno));
+		return; /* the timer fires into a listener not paused: a read, no harm */
+	}
+	l->paused = 1;
 	rdmem_warn_limited("shm: accept on %s: %s: accepting again in %llu ms (raise the "
 			   "open-files limit, LimitNOFILE)",
 			   l->name, strerror(err), SHMFAB_ACCEPT_PAUSE_NS / 1000000);
-	if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->sock, NULL) < 0 ||
-	    timerfd_settime(l->timer, 0, &t, NULL) < 0) {
-		rdmem_err_limited("shm: %s: pausing accept: %s", l->name, strerror(errno));
-		return;
-	}
-	l->paused = 1;
 }
 
 static void shmfab_accept_resume(struct shmfab_listener *l)
@@ -422,23 +436,26 @@ static void shmfab_accept_resume(struct shmfab_listener *l)
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->sock };
 	uint64_t fired;
 
-	if (!l->paused || read(l->timer, &fired, sizeof(fired)) != sizeof(fired))
-		return; /* not paused, or the pause is not over */
+	/* Read whenever it fired, paused or not: a readable timer left in the
+	 * epoll set would keep the listener fd readable (a spin). */
+	if (read(l->timer, &fired, sizeof(fired)) != sizeof(fired) || !l->paused)
+		return; /* the pause is not over, or there is none */
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
 		rdmem_err_limited("shm: %s: resuming accept: %s", l->name, strerror(errno));
+		shmfab_accept_timer(l); /* try again, not never */
 		return;
 	}
 	l->paused = 0;
 }
 
-/* Room for one more pending connection: a free entry, or the oldest one if
- * it is old enough to give up (see SHMFAB_PENDING_EVICT_NS). */
-static int shmfab_pend_room(struct shmfab_listener *l, uint64_t now)
+/* Gives up the oldest pending connection if it is old enough (see
+ * SHMFAB_PENDING_EVICT_NS): 1 if it did. */
+static int shmfab_pend_evict(struct shmfab_listener *l, uint64_t now)
 {
 	int o;
 
-	if (l->npend < SHMFAB_MAX_PENDING)
-		return 1;
+	if (!l->npend)
+		return 0;
 	o = shmfab_pend_oldest(l);
 	if (now - l->pend[o].since_ns < SHMFAB_PENDING_EVICT_NS)
 		return 0;
@@ -446,6 +463,22 @@ static int shmfab_pend_room(struct shmfab_listener *l, uint64_t now)
 			   l->npend, (unsigned long long)((now - l->pend[o].since_ns) / 1000000));
 	shmfab_pend_drop(l, o, 1);
 	return 1;
+}
+
+/* Up to SHMFAB_EMFILE_EVICT of them, the oldest first: 1 if any. */
+static int shmfab_pend_evict_some(struct shmfab_listener *l, uint64_t now)
+{
+	int n = 0;
+
+	while (n < SHMFAB_EMFILE_EVICT && shmfab_pend_evict(l, now))
+		n++;
+	return n > 0;
+}
+
+/* Room for one more pending connection: a free entry, or the oldest one. */
+static int shmfab_pend_room(struct shmfab_listener *l, uint64_t now)
+{
+	return l->npend < SHMFAB_MAX_PENDING || shmfab_pend_evict(l, now);
 }
 
 /*
@@ -467,6 +500,11 @@ static void shmfab_pend_accept(struct shmfab_listener *l, uint64_t now)
 			int err = errno;
 
 			if (err == EINTR || err == ECONNABORTED)
+				continue;
+			/* Out of fds, silent connections may hold them all:
+			 * those old enough give theirs up, enough for a new
+			 * connection and the regions its CONNECT brings. */
+			if ((err == EMFILE || err == ENFILE) && shmfab_pend_evict_some(l, now))
 				continue;
 			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 				shmfab_accept_pause(l, err);
