@@ -400,11 +400,6 @@ static int shmfab_pend_oldest(const struct shmfab_listener *l)
 	return o;
 }
 
-/*
- * Out of fds or memory: the listening socket leaves the epoll set (its
- * backlog would keep the listener fd readable, and the caller would spin)
- * and comes back when the timer fires. Pending connections stay served.
- */
 /* Arms the pause timer: a failure leaves accept unpaused (a spin beats a
  * listener that never accepts again). */
 static int shmfab_accept_timer(struct shmfab_listener *l)
@@ -417,6 +412,11 @@ static int shmfab_accept_timer(struct shmfab_listener *l)
 	return -1;
 }
 
+/*
+ * Out of fds or memory: the listening socket leaves the epoll set (its
+ * backlog would keep the listener fd readable, and the caller would spin)
+ * and comes back when the timer fires. Pending connections stay served.
+ */
 static void shmfab_accept_pause(struct shmfab_listener *l, int err)
 {
 	if (shmfab_accept_timer(l) < 0)
