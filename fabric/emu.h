@@ -26,6 +26,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "fabric/fabric_impl.h"
 
@@ -216,6 +218,9 @@ void shmfab_break(struct shmfab_conn *c);
 /* Breaks our side too (and logs it) when the peer flagged a break. */
 int shmfab_peer_broke(struct shmfab_conn *c);
 void shmfab_ring(int fd, const char *what, const char *peer);
+/* The listener's address for port (the abstract socket "rdmem-shm:PORT")
+ * and its length; name gets "@rdmem-shm:PORT" for messages. */
+socklen_t shmfab_sockaddr(uint16_t port, struct sockaddr_un *sun, char *name, size_t n);
 /* Logs "shm: <message>: <errno text>"; returns -errno as it was on entry
  * (logging may change errno). */
 int shmfab_syserr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

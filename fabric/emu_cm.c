@@ -62,7 +62,7 @@ struct shmfab_listener {
 	struct shmfab_pending pend[SHMFAB_MAX_PENDING];
 };
 
-static socklen_t shmfab_sockaddr(uint16_t port, struct sockaddr_un *sun, char *name, size_t n)
+socklen_t shmfab_sockaddr(uint16_t port, struct sockaddr_un *sun, char *name, size_t n)
 {
 	int k;
 

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "agent/link.h"
+#include "fabric/emu.h"
 #include "rdmem/layout.h"
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
@@ -744,13 +745,12 @@ static void test_session_flood(void)
  * socket "rdmem-shm:PORT"); it never sends a CONNECT. -1 on failure. */
 static int shm_listener_dial(unsigned port)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun;
+	char name[40];
+	socklen_t len = shmfab_sockaddr((uint16_t)port, &sun, name, sizeof(name));
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int k = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "rdmem-shm:%u", port);
 
-	if (s >= 0 &&
-	    connect(s, (struct sockaddr *)&sun,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k)) < 0) {
+	if (s >= 0 && connect(s, (struct sockaddr *)&sun, len) < 0) {
 		close(s);
 		return -1;
 	}

@@ -965,13 +965,12 @@ static void test_hostile_immediates(void)
 
 static int t_raw_dial(uint16_t port)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun;
+	char name[40];
+	socklen_t len = shmfab_sockaddr(port, &sun, name, sizeof(name));
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	int k = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "rdmem-shm:%u", port);
 
-	if (s >= 0 &&
-	    connect(s, (struct sockaddr *)&sun,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k)) < 0) {
+	if (s >= 0 && connect(s, (struct sockaddr *)&sun, len) < 0) {
 		close(s);
 		return -1;
 	}
