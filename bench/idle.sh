@@ -11,12 +11,12 @@
 #   bench/idle.sh OUT BIN [SECONDS]   writes OUT/idle.md and OUT/idle.json
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-out=$1 bin=$2 secs=${3:-60}
+out=$1 secs=${3:-60}
+export RDMEM_BIN=$2 # local-stack.sh runs the binaries it names (as ways_in.sh, resp.sh)
 [[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "idle.sh: SECONDS must be a positive number" >&2; exit 2; }
 work=$(mktemp -d)
 # shellcheck source=scripts/local-stack.sh
 . "$here/scripts/local-stack.sh"
-LS_BIN=$bin # after local-stack.sh, which sets its own default
 trap 'ls_stop; rm -rf "$work"' EXIT
 shm=/rdmem-idle-$$
 
