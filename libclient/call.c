@@ -58,6 +58,7 @@ int rdmem__submit_begin(rdmem_t *h, struct rdmem_rpc *c)
 	c->p_.att = NULL;
 	c->p_.state = RDMEM__IDLE;
 	c->p_.start_ns = rdmem_now_ns();
+	c->p_.bell_ns = 0;
 	c->p_.deadline_ns = c->p_.start_ns + (uint64_t)ms * 1000000ull;
 	atomic_fetch_add_explicit(&h->n_calls, 1, memory_order_relaxed);
 	return call_acquire(h, c);
@@ -211,12 +212,37 @@ static int call_abandon(rdmem_t *h, struct rdmem_rpc *c)
 	return c->rc;
 }
 
+/*
+ * Our push rings the agent only if it said it sleeps, and any client can
+ * clear that word, or overwrite our ring entry; the agent has no tick when
+ * idle, so it would then never see the call. A call the agent has not taken
+ * a liveness period after it was submitted rings the doorbell itself, once
+ * a period: the woken agent drains the ring, and its scans take a slot
+ * whose entry was lost (docs/architecture.md, "A ring that survives any
+ * bytes").
+ */
+static void call_ring_if_untaken(struct rdmem_rpc *c, uint64_t now)
+{
+	struct rdmem_att *a = c->p_.att;
+	/* Relaxed: a hint; a spare wake-up costs the agent one look. */
+	uint32_t st =
+	    atomic_load_explicit(&rdmem__slot(a, c->p_.slot)->state, memory_order_relaxed);
+
+	if (RDMEM_SLOT_PHASE(st) != RDMEM_SLOT_SUBMITTED ||
+	    now - c->p_.start_ns < RDMEM_LIVENESS_NS ||
+	    (c->p_.bell_ns && now - c->p_.bell_ns < RDMEM_LIVENESS_NS))
+		return;
+	c->p_.bell_ns = now;
+	rdmem_ring_bell(&a->ring);
+}
+
 /* The slot is not DONE: is the agent still there, is the deadline past? */
 int rdmem__poll_slow(rdmem_t *h, struct rdmem_rpc *c)
 {
 	struct rdmem_att *a = c->p_.att;
 	uint64_t now = rdmem_now_ns();
 
+	call_ring_if_untaken(c, now);
 	if (!rdmem__att_alive(a, now)) {
 		rdmem__slot_release(a, c->p_.slot);
 		rdmem__rpc_end(h, c, -ESHUTDOWN);

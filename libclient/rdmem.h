@@ -73,6 +73,7 @@ struct rdmem_rpc_priv {
 	uint64_t start_ns, deadline_ns, req_id;
 	uint32_t slot, seq;
 	int state, owns_rval;
+	uint64_t bell_ns; /* when the call last rang the agent's doorbell itself */
 };
 
 struct rdmem_rpc {

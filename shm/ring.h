@@ -221,6 +221,18 @@ static inline int rdmem_ring_publish(struct rdmem_ring *r, uint64_t pos, uint16_
 	return -ESTALE;
 }
 
+/* Wakes the consumer whether or not it said it sleeps (a system call). */
+static inline void rdmem_ring_bell(struct rdmem_ring *r)
+{
+	/*
+	 * Release: pairs with the acquire load of doorbell in
+	 * rdmem_ring_sleep_begin(); a consumer that reads this new value
+	 * therefore also sees our entry when it re-checks the ring.
+	 */
+	atomic_fetch_add_explicit(&r->ctl->doorbell, 1, memory_order_release);
+	rdmem_futex_wake(&r->ctl->doorbell, 1);
+}
+
 /* Wakes the consumer if it announced it sleeps. Call after publishing. */
 static inline void rdmem_ring_kick(struct rdmem_ring *r)
 {
@@ -231,15 +243,8 @@ static inline void rdmem_ring_kick(struct rdmem_ring *r)
 	 * consumer's re-check after its fence sees our entry.
 	 */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load_explicit(&r->ctl->sleeping, memory_order_relaxed))
-		return;
-	/*
-	 * Release: pairs with the acquire load of doorbell in
-	 * rdmem_ring_sleep_begin(); a consumer that reads this new value
-	 * therefore also sees our entry when it re-checks the ring.
-	 */
-	atomic_fetch_add_explicit(&r->ctl->doorbell, 1, memory_order_release);
-	rdmem_futex_wake(&r->ctl->doorbell, 1);
+	if (atomic_load_explicit(&r->ctl->sleeping, memory_order_relaxed))
+		rdmem_ring_bell(r);
 }
 
 /*

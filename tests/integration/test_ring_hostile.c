@@ -518,6 +518,56 @@ static void test_hostile_claims_never_published(void)
 	fx_stop(&f);
 }
 
+/*
+ * The agent's sleeping word held at 0 on an idle ring: producers then never
+ * ring the doorbell, and an idle actor has no scan tick to find their
+ * entries. A call the agent has not taken rings the bell itself after a
+ * liveness period (20 ms, libclient/call.c), so calls go on, slower, and
+ * none times out.
+ */
+static void test_hostile_sleeping_word_cleared(void)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 1000, NULL };
+	uint64_t ok0, t0, ms;
+	struct fx f;
+	int status;
+	pid_t pid;
+
+	REQUIRE(fx_start(&f, "sleeping word held at 0") == 0);
+	fx_signal(&f, SIGSTOP);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct hostile x;
+		uint64_t end;
+
+		if (hostile_map(&x))
+			_exit(3);
+		end = rdmem_now_ns() + 1500000000ull;
+		while (rdmem_now_ns() < end) {
+			atomic_store(&x.hdr->ring.sleeping, 0);
+			usleep(50);
+		}
+		_exit(0);
+	}
+	usleep(400000); /* the actor scans for 200 ms after the ring's last entry, then sleeps */
+	t0 = rdmem_now_ns();
+	CHECK_EQ(rdmem_local_ping(f.probe, &opts), 0);
+	ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# a local ping on an idle ring with the sleeping word held at 0: %" PRIu64
+	       " ms (bound 200)\n",
+	       ms);
+	CHECK(ms <= 200);
+	ok0 = atomic_load(&f.sh->ok);
+	fx_signal(&f, SIGCONT);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("# honest calls checked while the word was held: %" PRIu64 "\n",
+	       atomic_load(&f.sh->ok) - ok0);
+	CHECK(atomic_load(&f.sh->ok) - ok0 >= 10);
+	fx_finish(&f, fx_recover_ms(&f));
+	fx_stop(&f);
+}
+
 static uint32_t pid_target; /* the client entry attack_pid_minus_one writes */
 
 static void attack_pid_minus_one(struct hostile *x)
@@ -608,5 +658,6 @@ int main(int argc, char **argv)
 	RUN(test_hostile_claims_never_published);
 	RUN(test_hostile_head_flood);
 	RUN(test_hostile_negative_pid);
+	RUN(test_hostile_sleeping_word_cleared);
 	return check_done();
 }
