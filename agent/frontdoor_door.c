@@ -285,14 +285,15 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	}
 	d->per_uid = rdmem_door_per_uid(cfg->clients_per_uid, fd->geom.clients);
 	d->conn = malloc(fd->geom.clients * sizeof(*d->conn));
+	d->pidfd = malloc(fd->geom.clients * sizeof(*d->pidfd));
 	d->claimed = calloc(fd->geom.clients, sizeof(*d->claimed));
 	d->owner = calloc(fd->geom.clients, sizeof(*d->owner));
 	d->sweep = calloc(fd->geom.clients, sizeof(*d->sweep));
-	if (!d->conn || !d->claimed || !d->owner || !d->sweep ||
+	for (c = 0; d->conn && d->pidfd && c < fd->geom.clients; c++)
+		d->conn[c] = d->pidfd[c] = -1; /* before any return: close() reads them */
+	if (!d->conn || !d->pidfd || !d->claimed || !d->owner || !d->sweep ||
 	    pipe2(d->wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -ENOMEM;
-	for (c = 0; c < fd->geom.clients; c++)
-		d->conn[c] = -1;
 	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))))
 		return rc;
 	if ((rc = rdmem_door_dir(dir, cfg->group))) {
@@ -357,6 +358,7 @@ static int rdmem_door_assign(struct rdmem_frontdoor *fd, const struct rdmem_door
 		e->attach_ns = rdmem_now_ns();
 		atomic_store_explicit(&e->pid, (int32_t)pid, memory_order_relaxed);
 		atomic_store_explicit(&cl->gone, 0, memory_order_relaxed);
+		atomic_store_explicit(&cl->pid_unwatched, 0, memory_order_relaxed);
 		/* Release: pairs with the actor's acquire load when it checks an
 		 * agent-ctl call; the client learns its entry (and can call) only
 		 * after this, from the welcome. */
@@ -543,6 +545,34 @@ static int rdmem_door_held_off(const struct rdmem_door *d, pid_t pid, uint64_t n
 	return 0;
 }
 
+/*
+ * Empties the watch. Once the directory itself is moved or removed the watch
+ * cannot see its path any more: the door then looks every tick (the path
+ * may be bound anew by another agent), and says so once.
+ */
+static void rdmem_door_read_watch(struct rdmem_frontdoor *fd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct rdmem_door *d = &fd->door;
+	uint32_t blind = 0;
+	ssize_t n, off;
+
+	while (d->watch >= 0 && (n = read(d->watch, buf, sizeof(buf))) > 0)
+		for (off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const void *)(buf + off);
+
+			blind |= ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED);
+			off += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	if (!blind)
+		return;
+	rdmem_warn("front door %s: the directory of %s was moved or removed: looking at the "
+		   "socket path every %d ms from now on",
+		   fd->name, d->path, RDMEM_DOOR_TICK_MS);
+	close(d->watch);
+	d->watch = -1;
+}
+
 /* Closes the connection of every client the actor cut off; holds its pid off. */
 static void rdmem_door_cut(struct rdmem_frontdoor *fd, uint64_t now)
 {
@@ -561,15 +591,13 @@ static void rdmem_door_cut(struct rdmem_frontdoor *fd, uint64_t now)
 				oldest = (uint32_t)i;
 		d->cut_pid[oldest] = pid;
 		d->cut_until[oldest] = now + RDMEM_FD_CUT_HOLD_NS;
-		if (d->conn[c] >= 0) {
-			/* Shut down: a child it forked may hold a copy of the socket. */
+		/* Shut down: a child it forked may hold a copy of the socket. */
+		if (d->conn[c] >= 0)
 			shutdown(d->conn[c], SHUT_RDWR);
-			close(d->conn[c]);
-			d->conn[c] = -1;
-		}
-		atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
+		rdmem_door_owner_forget(d, c);
 		/* Relaxed: only the door reads it back (assign skips a cut entry). */
 		atomic_store_explicit(&fd->clients[c].cut, 0, memory_order_relaxed);
+		rdmem_door_tell_actor(fd, c);
 	}
 }
 
@@ -617,15 +645,14 @@ static void rdmem_door_answer(struct rdmem_frontdoor *fd, struct rdmem_door_pend
 	if (sent == 0 && c >= 0) {
 		fd->door.conn[c] = p->fd;
 		p->fd = -1;
+		rdmem_door_owner_watch(fd, (uint32_t)c, p->pid);
 		rdmem_door_count(&fd->door.n_attached);
 		if (!p->pid)
 			rdmem_door_pid_unknown(fd, p);
 		return;
 	}
-	if (c >= 0) { /* the client left before its welcome: the actor frees the entry */
-		atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
-		atomic_store_explicit(&fd->scan_req, 1, memory_order_release);
-	}
+	if (c >= 0) /* the client left before its welcome: the actor frees the entry */
+		rdmem_door_tell_actor(fd, (uint32_t)c);
 	rdmem_door_drop(p);
 }
 
@@ -803,14 +830,9 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
 				   "disconnected",
 				   fd->name, c);
 	}
-	close(fd->door.conn[c]);
-	fd->door.conn[c] = -1;
+	rdmem_door_owner_forget(&fd->door, c);
 	rdmem_door_count(&fd->door.n_hangups);
-	atomic_store_explicit(&fd->clients[c].gone, 1, memory_order_relaxed);
-	/* Release: the gone flag before the actor's acquire exchange of scan_req. */
-	atomic_store_explicit(&fd->scan_req, 1, memory_order_release);
-	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_relaxed);
-	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+	rdmem_door_tell_actor(fd, c);
 }
 
 int rdmem_door_taken(const struct rdmem_frontdoor *fd)
@@ -850,10 +872,8 @@ static void rdmem_door_forget_reclaimed(struct rdmem_frontdoor *fd)
 	for (c = 0; c < fd->geom.clients; c++)
 		if (fd->door.conn[c] >= 0 &&
 		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) !=
-			fd->door.claimed[c]) {
-			close(fd->door.conn[c]);
-			fd->door.conn[c] = -1;
-		}
+			fd->door.claimed[c])
+			rdmem_door_owner_forget(&fd->door, c);
 }
 
 /* Handles one round of poll results: pending handshakes first, then attached clients. */
@@ -865,7 +885,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 
 	/* Read before looking: a nudge or event after this read stays for the next poll. */
 	rdmem_door_drain(d->bell);
-	rdmem_door_drain(d->watch);
+	rdmem_door_read_watch(fd);
 	rdmem_door_cut(fd, now);
 	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd)) {
 		/* Relaxed: the flag alone; the actor only stops repairing the header. */
@@ -881,7 +901,10 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 			continue;
 		if (who[i] & 0x80000000u)
 			rdmem_door_read_hello(fd, &d->pending[who[i] & 0xffffu]);
-		else if (d->conn[who[i]] == pf[i].fd)
+		else if (who[i] & 0x40000000u) {
+			if (d->pidfd[who[i] & 0xffffu] == pf[i].fd)
+				rdmem_door_owner_exited(fd, who[i] & 0xffffu);
+		} else if (d->conn[who[i]] == pf[i].fd)
 			rdmem_door_hangup(fd, who[i]);
 	}
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
@@ -944,18 +967,23 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 		who[n] = 0x80000000u | (uint32_t)i;
 		pf[n++] = (struct pollfd){ d->pending[i].fd, POLLIN, 0 };
 	}
-	for (c = 0; c < fd->geom.clients; c++)
+	for (c = 0; c < fd->geom.clients; c++) {
 		if (d->conn[c] >= 0) {
 			who[n] = c;
 			pf[n++] = (struct pollfd){ d->conn[c], POLLIN, 0 };
 		}
+		if (d->pidfd[c] >= 0) { /* readable once the owner exits */
+			who[n] = 0x40000000u | c;
+			pf[n++] = (struct pollfd){ d->pidfd[c], POLLIN, 0 };
+		}
+	}
 	return n;
 }
 
 static void *rdmem_door_main(void *arg)
 {
 	struct rdmem_frontdoor *fd = arg;
-	size_t cap = RDMEM_DOOR_FIXED_FDS + RDMEM_DOOR_PENDING + fd->geom.clients;
+	size_t cap = RDMEM_DOOR_FIXED_FDS + RDMEM_DOOR_PENDING + 2 * (size_t)fd->geom.clients;
 	struct pollfd *pf = calloc(cap, sizeof(*pf));
 	uint32_t *who = calloc(cap, sizeof(*who));
 
@@ -1011,9 +1039,8 @@ void rdmem_door_close(struct rdmem_frontdoor *fd)
 		pthread_join(d->thread, NULL);
 		d->started = 0;
 	}
-	for (c = 0; d->conn && c < fd->geom.clients; c++)
-		if (d->conn[c] >= 0)
-			close(d->conn[c]);
+	for (c = 0; d->conn && d->pidfd && c < fd->geom.clients; c++)
+		rdmem_door_owner_forget(d, c);
 	for (c = 0; c < RDMEM_DOOR_PENDING; c++)
 		if (d->pending[c].fd >= 0)
 			rdmem_door_drop(&d->pending[c]);
@@ -1033,11 +1060,12 @@ void rdmem_door_close(struct rdmem_frontdoor *fd)
 		close(d->watch);
 	d->bell = d->watch = -1;
 	free(d->conn);
+	free(d->pidfd);
 	free(d->claimed);
 	free(d->owner);
 	free(d->sweep);
 	d->sweep = NULL;
-	d->conn = NULL;
+	d->conn = d->pidfd = NULL;
 	d->claimed = NULL;
 	d->owner = NULL;
 }

@@ -48,6 +48,9 @@ struct rdmem_fd_client {
 	_Atomic int cut;
 	/* Completing threads -> actor: slots found rewritten while held. */
 	_Atomic uint32_t late_strikes;
+	/* Door -> actor: no pidfd watches the owner, so the actor's scans must
+	 * keep looking at its pid (rdmem_door_owner_watch). */
+	_Atomic int pid_unwatched;
 	/* Front-door thread only. */
 	int32_t pid;
 	uint32_t gen;
@@ -92,6 +95,7 @@ struct rdmem_door {
 	int started;
 	struct rdmem_door_pending pending[RDMEM_DOOR_PENDING];
 	int *conn;	      /* per client entry: its owner's connection, or -1 */
+	int *pidfd;	      /* per client entry: its owner's pidfd, or -1 */
 	uint64_t *claimed;    /* per client entry: the claim word the door set */
 	uid_t *owner;	      /* per client entry: its owner's uid (SO_PEERCRED) */
 	struct pollfd *sweep; /* per client entry: for rdmem_door_sweep() */
@@ -143,6 +147,12 @@ struct rdmem_frontdoor {
 	int started;
 	_Atomic int stop;
 	uint64_t next_scan_ns;
+	/* Actor only. A scan runs every RDMEM_FD_SCAN_NS while it has work
+	 * left (scan_pending) or the ring was active within RDMEM_FD_QUIET_NS;
+	 * otherwise the actor sleeps until a producer or the door wakes it. */
+	uint64_t active_ns; /* when the actor last took an entry or repaired the ring */
+	int active;	    /* it did since it last read the clock */
+	int scan_pending;   /* the last scan left something to look at again */
 	/* The header as formatted, up to the ring words: identity, geometry,
 	 * state, epoch. Ours alone; the scan puts back what a client changed. */
 	_Alignas(64) uint8_t hdr_own[RDMEM_FD_HDR_OWN];
@@ -179,9 +189,18 @@ int rdmem_frontdoor_client_map(struct rdmem_frontdoor *fd, uint32_t c);
 /* By the actor when it reclaims c: the area goes back to reserved, empty. */
 void rdmem_frontdoor_client_unmap(struct rdmem_frontdoor *fd, uint32_t c);
 
+/* frontdoor_owner.c: is an entry's owner still there? */
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
 uint64_t rdmem_frontdoor_proc_start(int32_t pid);
 /* Alive unless kill() says ESRCH or the pid now names a younger process. */
 int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks);
+/* Door thread: marks client c gone and wakes the actor to scan. */
+void rdmem_door_tell_actor(struct rdmem_frontdoor *fd, uint32_t c);
+/* Door thread, after attach: watch the owner's pid through a pidfd. */
+void rdmem_door_owner_watch(struct rdmem_frontdoor *fd, uint32_t c, pid_t pid);
+/* Door thread: the pidfd of entry c says its owner exited. */
+void rdmem_door_owner_exited(struct rdmem_frontdoor *fd, uint32_t c);
+/* Door thread: closes entry c's connection and pidfd. */
+void rdmem_door_owner_forget(struct rdmem_door *d, uint32_t c);
 
 #endif

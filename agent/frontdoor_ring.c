@@ -38,6 +38,13 @@
 /* An orphan is taken on a second look at least this long after the first. */
 #define RDMEM_FD_ORPHAN_GAP_NS 90000000ull
 #define RDMEM_FD_CLOCK_ROUNDS  64 /* busy rounds between looks at the clock */
+/*
+ * Scans go on this long after the ring was last active: long enough for one
+ * scan to see a slot whose entry a client overwrote, after which the scan
+ * itself asks for the second look (scan_pending). Then the actor sleeps
+ * until a producer or the door wakes it: an idle agent has no tick.
+ */
+#define RDMEM_FD_QUIET_NS (2 * RDMEM_FD_SCAN_NS)
 
 static void rdmem_frontdoor_count(_Atomic uint64_t *counter)
 {
@@ -57,53 +64,6 @@ __attribute__((format(printf, 2, 3))) static void rdmem_frontdoor_refuse(struct 
 	va_end(ap);
 	rdmem_warn_limited("front door %s: refused entry: %s (%" PRIu64 " refused so far)",
 			   fd->name, msg, n);
-}
-
-/* ---- client liveness --------------------------------------------------- */
-
-/* starttime (field 22) of /proc/<pid>/stat, or 0 when unknown. */
-uint64_t rdmem_frontdoor_proc_start(int32_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	int f, i;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return 0;
-	n = read(f, buf, sizeof(buf) - 1);
-	close(f);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* comm may hold spaces and parentheses: fields restart after the last ')'. */
-	p = strrchr(buf, ')');
-	for (i = 2; p && i < 22; i++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", &start) != 1)
-		return 0;
-	return start;
-}
-
-/*
- * Alive unless kill() says ESRCH or the pid now names a younger process.
- * Pid 0 (a client outside our PID namespace) is alive: only its connection
- * can tell, and kill(0, 0) would ask about our own process group.
- */
-int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks)
-{
-	uint64_t now_start;
-
-	if (pid <= 0)
-		return 1;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 0;
-	if (!start_ticks)
-		return 1;
-	now_start = rdmem_frontdoor_proc_start(pid);
-	return !now_start || now_start == start_ticks;
 }
 
 /* ---- completion -------------------------------------------------------- */
@@ -595,8 +555,11 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 		rdmem_frontdoor_take(fd, c, s, 0);
 	}
 	if (fd->cons.skipped != before.skipped || fd->cons.repaired != before.repaired ||
-	    fd->cons.head_repaired != before.head_repaired)
+	    fd->cons.head_repaired != before.head_repaired) {
 		rdmem_frontdoor_ring_report(fd, &before);
+		fd->active = 1;
+	}
+	fd->active |= n > 0;
 	return n;
 }
 
@@ -613,6 +576,7 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	atomic_store_explicit(&cl->held, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->dead, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->late_strikes, 0, memory_order_relaxed);
+	atomic_store_explicit(&cl->pid_unwatched, 0, memory_order_relaxed);
 	cl->orphan_taken = 0;
 	cl->score = 0;
 	cl->pid = 0;
@@ -829,6 +793,22 @@ static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t no
 			   fd->name);
 }
 
+/*
+ * Does client c need the next scan whatever the ring does? A slot seen
+ * submitted with no entry (the second look takes it), an owner gone or
+ * dead and not yet reclaimed, or an owner no pidfd watches.
+ */
+static int rdmem_frontdoor_look_again(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+
+	/* Relaxed: hints for when to scan next; the scan re-reads them. */
+	return atomic_load_explicit(&cl->claim, memory_order_relaxed) &&
+	       (cl->orphan_seen || atomic_load_explicit(&cl->gone, memory_order_relaxed) ||
+		atomic_load_explicit(&cl->dead, memory_order_relaxed) ||
+		atomic_load_explicit(&cl->pid_unwatched, memory_order_relaxed));
+}
+
 /* Returns how many calls the scan took (lost entries). */
 static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 {
@@ -841,23 +821,40 @@ static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 	 * looks, retires and hangs up. */
 	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd))
 		rdmem_door_nudge(fd);
-	for (c = 0; c < fd->geom.clients; c++)
+	fd->scan_pending = fd->hdr_bad_since != 0;
+	for (c = 0; c < fd->geom.clients; c++) {
 		taken += rdmem_frontdoor_scan_client(fd, c, now);
+		fd->scan_pending |= rdmem_frontdoor_look_again(fd, c);
+	}
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
 	return taken;
 }
 
 /* ---- the actor --------------------------------------------------------- */
 
-/* Blocks on the doorbell until a producer rings, the scan is due, or a stall must be aged. */
+/*
+ * How long the actor may sleep: until the next scan while scans are due
+ * (RDMEM_FD_QUIET_NS), until a stalled ring position must be skipped, or,
+ * with neither, until woken (0: no limit).
+ */
+static uint64_t rdmem_frontdoor_sleep_ns(const struct rdmem_frontdoor *fd, uint64_t now)
+{
+	uint64_t t = UINT64_MAX;
+
+	if (fd->scan_pending || now - fd->active_ns < RDMEM_FD_QUIET_NS)
+		t = fd->next_scan_ns > now ? fd->next_scan_ns - now : 1;
+	t = RDMEM_MIN(t, rdmem_ring_stall_left_ns(&fd->cons, now));
+	return t == UINT64_MAX ? 0 : t;
+}
+
+/* Blocks on the doorbell until a producer rings, the door asks, a scan is
+ * due, or a stall must be aged. */
 static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
 {
-	uint64_t now = rdmem_now_ns(), timeout;
+	uint64_t timeout = rdmem_frontdoor_sleep_ns(fd, rdmem_now_ns());
 	uint32_t bell;
 	int busy;
 
-	timeout = fd->next_scan_ns > now ? fd->next_scan_ns - now : 1;
-	timeout = RDMEM_MIN(timeout, rdmem_ring_stall_left_ns(&fd->cons, now));
 	bell = rdmem_ring_sleep_begin(&fd->ring, &fd->cons, &busy);
 	if (busy || atomic_load_explicit(&fd->stop, memory_order_acquire) ||
 	    atomic_load_explicit(&fd->scan_req, memory_order_relaxed)) {
@@ -905,6 +902,11 @@ static void *rdmem_frontdoor_main(void *arg)
 		if (n == 0 || ++rounds % RDMEM_FD_CLOCK_ROUNDS == 0) {
 			uint64_t now = rdmem_now_ns();
 
+			if (fd->active) {
+				fd->active_ns = now;
+				fd->active = 0;
+			}
+
 			/* Acquire: pairs with the door's release of scan_req after
 			 * it flagged a client gone. */
 			if (now >= fd->next_scan_ns ||
@@ -947,7 +949,8 @@ int rdmem_frontdoor_start(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn 
 		return -EINVAL;
 	fd->submit = submit;
 	fd->submit_ctx = ctx;
-	fd->next_scan_ns = rdmem_now_ns() + RDMEM_FD_SCAN_NS;
+	fd->active_ns = rdmem_now_ns(); /* a first scan or two after start */
+	fd->next_scan_ns = fd->active_ns + RDMEM_FD_SCAN_NS;
 	rc = pthread_create(&fd->thread, NULL, rdmem_frontdoor_main, fd);
 	if (rc) {
 		rdmem_err("front door %s: cannot start its thread: %s", fd->name, strerror(rc));

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -707,6 +708,56 @@ static void test_door_forged_pid_word_decides_nothing(void)
 	agent_stop(&agent);
 }
 
+/*
+ * An idle agent has no scan tick: a client that dies while a process it
+ * forked keeps its connection open is still reclaimed, because the door
+ * polls a pidfd of every owner. The keeper sees the agent close that
+ * connection (the entry's reclaim) with nobody calling the agent.
+ */
+static void test_door_owner_exit_seen_while_idle(void)
+{
+	struct proc agent = { 0 };
+	rdmem_t *h = NULL;
+	uint64_t t0, waited_ms;
+	int p[2], status;
+	char got = 0;
+	pid_t pid;
+
+	pid = agent_client_fork(&agent, &h, p);
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct pollfd pf;
+		rdmem_t *mine;
+		char r = 't';
+
+		close(p[0]);
+		if (rdmem_open(sock, &mine))
+			_exit(2);
+		if (fork() == 0) { /* the keeper: holds the connection, reports its end */
+			pf = (struct pollfd){ rdmem__lib(mine->att)->sock, POLLIN, 0 };
+			if (poll(&pf, 1, 3000) == 1)
+				r = 'h';
+			_exit(write(p[1], &r, 1) == 1 ? 0 : 3);
+		}
+		/* Long enough for the actor's last scan after any ring activity. */
+		proc_sleep_ms(600);
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	t0 = rdmem_now_ns();
+	CHECK(read(p[0], &got, 1) == 1);
+	waited_ms = (rdmem_now_ns() - t0) / 1000000;
+	close(p[0]);
+	printf("# the keeper saw its connection closed %llu ms after the owner exited ('%c')\n",
+	       (unsigned long long)waited_ms, got);
+	CHECK_EQ(got, 'h');
+	CHECK(door_stat(h, "dead_clients") >= 1);
+	CHECK(door_echo_ok(h, "after the owner's exit"));
+	rdmem_close(h);
+	agent_stop(&agent);
+}
+
 /* A client that forged its word and was killed -9 is reclaimed at once (its connection). */
 static void test_door_forged_pid_killed_reclaimed(void)
 {
@@ -1096,6 +1147,7 @@ int main(void)
 	RUN(test_door_precreated_tmp_dir_blocks_no_one);
 	RUN(test_door_header_overwrite_repaired);
 	RUN(test_door_forged_pid_word_decides_nothing);
+	RUN(test_door_owner_exit_seen_while_idle);
 	RUN(test_door_forged_pid_words_cost_honest_clients_nothing);
 	RUN(test_door_forged_pid_killed_reclaimed);
 	RUN(test_door_attach_from_another_pid_namespace);

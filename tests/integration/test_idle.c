@@ -4,12 +4,14 @@
  *
  * Asserted: the agent's session actor, connector, TCP actor and door thread
  * (it woke every 50 ms to look for cut or reclaimed entries and a taken
- * socket path; now the actor nudges it and inotify watches the path), and the
- * server's TCP loop, RDMA listener, main thread and session worker, do not
- * wake at all while idle (they woke every 50, 200, 50, 100, 100, 100 and 100
- * ms before), and the session posts no RDMA operation (the control page was
- * READ 20 times a second). Every other thread's wake-ups and both daemons'
- * CPU are printed: they are what is left to make idle free.
+ * socket path; now the actor nudges it and inotify watches the path), the
+ * front-door actor (it scanned its clients every 100 ms; now only within
+ * 200 ms of ring activity or while a scan left work, and pidfds tell it an
+ * owner died), and the server's TCP loop, RDMA listener, main thread and
+ * session worker, do not wake at all while idle (they woke every 50, 200,
+ * 50, 100, 100, 100, 100 and 100 ms before), with a client attached, and
+ * the session posts no RDMA operation (the control page was READ 20 times a
+ * second). Every thread's wake-ups and both daemons' CPU are printed.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -137,7 +139,8 @@ static void report(const char *who, const struct proc_use *a, const struct proc_
 static void test_idle_agent_sleeps(void)
 {
 	struct proc_use a0, a1, s0, s1;
-	long long r0, r1, session, connector, tcp, door, tcpsrv, listener, main_thread, worker;
+	long long r0, r1, session, connector, tcp, door, actor, tcpsrv, listener, main_thread,
+	    worker;
 	char dir[] = "/tmp/rdmem-idle-XXXXXX";
 	struct e2e e;
 	int i;
@@ -155,7 +158,9 @@ static void test_idle_agent_sleeps(void)
 	 * the idle back-off (spin, yield, block) end well within this. */
 	proc_sleep_ms(300);
 	r0 = e2e_stat(&e, "rdma.ctrl_reads");
-	proc_sleep_ms(100);
+	/* That query is ring activity: the front-door actor scans for 200 ms
+	 * after it, then sleeps. */
+	proc_sleep_ms(400);
 	sample(e.agent.pid, &a0);
 	sample(e.server.pid, &s0);
 	proc_sleep_ms(QUIET_MS);
@@ -168,6 +173,7 @@ static void test_idle_agent_sleeps(void)
 	connector = woke(&a0, &a1, "rdmem-connect");
 	tcp = woke(&a0, &a1, "rdmem-tcp");
 	door = woke(&a0, &a1, "rdmem-door");
+	actor = woke(&a0, &a1, "rdmem-frontdoor");
 	tcpsrv = woke(&s0, &s1, "rdmem-tcpsrv");
 	listener = woke(&s0, &s1, "rdmem-listen");
 	main_thread = woke_tid(&s0, &s1, (long)e.server.pid);
@@ -182,6 +188,8 @@ static void test_idle_agent_sleeps(void)
 	CHECK(tcp <= 2);
 	printf("# agent door thread %lld wake-ups (every 50 ms before)\n", door);
 	CHECK(door >= 0 && door <= 2);
+	printf("# agent front-door actor %lld wake-ups (every 100 ms before)\n", actor);
+	CHECK(actor >= 0 && actor <= 2);
 	CHECK(r1 - r0 <= 1);
 	/* The server's TCP loop sleeps until its next deadline (the agent's
 	 * connection idles out after --tcp-idle-ms, 300 s); its listener until
