@@ -127,6 +127,9 @@ int rdmem_objpool_alloc(struct rdmem_objpool *p, uint32_t len, uint64_t now_ns,
 		id = k->free_ids[--k->nfree];
 		o = &p->objs[id];
 		o->ready_ns = now_ns;
+		/* Objects become ready in time order: an earlier one expires first. */
+		if (!p->next_expiry_ns)
+			p->next_expiry_ns = now_ns + p->ttl_ns + 1;
 		o->length = len;
 		ref->object_id = id;
 		ref->length = len;
@@ -185,16 +188,22 @@ int rdmem_objpool_reclaim(struct rdmem_objpool *p, const struct rdmem_objref *re
 
 uint32_t rdmem_objpool_scan(struct rdmem_objpool *p, uint64_t now_ns)
 {
+	uint64_t next = 0;
 	uint32_t id, freed = 0;
 
 	for (id = 0; id < p->nobjs; id++) {
 		struct rdmem_objpool_obj *o = &p->objs[id];
 
-		if (o->ready_ns && now_ns - o->ready_ns > p->ttl_ns) {
+		if (!o->ready_ns)
+			continue;
+		if (now_ns - o->ready_ns > p->ttl_ns) {
 			rdmem_objpool_free(p, id, 2);
 			freed++;
+		} else if (!next || o->ready_ns + p->ttl_ns + 1 < next) {
+			next = o->ready_ns + p->ttl_ns + 1;
 		}
 	}
+	p->next_expiry_ns = next;
 	p->st.timeout += freed;
 	return freed;
 }

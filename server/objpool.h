@@ -53,6 +53,10 @@ struct rdmem_objpool {
 	uint8_t *area;
 	uint64_t area_bytes;
 	uint64_t ttl_ns;
+	/* The earliest moment the TTL scan may free an object (0: none live);
+	 * early once its object was reclaimed, never late. Lets a worker sleep
+	 * until then instead of ticking. */
+	uint64_t next_expiry_ns;
 	struct rdmem_objpool_stats st;
 };
 
@@ -68,7 +72,8 @@ int rdmem_objpool_alloc(struct rdmem_objpool *p, uint32_t len, uint64_t now_ns,
 			struct rdmem_objref *ref, void **buf);
 /* Returns RDMEM_S_OK (freed or harmless repeat) or RDMEM_S_STALE. */
 int rdmem_objpool_reclaim(struct rdmem_objpool *p, const struct rdmem_objref *ref);
-/* Frees objects READY for longer than the TTL; returns how many. */
+/* Frees objects READY for longer than the TTL and sets next_expiry_ns;
+ * returns how many it freed. */
 uint32_t rdmem_objpool_scan(struct rdmem_objpool *p, uint64_t now_ns);
 
 #endif

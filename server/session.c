@@ -580,12 +580,15 @@ int rdmem_session_tick(struct rdmem_session *s)
 	return ret < 0 ? ret : rdmem_session_housekeeping(s, rdmem_now_ns());
 }
 
-int rdmem_session_timed(const struct rdmem_session *s)
+uint64_t rdmem_session_timed(const struct rdmem_session *s)
 {
-	/* Live objects: the TTL scan frees those no RECLAIM gives back. The
-	 * rest of the housekeeping has an fd (the connection's events) or a
-	 * nudge (the listener's reclaim, rdmem_workers_nudge). */
-	return s->objects.st.live > 0;
+	/* Live objects: the TTL scan frees those no RECLAIM gives back, at the
+	 * first expiry, but housekeeping scans at most every SCAN_NS. The rest
+	 * of the housekeeping has an fd (the connection's events) or a nudge
+	 * (the listener's reclaim, rdmem_workers_nudge). */
+	if (!s->objects.st.live || !s->objects.next_expiry_ns)
+		return 0;
+	return RDMEM_MAX(s->objects.next_expiry_ns, s->scan_at + RDMEM_SESSION_SCAN_NS + 1);
 }
 
 uint32_t rdmem_session_backlog(const struct rdmem_session *s)

@@ -97,9 +97,10 @@ int rdmem_session_peek(struct rdmem_session *s);
 int rdmem_session_tick(struct rdmem_session *s);
 /* Requests received and not served yet. */
 uint32_t rdmem_session_backlog(const struct rdmem_session *s);
-/* 1 while the session has work only a timer brings (its objects' TTL scan):
- * a worker about to sleep on the session's fds wakes within 100 ms then. */
-int rdmem_session_timed(const struct rdmem_session *s);
+/* When the session next has work only a timer brings (its objects' TTL
+ * scan), in rdmem_now_ns() time, or 0 for never: a worker about to sleep on
+ * the session's fds wakes then. */
+uint64_t rdmem_session_timed(const struct rdmem_session *s);
 /*
  * Before the worker sleeps: refresh the control page and ask for a
  * completion event. Returns > 0 when work arrived meanwhile (do not sleep),

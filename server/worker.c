@@ -3,6 +3,7 @@
 #include "server/worker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,9 +16,8 @@
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 
-/* A sleeping worker wakes on its sessions' fds and its bell; only while a
- * session has timed work (rdmem_session_timed) also after this. */
-#define RDMEM_WORKER_BLOCK_MS	100
+/* A sleeping worker wakes on its sessions' fds and its bell, and when a
+ * session's timed work is due (rdmem_session_timed). */
 #define RDMEM_WORKER_PUBLISH_NS 100000000ull /* stats snapshot */
 /* Every session's liveness and upkeep, whatever its group and however the
  * worker waits: a session whose connection closed or broke is closed within
@@ -325,20 +325,26 @@ static void rdmem_worker_sweep(struct rdmem_worker *w, uint64_t now)
 
 static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now);
 
-/* How long a sleep may last: for ever unless a session has timed work. */
-static int rdmem_worker_block_ms(const struct rdmem_worker *w)
+/* How long a sleep may last: for ever unless a session has timed work, and
+ * then until the earliest, no sooner than the loop's next sweep runs. */
+static int rdmem_worker_block_ms(const struct rdmem_worker *w, uint64_t now)
 {
+	uint64_t due = UINT64_MAX, t;
 	uint32_t i;
 
 	for (i = 0; i < w->nsess; i++)
-		if (rdmem_session_timed(w->sess[i]))
-			return RDMEM_WORKER_BLOCK_MS;
-	return -1;
+		if ((t = rdmem_session_timed(w->sess[i])) && t < due)
+			due = t;
+	if (due == UINT64_MAX)
+		return -1;
+	due = RDMEM_MAX(due, w->swept_at + RDMEM_WORKER_SWEEP_NS + 1);
+	return due <= now ? 0 : (int)RDMEM_MIN((due - now + 999999) / 1000000, (uint64_t)INT_MAX);
 }
 
 static void rdmem_worker_block(struct rdmem_worker *w)
 {
 	struct epoll_event ev[RDMEM_WORKER_MAX_EVENTS];
+	uint64_t now;
 	uint32_t i;
 	int n, k;
 
@@ -354,8 +360,9 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		i++;
 	}
 	/* STATS reads the snapshot while we sleep: nothing changes until we wake. */
-	rdmem_worker_publish(w, rdmem_now_ns());
-	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, rdmem_worker_block_ms(w));
+	now = rdmem_now_ns();
+	rdmem_worker_publish(w, now);
+	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, rdmem_worker_block_ms(w, now));
 	for (k = 0; k < n; k++) {
 		uint64_t d = ev[k].data.u64;
 		struct rdmem_session *s = (struct rdmem_session *)(uintptr_t)(d & ~RDMEM_EV_EVENT);

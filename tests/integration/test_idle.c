@@ -213,9 +213,55 @@ static void test_idle_agent_sleeps(void)
 	rmdir(dir);
 }
 
+/*
+ * A session holding an object that no RECLAIM will free (the agent withholds
+ * it: agent-ctl simulate-reclaim withhold) kept its worker waking every
+ * 100 ms until the TTL scan freed it; the worker now sleeps until the
+ * object's expiry. With --object-ttl 1200 the object expires 1.5 s after
+ * its GET (the TTL and a quarter): in a 2 s window around that the worker
+ * wakes a few times, not 20, and the object is freed on time.
+ */
+static void test_idle_worker_sleeps_to_the_ttl(void)
+{
+	static const char key[] = "idle-ttl";
+	struct rdmem_opts lazy = { RDMEM_PATH_LAZY, 2000, NULL };
+	struct proc_use s0, s1;
+	char val[8192], *got = NULL;
+	uint32_t len = 0;
+	long long worker, live0, live1;
+	struct e2e e;
+
+	memset(val, 'v', sizeof(val));
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--object-ttl", "1200", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	CHECK_EQ(rdmem_put(e.h, key, sizeof(key) - 1, val, sizeof(val), NULL), 0);
+	CHECK_EQ(e2e_ctl(&e, "simulate-reclaim withhold"), 0);
+	CHECK_EQ(rdmem_get(e.h, key, sizeof(key) - 1, (void **)&got, &len, &lazy), 0);
+	CHECK(len == sizeof(val) && got && !memcmp(got, val, len));
+	free(got);
+	proc_sleep_ms(200);
+	live0 = e2e_server_stat_auth(&e, NULL, "objpool.objects_live");
+	sample(e.server.pid, &s0);
+	proc_sleep_ms(QUIET_MS);
+	sample(e.server.pid, &s1);
+	live1 = e2e_server_stat_auth(&e, NULL, "objpool.objects_live");
+	report("server", &s0, &s1);
+	worker = woke(&s0, &s1, "rdmem-worker");
+	printf("# a withheld object: live %lld, then %lld after %d ms; the session worker woke "
+	       "%lld times (every 100 ms before)\n",
+	       live0, live1, QUIET_MS, worker);
+	CHECK_EQ(live0, 1);
+	CHECK_EQ(live1, 0);
+	CHECK(worker >= 0 && worker <= 4);
+	CHECK_EQ(e2e_ctl(&e, "simulate-reclaim off"), 0);
+	e2e_fini(&e);
+}
+
 int main(void)
 {
 	rdmem_log_init("test_idle", 0);
 	RUN(test_idle_agent_sleeps);
+	RUN(test_idle_worker_sleeps_to_the_ttl);
 	return check_done();
 }
