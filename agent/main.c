@@ -17,6 +17,7 @@
 #include "agent/metrics.h"
 #include "agent/path.h"
 #include "agent/resp.h"
+#include "agent/resp_mem.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
 #include "common/metrics_http.h"
@@ -115,10 +116,14 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --resp-max-conns N     Redis-protocol connections at once (default %u)\n"
 	    "      --resp-idle-evict S    at --resp-max-conns, a new connection replaces one\n"
 	    "                             silent for S seconds (default %u; 0: never)\n"
+	    "      --resp-max-memory B    bytes all Redis-protocol connections may hold; over\n"
+	    "                             it the one holding most is closed (default %llum,\n"
+	    "                             16m..64g, not below what one connection may hold)\n"
 	    "  -v, --verbose              debug logging\n"
 	    "  -h, --help\n",
 	    RDMEM_DEFAULT_PORT, RDMEM_DEFAULT_RING_SLOTS, RDMEM_RDMA_STALL_DEFAULT_MS,
-	    RDMEM_RESP_DEFAULT_MAX_CONNS, RDMEM_RESP_DEFAULT_IDLE_EVICT);
+	    RDMEM_RESP_DEFAULT_MAX_CONNS, RDMEM_RESP_DEFAULT_IDLE_EVICT,
+	    (unsigned long long)(RDMEM_RESP_DEFAULT_MAX_MEMORY >> 20));
 }
 
 /* True when host resolves to an address of this machine. */
@@ -200,6 +205,7 @@ enum {
 	OPT_RESP_SOCKET,
 	OPT_RESP_MAX_CONNS,
 	OPT_RESP_IDLE_EVICT,
+	OPT_RESP_MAX_MEMORY,
 	OPT_TLS_CA,
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
@@ -248,6 +254,7 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "resp-socket", required_argument, NULL, OPT_RESP_SOCKET },
 	{ "resp-max-conns", required_argument, NULL, OPT_RESP_MAX_CONNS },
 	{ "resp-idle-evict", required_argument, NULL, OPT_RESP_IDLE_EVICT },
+	{ "resp-max-memory", required_argument, NULL, OPT_RESP_MAX_MEMORY },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -279,6 +286,8 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N(OPT_RESP_PORT, "--resp-port", 1, 65535, resp_port),
 	N(OPT_RESP_MAX_CONNS, "--resp-max-conns", 1, 1000000, resp.max_conns),
 	N(OPT_RESP_IDLE_EVICT, "--resp-idle-evict", 0, 86400, resp.idle_evict_s),
+	B(OPT_RESP_MAX_MEMORY, "--resp-max-memory", RDMEM_RESP_MIN_MAX_MEMORY,
+	  RDMEM_RESP_MAX_MAX_MEMORY, resp.max_memory),
 };
 
 #undef N
@@ -407,6 +416,24 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	return -EINVAL;
 }
 
+/* A --resp-max-memory given must leave room for one connection carrying the
+ * largest command (it would be closed for it otherwise); its floor grows
+ * with --max-value, so the range alone cannot say it. Unset, the RESP
+ * thread picks the default, raised to the floor. */
+static int rdmem_agent_resp_memory(const struct rdmem_agent_opts *o)
+{
+	uint64_t floor = rdmem_resp_mem_floor(o->fd.max_value);
+
+	if (!(o->resp_port || o->resp.socket) || !o->resp.max_memory || o->resp.max_memory >= floor)
+		return 0;
+	fprintf(stderr,
+		"rdmem-agent: --resp-max-memory: %llu bytes is below %llu, what one "
+		"Redis-protocol connection may hold with --max-value %u (its input, argument "
+		"copies and unread output): raise it or lower --max-value\n",
+		(unsigned long long)o->resp.max_memory, (unsigned long long)floor, o->fd.max_value);
+	return -EINVAL;
+}
+
 static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -448,6 +475,8 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 		fprintf(stderr, "rdmem-agent: %s\n", rdmem_tls_files_misuse(&o->tls, 0));
 		return -EINVAL;
 	}
+	if (rdmem_agent_resp_memory(o) < 0)
+		return -EINVAL;
 	o->cfg.port = (uint16_t)o->port;
 	o->cfg.tcp_port = (uint16_t)(o->tcp_port ? o->tcp_port : o->port + 1);
 	o->cfg.clients = o->fd.clients;

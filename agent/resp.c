@@ -26,6 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent/resp_mem.h"
 #include "agent/resp_parse.h"
 #include "libclient/rdmem.h"
 #include "rdmem/blob.h"
@@ -34,15 +35,11 @@
 /* Commands parsed ahead of their replies, per connection: the pipeline depth
  * one client may hold in the agent. */
 #define RESP_MAX_QUEUED 1024u
-/* Output a slow reader may leave unread before its input stops being read
- * (on top of the replies of the commands already queued). */
-#define RESP_OUT_SOFT (4u << 20)
-/* Bytes of queued commands (their argument copies) past which a
- * connection's input stops being read: the queue's count limit alone let a
- * pipeline of large SETs behind a slow server pin RESP_MAX_QUEUED x
- * --max-value (1 GiB) per connection. Never below one largest command
- * (r->in_max), so any command the parser accepts can still run. */
-#define RESP_QUEUED_SOFT (4u << 20)
+/* A drained input or output buffer larger than this is freed: buffers do
+ * not shrink by themselves, so one large value would leave its capacity
+ * with the connection for good, counted against --resp-max-memory while
+ * the connection sits idle. Smaller ones are kept: no malloc per command. */
+#define RESP_BUF_KEEP (64u << 10)
 /* Idle loop: spin this many empty rounds with calls in flight, then yield,
  * then sleep in epoll_wait 1 ms at a time. */
 #define RESP_SPIN_ROUNDS  64
@@ -107,8 +104,9 @@ struct resp_conn {
 	struct rdmem_resp_out out;
 	struct resp_cmd *head, *tail, *unsent; /* unsent: first not fully submitted */
 	uint32_t queued;
-	size_t queued_bytes; /* memory the queued commands hold (resp_cmd.bytes) */
-	uint32_t inflight;   /* calls of this connection in flight */
+	size_t queued_bytes;		/* memory the queued commands hold (resp_cmd.bytes) */
+	uint32_t inflight;		/* calls of this connection in flight */
+	struct rdmem_resp_mem_conn mem; /* its share of r->mem, as of its last event */
 };
 
 struct rdmem_resp {
@@ -127,8 +125,9 @@ struct rdmem_resp {
 	struct resp_conn *pass_lead;		/* who went first this pass */
 	struct rdmem_resp_limits lim;
 	uint32_t max_value;
-	size_t in_max;	   /* largest input one connection may buffer */
-	size_t queued_max; /* queued bytes past which a connection is paused */
+	size_t in_max;		   /* largest input one connection may buffer */
+	size_t queued_max;	   /* queued bytes past which a connection is paused */
+	struct rdmem_resp_mem mem; /* bytes all connections hold (--resp-max-memory) */
 	struct rdmem_resp_arg *argv;
 	char why[256];
 };
@@ -136,7 +135,7 @@ struct rdmem_resp {
 /* One RESP front end per agent process; its thread is the one writer. */
 static struct {
 	atomic_uint_fast64_t conns, clients, cmds, errors, protocol_errors, refused, paused,
-	    evicted;
+	    evicted, evicted_memory, memory;
 } resp_ctr;
 
 static void resp_count(atomic_uint_fast64_t *c, int64_t n)
@@ -157,6 +156,8 @@ void rdmem_resp_stats_read(struct rdmem_resp_stats *o)
 	o->refused = atomic_load_explicit(&resp_ctr.refused, memory_order_relaxed);
 	o->paused = atomic_load_explicit(&resp_ctr.paused, memory_order_relaxed);
 	o->evicted = atomic_load_explicit(&resp_ctr.evicted, memory_order_relaxed);
+	o->evicted_memory = atomic_load_explicit(&resp_ctr.evicted_memory, memory_order_relaxed);
+	o->memory = atomic_load_explicit(&resp_ctr.memory, memory_order_relaxed);
 }
 
 /* ---- replies ---------------------------------------------------------------- */
@@ -741,7 +742,7 @@ static void resp_submit_conn(struct rdmem_resp *r, struct resp_conn *c)
 {
 	struct resp_call *k;
 
-	while (c->unsent && !c->dead && c->out.len - c->out.off <= RESP_OUT_SOFT) {
+	while (c->unsent && !c->dead && c->out.len - c->out.off <= RDMEM_RESP_OUT_SOFT) {
 		struct resp_cmd *cmd = c->unsent;
 
 		if (cmd->kind == K_LOCAL || cmd->submitted == cmd->nsub) {
@@ -872,6 +873,69 @@ static void resp_drain(struct rdmem_resp *r, struct resp_conn *c)
 
 /* ---- connections ---------------------------------------------------------------- */
 
+/* What a connection holds that its peer decides: its struct, its buffers'
+ * capacities and its queued commands (argument copies, MGET requests,
+ * prebuilt replies: resp_cmd.bytes). Capacities, not lengths: that is what
+ * malloc holds (a drained buffer keeps its size until resp_conn_trim frees
+ * it), and no more of it can be resident. */
+static uint64_t resp_conn_bytes(const struct resp_conn *c)
+{
+	return sizeof(*c) + c->in_cap + c->out.cap + c->queued_bytes;
+}
+
+/* Sets the connection's figure (and the total, and its gauge): O(1). */
+static void resp_account_set(struct rdmem_resp *r, struct resp_conn *c, uint64_t bytes)
+{
+	if (c->dead)
+		rdmem_resp_mem_dying(&r->mem, &c->mem);
+	rdmem_resp_mem_set(&r->mem, &c->mem, bytes);
+	/* Single writer, as resp_count. */
+	atomic_store_explicit(&resp_ctr.memory, r->mem.live + r->mem.dying, memory_order_relaxed);
+}
+
+static void resp_account(struct rdmem_resp *r, struct resp_conn *c)
+{
+	resp_account_set(r, c, resp_conn_bytes(c));
+}
+
+/* A closed connection gives back at once all but what its calls in flight
+ * point into (their commands' arguments): its buffers (no reply of it is
+ * encoded or sent any more) and every command with no call in flight. */
+static void resp_conn_shed(struct rdmem_resp *r, struct resp_conn *c)
+{
+	struct resp_cmd **pp = &c->head, *cmd;
+
+	free(c->in);
+	c->in = NULL;
+	c->in_len = c->in_cap = 0;
+	rdmem_resp_out_free(&c->out);
+	c->unsent = c->tail = NULL;
+	while ((cmd = *pp)) {
+		if (cmd->submitted > cmd->done) { /* a call of it is in flight */
+			c->tail = cmd;
+			pp = &cmd->next;
+			continue;
+		}
+		*pp = cmd->next;
+		c->queued--;
+		c->queued_bytes -= cmd->bytes;
+		resp_cmd_free(cmd);
+	}
+	resp_account(r, c);
+}
+
+/* The socket is done: stop watching it and give back what no call needs;
+ * the struct waits for its calls in flight (their replies land in it). */
+static void resp_conn_kill(struct rdmem_resp *r, struct resp_conn *c)
+{
+	if (c->dead)
+		return;
+	if (epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL) < 0)
+		rdmem_warn_limited("resp: epoll_ctl del %s: %s", c->addr, strerror(errno));
+	c->dead = 1;
+	resp_conn_shed(r, c);
+}
+
 static void resp_conn_events(struct rdmem_resp *r, struct resp_conn *c, uint32_t want)
 {
 	struct epoll_event ev = { .events = want, .data.ptr = c };
@@ -880,7 +944,7 @@ static void resp_conn_events(struct rdmem_resp *r, struct resp_conn *c, uint32_t
 		return;
 	if (epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
 		rdmem_warn("resp: epoll_ctl(%s): %s", c->addr, strerror(errno));
-		c->dead = 1;
+		resp_conn_kill(r, c);
 		return;
 	}
 	c->events = want;
@@ -910,18 +974,64 @@ static void resp_conn_free(struct rdmem_resp *r, struct resp_conn *c)
 		close(c->fd);
 	free(c->in);
 	rdmem_resp_out_free(&c->out);
+	resp_account_set(r, c, 0);
 	free(c);
 	r->nconns--;
 	resp_count(&resp_ctr.clients, -1);
 }
 
-/* The socket is done: stop watching it; the struct waits for its calls. */
-static void resp_conn_kill(struct rdmem_resp *r, struct resp_conn *c)
+/* The live connection holding the most bytes: a scan, only when over budget. */
+static struct resp_conn *resp_largest(struct rdmem_resp *r)
 {
-	if (c->dead)
-		return;
-	epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	c->dead = 1;
+	struct resp_conn *c, *big = NULL;
+
+	for (c = r->conns; c; c = c->next)
+		if (!c->dead && (!big || c->mem.bytes > big->mem.bytes))
+			big = c;
+	return big;
+}
+
+/* Over --resp-max-memory: closes the connection holding the most bytes, as
+ * Redis does at maxmemory-clients (one hostile peer's pipelines, not the
+ * many small honest clients). 0 when no live connection is left. */
+static int resp_evict_memory(struct rdmem_resp *r)
+{
+	struct resp_conn *big = resp_largest(r);
+
+	if (!big)
+		return 0;
+	rdmem_warn_limited(
+	    "resp: %s holds %llu bytes, the most of any connection: closed, as the "
+	    "Redis-protocol connections hold %llu bytes, over --resp-max-memory %llu",
+	    big->addr, (unsigned long long)big->mem.bytes,
+	    (unsigned long long)(r->mem.live + r->mem.dying),
+	    (unsigned long long)r->cfg.max_memory);
+	resp_conn_kill(r, big);
+	resp_count(&resp_ctr.evicted_memory, 1);
+	r->starved = 1; /* a pass soon frees it, unless a call of its is in flight */
+	return 1;
+}
+
+/* Accounts the connection, then closes the largest while the live total is
+ * over budget: run after every read and every pass over a connection, so
+ * it costs one comparison unless over. */
+static void resp_budget(struct rdmem_resp *r, struct resp_conn *c)
+{
+	resp_account(r, c);
+	while (rdmem_resp_mem_over(&r->mem, r->cfg.max_memory) && resp_evict_memory(r))
+		;
+}
+
+/* Frees drained buffers over RESP_BUF_KEEP (see there). */
+static void resp_conn_trim(struct resp_conn *c)
+{
+	if (!c->in_len && c->in_cap > RESP_BUF_KEEP) {
+		free(c->in);
+		c->in = NULL;
+		c->in_cap = 0;
+	}
+	if (c->out.off == c->out.len && c->out.cap > RESP_BUF_KEEP)
+		rdmem_resp_out_free(&c->out);
 }
 
 /* Writes what is pending: 0, or -1 when the socket failed. */
@@ -965,7 +1075,7 @@ static void resp_protocol_error(struct resp_conn *c, const char *why)
 static int resp_conn_paused(const struct rdmem_resp *r, const struct resp_conn *c)
 {
 	return c->closing || c->queued >= RESP_MAX_QUEUED || c->queued_bytes > r->queued_max ||
-	       c->out.len - c->out.off > RESP_OUT_SOFT;
+	       c->out.len - c->out.off > RDMEM_RESP_OUT_SOFT;
 }
 
 /* Parses and dispatches what the input holds, while the connection may take more. */
@@ -1002,8 +1112,8 @@ static void resp_conn_parse(struct rdmem_resp *r, struct resp_conn *c)
 		pos += (size_t)n;
 		if (m.argc && resp_dispatch(r, c, &m) < 0) {
 			rdmem_warn_limited("resp: %s: out of memory; closing", c->addr);
-			resp_conn_kill(r, c);
-			break;
+			resp_conn_kill(r, c); /* it freed the input */
+			return;
 		}
 	}
 	if (pos) {
@@ -1061,11 +1171,13 @@ static void resp_conn_step(struct rdmem_resp *r, struct resp_conn *c)
 	} while (!c->dead && c->in_len && c->in_len != before && !resp_conn_paused(r, c));
 	if (!c->dead && (c->out.oom || resp_conn_flush(c) < 0))
 		resp_conn_kill(r, c);
+	if (!c->dead)
+		resp_conn_trim(c);
 	/* The flush may have taken the output under the mark: input held back
 	 * or calls not sent then need a pass now, as no event will come for
 	 * them (the peer sent everything already). */
 	if (!c->dead && ((c->parse_held && !resp_conn_paused(r, c)) ||
-			 (c->unsent && c->out.len - c->out.off <= RESP_OUT_SOFT)))
+			 (c->unsent && c->out.len - c->out.off <= RDMEM_RESP_OUT_SOFT)))
 		r->starved = 1;
 	if (!c->dead && (c->closing || c->eof) && !c->head && c->out.off == c->out.len)
 		resp_conn_kill(r, c);
@@ -1078,6 +1190,7 @@ static void resp_conn_step(struct rdmem_resp *r, struct resp_conn *c)
 		resp_conn_events(r, c,
 				 (c->paused || c->eof ? 0u : (uint32_t)EPOLLIN) |
 				     (c->out.off < c->out.len ? (uint32_t)EPOLLOUT : 0u));
+	resp_budget(r, c);
 }
 
 static void resp_conn_addr(struct resp_conn *c, const struct sockaddr_storage *sa, int unix_sock)
@@ -1184,6 +1297,7 @@ static void resp_accept(struct rdmem_resp *r, int lfd)
 		r->nconns++;
 		resp_count(&resp_ctr.conns, 1);
 		resp_count(&resp_ctr.clients, 1);
+		resp_budget(r, c);
 	}
 }
 
@@ -1206,6 +1320,16 @@ static int resp_timeout(struct rdmem_resp *r, unsigned *idle)
 	return 1;
 }
 
+/* Reads what a connection sent, then holds its input against the budget. */
+static void resp_conn_input(struct rdmem_resp *r, struct resp_conn *c, uint32_t events)
+{
+	if (!(events & (EPOLLIN | EPOLLERR | EPOLLHUP)) || c->dead || c->eof)
+		return;
+	if (resp_conn_read(r, c) < 0)
+		c->eof = 1; /* finish what was sent, then close */
+	resp_budget(r, c);
+}
+
 static int resp_events(struct rdmem_resp *r, int timeout)
 {
 	struct epoll_event ev[64];
@@ -1219,11 +1343,7 @@ static int resp_events(struct rdmem_resp *r, int timeout)
 		} else if (ev[i].data.ptr == &r->lfd_unix) {
 			resp_accept(r, r->lfd_unix);
 		} else {
-			struct resp_conn *c = ev[i].data.ptr;
-
-			if ((ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && !c->dead &&
-			    !c->eof && resp_conn_read(r, c) < 0)
-				c->eof = 1; /* finish what was sent, then close */
+			resp_conn_input(r, ev[i].data.ptr, ev[i].events);
 		}
 	}
 	if (n < 0 && errno != EINTR)
@@ -1388,9 +1508,13 @@ static int resp_setup(struct rdmem_resp *r)
 	r->max_value = rdmem_max_value(r->h);
 	r->lim.max_bulk = RDMEM_MAX(r->max_value, RDMEM_MAX_KEY);
 	r->lim.max_args = RDMEM_RESP_MAX_ARGS;
-	/* An MSET of two largest values, with room for its headers. */
-	r->in_max = 4 * (size_t)r->lim.max_bulk + (1u << 20);
-	r->queued_max = RDMEM_MAX(r->in_max, (size_t)RESP_QUEUED_SOFT);
+	r->in_max = (size_t)rdmem_resp_mem_input_limit(r->max_value);
+	r->queued_max = (size_t)rdmem_resp_mem_queued_limit(r->max_value);
+	/* The default budget leaves room for one connection carrying the largest
+	 * command; a value given is checked at start (agent/main.c). */
+	if (!r->cfg.max_memory)
+		r->cfg.max_memory =
+		    RDMEM_MAX(RDMEM_RESP_DEFAULT_MAX_MEMORY, rdmem_resp_mem_floor(r->max_value));
 	r->ncalls = rdmem_slots(r->h);
 	r->calls = calloc(r->ncalls, sizeof(*r->calls));
 	r->argv = malloc(RDMEM_RESP_MAX_ARGS * sizeof(*r->argv));
@@ -1438,9 +1562,10 @@ static void resp_log_start(const struct rdmem_resp *r)
 		snprintf(tcp, sizeof(tcp), "%s:%u", r->cfg.bind ? r->cfg.bind : "127.0.0.1",
 			 r->cfg.port);
 	rdmem_info("resp: serving the Redis protocol on %s%s%s%s (max value %u B, %u calls in "
-		   "flight)",
+		   "flight, --resp-max-memory %llu B)",
 		   tcp, r->cfg.port && r->cfg.socket ? " and " : "", r->cfg.socket ? "unix:" : "",
-		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls);
+		   r->cfg.socket ? r->cfg.socket : "", r->max_value, r->ncalls,
+		   (unsigned long long)r->cfg.max_memory);
 }
 
 int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **out)

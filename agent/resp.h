@@ -10,6 +10,14 @@
 #define RDMEM_RESP_DEFAULT_MAX_CONNS 1024u
 /* Seconds of silence after which a connection may be replaced at the cap. */
 #define RDMEM_RESP_DEFAULT_IDLE_EVICT 10u
+/* Bytes all RESP connections may hold together (--resp-max-memory): what
+ * 18 connections at their per-connection bounds (about 14 MiB each at the
+ * default --max-value) hold, or some thousand honest ones with small
+ * pipelines; a hostile peer's 1,024 connections would otherwise hold over
+ * 10 GiB. Range: RDMEM_RESP_MIN_MAX_MEMORY to RDMEM_RESP_MAX_MAX_MEMORY. */
+#define RDMEM_RESP_DEFAULT_MAX_MEMORY (256ull << 20)
+#define RDMEM_RESP_MIN_MAX_MEMORY     (16ull << 20)
+#define RDMEM_RESP_MAX_MAX_MEMORY     (64ull << 30)
 
 struct rdmem_resp_config {
 	const char *shm_name; /* the front door to attach to as a client */
@@ -21,6 +29,10 @@ struct rdmem_resp_config {
 	 * it has been silent this many seconds (0: never): silent connections,
 	 * or half a command then nothing, cannot lock everyone out. */
 	uint32_t idle_evict_s;
+	/* Bytes every connection together may hold (input, queued arguments,
+	 * output); over it the connection holding the most is closed. 0: the
+	 * default, raised to rdmem_resp_mem_floor() when that is larger. */
+	uint64_t max_memory;
 };
 
 /* Counters of the RESP front end (one writer: its thread). */
@@ -33,6 +45,8 @@ struct rdmem_resp_stats {
 	uint64_t refused;	  /* connections refused at --resp-max-conns */
 	uint64_t paused;	  /* times a connection's input was held back (backpressure) */
 	uint64_t evicted;	  /* silent connections closed for a new one at the cap */
+	uint64_t evicted_memory;  /* connections closed at --resp-max-memory */
+	uint64_t memory;	  /* bytes the connections hold now (a gauge) */
 };
 
 struct rdmem_resp;

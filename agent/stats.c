@@ -234,6 +234,11 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("resp.evicted", C, resp.evicted,
 	  "Silent Redis-protocol connections closed for a new one at --resp-max-conns "
 	  "(--resp-idle-evict)."),
+	S("resp.evicted_memory", C, resp.evicted_memory,
+	  "Redis-protocol connections closed, the one holding most first, while all of them "
+	  "held more than --resp-max-memory."),
+	S("resp.memory", G, resp.memory,
+	  "Bytes the Redis-protocol connections hold: buffers and queued commands."),
 	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
 	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
 	S("simulate.reply_loss", G, sim.reply_loss,

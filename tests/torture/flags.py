@@ -131,6 +131,8 @@ AGENT = {
     "--resp-socket": dict(kind="harness"),
     "--resp-max-conns": dict(kind="num", lo=1, hi=1000000, default=1024),
     "--resp-idle-evict": dict(kind="num", lo=0, hi=86400, default=10),
+    # The floor also grows with --max-value (checked at start with RESP on).
+    "--resp-max-memory": dict(kind="bytes", lo=16 * MI, hi=64 * GI, default=256 * MI),
     "--verbose": dict(kind="bool", p=0.1),
     "--help": dict(kind="harness"),
 }

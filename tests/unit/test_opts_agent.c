@@ -1,5 +1,6 @@
 /* test_opts_agent.c - rdmem-agent's numeric options (rdmem_agent_ranges in
- * agent/main.c, included here for its table) against the built program. */
+ * agent/main.c, included here for its table) against the built program, and
+ * the --resp-max-memory floor that --max-value sets. */
 #define main rdmem_agent_main_under_test
 #include "agent/main.c"
 #undef main
@@ -42,9 +43,40 @@ static void test_agent_refusals(void)
 	CHECK(strstr(out, "rdmem-agent: --slots: '65' is not a number in [1, 64]"));
 }
 
+/* --resp-max-memory's floor grows with --max-value, past what the range can
+ * say: a budget one connection could not live in is refused at start, named. */
+static void test_agent_resp_memory_floor(void)
+{
+	static struct rdmem_agent_opts o;
+	char cmd[256], out[4096];
+
+	rdmem_agent_defaults(&o);
+	o.resp_port = 6380;
+	o.resp.max_memory = 16u << 20; /* the range's minimum: room at the default --max-value */
+	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
+	o.fd.max_value = 4u << 20; /* floor: 17 + 17 + 4 MiB */
+	CHECK_EQ(rdmem_agent_resp_memory(&o), -EINVAL);
+	o.resp.max_memory = 38u << 20;
+	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
+	o.resp.max_memory = 0; /* unset: the RESP thread raises its default */
+	o.fd.max_value = 64u << 20;
+	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
+	o.resp.max_memory = 16u << 20; /* no RESP front end: nothing to hold */
+	o.resp_port = 0;
+	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/rdmem-agent -s 127.0.0.1 --resp-port 1 --max-value 64m --resp-max-memory 256m",
+		 proc_bin());
+	CHECK_EQ(opts_run(cmd, out, sizeof(out)), 2);
+	if (!strstr(out, "--resp-max-memory: 268435456 bytes is below 543162368"))
+		printf("#   %s: %s", cmd, out);
+	CHECK(strstr(out, "--resp-max-memory: 268435456 bytes is below 543162368"));
+}
+
 int main(void)
 {
 	RUN(test_agent_ranges);
 	RUN(test_agent_refusals);
+	RUN(test_agent_resp_memory_floor);
 	return check_done();
 }

@@ -1,0 +1,44 @@
+/* resp_mem.c - the RESP front end's memory bounds and their running total
+ * (agent/resp_mem.h). */
+#include "agent/resp_mem.h"
+
+#include "rdmem/util.h"
+#include "rdmem/wire.h"
+
+uint64_t rdmem_resp_mem_input_limit(uint32_t max_value)
+{
+	return 4 * (uint64_t)RDMEM_MAX(max_value, RDMEM_MAX_KEY) + (1u << 20);
+}
+
+uint64_t rdmem_resp_mem_queued_limit(uint32_t max_value)
+{
+	return RDMEM_MAX(rdmem_resp_mem_input_limit(max_value), (uint64_t)RDMEM_RESP_QUEUED_SOFT);
+}
+
+uint64_t rdmem_resp_mem_floor(uint32_t max_value)
+{
+	return rdmem_resp_mem_input_limit(max_value) + rdmem_resp_mem_queued_limit(max_value) +
+	       RDMEM_RESP_OUT_SOFT;
+}
+
+void rdmem_resp_mem_set(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c, uint64_t bytes)
+{
+	uint64_t *sum = c->dying ? &m->dying : &m->live;
+
+	*sum = *sum - c->bytes + bytes;
+	c->bytes = bytes;
+}
+
+void rdmem_resp_mem_dying(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c)
+{
+	if (c->dying)
+		return;
+	m->live -= c->bytes;
+	m->dying += c->bytes;
+	c->dying = 1;
+}
+
+int rdmem_resp_mem_over(const struct rdmem_resp_mem *m, uint64_t budget)
+{
+	return m->live > budget;
+}

@@ -1,0 +1,58 @@
+/* resp_mem.h - what the RESP front end's connections may hold, each and
+ * together (docs/architecture.md, "The Redis protocol front end", "Bounded
+ * memory"): the per-connection limits, the smallest agent-wide budget
+ * (--resp-max-memory) that still lets one connection carry the largest
+ * command, and the running total the budget is checked against. No I/O, so
+ * tests/unit/test_resp_mem.c checks it on its own. */
+#ifndef RDMEM_AGENT_RESP_MEM_H
+#define RDMEM_AGENT_RESP_MEM_H
+
+#include <stdint.h>
+
+/* Output a slow reader may leave unread before its input stops being read
+ * and no new call of its is sent (on top of the replies of its calls in
+ * flight). */
+#define RDMEM_RESP_OUT_SOFT (4u << 20)
+/* Bytes of queued commands (their argument copies) past which a
+ * connection's input stops being read: the queue's count limit alone let a
+ * pipeline of large SETs behind a slow server pin 1024 x --max-value
+ * (1 GiB) per connection. */
+#define RDMEM_RESP_QUEUED_SOFT (4u << 20)
+
+/* Input one connection may buffer: an MSET of two largest values (each up
+ * to max(max_value, the key limit)) with room for its headers; a command
+ * that cannot fit is a protocol error. */
+uint64_t rdmem_resp_mem_input_limit(uint32_t max_value);
+/* Queued argument bytes past which a connection is paused: never below one
+ * largest command, so any command the parser accepts can still run. */
+uint64_t rdmem_resp_mem_queued_limit(uint32_t max_value);
+/* The smallest --resp-max-memory that lets one connection carry the largest
+ * command without being closed for it: a full input buffer, argument copies
+ * up to the pause mark and a slow reader's output up to its mark. */
+uint64_t rdmem_resp_mem_floor(uint32_t max_value);
+
+/* The bytes all connections hold. A closed connection whose calls are still
+ * in flight keeps what those calls point into until they finish; its bytes
+ * stay in the total (they are held) but move to dying, which no eviction
+ * can free: only live bytes are held against the budget, else a stopped
+ * server's calls would get every other connection closed. */
+struct rdmem_resp_mem {
+	uint64_t live;	/* bytes of connections being served */
+	uint64_t dying; /* bytes of closed connections waiting for their calls */
+};
+
+/* One connection's share of the total. */
+struct rdmem_resp_mem_conn {
+	uint64_t bytes;
+	int dying;
+};
+
+/* Sets a connection's figure to bytes, moving the total by the difference:
+ * O(1), so it runs after every read and every pass over the connection. */
+void rdmem_resp_mem_set(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c, uint64_t bytes);
+/* The connection was closed: its bytes count as dying from now on. */
+void rdmem_resp_mem_dying(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c);
+/* True when the live connections hold more than budget bytes. */
+int rdmem_resp_mem_over(const struct rdmem_resp_mem *m, uint64_t budget);
+
+#endif
