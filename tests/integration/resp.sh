@@ -6,7 +6,8 @@
 # finishing every request (counted by the agent's resp.cmds), redis-py
 # byte-exact values, pipelines, RESP3 and malformed input
 # (tests/tools/resp_check.py), the connection limit, the counters in
-# `rdmem agent-stats`. Tools missing: "# SKIP" (scripts/install-deps.sh
+# `rdmem agent-stats` (none of it closed for --resp-max-memory at its
+# default). Tools missing: "# SKIP" (scripts/install-deps.sh
 # installs redis-tools and python3-redis). Needs RDMEM_BIN.
 set -u
 cd "$(dirname "$0")/../.."
@@ -137,6 +138,8 @@ expect "resp.errors counts error replies" [ "$(stat resp.errors)" -ge 10 ]
 expect "resp.conns counts connections" [ "$(stat resp.conns)" -ge 40 ]
 expect "the agent's calls went over the shm fabric (paths.eager.ok moved)" \
 	[ "$(stat paths.eager.ok)" -ge $((10 * n)) ]
+expect "the default --resp-max-memory closed no honest connection (resp.evicted_memory $(stat resp.evicted_memory))" \
+	[ "$(stat resp.evicted_memory)" = 0 ]
 expect "the agent logged no error" bash -c "! grep -q ': error:' '$tmp/run/agent.log'"
 ls_stop
 expect "the agent removed its Unix socket on exit" [ ! -e "$sock" ]

@@ -9,36 +9,19 @@ STATS_CMD prints `rdmem agent-stats` (name value lines)."""
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
+import resp_tap
+from resp_tap import check, cmd, rss_kib
+
 PORT, AGENT, SERVER = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 STATS = sys.argv[4:]
-failed = 0
-
-
-def check(name, ok, detail=""):
-    global failed
-    print(("ok - " if ok else "not ok - ") + name)
-    if not ok:
-        failed = 1
-        print("#   " + detail)
 
 
 def conn(timeout=10):
-    s = socket.create_connection(("127.0.0.1", PORT))
-    s.settimeout(timeout)
-    return s
-
-
-def cmd(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a.encode() if isinstance(a, str) else a
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+    return resp_tap.conn(PORT, timeout)
 
 
 def read_replies(s, n, deadline=60):
@@ -59,21 +42,8 @@ def read_replies(s, n, deadline=60):
     return got
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def stat(name):
-    out = subprocess.run(STATS, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 2 and f[0] == name:
-            return int(f[1])
-    return -1
+    return resp_tap.stat(STATS, name)
 
 
 def stalled_server_memory():
@@ -245,4 +215,4 @@ def lockout():
 sections = {"lockout": lockout, "memory": stalled_server_memory, "fair": fair_big_del, "dribble": dribble}
 for name in os.environ.get("RESP_HOSTILE", "memory fair dribble lockout").split():
     sections[name]()
-sys.exit(failed)
+sys.exit(resp_tap.failed)
