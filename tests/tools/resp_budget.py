@@ -30,8 +30,12 @@ VALUE = 1000000
 # flight (16 x 1 MB here) before the check closes the largest, and malloc
 # keeps some pages after a free. Measured on the plain build: 11.6 to
 # 13.4 MiB over (4 runs); with no budget the same peers grow the agent by
-# 115 to 127 MiB. Sanitizer runtimes shadow what the agent touches: looser there.
-SLACK_MIB = 24 if not os.environ.get("RDMEM_SANITIZER") else 96
+# 115 to 127 MiB.
+SLACK_MIB = 24
+# Under a sanitizer VmRSS says nothing of the budget: ASan keeps freed
+# memory in quarantine (256 MiB by default; 270 MiB grown measured) and
+# TSan shadows all of it. resp.memory is still checked there.
+SANITIZER = os.environ.get("RDMEM_SANITIZER")
 
 
 def conn(timeout=10):
@@ -170,11 +174,15 @@ def main():
     peak.stop = True
     peak.join()
     grown = peak.kib - base
-    check("12 hostile connections against --resp-max-memory %d MiB: the agent grew by %d KiB "
-          "at most (under the budget + %d MiB; VmRSS %d -> %d KiB)" %
-          (BUDGET_MIB, grown, SLACK_MIB, base, peak.kib),
-          grown < budget_kib + (SLACK_MIB << 10),
-          "the connections together held more than the budget")
+    if SANITIZER:
+        print("ok - the agent's VmRSS against --resp-max-memory # SKIP under %s, which holds "
+              "freed memory (grew by %d KiB)" % (SANITIZER, grown))
+    else:
+        check("12 hostile connections against --resp-max-memory %d MiB: the agent grew by %d "
+              "KiB at most (under the budget + %d MiB; VmRSS %d -> %d KiB)" %
+              (BUDGET_MIB, grown, SLACK_MIB, base, peak.kib),
+              grown < budget_kib + (SLACK_MIB << 10),
+              "the connections together held more than the budget")
     check("resp.evicted_memory counts the connections closed (+%d)" % evicted, evicted > 0,
           "no connection was closed for memory")
     check("resp.memory stays within the budget (%d bytes)" % held,
