@@ -172,6 +172,7 @@ struct rdmem_frontdoor_stats {
 	uint64_t door_hangups;	   /* attached clients whose connection closed */
 	uint64_t door_uid_full;	   /* attaches refused: the uid holds its --clients-per-uid */
 	uint64_t door_pid_unknown; /* attaches from outside our PID namespace (pid 0) */
+	uint64_t door_owner_exits; /* owners whose exit a pidfd told (connection still open) */
 	uint64_t ctl_denied;	   /* agent-ctl calls from clients not allowed to steer */
 	uint64_t cut_off;	   /* clients disconnected for misbehaving (--client-strikes) */
 	uint64_t strikes;	   /* misbehaviour attributed to one client (scored) */

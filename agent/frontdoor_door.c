@@ -886,6 +886,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 	/* Read before looking: a nudge or event after this read stays for the next poll. */
 	rdmem_door_drain(d->bell);
 	rdmem_door_read_watch(fd);
+	rdmem_door_scan_again(fd);
 	rdmem_door_cut(fd, now);
 	if (!atomic_load_explicit(&fd->retired, memory_order_relaxed) && rdmem_door_taken(fd)) {
 		/* Relaxed: the flag alone; the actor only stops repairing the header. */
@@ -954,6 +955,9 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 	pf[2] = (struct pollfd){ d->bell, POLLIN, 0 };
 	pf[3] = (struct pollfd){ d->watch, POLLIN, 0 }; /* -1: ignored by poll */
 	*timeout_ms = d->watch < 0 ? RDMEM_DOOR_TICK_MS : -1;
+	/* Relaxed: a hint; until the actor takes the request, ring it again. */
+	if (atomic_load_explicit(&fd->scan_req, memory_order_relaxed))
+		rdmem_door_until(now + RDMEM_DOOR_TICK_MS * 1000000ull, now, timeout_ms);
 	if (now < d->accept_pause_until)
 		rdmem_door_until(d->accept_pause_until, now, timeout_ms);
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {

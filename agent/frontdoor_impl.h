@@ -120,7 +120,7 @@ struct rdmem_door {
 	int has_admin_group;
 	_Atomic uint64_t n_no_memory; /* attaches refused: its area could not be made */
 	_Atomic uint64_t n_attached, n_bad_hello, n_timeouts, n_full, n_evicted, n_hangups,
-	    n_uid_full, n_pid_unknown, n_cut_refused;
+	    n_uid_full, n_pid_unknown, n_cut_refused, n_owner_exits;
 };
 
 struct rdmem_frontdoor {
@@ -196,6 +196,8 @@ uint64_t rdmem_frontdoor_proc_start(int32_t pid);
 int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks);
 /* Door thread: marks client c gone and wakes the actor to scan. */
 void rdmem_door_tell_actor(struct rdmem_frontdoor *fd, uint32_t c);
+/* Door thread: wakes the actor again while its scan request is not taken. */
+void rdmem_door_scan_again(struct rdmem_frontdoor *fd);
 /* Door thread, after attach: watch the owner's pid through a pidfd. */
 void rdmem_door_owner_watch(struct rdmem_frontdoor *fd, uint32_t c, pid_t pid);
 /* Door thread: the pidfd of entry c says its owner exited. */

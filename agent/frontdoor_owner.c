@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +80,16 @@ static void rdmem_door_scan_now(struct rdmem_frontdoor *fd)
 	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
 }
 
+/* Door thread, every round: the actor has not taken the door's last request
+ * yet. Rings again: a client can write the doorbell back between our bump
+ * and the actor's futex wait, which loses that wake-up. */
+void rdmem_door_scan_again(struct rdmem_frontdoor *fd)
+{
+	/* Relaxed: the request itself was released when it was made. */
+	if (atomic_load_explicit(&fd->scan_req, memory_order_relaxed))
+		rdmem_door_scan_now(fd);
+}
+
 /* Door thread: client c is gone (connection closed, cut off, or its owner exited). */
 void rdmem_door_tell_actor(struct rdmem_frontdoor *fd, uint32_t c)
 {
@@ -125,11 +136,19 @@ void rdmem_door_owner_forget(struct rdmem_door *d, uint32_t c)
 	d->conn[c] = d->pidfd[c] = -1;
 }
 
-/* Door thread: the pidfd of entry c became readable: its owner exited. */
+/*
+ * Door thread: the pidfd of entry c polled readable. Asked again now: the
+ * poll set was built before this round closed and opened fds, so its fd
+ * number may since name a new owner's pidfd.
+ */
 void rdmem_door_owner_exited(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_door *d = &fd->door;
+	struct pollfd pf = { d->pidfd[c], POLLIN, 0 };
 
+	if (poll(&pf, 1, 0) != 1)
+		return;
+	atomic_fetch_add_explicit(&d->n_owner_exits, 1, memory_order_relaxed); /* statistics */
 	close(d->pidfd[c]);
 	d->pidfd[c] = -1;
 	rdmem_log_limited(RDMEM_LOG_INFO,

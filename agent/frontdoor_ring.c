@@ -767,15 +767,17 @@ static void rdmem_frontdoor_header_check(struct rdmem_frontdoor *fd, uint64_t no
 	const size_t live = offsetof(struct rdmem_shm_header, state);
 	const size_t after_epoch = offsetof(struct rdmem_shm_header, created_ns);
 
-	if (rdmem_frontdoor_header_same(fd)) {
+	/* Closing, or retired by another agent: the header is left as it is,
+	 * and asks for no further scan (hdr_bad_since 0). */
+	if (rdmem_frontdoor_header_same(fd) ||
+	    atomic_load_explicit(&fd->closing, memory_order_relaxed) ||
+	    atomic_load_explicit(&fd->retired, memory_order_relaxed) || rdmem_door_taken(fd)) {
 		fd->hdr_bad_since = 0;
 		return;
 	}
 	if (!fd->hdr_bad_since)
 		fd->hdr_bad_since = now;
-	if (now - fd->hdr_bad_since < RDMEM_FD_SCAN_NS ||
-	    atomic_load_explicit(&fd->closing, memory_order_relaxed) ||
-	    atomic_load_explicit(&fd->retired, memory_order_relaxed) || rdmem_door_taken(fd))
+	if (now - fd->hdr_bad_since < RDMEM_FD_SCAN_NS)
 		return;
 	memcpy(h, fd->hdr_own, live);
 	memcpy(&h->agent_pid, fd->hdr_own + offsetof(struct rdmem_shm_header, agent_pid),
@@ -802,7 +804,8 @@ static int rdmem_frontdoor_look_again(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 
-	/* Relaxed: hints for when to scan next; the scan re-reads them. */
+	/* Relaxed: hints for when to scan next; a flag read late asks at
+	 * worst for the scan after this one. */
 	return atomic_load_explicit(&cl->claim, memory_order_relaxed) &&
 	       (cl->orphan_seen || atomic_load_explicit(&cl->gone, memory_order_relaxed) ||
 		atomic_load_explicit(&cl->dead, memory_order_relaxed) ||
@@ -967,9 +970,21 @@ void rdmem_frontdoor_stop(struct rdmem_frontdoor *fd)
 		return;
 	/* Release: pairs with the actor loop's acquire load of stop. */
 	atomic_store_explicit(&fd->stop, 1, memory_order_release);
-	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
-	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
-	pthread_join(fd->thread, NULL);
+	/* Rung until it ends: a client can write the doorbell back between
+	 * our bump and the actor's futex wait, which loses one wake-up. */
+	for (;;) {
+		struct timespec until;
+
+		rdmem_ring_bell(&fd->ring);
+		clock_gettime(CLOCK_REALTIME, &until); /* pthread_timedjoin_np's clock */
+		until.tv_nsec += 100000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		if (pthread_timedjoin_np(fd->thread, NULL, &until) != ETIMEDOUT)
+			break;
+	}
 	fd->started = 0;
 }
 
@@ -1003,6 +1018,7 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->door_hangups = atomic_load_explicit(&fd->door.n_hangups, memory_order_relaxed);
 	out->door_uid_full = atomic_load_explicit(&fd->door.n_uid_full, memory_order_relaxed);
 	out->door_pid_unknown = atomic_load_explicit(&fd->door.n_pid_unknown, memory_order_relaxed);
+	out->door_owner_exits = atomic_load_explicit(&fd->door.n_owner_exits, memory_order_relaxed);
 	out->ctl_denied = atomic_load_explicit(&fd->n_ctl_denied, memory_order_relaxed);
 	out->cut_off = atomic_load_explicit(&fd->n_cut_off, memory_order_relaxed);
 	out->strikes = atomic_load_explicit(&fd->n_strikes, memory_order_relaxed);

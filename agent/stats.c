@@ -208,6 +208,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("frontdoor.door_pid_unknown", C, fd.door_pid_unknown,
 	  "Attaches from outside the agent's PID namespace (pid 0): tracked by their "
 	  "connection alone."),
+	S("frontdoor.door_owner_exits", C, fd.door_owner_exits,
+	  "Clients whose process exited while its connection was still open (a process it "
+	  "forked holds it), told by a pidfd."),
 	S("frontdoor.ctl_denied", C, fd.ctl_denied,
 	  "agent-ctl calls refused: not root, the agent's user or --admin-group."),
 	S("frontdoor.cut_off", C, fd.cut_off,

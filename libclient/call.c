@@ -64,26 +64,47 @@ int rdmem__submit_begin(rdmem_t *h, struct rdmem_rpc *c)
 	return call_acquire(h, c);
 }
 
-/* Waits one idle round; 1 when the deadline passed. */
-static int call_idle_until(struct rdmem_idle *w, uint64_t deadline)
+/*
+ * A wait that began at since and still waits on the agent rings its
+ * doorbell itself, once per liveness period: a producer's push rings only if
+ * the agent said it sleeps, and any client can clear that word (or fill the
+ * ring, or move its head) so that nothing else would wake an agent with no
+ * tick (docs/architecture.md, "When the front-door actor scans").
+ */
+static void call_bell_every(struct rdmem_ring *r, uint64_t since, uint64_t *bell_ns, uint64_t now)
 {
+	if (now - since < RDMEM_LIVENESS_NS || (*bell_ns && now - *bell_ns < RDMEM_LIVENESS_NS))
+		return;
+	*bell_ns = now;
+	rdmem_ring_bell(r);
+}
+
+/* Waits one idle round for slots or ring room; 1 when the deadline passed. */
+static int call_idle_until(struct rdmem_idle *w, uint64_t deadline, struct rdmem_att *a,
+			   uint64_t since, uint64_t *bell_ns)
+{
+	uint64_t now;
+
 	if (rdmem_idle_step(w, 0)) {
 		usleep(100); /* nothing to futex-wait on: a slot or ring space frees by itself */
 		rdmem_idle_reset(w);
 	}
-	return rdmem_now_ns() >= deadline;
+	now = rdmem_now_ns();
+	call_bell_every(&a->ring, since, bell_ns, now);
+	return now >= deadline;
 }
 
 /* Gets a slot within the deadline; on -ESHUTDOWN the caller re-attaches. */
 static int call_slot_get(struct rdmem_att *a, uint64_t deadline, uint32_t *s)
 {
+	uint64_t since = rdmem_now_ns(), bell_ns = 0;
 	struct rdmem_idle w;
 
 	rdmem_idle_reset(&w);
 	while (rdmem__slot_try(a, s)) {
 		if (!rdmem__att_alive(a, rdmem_now_ns()))
 			return -ESHUTDOWN;
-		if (call_idle_until(&w, deadline))
+		if (call_idle_until(&w, deadline, a, since, &bell_ns))
 			return -ETIMEDOUT;
 	}
 	return 0;
@@ -105,7 +126,7 @@ static int call_push(rdmem_t *h, struct rdmem_rpc *c)
 		if (!rdmem__att_alive(a, rdmem_now_ns()))
 			break;
 		rc = -ETIMEDOUT;
-		if (call_idle_until(&w, c->p_.deadline_ns))
+		if (call_idle_until(&w, c->p_.deadline_ns, a, c->p_.start_ns, &c->p_.bell_ns))
 			break;
 		rc = 0;
 	}
@@ -213,13 +234,9 @@ static int call_abandon(rdmem_t *h, struct rdmem_rpc *c)
 }
 
 /*
- * Our push rings the agent only if it said it sleeps, and any client can
- * clear that word, or overwrite our ring entry; the agent has no tick when
- * idle, so it would then never see the call. A call the agent has not taken
- * a liveness period after it was submitted rings the doorbell itself, once
- * a period: the woken agent drains the ring, and its scans take a slot
- * whose entry was lost (docs/architecture.md, "A ring that survives any
- * bytes").
+ * A published call the agent has not taken: its entry may have been
+ * overwritten, or the agent not woken (see call_bell_every); the woken agent
+ * drains the ring, and its scans take a slot whose entry was lost.
  */
 static void call_ring_if_untaken(struct rdmem_rpc *c, uint64_t now)
 {
@@ -228,12 +245,8 @@ static void call_ring_if_untaken(struct rdmem_rpc *c, uint64_t now)
 	uint32_t st =
 	    atomic_load_explicit(&rdmem__slot(a, c->p_.slot)->state, memory_order_relaxed);
 
-	if (RDMEM_SLOT_PHASE(st) != RDMEM_SLOT_SUBMITTED ||
-	    now - c->p_.start_ns < RDMEM_LIVENESS_NS ||
-	    (c->p_.bell_ns && now - c->p_.bell_ns < RDMEM_LIVENESS_NS))
-		return;
-	c->p_.bell_ns = now;
-	rdmem_ring_bell(&a->ring);
+	if (RDMEM_SLOT_PHASE(st) == RDMEM_SLOT_SUBMITTED)
+		call_bell_every(&a->ring, c->p_.start_ns, &c->p_.bell_ns, now);
 }
 
 /* The slot is not DONE: is the agent still there, is the deadline past? */

@@ -34,7 +34,9 @@
  * publishes, rings the doorbell only if sleeping is set, so a busy agent
  * costs producers no syscall. The two sides are the two halves of a Dekker
  * pattern (store mine, full fence, load theirs); see rdmem_ring_kick() and
- * rdmem_ring_sleep_begin().
+ * rdmem_ring_sleep_begin(). Since any client can clear sleeping, a call
+ * the agent has not taken after 20 ms rings anyway (rdmem_ring_bell(), from
+ * librdmem's slow path), and so do the agent's own door and stop.
  *
  * The ring lives in the shared segment; struct rdmem_ring is a process-local
  * view of it. Header-only: libclient produces with it.
@@ -221,7 +223,11 @@ static inline int rdmem_ring_publish(struct rdmem_ring *r, uint64_t pos, uint16_
 	return -ESTALE;
 }
 
-/* Wakes the consumer whether or not it said it sleeps (a system call). */
+/*
+ * Wakes the consumer whether or not it said it sleeps (a system call). All
+ * waiters: any client can park threads on the doorbell, and FUTEX_WAKE of
+ * one would wake them, in arrival order, instead of the agent.
+ */
 static inline void rdmem_ring_bell(struct rdmem_ring *r)
 {
 	/*
@@ -230,7 +236,7 @@ static inline void rdmem_ring_bell(struct rdmem_ring *r)
 	 * therefore also sees our entry when it re-checks the ring.
 	 */
 	atomic_fetch_add_explicit(&r->ctl->doorbell, 1, memory_order_release);
-	rdmem_futex_wake(&r->ctl->doorbell, 1);
+	rdmem_futex_wake_all(&r->ctl->doorbell);
 }
 
 /* Wakes the consumer if it announced it sleeps. Call after publishing. */
@@ -472,7 +478,8 @@ static inline uint32_t rdmem_ring_sleep_begin(struct rdmem_ring *r,
 					      const struct rdmem_ring_consumer *c, int *busy)
 {
 	/*
-	 * Acquire: pairs with the release fetch_add in rdmem_ring_kick(); if
+	 * Acquire: pairs with the release fetch_add in rdmem_ring_bell() (a
+	 * producer's, or the agent's door and stop, which also bump it); if
 	 * we read a bumped value, the entry behind it is visible to the check
 	 * below, so we never sleep on a value that already announced work.
 	 */

@@ -712,19 +712,23 @@ static void test_door_forged_pid_word_decides_nothing(void)
  * An idle agent has no scan tick: a client that dies while a process it
  * forked keeps its connection open is still reclaimed, because the door
  * polls a pidfd of every owner. The keeper sees the agent close that
- * connection (the entry's reclaim) with nobody calling the agent.
+ * connection (the entry's reclaim) with nobody calling the agent, and the
+ * pidfd, not a scan of the pid, told it (frontdoor.door_owner_exits).
  */
 static void test_door_owner_exit_seen_while_idle(void)
 {
 	struct proc agent = { 0 };
 	rdmem_t *h = NULL;
 	uint64_t t0, waited_ms;
+	long long exits = -1;
 	int p[2], status;
 	char got = 0;
 	pid_t pid;
 
 	pid = agent_client_fork(&agent, &h, p);
 	REQUIRE(pid >= 0);
+	if (pid > 0)
+		exits = door_stat(h, "door_owner_exits");
 	if (pid == 0) {
 		struct pollfd pf;
 		rdmem_t *mine;
@@ -752,6 +756,7 @@ static void test_door_owner_exit_seen_while_idle(void)
 	printf("# the keeper saw its connection closed %llu ms after the owner exited ('%c')\n",
 	       (unsigned long long)waited_ms, got);
 	CHECK_EQ(got, 'h');
+	CHECK(exits >= 0 && door_stat(h, "door_owner_exits") == exits + 1);
 	CHECK(door_stat(h, "dead_clients") >= 1);
 	CHECK(door_echo_ok(h, "after the owner's exit"));
 	rdmem_close(h);

@@ -568,6 +568,101 @@ static void test_hostile_sleeping_word_cleared(void)
 	fx_stop(&f);
 }
 
+/* The sleeping word cleared once, then the head moved out of range: an
+ * honest push fails, and its kick rings nothing. */
+static void attack_sleeping_then_head(struct hostile *x)
+{
+	atomic_store(&x->hdr->ring.sleeping, 0);
+	atomic_fetch_add(&x->hdr->ring.head, 2 * x->ring.size);
+}
+
+static void *park_on_doorbell(void *arg)
+{
+	struct hostile *x = arg;
+
+	for (;;)
+		rdmem_futex_wait(&x->hdr->ring.doorbell, atomic_load(&x->hdr->ring.doorbell), 0);
+	return NULL;
+}
+
+/* 64 threads parked on the doorbell futex: a wake of one waiter would wake
+ * them, in arrival order, instead of the agent. */
+static void attack_park_on_doorbell(struct hostile *x)
+{
+	pthread_t t;
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (pthread_create(&t, NULL, park_on_doorbell, x) == 0)
+			pthread_detach(t);
+	usleep(50000); /* parked */
+}
+
+/*
+ * An idle agent (no scan tick) under an attack that stays: local pings
+ * still answer, each within bound_ms (a call not taken rings the doorbell
+ * itself after 20 ms, waking every waiter), then the honest workload goes on.
+ */
+static void run_idle_case(const char *label, attack_fn attack, uint64_t bound_ms)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 1000, NULL };
+	int ready[2], status, i;
+	uint64_t t0, ms;
+	struct fx f;
+	pid_t pid;
+	char y;
+
+	REQUIRE(fx_start(&f, label) == 0);
+	fx_signal(&f, SIGSTOP);
+	REQUIRE(pipe(ready) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct hostile x;
+
+		if (hostile_map(&x))
+			_exit(3);
+		usleep(400000); /* the actor's scans end 200 ms after the last entry */
+		attack(&x);
+		if (write(ready[1], "y", 1) != 1)
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	CHECK(read(ready[0], &y, 1) == 1);
+	for (i = 0; i < 3; i++) {
+		usleep(50000); /* the actor blocks again (behind any parked thread) */
+		t0 = rdmem_now_ns();
+		CHECK_EQ(rdmem_local_ping(f.probe, &opts), 0);
+		ms = (rdmem_now_ns() - t0) / 1000000;
+		printf("# %s: local ping %d on an idle agent in %" PRIu64 " ms (bound %" PRIu64
+		       ")\n",
+		       label, i, ms, bound_ms);
+		CHECK(ms <= bound_ms);
+	}
+	CHECK(kill(pid, SIGKILL) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	close(ready[0]);
+	close(ready[1]);
+	fx_signal(&f, SIGCONT);
+	fx_finish(&f, fx_recover_ms(&f));
+	fx_stop(&f);
+}
+
+static void test_hostile_idle_sleeping_then_head(void)
+{
+	/* The first ping's push fails until its bell (20 ms) has the head repaired. */
+	run_idle_case("idle: sleeping word cleared, head out of range", attack_sleeping_then_head,
+		      200);
+}
+
+static void test_hostile_idle_threads_parked_on_doorbell(void)
+{
+	/* Woken with the parked threads at once: a wake of one took 49-50 ms
+	 * here (the kick and two bells woke parked threads first). */
+	run_idle_case("idle: 64 threads parked on the doorbell", attack_park_on_doorbell, 15);
+}
+
 static uint32_t pid_target; /* the client entry attack_pid_minus_one writes */
 
 static void attack_pid_minus_one(struct hostile *x)
@@ -659,5 +754,7 @@ int main(int argc, char **argv)
 	RUN(test_hostile_head_flood);
 	RUN(test_hostile_negative_pid);
 	RUN(test_hostile_sleeping_word_cleared);
+	RUN(test_hostile_idle_sleeping_then_head);
+	RUN(test_hostile_idle_threads_parked_on_doorbell);
 	return check_done();
 }
