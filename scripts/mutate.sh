@@ -38,7 +38,7 @@ mutations=(
 	"cutoff-misattributed|agent/frontdoor_ring.c|s/if \(!own \&\& !rdmem_frontdoor_attributable\(fd, c\)\)/if (!own \&\& !rdmem_frontdoor_attributable(fd, c) \&\& 0)/|test_client_cutoff"
 	"busy-no-tcp-retry|agent/session.c|s/rdmem_agent_read_only\(call->req.op\)\) \{/rdmem_agent_read_only(call->req.op) \&\& 0) {/|test_exhaustion"
 	"wire-field-unconverted|include/rdmem/wire.h|s/\tRDMEM_LE32_SWAP\(d->val_len\);\n//|test_wire_swap"
-	"wake-skipped|shm/ring.h|s/if \(!atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)/if (1)/|test_ring test_frontdoor"
+	"wake-skipped|shm/ring.h|s/if \(atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)\n\t\trdmem_ring_bell/if (0)\n\t\trdmem_ring_bell/|test_ring test_frontdoor"
 	"timeout-not-held|agent/rdma.c|s/if \(s->from_area \&\& s->post_no > r->done_no\)/if (0 \&\& s->from_area)/|test_slot_release"
 	"area-kept|agent/frontdoor_ring.c|s/\tif \(fd->released\)\n/\tif (0 \&\& fd->released)\n/|test_agent_paths"
 )

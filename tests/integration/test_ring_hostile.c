@@ -599,37 +599,59 @@ static void attack_park_on_doorbell(struct hostile *x)
 }
 
 /*
+ * The attacker of an idle case, exec'd ("--idle-attack N NAME FD"): a child
+ * forked from this threaded process may not start threads (TSan refuses,
+ * and a lock held at fork() could be held for good). Attacks once the
+ * actor went idle, says so on FD, and stays until killed.
+ */
+static const attack_fn idle_attacks[] = { attack_sleeping_then_head, attack_park_on_doorbell };
+
+static int idle_attack_exec_main(char **argv)
+{
+	unsigned which = (unsigned)atoi(argv[2]);
+	int fd = atoi(argv[4]);
+	struct hostile x;
+
+	snprintf(shm_name, sizeof(shm_name), "%s", argv[3]);
+	if (which >= RDMEM_ARRAY_SIZE(idle_attacks) || hostile_map(&x))
+		return 3;
+	usleep(400000); /* the actor's scans end 200 ms after the last entry */
+	idle_attacks[which](&x);
+	if (write(fd, "y", 1) != 1)
+		return 4;
+	for (;;)
+		pause();
+}
+
+/*
  * An idle agent (no scan tick) under an attack that stays: local pings
  * still answer, each within bound_ms (a call not taken rings the doorbell
  * itself after 20 ms, waking every waiter), then the honest workload goes on.
  */
-static void run_idle_case(const char *label, attack_fn attack, uint64_t bound_ms)
+static void run_idle_case(const char *label, unsigned which, uint64_t bound_ms)
 {
 	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 1000, NULL };
 	int ready[2], status, i;
+	char whichs[16], fds[16], y = 0;
 	uint64_t t0, ms;
 	struct fx f;
 	pid_t pid;
-	char y;
 
 	REQUIRE(fx_start(&f, label) == 0);
 	fx_signal(&f, SIGSTOP);
 	REQUIRE(pipe(ready) == 0);
+	snprintf(whichs, sizeof(whichs), "%u", which);
+	snprintf(fds, sizeof(fds), "%d", ready[1]);
 	pid = fork();
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
-		struct hostile x;
-
-		if (hostile_map(&x))
-			_exit(3);
-		usleep(400000); /* the actor's scans end 200 ms after the last entry */
-		attack(&x);
-		if (write(ready[1], "y", 1) != 1)
-			_exit(4);
-		for (;;)
-			pause();
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/proc/self/exe", "test_ring_hostile", "--idle-attack", whichs, shm_name, fds,
+		      (char *)NULL);
+		_exit(127);
 	}
-	CHECK(read(ready[0], &y, 1) == 1);
+	close(ready[1]); /* an attacker that dies says so: EOF */
+	CHECK(read(ready[0], &y, 1) == 1 && y == 'y');
 	for (i = 0; i < 3; i++) {
 		usleep(50000); /* the actor blocks again (behind any parked thread) */
 		t0 = rdmem_now_ns();
@@ -643,7 +665,6 @@ static void run_idle_case(const char *label, attack_fn attack, uint64_t bound_ms
 	CHECK(kill(pid, SIGKILL) == 0);
 	CHECK(waitpid(pid, &status, 0) == pid);
 	close(ready[0]);
-	close(ready[1]);
 	fx_signal(&f, SIGCONT);
 	fx_finish(&f, fx_recover_ms(&f));
 	fx_stop(&f);
@@ -652,15 +673,14 @@ static void run_idle_case(const char *label, attack_fn attack, uint64_t bound_ms
 static void test_hostile_idle_sleeping_then_head(void)
 {
 	/* The first ping's push fails until its bell (20 ms) has the head repaired. */
-	run_idle_case("idle: sleeping word cleared, head out of range", attack_sleeping_then_head,
-		      200);
+	run_idle_case("idle: sleeping word cleared, head out of range", 0, 200);
 }
 
 static void test_hostile_idle_threads_parked_on_doorbell(void)
 {
 	/* Woken with the parked threads at once: a wake of one took 49-50 ms
 	 * here (the kick and two bells woke parked threads first). */
-	run_idle_case("idle: 64 threads parked on the doorbell", attack_park_on_doorbell, 15);
+	run_idle_case("idle: 64 threads parked on the doorbell", 1, 15);
 }
 
 static uint32_t pid_target; /* the client entry attack_pid_minus_one writes */
@@ -742,6 +762,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "--honest"))
 		return honest_exec_main(argv);
+	if (argc == 5 && !strcmp(argv[1], "--idle-attack"))
+		return idle_attack_exec_main(argv);
 	signal(SIGPIPE, SIG_IGN);
 	if (log_capture())
 		perror("log capture");
