@@ -416,21 +416,23 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	return -EINVAL;
 }
 
-/* A --resp-max-memory given must leave room for one connection carrying the
- * largest command (it would be closed for it otherwise); its floor grows
- * with --max-value, so the range alone cannot say it. Unset, the RESP
- * thread picks the default, raised to the floor. */
+/* A --resp-max-memory given must leave room for one connection doing what a
+ * legal client may (it would be closed for it otherwise); its floor grows
+ * with --max-value and --slots, so the range alone cannot say it. Unset,
+ * the RESP thread picks the default, raised to the floor. */
 static int rdmem_agent_resp_memory(const struct rdmem_agent_opts *o)
 {
-	uint64_t floor = rdmem_resp_mem_floor(o->fd.max_value);
+	uint64_t floor = rdmem_resp_mem_floor(o->fd.max_value, o->fd.slots);
 
 	if (!(o->resp_port || o->resp.socket) || !o->resp.max_memory || o->resp.max_memory >= floor)
 		return 0;
 	fprintf(stderr,
 		"rdmem-agent: --resp-max-memory: %llu bytes is below %llu, what one "
-		"Redis-protocol connection may hold with --max-value %u (its input, argument "
-		"copies and unread output): raise it or lower --max-value\n",
-		(unsigned long long)o->resp.max_memory, (unsigned long long)floor, o->fd.max_value);
+		"Redis-protocol connection may hold with --max-value %u and --slots %u (its "
+		"input, argument copies and unread output): raise it or lower --max-value or "
+		"--slots\n",
+		(unsigned long long)o->resp.max_memory, (unsigned long long)floor, o->fd.max_value,
+		o->fd.slots);
 	return -EINVAL;
 }
 

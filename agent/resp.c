@@ -1512,10 +1512,10 @@ static int resp_setup(struct rdmem_resp *r)
 	r->queued_max = (size_t)rdmem_resp_mem_queued_limit(r->max_value);
 	/* The default budget leaves room for one connection carrying the largest
 	 * command; a value given is checked at start (agent/main.c). */
-	if (!r->cfg.max_memory)
-		r->cfg.max_memory =
-		    RDMEM_MAX(RDMEM_RESP_DEFAULT_MAX_MEMORY, rdmem_resp_mem_floor(r->max_value));
 	r->ncalls = rdmem_slots(r->h);
+	if (!r->cfg.max_memory)
+		r->cfg.max_memory = RDMEM_MAX(RDMEM_RESP_DEFAULT_MAX_MEMORY,
+					      rdmem_resp_mem_floor(r->max_value, r->ncalls));
 	r->calls = calloc(r->ncalls, sizeof(*r->calls));
 	r->argv = malloc(RDMEM_RESP_MAX_ARGS * sizeof(*r->argv));
 	return r->calls && r->argv ? 0 : -ENOMEM;

@@ -15,10 +15,25 @@ uint64_t rdmem_resp_mem_queued_limit(uint32_t max_value)
 	return RDMEM_MAX(rdmem_resp_mem_input_limit(max_value), (uint64_t)RDMEM_RESP_QUEUED_SOFT);
 }
 
-uint64_t rdmem_resp_mem_floor(uint32_t max_value)
+uint64_t rdmem_resp_mem_output_limit(uint32_t max_value, uint32_t slots)
 {
-	return rdmem_resp_mem_input_limit(max_value) + rdmem_resp_mem_queued_limit(max_value) +
-	       RDMEM_RESP_OUT_SOFT;
+	uint64_t bulk = RDMEM_MAX(max_value, RDMEM_MAX_KEY);
+
+	/* Unread output stops new calls at OUT_SOFT, but the replies of the
+	 * calls already in flight (one a slot) are still encoded, and the
+	 * buffer grows by doubling: its capacity may reach twice the bytes. */
+	return 2 * (RDMEM_RESP_OUT_SOFT + (uint64_t)slots * (bulk + RDMEM_RESP_REPLY_OVERHEAD));
+}
+
+uint64_t rdmem_resp_mem_floor(uint32_t max_value, uint32_t slots)
+{
+	uint64_t in = rdmem_resp_mem_input_limit(max_value);
+
+	/* Input; queued commands up to the pause mark, which is checked before
+	 * a command is parsed, so the last one may pass it by a whole input;
+	 * output; the struct and the queue's bookkeeping. */
+	return in + rdmem_resp_mem_queued_limit(max_value) + in +
+	       rdmem_resp_mem_output_limit(max_value, slots) + RDMEM_RESP_CONN_SLACK;
 }
 
 void rdmem_resp_mem_set(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c, uint64_t bytes)

@@ -26,10 +26,20 @@ uint64_t rdmem_resp_mem_input_limit(uint32_t max_value);
 /* Queued argument bytes past which a connection is paused: never below one
  * largest command, so any command the parser accepts can still run. */
 uint64_t rdmem_resp_mem_queued_limit(uint32_t max_value);
-/* The smallest --resp-max-memory that lets one connection carry the largest
- * command without being closed for it: a full input buffer, argument copies
- * up to the pause mark and a slow reader's output up to its mark. */
-uint64_t rdmem_resp_mem_floor(uint32_t max_value);
+/* A RESP bulk reply's header and trailer, with room. */
+#define RDMEM_RESP_REPLY_OVERHEAD 64u
+/* A connection's struct and its queue's bookkeeping (at most 1024 commands). */
+#define RDMEM_RESP_CONN_SLACK (256u << 10)
+
+/* Output capacity one connection may hold: a slow reader's unread bytes up
+ * to the mark, the replies of its calls in flight (one per slot, each up to
+ * the largest value), doubled for the buffer's growth. */
+uint64_t rdmem_resp_mem_output_limit(uint32_t max_value, uint32_t slots);
+/* The smallest --resp-max-memory that lets one connection do anything a
+ * legal client may without being closed for it: a full input buffer,
+ * argument copies up to the pause mark plus one more command, the output
+ * limit above, and its bookkeeping. */
+uint64_t rdmem_resp_mem_floor(uint32_t max_value, uint32_t slots);
 
 /* The bytes all connections hold. A closed connection whose calls are still
  * in flight keeps what those calls point into until they finish; its bytes

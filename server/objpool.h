@@ -53,8 +53,9 @@ struct rdmem_objpool {
 	uint8_t *area;
 	uint64_t area_bytes;
 	uint64_t ttl_ns;
-	/* The earliest moment the TTL scan may free an object (0: none live);
-	 * early once its object was reclaimed, never late. Lets a worker sleep
+	/* The earliest moment the TTL scan may free an object; 0 before the
+	 * first object and after a scan found none live. Early once its object
+	 * was reclaimed (a RECLAIM leaves it), never late. Lets a worker sleep
 	 * until then instead of ticking. */
 	uint64_t next_expiry_ns;
 	struct rdmem_objpool_stats st;

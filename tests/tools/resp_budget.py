@@ -119,7 +119,7 @@ def send_some(s, data):
 
 
 def warm_up():
-    """Touches what any 1 MB GET touches (the RESP thread's 16 call slots, the
+    """Touches what any 1 MB GET touches (the RESP thread's call slots, the
     agent's staging), so the baseline is the agent before peers hold anything."""
     s = conn()
     s.sendall(cmd("SET", "big", os.urandom(VALUE)))

@@ -43,8 +43,9 @@ static void test_agent_refusals(void)
 	CHECK(strstr(out, "rdmem-agent: --slots: '65' is not a number in [1, 64]"));
 }
 
-/* --resp-max-memory's floor grows with --max-value, past what the range can
- * say: a budget one connection could not live in is refused at start, named. */
+/* --resp-max-memory's floor grows with --max-value and --slots, past what
+ * the range can say: a budget one connection could not live in is refused
+ * at start, named. */
 static void test_agent_resp_memory_floor(void)
 {
 	static struct rdmem_agent_opts o;
@@ -52,11 +53,17 @@ static void test_agent_resp_memory_floor(void)
 
 	rdmem_agent_defaults(&o);
 	o.resp_port = 6380;
-	o.resp.max_memory = 16u << 20; /* the range's minimum: room at the default --max-value */
+	o.resp.max_memory = 57935872ull; /* the floor at the defaults (test_resp_mem) */
 	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
-	o.fd.max_value = 4u << 20; /* floor: 17 + 17 + 4 MiB */
+	o.resp.max_memory--;
 	CHECK_EQ(rdmem_agent_resp_memory(&o), -EINVAL);
-	o.resp.max_memory = 38u << 20;
+	o.fd.slots = 2; /* fewer replies in flight: 32 MiB holds one connection */
+	o.resp.max_memory = 32u << 20;
+	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
+	o.fd.slots = 16;
+	o.fd.max_value = 4u << 20;
+	CHECK_EQ(rdmem_agent_resp_memory(&o), -EINVAL);
+	o.resp.max_memory = rdmem_resp_mem_floor(4u << 20, 16);
 	CHECK_EQ(rdmem_agent_resp_memory(&o), 0);
 	o.resp.max_memory = 0; /* unset: the RESP thread raises its default */
 	o.fd.max_value = 64u << 20;
@@ -68,9 +75,9 @@ static void test_agent_resp_memory_floor(void)
 		 "%s/rdmem-agent -s 127.0.0.1 --resp-port 1 --max-value 64m --resp-max-memory 256m",
 		 proc_bin());
 	CHECK_EQ(opts_run(cmd, out, sizeof(out)), 2);
-	if (!strstr(out, "--resp-max-memory: 268435456 bytes is below 543162368"))
+	if (!strstr(out, "--resp-max-memory: 268435456 bytes is below 2964588544"))
 		printf("#   %s: %s", cmd, out);
-	CHECK(strstr(out, "--resp-max-memory: 268435456 bytes is below 543162368"));
+	CHECK(strstr(out, "--resp-max-memory: 268435456 bytes is below 2964588544"));
 }
 
 int main(void)

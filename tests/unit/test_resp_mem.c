@@ -7,6 +7,7 @@
  * a connection freed leaves nothing behind. */
 #include <stdint.h>
 
+#include "agent/resp.h"
 #include "agent/resp_mem.h"
 #include "check.h"
 #include "rdmem/wire.h"
@@ -18,15 +19,21 @@ static void test_limits_follow_max_value(void)
 	/* the default --max-value: an MSET of two 1 MiB values and its headers */
 	CHECK_EQ(rdmem_resp_mem_input_limit(1u << 20), 5 * MIB);
 	CHECK_EQ(rdmem_resp_mem_queued_limit(1u << 20), 5 * MIB);
-	CHECK_EQ(rdmem_resp_mem_floor(1u << 20), 14 * MIB);
+	/* 16 slots of 1 MiB replies in flight on 4 MiB unread, doubled: 40 MiB
+	 * of output; inputs 5 + 5 + 5 (one command past the pause mark); the
+	 * bookkeeping's 256 KiB */
+	CHECK_EQ(rdmem_resp_mem_output_limit(1u << 20, 16), 40 * MIB + 2 * 16 * 64);
+	CHECK_EQ(rdmem_resp_mem_floor(1u << 20, 16), 57935872ull);
 	/* values smaller than a key: the key limit sizes the bulk */
 	CHECK_EQ(rdmem_resp_mem_input_limit(1), 4 * RDMEM_MAX_KEY + MIB);
 	CHECK_EQ(rdmem_resp_mem_queued_limit(1), RDMEM_RESP_QUEUED_SOFT);
 	/* the largest --max-value: no 32-bit overflow, and over the default budget */
 	CHECK_EQ(rdmem_resp_mem_input_limit(RDMEM_MAX_VALUE_LIMIT), 257 * MIB);
-	CHECK_EQ(rdmem_resp_mem_floor(RDMEM_MAX_VALUE_LIMIT), 518 * MIB);
-	/* the range's minimum holds one connection at the default --max-value */
-	CHECK(rdmem_resp_mem_floor(1u << 20) <= 16 * MIB);
+	CHECK_EQ(rdmem_resp_mem_floor(RDMEM_MAX_VALUE_LIMIT, 16), 2964588544ull);
+	/* fewer slots, less output in flight */
+	CHECK(rdmem_resp_mem_floor(1u << 20, 2) < 28 * MIB);
+	/* the default budget holds one connection of the default geometry */
+	CHECK(rdmem_resp_mem_floor(1u << 20, 16) <= RDMEM_RESP_DEFAULT_MAX_MEMORY);
 }
 
 static void test_total_moves_by_difference(void)
