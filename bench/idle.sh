@@ -43,6 +43,7 @@ ls_start_agent "$work" "$shm" >/dev/null
 "$LS_BIN/rdmem" --shm-name "$shm" ping >/dev/null
 sleep 2 # the call's after-effects (replies, the next control-page READ) settle
 ops0=$(rdma_ops)
+sleep 0.5 # that query is ring activity: the front-door actor scans for 200 ms after it
 threads >"$work/t0"
 sleep "$secs"
 threads >"$work/t1"
