@@ -27,10 +27,10 @@ LOG, STATS = sys.argv[4], sys.argv[5:]
 VALUE = 1000000
 # What the agent may hold on top of the budget: the pass over a connection
 # that crosses it may first add that connection's replies of calls in
-# flight (16 x 1 MB here) before the check closes the largest, and malloc
-# keeps some pages after a free. Measured on the plain build: 11.6 to
-# 13.4 MiB over (4 runs); with no budget the same peers grow the agent by
-# 115 to 127 MiB.
+# flight (one per --slots, 1 MB each) before the check closes the largest,
+# and malloc keeps some pages after a free. Measured on the plain build with
+# --slots 2 (resp_budget.sh): 24.9 MiB grown, under the budget; with --slots
+# 16: 11.6 to 13.4 MiB over (4 runs), and 115 to 127 MiB with no budget.
 SLACK_MIB = 24
 # Under a sanitizer VmRSS says nothing of the budget: ASan keeps freed
 # memory in quarantine (256 MiB by default; 270 MiB grown measured) and
