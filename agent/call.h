@@ -16,6 +16,8 @@
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
 
+struct rdmem_agent_reply;
+
 struct rdmem_agent_call {
 	struct rdmem_desc req; /* validated copy; the client cannot change it now */
 	uint8_t *key;	       /* req.key_len bytes in the slot */
@@ -34,6 +36,9 @@ struct rdmem_agent_call {
 	uint8_t sent;		/* a tagged call's id may have left (rdmem_agent_ident_sent) */
 	uint32_t ring_slot;	/* session actor: request ring slot on the RDMA paths */
 	struct rdmem_agent_call *next; /* intrusive list link for the owning actor */
+	/* A part of a call the router split across servers (agent/router_fan.c):
+	 * its completion goes here, not to the client's slot. NULL otherwise. */
+	void (*join)(struct rdmem_agent_call *part, const struct rdmem_agent_reply *rep);
 };
 
 /*

@@ -138,6 +138,10 @@ void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_cal
 	struct rdmem_shm_slot *slot;
 	uint64_t bit = 1ull << s;
 
+	if (call->join) { /* a part of a split call: the router merges it */
+		call->join(call, rep);
+		return;
+	}
 	if (c >= fd->geom.clients || s >= fd->geom.slots ||
 	    call != &fd->calls[(size_t)c * fd->geom.slots + s]) {
 		rdmem_err(

@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
-#include <ifaddrs.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +16,7 @@
 #include "agent/path.h"
 #include "agent/resp.h"
 #include "agent/resp_mem.h"
+#include "agent/router.h"
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
 #include "common/metrics_http.h"
@@ -33,6 +32,10 @@ struct rdmem_agent_opts {
 	struct rdmem_agent_config cfg;
 	struct rdmem_frontdoor_config fd;
 	const char *fabric; /* NULL: choose */
+	int fabric_kind;    /* --fabric parsed: RDMEM_FAB_*, 0 for TCP, -1 per server */
+	const char *servers_file;
+	struct rdmem_router_entry *servers; /* -s or --servers-file, parsed */
+	uint32_t nservers;
 	const char *secret_file;
 	struct rdmem_tls_files tls; /* --tls-ca, --tls-cert, --tls-key, --tls-server-name */
 	struct rdmem_tls_ctx *tls_ctx;
@@ -48,10 +51,15 @@ static void rdmem_agent_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: rdmem-agent -s SERVER [options]\n"
-	    "  -s, --server HOST          rdmem-server address (required)\n"
-	    "  -p, --port N               server RDMA port (default %u)\n"
-	    "      --tcp-port N           server TCP port (default: port + 1)\n"
+	    "usage: rdmem-agent -s SERVER[,SERVER...] | --servers-file FILE [options]\n"
+	    "  -s, --server LIST          rdmem-server addresses, host[:port] each, comma-\n"
+	    "                             separated (1..64); keys are spread over them by\n"
+	    "                             rendezvous hashing of host:port\n"
+	    "      --servers-file FILE    the list from a file, one host[:port] a line\n"
+	    "                             (# comments); re-read on SIGHUP or agent-ctl reload\n"
+	    "  -p, --port N               server RDMA port where a server has none (default %u)\n"
+	    "      --tcp-port N           server TCP port where a server names no port\n"
+	    "                             (default: port + 1; always port + 1 with one)\n"
 	    "      --fabric F             verbs | shm | tcp (default: verbs with an RDMA\n"
 	    "                             device, else shm for a server on this host, else tcp)\n"
 	    "      --shm-name NAME        front-door name (default /rdmem): clients attach\n"
@@ -126,46 +134,24 @@ static void rdmem_agent_usage(FILE *f)
 	    (unsigned long long)(RDMEM_RESP_DEFAULT_MAX_MEMORY >> 20));
 }
 
-/* True when host resolves to an address of this machine. */
-static int rdmem_agent_host_is_local(const char *host)
+/* --fabric as a kind (0: TCP alone), or -1: per server (router.c). */
+static int rdmem_agent_fabric_kind(const struct rdmem_agent_opts *o, int *kind)
 {
-	struct addrinfo *res = NULL, *ai;
-	struct ifaddrs *ifs = NULL, *i;
-	int local = 0;
+	enum rdmem_fab_kind k;
 
-	if (getaddrinfo(host, NULL, NULL, &res) != 0)
+	*kind = -1;
+	if (!o->fabric)
 		return 0;
-	if (getifaddrs(&ifs) == 0) {
-		for (ai = res; ai && !local; ai = ai->ai_next)
-			for (i = ifs; i && !local; i = i->ifa_next)
-				local = i->ifa_addr && ai->ai_family == AF_INET &&
-					i->ifa_addr->sa_family == AF_INET &&
-					!memcmp(&((struct sockaddr_in *)ai->ai_addr)->sin_addr,
-						&((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-		freeifaddrs(ifs);
+	if (strcmp(o->fabric, "tcp") == 0) {
+		*kind = 0;
+		return 0;
 	}
-	freeaddrinfo(res);
-	return local;
-}
-
-static int rdmem_agent_pick_fabric(struct rdmem_agent_opts *o)
-{
-	enum rdmem_fab_kind kind;
-
-	if (o->fabric && strcmp(o->fabric, "tcp") == 0) {
-		o->cfg.fabric = 0;
-	} else if (o->fabric) {
-		if (rdmem_fab_kind_parse(o->fabric, &kind) < 0) {
-			fprintf(stderr, "rdmem-agent: --fabric: '%s' is not verbs, shm or tcp\n",
-				o->fabric);
-			return -EINVAL;
-		}
-		o->cfg.fabric = kind;
-	} else if (rdmem_fab_verbs_available()) {
-		o->cfg.fabric = RDMEM_FAB_VERBS;
-	} else {
-		o->cfg.fabric = rdmem_agent_host_is_local(o->cfg.server) ? RDMEM_FAB_SHM : 0;
+	if (rdmem_fab_kind_parse(o->fabric, &k) < 0) {
+		fprintf(stderr, "rdmem-agent: --fabric: '%s' is not verbs, shm or tcp\n",
+			o->fabric);
+		return -EINVAL;
 	}
+	*kind = (int)k;
 	return 0;
 }
 
@@ -210,10 +196,12 @@ enum {
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 	OPT_TLS_NAME,
+	OPT_SERVERS_FILE,
 };
 
 static const struct option rdmem_agent_longopts[] = {
 	{ "server", required_argument, NULL, 's' },
+	{ "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
 	{ "port", required_argument, NULL, 'p' },
 	{ "tcp-port", required_argument, NULL, OPT_TCP_PORT },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
@@ -315,6 +303,9 @@ static int rdmem_agent_text(struct rdmem_agent_opts *o, int c, const char *arg)
 	switch (c) {
 	case 's':
 		o->cfg.server = arg;
+		return 0;
+	case OPT_SERVERS_FILE:
+		o->servers_file = arg;
 		return 0;
 	case OPT_FABRIC:
 		o->fabric = arg;
@@ -454,6 +445,27 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->resp.idle_evict_s = RDMEM_RESP_DEFAULT_IDLE_EVICT;
 }
 
+/* The server list of -s or --servers-file, checked now: a bad one is a
+ * usage error, not a daemon that starts and serves nobody. */
+static int rdmem_agent_servers(struct rdmem_agent_opts *o)
+{
+	char why[512];
+	int ret;
+
+	o->servers = calloc(RDMEM_ROUTER_MAX_SERVERS, sizeof(*o->servers));
+	if (!o->servers)
+		return -ENOMEM;
+	if (o->servers_file)
+		ret = rdmem_router_read_servers(o->servers_file, o->cfg.port, (uint16_t)o->tcp_port,
+						o->servers, &o->nservers, why, sizeof(why));
+	else
+		ret = rdmem_router_parse_list(o->cfg.server, 0, o->cfg.port, (uint16_t)o->tcp_port,
+					      o->servers, &o->nservers, why, sizeof(why));
+	if (ret < 0)
+		fprintf(stderr, "rdmem-agent: %s%s\n", o->servers_file ? "" : "-s: ", why);
+	return ret;
+}
+
 static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 {
 	int c, ret;
@@ -467,9 +479,11 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 		if (ret < 0)
 			return ret;
 	}
-	if (optind < argc || !o->cfg.server) {
+	if (optind < argc || !!o->cfg.server == !!o->servers_file) {
 		fprintf(stderr, "rdmem-agent: %s\n",
-			optind < argc ? "unexpected argument" : "-s SERVER is required");
+			optind < argc	? "unexpected argument"
+			: o->cfg.server ? "-s and --servers-file: give one, not both"
+					: "-s SERVER or --servers-file FILE is required");
 		rdmem_agent_usage(stderr);
 		return -EINVAL;
 	}
@@ -487,52 +501,48 @@ static int rdmem_agent_parse(struct rdmem_agent_opts *o, int argc, char **argv)
 	o->cfg.connect_timeout_ms = (int)o->connect_timeout_ms;
 	o->resp.port = (uint16_t)o->resp_port;
 	o->resp.shm_name = o->fd.shm_name;
-	return rdmem_agent_pick_fabric(o);
+	if (rdmem_agent_fabric_kind(o, &o->fabric_kind) < 0)
+		return -EINVAL;
+	return rdmem_agent_servers(o);
 }
 
 /* ---- running ---------------------------------------------------------------- */
 
 struct rdmem_agent {
 	struct rdmem_frontdoor *fd;
-	struct rdmem_tcp_actor *tcp;
-	struct rdmem_agent_session *session;
-	struct rdmem_agent_metrics_src msrc;
+	struct rdmem_router *router;
 	struct rdmem_metrics_http *metrics;
 	struct rdmem_resp *resp;
 };
 
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
-	struct rdmem_tcp_actor_config tc = { o->cfg.server,
-					     o->cfg.tcp_port,
-					     o->cfg.clients,
-					     o->cfg.slots,
-					     o->cfg.connect_timeout_ms,
-					     o->cfg.busy_poll,
-					     NULL,
-					     NULL };
+	struct rdmem_router_config rc = { o->cfg,
+					  { NULL, 0, o->cfg.clients, o->cfg.slots,
+					    o->cfg.connect_timeout_ms, o->cfg.busy_poll, NULL,
+					    NULL },
+					  o->fabric_kind,
+					  o->servers_file,
+					  o->cfg.port,
+					  (uint16_t)o->tcp_port };
 	int ret;
 
 	if (o->secret_file && (ret = rdmem_auth_load(o->secret_file, &o->cfg.auth)) < 0)
 		return ret;
-	tc.auth = o->cfg.auth;
+	rc.session.auth = rc.tcp.auth = o->cfg.auth;
 	if (o->tls.ca && (ret = rdmem_tls_ctx_create(&o->tls, 0, &o->tls_ctx)) < 0)
 		return ret;
-	tc.tls = o->tls_ctx;
+	rc.tcp.tls = o->tls_ctx;
 	if ((ret = rdmem_frontdoor_create(&o->fd, &a->fd)) < 0)
 		return ret;
-	if ((ret = rdmem_tcp_actor_start(&tc, a->fd, &a->tcp)) < 0)
+	if ((ret = rdmem_router_start(&rc, a->fd, o->servers, o->nservers, &a->router)) < 0)
 		return ret;
-	if ((ret = rdmem_agent_session_start(&o->cfg, a->fd, a->tcp, &a->session)) < 0)
-		return ret;
-	if ((ret = rdmem_frontdoor_start(a->fd, rdmem_agent_session_submit, a->session)) < 0)
+	if ((ret = rdmem_frontdoor_start(a->fd, rdmem_router_submit, a->router)) < 0)
 		return ret;
 	if (o->metrics_port) {
 		struct rdmem_metrics_http_config mc = { o->metrics_bind, (uint16_t)o->metrics_port,
-							rdmem_agent_metrics_render, &a->msrc };
+							rdmem_router_metrics_render, a->router };
 
-		a->msrc =
-		    (struct rdmem_agent_metrics_src){ a->fd, a->tcp, a->session, o->cfg.fabric };
 		ret = rdmem_metrics_http_start(&mc, &a->metrics);
 	}
 	/* Last: it is a client of the front door started above. */
@@ -549,22 +559,25 @@ static void rdmem_agent_stop(struct rdmem_agent *a)
 	rdmem_metrics_http_stop(a->metrics); /* it reads the actors' counters */
 	if (a->fd)
 		rdmem_frontdoor_stop(a->fd);
-	rdmem_agent_session_stop(a->session);
-	rdmem_tcp_actor_stop(a->tcp);
+	rdmem_router_stop(a->router);
 	if (a->fd)
 		rdmem_frontdoor_destroy(a->fd);
 }
 
-static int rdmem_agent_wait_signal(void)
+/* SIGHUP (or `agent-ctl reload`, which raises it) re-reads --servers-file;
+ * SIGINT and SIGTERM stop the agent. */
+static int rdmem_agent_wait_signal(struct rdmem_agent *a, const sigset_t *set)
 {
-	sigset_t set;
+	char msg[512];
 	int sig = 0;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	if (sigwait(&set, &sig) != 0)
-		return -EINTR;
+	for (;;) {
+		if (sigwait(set, &sig) != 0)
+			return -EINTR;
+		if (sig != SIGHUP)
+			break;
+		rdmem_router_reload(a->router, msg, sizeof(msg));
+	}
 	rdmem_info("signal %d: stopping", sig);
 	return 0;
 }
@@ -573,30 +586,34 @@ int main(int argc, char **argv)
 {
 	struct rdmem_agent_opts o;
 	struct rdmem_agent a = { 0 };
+	char names[1024];
 	sigset_t set;
+	uint32_t n;
 	int ret;
 
 	if (rdmem_agent_parse(&o, argc, argv) < 0)
 		return 2;
 	rdmem_log_init("rdmem-agent", o.verbose);
-	/* Threads inherit the mask: only sigwait() in main sees SIGINT/SIGTERM. */
+	/* Threads inherit the mask: only sigwait() in main sees these. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	ret = rdmem_agent_start(&a, &o);
 	if (ret == 0) {
-		rdmem_info("ready: front door %s, server %s (rdma %s:%u, tcp port %u)",
-			   o.fd.socket_path ? o.fd.socket_path : o.fd.shm_name, o.cfg.server,
-			   o.cfg.fabric ? rdmem_fab_kind_name(o.cfg.fabric) : "off", o.cfg.port,
-			   o.cfg.tcp_port);
-		rdmem_agent_wait_signal();
+		n = rdmem_router_servers(a.router, names, sizeof(names));
+		rdmem_info("ready: front door %s, %s %s",
+			   o.fd.socket_path ? o.fd.socket_path : o.fd.shm_name,
+			   n == 1 ? "server" : "servers", names);
+		rdmem_agent_wait_signal(&a, &set);
 	} else {
 		rdmem_err("start failed: %s", strerror(-ret));
 	}
 	rdmem_agent_stop(&a);
 	rdmem_auth_free(o.cfg.auth);
 	rdmem_tls_ctx_free(o.tls_ctx);
+	free(o.servers);
 	return ret == 0 ? 0 : 1;
 }

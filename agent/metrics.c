@@ -1,7 +1,9 @@
 /* metrics.c - rdmem-agent's Prometheus page (see metrics.h). */
 #include "agent/metrics.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/frontdoor.h"
@@ -111,17 +113,46 @@ static void rdmem_agent_metrics_snapshot(struct rdmem_agent_metrics_src *src,
 int rdmem_agent_metrics_render(void *ctx, char *buf, size_t cap)
 {
 	struct rdmem_agent_metrics_src *src = ctx;
-	struct rdmem_agent_counters *cnt;
-	struct rdmem_call_metrics *cms[2];
-	struct rdmem_agent_gauges *g;
-	struct rdmem_agent_snapshot s;
+
+	return rdmem_agent_metrics_render_many(&src, NULL, 1, buf, cap);
+}
+
+/* Every server's counters under one family each, labelled by server when
+ * names is given; the per-op call counts and latencies summed over all. */
+int rdmem_agent_metrics_render_many(struct rdmem_agent_metrics_src *const *srcs,
+				    const char *const *names, unsigned n, char *buf, size_t cap)
+{
+	struct rdmem_call_metrics *cms[2 * RDMEM_AGENT_METRICS_MAX];
+	const char *labels[RDMEM_AGENT_METRICS_MAX];
+	const void *snaps[RDMEM_AGENT_METRICS_MAX];
+	unsigned masks[RDMEM_AGENT_METRICS_MAX], i;
+	char(*lab)[320] = NULL;
+	struct rdmem_agent_snapshot *s = NULL;
 	struct rdmem_prom o;
 
+	if (!n || n > RDMEM_AGENT_METRICS_MAX || !(s = calloc(n, sizeof(*s))) ||
+	    (names && !(lab = calloc(n, sizeof(*lab))))) {
+		free(s);
+		return -ENOMEM;
+	}
 	rdmem_prom_init(&o, buf, cap);
-	rdmem_agent_session_metrics(src->session, &cnt, &cms[0], &g);
-	cms[1] = rdmem_tcp_actor_call_metrics(src->tcp);
-	rdmem_agent_metrics_snapshot(src, cnt, g, &s);
-	rdmem_ctr_prom(&rdmem_agent_ctr_table, &s, rdmem_agent_snapshot_mask(&s), &o);
-	render_calls(&o, cms, 2);
+	for (i = 0; i < n; i++) {
+		struct rdmem_agent_counters *cnt;
+		struct rdmem_agent_gauges *g;
+
+		rdmem_agent_session_metrics(srcs[i]->session, &cnt, &cms[2 * i], &g);
+		cms[2 * i + 1] = rdmem_tcp_actor_call_metrics(srcs[i]->tcp);
+		rdmem_agent_metrics_snapshot(srcs[i], cnt, g, &s[i]);
+		snaps[i] = &s[i];
+		masks[i] = rdmem_agent_snapshot_mask(&s[i]);
+		if (names) {
+			snprintf(lab[i], sizeof(lab[i]), "server=\"%s\"", names[i]);
+			labels[i] = lab[i];
+		}
+	}
+	rdmem_ctr_prom_many(&rdmem_agent_ctr_table, snaps, masks, names ? labels : NULL, n, &o);
+	render_calls(&o, cms, 2 * n);
+	free(s);
+	free(lab);
 	return rdmem_prom_finish(&o);
 }

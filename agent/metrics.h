@@ -85,5 +85,10 @@ struct rdmem_agent_metrics_src {
 
 /* An rdmem_metrics_render_fn (common/metrics_http.h). */
 int rdmem_agent_metrics_render(void *ctx, char *buf, size_t cap);
+/* Several servers' sources on one page; names label each server's samples
+ * (server="host:port"), NULL for one server (no label, as above). */
+#define RDMEM_AGENT_METRICS_MAX 64
+int rdmem_agent_metrics_render_many(struct rdmem_agent_metrics_src *const *srcs,
+				    const char *const *names, unsigned n, char *buf, size_t cap);
 
 #endif

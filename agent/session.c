@@ -35,6 +35,10 @@ struct rdmem_agent_session {
 	struct rdmem_frontdoor *fd;
 	struct rdmem_tcp_actor *tcp;
 	struct rdmem_queue in;
+	/* Parts of split calls sent again from any thread (the router's
+	 * reruns): a second queue, its producers serialised by side_lock. */
+	struct rdmem_queue side;
+	pthread_mutex_t side_lock;
 
 	/* The connector dials; a new link is handed over through this mailbox. */
 	pthread_t connector;
@@ -761,6 +765,11 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 
 	if (!rdmem_queue_prepare_sleep(&s->in))
 		return;
+	/* A side push rings in.efd after its push: poll sees it if we miss it here. */
+	if (!rdmem_queue_empty(&s->side)) {
+		rdmem_queue_woke(&s->in);
+		return;
+	}
 	if (s->rdma) {
 		if (rdmem_fab_arm(s->link->conn) < 0 || rdmem_agent_session_poll_rdma(s)) {
 			rdmem_queue_woke(&s->in);
@@ -804,7 +813,7 @@ static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t 
 
 /* The front door's reclaim hook (actor thread): wake the session to let go
  * of the entry's area registration. */
-static void rdmem_agent_session_released(void *ctx, uint32_t client)
+void rdmem_agent_session_released(void *ctx, uint32_t client)
 {
 	struct rdmem_agent_session *s = ctx;
 
@@ -853,6 +862,10 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 		rdmem_agent_session_take(s, call);
 		work++;
 	}
+	while ((call = rdmem_queue_pop(&s->side))) {
+		rdmem_agent_session_take(s, call);
+		work++;
+	}
 	work += rdmem_agent_session_drop_areas(s); /* publishes areas_live */
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
@@ -887,6 +900,18 @@ void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 		rdmem_err("session queue sized wrong: call dropped");
 }
 
+void rdmem_agent_session_submit_any(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
+{
+	int ret;
+
+	pthread_mutex_lock(&s->side_lock);
+	ret = rdmem_queue_push(&s->side, call);
+	pthread_mutex_unlock(&s->side_lock);
+	if (ret < 0)
+		rdmem_err("session side queue sized wrong: call dropped");
+	rdmem_queue_ring(&s->in); /* the actor sleeps on in's bell only */
+}
+
 void rdmem_agent_session_metrics(struct rdmem_agent_session *s, struct rdmem_agent_counters **cnt,
 				 struct rdmem_call_metrics **calls,
 				 struct rdmem_agent_gauges **gauges)
@@ -909,10 +934,22 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 	s->fd = fd;
 	s->tcp = tcp;
 	s->ident = rdmem_tcp_actor_ident(tcp);
-	if (rdmem_queue_init(&s->in, ncalls) < 0 || rdmem_queue_init(&s->connector_bell, 1) < 0) {
+	if (rdmem_queue_init(&s->in, ncalls) < 0) {
 		free(s);
 		return -ENOMEM;
 	}
+	if (rdmem_queue_init(&s->side, ncalls) < 0) {
+		rdmem_queue_fini(&s->in);
+		free(s);
+		return -ENOMEM;
+	}
+	if (rdmem_queue_init(&s->connector_bell, 1) < 0) {
+		rdmem_queue_fini(&s->in);
+		rdmem_queue_fini(&s->side);
+		free(s);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->side_lock, NULL);
 	atomic_store_explicit(&s->want_link, cfg->fabric != 0, memory_order_relaxed);
 	ret = -pthread_create(&s->thread, NULL, rdmem_agent_session_main, s);
 	if (ret == 0 && cfg->fabric) {
@@ -924,13 +961,12 @@ int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem
 	}
 	if (ret < 0) {
 		rdmem_queue_fini(&s->in);
+		rdmem_queue_fini(&s->side);
 		rdmem_queue_fini(&s->connector_bell);
+		pthread_mutex_destroy(&s->side_lock);
 		free(s);
 		return ret;
 	}
-	/* Set before the front door's actor starts (the agent's start order),
-	 * cleared in stop, after that actor stopped. */
-	rdmem_frontdoor_on_release(fd, rdmem_agent_session_released, s);
 	*out = s;
 	return 0;
 }
@@ -942,7 +978,6 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 
 	if (!s)
 		return;
-	rdmem_frontdoor_on_release(s->fd, NULL, NULL);
 	/* Pairs with the acquire loads at the top of both loops. */
 	atomic_store_explicit(&s->stop, 1, memory_order_release);
 	rdmem_queue_ring(&s->in);
@@ -956,12 +991,18 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 	rdmem_agent_session_drop_link(s);
 	while ((call = rdmem_queue_pop(&s->in)))
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
+	pthread_mutex_lock(&s->side_lock); /* a rerun may still be arriving */
+	while ((call = rdmem_queue_pop(&s->side)))
+		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
+	pthread_mutex_unlock(&s->side_lock);
 	while ((call = s->pending_head)) {
 		s->pending_head = call->next;
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	}
 	rdmem_agent_session_answer_stats(s);
 	rdmem_queue_fini(&s->in);
+	rdmem_queue_fini(&s->side);
 	rdmem_queue_fini(&s->connector_bell);
+	pthread_mutex_destroy(&s->side_lock);
 	free(s);
 }

@@ -51,8 +51,15 @@ struct rdmem_agent_session;
 int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,
 			      struct rdmem_tcp_actor *tcp, struct rdmem_agent_session **out);
 void rdmem_agent_session_stop(struct rdmem_agent_session *s);
-/* The front door's submit callback: hands a call to the session actor. */
+/* Hands a call to the session actor: the front-door actor's thread only
+ * (one producer). */
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call);
+/* The same from any thread (a split call's part sent again). */
+void rdmem_agent_session_submit_any(struct rdmem_agent_session *s, struct rdmem_agent_call *call);
+/* A front-door client entry was reclaimed (front-door actor thread): the
+ * session lets go of its area's registration. The router calls it for
+ * every session (rdmem_frontdoor_on_release). */
+void rdmem_agent_session_released(void *ctx, uint32_t client);
 
 struct rdmem_agent_counters;
 struct rdmem_call_metrics;

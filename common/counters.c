@@ -141,19 +141,39 @@ void rdmem_ctr_json(const struct rdmem_ctr_table *t, const void *snap, unsigned 
 void rdmem_ctr_prom(const struct rdmem_ctr_table *t, const void *snap, unsigned mask,
 		    struct rdmem_prom *o)
 {
+	rdmem_ctr_prom_many(t, &snap, &mask, NULL, 1, o);
+}
+
+/* One family per entry, with a sample per snapshot that shows it; with
+ * labels, each sample carries its own (e.g. server="h:p"). */
+void rdmem_ctr_prom_many(const struct rdmem_ctr_table *t, const void *const *snaps,
+			 const unsigned *masks, const char *const *labels, unsigned n,
+			 struct rdmem_prom *o)
+{
 	static const char *const types[] = { "counter", "gauge", "gauge" };
 	const struct rdmem_ctr *c;
-	char name[128], label[160];
+	char name[128], label[512];
+	unsigned i, shown;
 
 	for (c = t->ctr; c < t->ctr + t->n; c++) {
-		if (!rdmem_ctr_shown(c, mask) || rdmem_ctr_prom_name(t, c, name, sizeof(name)) < 0)
+		for (i = shown = 0; i < n; i++)
+			shown += rdmem_ctr_shown(c, masks[i]);
+		if (!shown || rdmem_ctr_prom_name(t, c, name, sizeof(name)) < 0)
 			continue;
 		rdmem_prom_family(o, name, types[c->type], c->help);
-		if (c->type == RDMEM_CTR_LABEL) {
-			snprintf(label, sizeof(label), "value=\"%s\"", rdmem_ctr_label(c, snap));
-			rdmem_prom_sample(o, name, label, 1);
-		} else {
-			rdmem_prom_sample(o, name, "", rdmem_ctr_value(c, snap));
+		for (i = 0; i < n; i++) {
+			const char *sep = labels && c->type == RDMEM_CTR_LABEL ? "," : "";
+
+			if (!rdmem_ctr_shown(c, masks[i]))
+				continue;
+			snprintf(label, sizeof(label), "%s%s", labels ? labels[i] : "", sep);
+			if (c->type == RDMEM_CTR_LABEL) {
+				snprintf(label + strlen(label), sizeof(label) - strlen(label),
+					 "value=\"%s\"", rdmem_ctr_label(c, snaps[i]));
+				rdmem_prom_sample(o, name, label, 1);
+			} else {
+				rdmem_prom_sample(o, name, label, rdmem_ctr_value(c, snaps[i]));
+			}
 		}
 	}
 }

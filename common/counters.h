@@ -65,6 +65,10 @@ void rdmem_ctr_json(const struct rdmem_ctr_table *t, const void *snap, unsigned 
 		    struct rdmem_text *o, int *first);
 void rdmem_ctr_prom(const struct rdmem_ctr_table *t, const void *snap, unsigned mask,
 		    struct rdmem_prom *o);
+/* The same for n snapshots: each sample gets labels[i] (NULL: none). */
+void rdmem_ctr_prom_many(const struct rdmem_ctr_table *t, const void *const *snaps,
+			 const unsigned *masks, const char *const *labels, unsigned n,
+			 struct rdmem_prom *o);
 /* A STATS report: the text lines, or "{" and the JSON members followed by
  * json_end (NULL: the object stays open for the caller to add to). */
 void rdmem_ctr_report(const struct rdmem_ctr_table *t, const void *snap, unsigned mask, int json,
