@@ -19,9 +19,14 @@
 
 #define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
 #define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull /* 2 s */
-#define RDMEM_TCP_DONE_BATCH	 64
-#define RDMEM_TCP_BUSY_TICK_MS	 50	    /* the longest sleep while calls are on the wire */
-#define RDMEM_TCP_SENT_SCAN_NS	 5000000ull /* calls on the wire: deadline scan at most this often */
+/* A server that refused every dial for this long is down: its calls fail at
+ * once (-EHOSTUNREACH) instead of each waiting out its deadline, until a
+ * redial (every RDMEM_TCP_BACKOFF_MAX_NS at most) gets through. Longer than
+ * a restart, so calls ride one out. */
+#define RDMEM_TCP_DOWN_NS      3000000000ull
+#define RDMEM_TCP_DONE_BATCH   64
+#define RDMEM_TCP_BUSY_TICK_MS 50	  /* the longest sleep while calls are on the wire */
+#define RDMEM_TCP_SENT_SCAN_NS 5000000ull /* calls on the wire: deadline scan at most this often */
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
@@ -40,6 +45,7 @@ struct rdmem_tcp_actor {
 	struct rdmem_agent_call *wait_head, *wait_tail;
 	uint32_t nwaiting;
 	uint64_t next_connect_ns, backoff_ns;
+	uint64_t down_since_ns; /* first failed dial since the last good one; 0: none */
 	/* Earliest deadline of the calls on the wire (may be stale: a lower
 	 * bound), UINT64_MAX for none; and when they may next be scanned. */
 	uint64_t sent_first_ns, sent_scan_ns;
@@ -123,6 +129,19 @@ static void rdmem_tcp_expire(struct rdmem_tcp_actor *a, uint64_t now)
 	}
 }
 
+/* The server is down (RDMEM_TCP_DOWN_NS): every waiting call fails now. */
+static void rdmem_tcp_fail_if_down(struct rdmem_tcp_actor *a, uint64_t now)
+{
+	struct rdmem_agent_call *call;
+
+	if (a->cli || !a->down_since_ns || now - a->down_since_ns < RDMEM_TCP_DOWN_NS)
+		return;
+	while ((call = rdmem_tcp_wait_pop(a))) {
+		rdmem_tcp_count(&a->c.unreachable, 1);
+		rdmem_tcp_complete(a, call, RDMEM_S_UNREACHABLE, NULL);
+	}
+}
+
 /* ---- connection ---------------------------------------------------------- */
 
 /* Binds this connection to our identity, so a retry on it runs once. */
@@ -194,6 +213,8 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 		rdmem_tcp_close_client(a);
 	if (ret < 0) {
 		a->cli = NULL;
+		if (!a->down_since_ns)
+			a->down_since_ns = now ? now : 1;
 		a->backoff_ns = a->backoff_ns
 				    ? RDMEM_MIN(a->backoff_ns * 2, RDMEM_TCP_BACKOFF_MAX_NS)
 				    : RDMEM_TCP_BACKOFF_MIN_NS;
@@ -201,6 +222,7 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 		return;
 	}
 	a->backoff_ns = 0;
+	a->down_since_ns = 0;
 	rdmem_tcp_count(&a->c.connects, 1);
 	atomic_store_explicit(&a->c.connected, 1, memory_order_relaxed);
 	rdmem_tcp_client_watch(a->cli, a->in.efd);
@@ -448,6 +470,7 @@ static void *rdmem_tcp_main(void *arg)
 
 		if (!a->cli && a->nwaiting)
 			rdmem_tcp_connect(a, now);
+		rdmem_tcp_fail_if_down(a, now);
 		rdmem_tcp_expire(a, now);
 		rdmem_tcp_expire_sent(a, now);
 		rdmem_tcp_send_waiting(a);
