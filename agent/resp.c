@@ -980,30 +980,37 @@ static void resp_conn_free(struct rdmem_resp *r, struct resp_conn *c)
 	resp_count(&resp_ctr.clients, -1);
 }
 
-/* The live connection holding the most bytes: a scan, only when over budget. */
-static struct resp_conn *resp_largest(struct rdmem_resp *r)
+/* The live connection holding the most bytes for the longest without
+ * progress (rdmem_resp_mem_before): a scan, only when over budget. */
+static struct resp_conn *resp_most_stalled(struct rdmem_resp *r, uint64_t now)
 {
-	struct resp_conn *c, *big = NULL;
+	struct resp_conn *c, *worst = NULL;
 
 	for (c = r->conns; c; c = c->next)
-		if (!c->dead && (!big || c->mem.bytes > big->mem.bytes))
-			big = c;
-	return big;
+		if (!c->dead && (!worst || rdmem_resp_mem_before(&c->mem, &worst->mem, now)))
+			worst = c;
+	return worst;
 }
 
-/* Over --resp-max-memory: closes the connection holding the most bytes, as
- * Redis does at maxmemory-clients (one hostile peer's pipelines, not the
- * many small honest clients). 0 when no live connection is left. */
+/* Over --resp-max-memory: closes the connection holding the most bytes
+ * longest without progress. Not simply the largest (Redis's rule at
+ * maxmemory-clients): many small connections dribbling partial commands
+ * could then keep the total near the budget and get an honest large upload
+ * closed; ranked by stalled bytes, they go first and the upload, moving on
+ * every read, last. 0 when no live connection is left. */
 static int resp_evict_memory(struct rdmem_resp *r)
 {
-	struct resp_conn *big = resp_largest(r);
+	uint64_t now = rdmem_now_ns();
+	struct resp_conn *big = resp_most_stalled(r, now);
 
 	if (!big)
 		return 0;
 	rdmem_warn_limited(
-	    "resp: %s holds %llu bytes, the most of any connection: closed, as the "
-	    "Redis-protocol connections hold %llu bytes, over --resp-max-memory %llu",
+	    "resp: %s holds %llu bytes with no progress for %llu ms, the most stalled of any "
+	    "connection: closed, as the Redis-protocol connections hold %llu bytes, over "
+	    "--resp-max-memory %llu",
 	    big->addr, (unsigned long long)big->mem.bytes,
+	    (unsigned long long)((now - RDMEM_MIN(now, big->mem.progress_ns)) / 1000000u),
 	    (unsigned long long)(r->mem.live + r->mem.dying),
 	    (unsigned long long)r->cfg.max_memory);
 	resp_conn_kill(r, big);
@@ -1012,8 +1019,8 @@ static int resp_evict_memory(struct rdmem_resp *r)
 	return 1;
 }
 
-/* Accounts the connection, then closes the largest while the live total is
- * over budget: run after every read and every pass over a connection, so
+/* Accounts the connection, then closes the most stalled while the live
+ * total is over budget: run after every read and every pass over a connection, so
  * it costs one comparison unless over. */
 static void resp_budget(struct rdmem_resp *r, struct resp_conn *c)
 {
@@ -1034,9 +1041,12 @@ static void resp_conn_trim(struct resp_conn *c)
 		rdmem_resp_out_free(&c->out);
 }
 
-/* Writes what is pending: 0, or -1 when the socket failed. */
+/* Writes what is pending: 0, or -1 when the socket failed. What went out
+ * counts as the connection's progress (a reader draining its replies). */
 static int resp_conn_flush(struct resp_conn *c)
 {
+	size_t sent = 0;
+
 	while (c->out.off < c->out.len) {
 		ssize_t n = send(c->fd, c->out.p + c->out.off, c->out.len - c->out.off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -1048,7 +1058,10 @@ static int resp_conn_flush(struct resp_conn *c)
 		if (n <= 0)
 			return -1;
 		c->out.off += (size_t)n;
+		sent += (size_t)n;
 	}
+	if (sent)
+		rdmem_resp_mem_moved(&c->mem, sent, rdmem_now_ns());
 	if (c->out.off == c->out.len)
 		c->out.off = c->out.len = 0;
 	else if (c->out.off > (1u << 20))
@@ -1150,6 +1163,7 @@ static int resp_conn_read(struct rdmem_resp *r, struct resp_conn *c)
 			return -1;
 		c->in_len += (size_t)n;
 		c->heard_ns = rdmem_now_ns();
+		rdmem_resp_mem_moved(&c->mem, (uint64_t)n, c->heard_ns);
 		if (c->in_len < c->in_cap)
 			return 0;
 	}
@@ -1278,6 +1292,7 @@ static void resp_accept(struct rdmem_resp *r, int lfd)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->heard_ns = rdmem_now_ns();
+		rdmem_resp_mem_start(&c->mem, c->heard_ns);
 		c->id = ++r->next_id;
 		c->proto = 2;
 		resp_conn_addr(c, &sa, lfd != r->lfd_tcp);
