@@ -330,27 +330,67 @@ static void resp_client(struct resp_conn *c, const struct rdmem_resp_cmd *m,
 			 (int)RDMEM_MIN(sub->len, 64u), (const char *)sub->p);
 }
 
+/* INFO's text, built by appending; a section that would not fit is cut
+ * (never seen: the buffer has room for all of them twice over). */
+struct resp_text {
+	char p[1536];
+	size_t len;
+};
+
+static void resp_text_add(struct resp_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void resp_text_add(struct resp_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(t->p + t->len, sizeof(t->p) - t->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		t->len = RDMEM_MIN(t->len + (size_t)n, sizeof(t->p) - 1);
+}
+
+/* INFO's # Memory: Redis's names for what the RESP front end holds (live
+ * and dying: what the process holds for it), --resp-max-memory, and how it
+ * picks whom to close. Redis's used_memory counts its data set too; here
+ * the data lives in the server, so this is the front end's share only. */
+static void resp_info_memory(struct rdmem_resp *r, struct resp_text *t)
+{
+	resp_text_add(t,
+		      "# Memory\r\nused_memory:%llu\r\nmaxmemory:%llu\r\n"
+		      "maxmemory_policy:rdmem-evict-stalled\r\n\r\n",
+		      (unsigned long long)(r->mem.live + r->mem.dying),
+		      (unsigned long long)r->cfg.max_memory);
+}
+
 static void resp_info(struct rdmem_resp *r, struct rdmem_resp_out *o)
 {
 	struct rdmem_resp_stats s;
-	char text[1024];
-	int n;
+	struct resp_text t = { .len = 0 };
 
 	rdmem_resp_stats_read(&s);
-	n = snprintf(text, sizeof(text),
-		     "# Server\r\nredis_version:7.0.0\r\nrdmem_version:%s\r\n"
-		     "redis_mode:standalone\r\nprocess_id:%d\r\ntcp_port:%u\r\n"
-		     "uptime_in_seconds:%llu\r\n\r\n"
-		     "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%u\r\n\r\n"
-		     "# Stats\r\ntotal_connections_received:%llu\r\n"
-		     "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-		     "total_error_replies:%llu\r\nprotocol_errors:%llu\r\n",
-		     rdmem_version(), (int)getpid(), r->cfg.port,
-		     (unsigned long long)((rdmem_now_ns() - r->start_ns) / 1000000000ull),
-		     (unsigned long long)s.clients, r->cfg.max_conns, (unsigned long long)s.conns,
-		     (unsigned long long)s.cmds, (unsigned long long)s.refused,
-		     (unsigned long long)s.errors, (unsigned long long)s.protocol_errors);
-	rdmem_resp_bulk(o, text, (size_t)RDMEM_MIN(n, (int)sizeof(text) - 1));
+	resp_text_add(&t,
+		      "# Server\r\nredis_version:7.0.0\r\nrdmem_version:%s\r\n"
+		      "redis_mode:standalone\r\nprocess_id:%d\r\ntcp_port:%u\r\n"
+		      "uptime_in_seconds:%llu\r\n\r\n"
+		      "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%u\r\n\r\n",
+		      rdmem_version(), (int)getpid(), r->cfg.port,
+		      (unsigned long long)((rdmem_now_ns() - r->start_ns) / 1000000000ull),
+		      (unsigned long long)s.clients, r->cfg.max_conns);
+	resp_info_memory(r, &t);
+	/* evicted_clients where Redis 7 has it, in # Stats: the connections
+	 * closed at --resp-max-memory (resp.evicted_memory). */
+	resp_text_add(&t,
+		      "# Stats\r\ntotal_connections_received:%llu\r\n"
+		      "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
+		      "evicted_clients:%llu\r\ntotal_error_replies:%llu\r\n"
+		      "protocol_errors:%llu\r\n",
+		      (unsigned long long)s.conns, (unsigned long long)s.cmds,
+		      (unsigned long long)s.refused, (unsigned long long)s.evicted_memory,
+		      (unsigned long long)s.errors, (unsigned long long)s.protocol_errors);
+	rdmem_resp_bulk(o, t.p, t.len);
 }
 
 /* COMMAND and its DOCS/COUNT/INFO: enough for clients' start-up. */
