@@ -69,7 +69,7 @@ int rdmem_resp_mem_moved(struct rdmem_resp_mem_conn *c, uint64_t n, uint64_t now
 	uint64_t since = now_ns > c->progress_ns ? now_ns - c->progress_ns : 0;
 	/* What the floor rate asks for the time since the last progress; past a
 	 * second, a second's worth. Without that cap an honest client idle an
-	 * hour would have to move 115 MB before counting as moving; with it, a
+	 * hour would have to move 118 MB before counting as moving; with it, a
 	 * peer that stalls and then bursts still pays one second's worth per
 	 * refresh, and in between its clock runs. */
 	uint64_t due = since >= 1000000000ull ? RDMEM_RESP_PROGRESS_RATE
