@@ -330,27 +330,67 @@ static void resp_client(struct resp_conn *c, const struct rdmem_resp_cmd *m,
 			 (int)RDMEM_MIN(sub->len, 64u), (const char *)sub->p);
 }
 
+/* INFO's text, built by appending; a section that would not fit is cut
+ * (never seen: the buffer has room for all of them twice over). */
+struct resp_text {
+	char p[1536];
+	size_t len;
+};
+
+static void resp_text_add(struct resp_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void resp_text_add(struct resp_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(t->p + t->len, sizeof(t->p) - t->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		t->len = RDMEM_MIN(t->len + (size_t)n, sizeof(t->p) - 1);
+}
+
+/* INFO's # Memory: Redis's names for what the RESP front end holds (live
+ * and dying: what the process holds for it), --resp-max-memory, and how it
+ * picks whom to close. Redis's used_memory counts its data set too; here
+ * the data lives in the server, so this is the front end's share only. */
+static void resp_info_memory(struct rdmem_resp *r, struct resp_text *t)
+{
+	resp_text_add(t,
+		      "# Memory\r\nused_memory:%llu\r\nmaxmemory:%llu\r\n"
+		      "maxmemory_policy:rdmem-evict-stalled\r\n\r\n",
+		      (unsigned long long)(r->mem.live + r->mem.dying),
+		      (unsigned long long)r->cfg.max_memory);
+}
+
 static void resp_info(struct rdmem_resp *r, struct rdmem_resp_out *o)
 {
 	struct rdmem_resp_stats s;
-	char text[1024];
-	int n;
+	struct resp_text t = { .len = 0 };
 
 	rdmem_resp_stats_read(&s);
-	n = snprintf(text, sizeof(text),
-		     "# Server\r\nredis_version:7.0.0\r\nrdmem_version:%s\r\n"
-		     "redis_mode:standalone\r\nprocess_id:%d\r\ntcp_port:%u\r\n"
-		     "uptime_in_seconds:%llu\r\n\r\n"
-		     "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%u\r\n\r\n"
-		     "# Stats\r\ntotal_connections_received:%llu\r\n"
-		     "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-		     "total_error_replies:%llu\r\nprotocol_errors:%llu\r\n",
-		     rdmem_version(), (int)getpid(), r->cfg.port,
-		     (unsigned long long)((rdmem_now_ns() - r->start_ns) / 1000000000ull),
-		     (unsigned long long)s.clients, r->cfg.max_conns, (unsigned long long)s.conns,
-		     (unsigned long long)s.cmds, (unsigned long long)s.refused,
-		     (unsigned long long)s.errors, (unsigned long long)s.protocol_errors);
-	rdmem_resp_bulk(o, text, (size_t)RDMEM_MIN(n, (int)sizeof(text) - 1));
+	resp_text_add(&t,
+		      "# Server\r\nredis_version:7.0.0\r\nrdmem_version:%s\r\n"
+		      "redis_mode:standalone\r\nprocess_id:%d\r\ntcp_port:%u\r\n"
+		      "uptime_in_seconds:%llu\r\n\r\n"
+		      "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%u\r\n\r\n",
+		      rdmem_version(), (int)getpid(), r->cfg.port,
+		      (unsigned long long)((rdmem_now_ns() - r->start_ns) / 1000000000ull),
+		      (unsigned long long)s.clients, r->cfg.max_conns);
+	resp_info_memory(r, &t);
+	/* evicted_clients where Redis 7 has it, in # Stats: the connections
+	 * closed at --resp-max-memory (resp.evicted_memory). */
+	resp_text_add(&t,
+		      "# Stats\r\ntotal_connections_received:%llu\r\n"
+		      "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
+		      "evicted_clients:%llu\r\ntotal_error_replies:%llu\r\n"
+		      "protocol_errors:%llu\r\n",
+		      (unsigned long long)s.conns, (unsigned long long)s.cmds,
+		      (unsigned long long)s.refused, (unsigned long long)s.evicted_memory,
+		      (unsigned long long)s.errors, (unsigned long long)s.protocol_errors);
+	rdmem_resp_bulk(o, t.p, t.len);
 }
 
 /* COMMAND and its DOCS/COUNT/INFO: enough for clients' start-up. */
@@ -980,30 +1020,37 @@ static void resp_conn_free(struct rdmem_resp *r, struct resp_conn *c)
 	resp_count(&resp_ctr.clients, -1);
 }
 
-/* The live connection holding the most bytes: a scan, only when over budget. */
-static struct resp_conn *resp_largest(struct rdmem_resp *r)
+/* The live connection holding the most bytes for the longest without
+ * progress (rdmem_resp_mem_before): a scan, only when over budget. */
+static struct resp_conn *resp_most_stalled(struct rdmem_resp *r, uint64_t now)
 {
-	struct resp_conn *c, *big = NULL;
+	struct resp_conn *c, *worst = NULL;
 
 	for (c = r->conns; c; c = c->next)
-		if (!c->dead && (!big || c->mem.bytes > big->mem.bytes))
-			big = c;
-	return big;
+		if (!c->dead && (!worst || rdmem_resp_mem_before(&c->mem, &worst->mem, now)))
+			worst = c;
+	return worst;
 }
 
-/* Over --resp-max-memory: closes the connection holding the most bytes, as
- * Redis does at maxmemory-clients (one hostile peer's pipelines, not the
- * many small honest clients). 0 when no live connection is left. */
+/* Over --resp-max-memory: closes the connection holding the most bytes
+ * longest without progress. Not simply the largest (Redis's rule at
+ * maxmemory-clients): many small connections dribbling partial commands
+ * could then keep the total near the budget and get an honest large upload
+ * closed; ranked by stalled bytes, they go first and the upload, moving on
+ * every read, last. 0 when no live connection is left. */
 static int resp_evict_memory(struct rdmem_resp *r)
 {
-	struct resp_conn *big = resp_largest(r);
+	uint64_t now = rdmem_now_ns();
+	struct resp_conn *big = resp_most_stalled(r, now);
 
 	if (!big)
 		return 0;
 	rdmem_warn_limited(
-	    "resp: %s holds %llu bytes, the most of any connection: closed, as the "
-	    "Redis-protocol connections hold %llu bytes, over --resp-max-memory %llu",
+	    "resp: %s holds %llu bytes with no progress for %llu ms, the most stalled of any "
+	    "connection: closed, as the Redis-protocol connections hold %llu bytes, over "
+	    "--resp-max-memory %llu",
 	    big->addr, (unsigned long long)big->mem.bytes,
+	    (unsigned long long)((now - RDMEM_MIN(now, big->mem.progress_ns)) / 1000000u),
 	    (unsigned long long)(r->mem.live + r->mem.dying),
 	    (unsigned long long)r->cfg.max_memory);
 	resp_conn_kill(r, big);
@@ -1012,8 +1059,8 @@ static int resp_evict_memory(struct rdmem_resp *r)
 	return 1;
 }
 
-/* Accounts the connection, then closes the largest while the live total is
- * over budget: run after every read and every pass over a connection, so
+/* Accounts the connection, then closes the most stalled while the live
+ * total is over budget: run after every read and every pass over a connection, so
  * it costs one comparison unless over. */
 static void resp_budget(struct rdmem_resp *r, struct resp_conn *c)
 {
@@ -1034,9 +1081,12 @@ static void resp_conn_trim(struct resp_conn *c)
 		rdmem_resp_out_free(&c->out);
 }
 
-/* Writes what is pending: 0, or -1 when the socket failed. */
+/* Writes what is pending: 0, or -1 when the socket failed. What went out
+ * counts as the connection's progress (a reader draining its replies). */
 static int resp_conn_flush(struct resp_conn *c)
 {
+	size_t sent = 0;
+
 	while (c->out.off < c->out.len) {
 		ssize_t n = send(c->fd, c->out.p + c->out.off, c->out.len - c->out.off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -1048,7 +1098,10 @@ static int resp_conn_flush(struct resp_conn *c)
 		if (n <= 0)
 			return -1;
 		c->out.off += (size_t)n;
+		sent += (size_t)n;
 	}
+	if (sent)
+		rdmem_resp_mem_moved(&c->mem, sent, rdmem_now_ns());
 	if (c->out.off == c->out.len)
 		c->out.off = c->out.len = 0;
 	else if (c->out.off > (1u << 20))
@@ -1150,6 +1203,7 @@ static int resp_conn_read(struct rdmem_resp *r, struct resp_conn *c)
 			return -1;
 		c->in_len += (size_t)n;
 		c->heard_ns = rdmem_now_ns();
+		rdmem_resp_mem_moved(&c->mem, (uint64_t)n, c->heard_ns);
 		if (c->in_len < c->in_cap)
 			return 0;
 	}
@@ -1278,6 +1332,7 @@ static void resp_accept(struct rdmem_resp *r, int lfd)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->heard_ns = rdmem_now_ns();
+		rdmem_resp_mem_start(&c->mem, c->heard_ns);
 		c->id = ++r->next_id;
 		c->proto = 2;
 		resp_conn_addr(c, &sa, lfd != r->lfd_tcp);

@@ -30,7 +30,8 @@ struct rdmem_resp_config {
 	 * or half a command then nothing, cannot lock everyone out. */
 	uint32_t idle_evict_s;
 	/* Bytes every connection together may hold (input, queued arguments,
-	 * output); over it the connection holding the most is closed. 0: the
+	 * output); over it the connection holding the most bytes longest
+	 * without progress is closed (agent/resp_mem.h). 0: the
 	 * default, raised to rdmem_resp_mem_floor() when that is larger. */
 	uint64_t max_memory;
 };

@@ -57,3 +57,50 @@ int rdmem_resp_mem_over(const struct rdmem_resp_mem *m, uint64_t budget)
 {
 	return m->live > budget;
 }
+
+void rdmem_resp_mem_start(struct rdmem_resp_mem_conn *c, uint64_t now_ns)
+{
+	c->progress_ns = now_ns;
+	c->moved = 0;
+}
+
+int rdmem_resp_mem_moved(struct rdmem_resp_mem_conn *c, uint64_t n, uint64_t now_ns)
+{
+	uint64_t since = now_ns > c->progress_ns ? now_ns - c->progress_ns : 0;
+	/* What the floor rate asks for the time since the last progress; past a
+	 * second, a second's worth. Without that cap an honest client idle an
+	 * hour would have to move 118 MB before counting as moving; with it, a
+	 * peer that stalls and then bursts still pays one second's worth per
+	 * refresh, and in between its clock runs. */
+	uint64_t due = since >= 1000000000ull ? RDMEM_RESP_PROGRESS_RATE
+					      : since * RDMEM_RESP_PROGRESS_RATE / 1000000000ull;
+
+	c->moved += n;
+	if (c->moved < due)
+		return 0;
+	rdmem_resp_mem_start(c, now_ns);
+	return 1;
+}
+
+uint64_t rdmem_resp_mem_score(const struct rdmem_resp_mem_conn *c, uint64_t now_ns)
+{
+	uint64_t ms = now_ns > c->progress_ns ? (now_ns - c->progress_ns) / 1000000u : 0;
+
+	/* Capped: past it a connection is simply stalled, and among those the
+	 * one holding most goes first (one close frees the most), rather than
+	 * dozens of long-idle pooled clients of a few KiB each before one large
+	 * connection stalled a little less long. KiB x ms: at most 2^26 x 2^14,
+	 * no overflow. */
+	ms = RDMEM_MIN(ms, (uint64_t)RDMEM_RESP_STALL_CAP_MS);
+	return ((c->bytes + 1023) >> 10) * ms;
+}
+
+int rdmem_resp_mem_before(const struct rdmem_resp_mem_conn *a, const struct rdmem_resp_mem_conn *b,
+			  uint64_t now_ns)
+{
+	uint64_t sa = rdmem_resp_mem_score(a, now_ns), sb = rdmem_resp_mem_score(b, now_ns);
+
+	/* Equal scores (typically 0: every candidate moved within the last
+	 * millisecond): the largest, as before ranking by progress. */
+	return sa > sb || (sa == sb && a->bytes > b->bytes);
+}

@@ -2,8 +2,9 @@
  * together (docs/architecture.md, "The Redis protocol front end", "Bounded
  * memory"): the per-connection limits, the smallest agent-wide budget
  * (--resp-max-memory) that still lets one connection carry the largest
- * command, and the running total the budget is checked against. No I/O, so
- * tests/unit/test_resp_mem.c checks it on its own. */
+ * command, the running total the budget is checked against, and the rank
+ * that picks the connection to close when over it. No I/O (time is passed
+ * in), so tests/unit/test_resp_mem.c checks it on its own. */
 #ifndef RDMEM_AGENT_RESP_MEM_H
 #define RDMEM_AGENT_RESP_MEM_H
 
@@ -51,10 +52,13 @@ struct rdmem_resp_mem {
 	uint64_t dying; /* bytes of closed connections waiting for their calls */
 };
 
-/* One connection's share of the total. */
+/* One connection's share of the total, and how long it has held it without
+ * progress (which connection goes when the live total is over budget). */
 struct rdmem_resp_mem_conn {
 	uint64_t bytes;
 	int dying;
+	uint64_t progress_ns; /* when it last made progress (or connected) */
+	uint64_t moved;	      /* bytes read or written since then */
 };
 
 /* Sets a connection's figure to bytes, moving the total by the difference:
@@ -64,5 +68,28 @@ void rdmem_resp_mem_set(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c,
 void rdmem_resp_mem_dying(struct rdmem_resp_mem *m, struct rdmem_resp_mem_conn *c);
 /* True when the live connections hold more than budget bytes. */
 int rdmem_resp_mem_over(const struct rdmem_resp_mem *m, uint64_t budget);
+
+/* Progress, which ranks the connections when one must go: bytes moved
+ * through its socket, either way (a command read, a reply written), at an
+ * average of at least RDMEM_RESP_PROGRESS_RATE since its last progress,
+ * judged over at most the last second: so at most RDMEM_RESP_PROGRESS_RATE
+ * bytes after a long pause. A peer dribbling a partial command, or not
+ * reading its replies, makes none; one uploading a large value or draining
+ * its replies at any real speed makes it on nearly every read or write. */
+#define RDMEM_RESP_PROGRESS_RATE (32u << 10) /* bytes a second */
+/* Time stalled counts up to this much (see rdmem_resp_mem_score). */
+#define RDMEM_RESP_STALL_CAP_MS 10000u
+
+/* The connection was accepted at now_ns: it starts with progress. */
+void rdmem_resp_mem_start(struct rdmem_resp_mem_conn *c, uint64_t now_ns);
+/* It moved n bytes at now_ns; 1 when that made progress (its clock restarts). */
+int rdmem_resp_mem_moved(struct rdmem_resp_mem_conn *c, uint64_t n, uint64_t now_ns);
+/* How much closing it would relieve the budget of stalled holding: its KiB
+ * (rounded up) times the milliseconds since its last progress, the time
+ * capped at RDMEM_RESP_STALL_CAP_MS. */
+uint64_t rdmem_resp_mem_score(const struct rdmem_resp_mem_conn *c, uint64_t now_ns);
+/* True when a should be closed before b: higher score, else more bytes. */
+int rdmem_resp_mem_before(const struct rdmem_resp_mem_conn *a, const struct rdmem_resp_mem_conn *b,
+			  uint64_t now_ns);
 
 #endif

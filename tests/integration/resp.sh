@@ -5,7 +5,8 @@
 # socket and its mode, redis-benchmark -t ping,set,get,mset at -P 1 and -P 32
 # finishing every request (counted by the agent's resp.cmds), redis-py
 # byte-exact values, pipelines, RESP3 and malformed input
-# (tests/tools/resp_check.py), the connection limit, the counters in
+# (tests/tools/resp_check.py), INFO with its # Memory budget lines, the
+# connection limit, the counters in
 # `rdmem agent-stats` (none of it closed for --resp-max-memory at its
 # default). Tools missing: "# SKIP" (scripts/install-deps.sh
 # installs redis-tools and python3-redis). Needs RDMEM_BIN.
@@ -90,6 +91,14 @@ expect "COMMAND COUNT is a number" bash -c "redis-cli -p $rport COMMAND COUNT | 
 cli INFO >"$tmp/info"
 expect "INFO has # Server and # Stats with counters" \
 	bash -c "grep -q '^# Server' '$tmp/info' && grep -q '^# Stats' '$tmp/info' && grep -Eq '^total_commands_processed:[1-9]' '$tmp/info'"
+# # Memory: the budget (the default, 256 MiB: above the floor at --slots 16),
+# the policy, what the connections hold; evicted_clients in # Stats, as Redis 7.
+tr -d '\r' <"$tmp/info" >"$tmp/info.lf"
+expect "INFO # Memory: maxmemory is the default --resp-max-memory, policy rdmem-evict-stalled" \
+	bash -c "grep -qx '# Memory' '$tmp/info.lf' && grep -qx 'maxmemory:268435456' '$tmp/info.lf' && grep -qx 'maxmemory_policy:rdmem-evict-stalled' '$tmp/info.lf'"
+expect "INFO used_memory is what the RESP connections hold ($(grep '^used_memory:' "$tmp/info.lf"))" \
+	grep -Eqx 'used_memory:[1-9][0-9]*' "$tmp/info.lf"
+expect "INFO evicted_clients is 0 at the default budget" grep -qx 'evicted_clients:0' "$tmp/info.lf"
 same "the Unix socket serves GET" '"v2"' redis-cli --no-raw -s "$sock" GET k1
 
 # redis-benchmark: every request answered (the agent counts the commands).

@@ -8,7 +8,11 @@
 # plus a stated slack, resp.evicted_memory counts the connections closed,
 # the log line names the peer and the flag, resp.memory returns to 0 once
 # every connection is gone, and an honest redis-cli sets and gets values
-# byte for byte during and after. Tools missing: "# SKIP". Needs RDMEM_BIN.
+# byte for byte during and after. Then slow loris: 63 connections holding
+# 512 KiB of a partial SET each (the budget but 256 KiB) dribble a byte
+# every 200 ms while an honest connection SETs 1 MB at full speed past the
+# budget: the lorises are closed (stalled), the honest SET and its GET are
+# byte-exact; INFO shows the budget. Tools missing: "# SKIP". Needs RDMEM_BIN.
 set -u
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/tap.sh

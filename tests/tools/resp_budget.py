@@ -11,7 +11,16 @@ Twelve connections each hold what the per-connection bounds allow: six
 pipeline 40 GETs of a 1 MB value and read nothing (their output), six send
 most of an MSET of four 1 MB values and stop (their input). Together that
 is several times the budget; meanwhile and afterwards an honest redis-cli
-sets and gets values byte for byte."""
+sets and gets values byte for byte.
+
+Then slow loris: as many connections as fit the budget with 256 KiB to
+spare each hold 512 KiB of a partial SET and dribble a byte every 200 ms,
+and one honest connection SETs a 1 MB value at full speed, which takes the
+total over. Closing the largest would close the honest one (it holds as
+much as a loris, then more); the agent closes the stalled lorises instead:
+the SET answers OK, a GET on the same connection returns it byte for byte,
+and every connection resp.evicted_memory counts is a loris. INFO shows the
+budget (used_memory, maxmemory, maxmemory_policy, evicted_clients)."""
 
 import os
 import subprocess
@@ -145,6 +154,114 @@ def hostile():
     return peers
 
 
+# Each loris sends this much of a 1 MB SET's value, past 256 KiB: its input
+# buffer (doubling from 16 KiB) is then 512 KiB.
+LORIS_BODY = 300000
+LORIS_HOLDS = (512 << 10) + (4 << 10)  # that buffer and its struct, with room
+
+
+def is_closed(s):
+    """True when the agent closed s (EOF or reset), without waiting."""
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+class Dribble(threading.Thread):
+    """One byte to each loris every 200 ms (never a command's end) until stopped."""
+
+    def __init__(self, peers):
+        super().__init__()
+        self.peers, self.stop = peers, False
+
+    def run(self):
+        while not self.stop:
+            for s in self.peers:
+                try:
+                    s.send(b"l")
+                except OSError:
+                    pass  # closed by the agent: is_closed() counts it
+            time.sleep(0.2)
+
+
+def honest_upload():
+    """SET of a 1 MB value at full speed, then GET on the same connection:
+    None when both are byte-exact, else what went wrong."""
+    value = os.urandom(VALUE)
+    s = conn(20)
+    try:
+        s.sendall(cmd("SET", "honest:big", value))
+        ok = b""
+        while len(ok) < 5:
+            d = s.recv(64)
+            if not d:
+                break
+            ok += d
+        if ok != b"+OK\r\n":
+            return "SET answered %r" % ok
+        s.sendall(cmd("GET", "honest:big"))
+        got = read_bulks(s, 1, VALUE)
+    except OSError as e:
+        return "the honest connection failed: %s" % e
+    finally:
+        s.close()
+    want = b"$%d\r\n" % VALUE + value + b"\r\n"
+    return None if got == want else "GET returned %d bytes" % len(got)
+
+
+def slow_loris():
+    """Lorises holding the budget but 256 KiB, an honest upload taking it over."""
+    n = ((BUDGET_MIB << 20) - (256 << 10)) // LORIS_HOLDS
+    head = b"*3\r\n$3\r\nSET\r\n$5\r\nloris\r\n$%d\r\n" % VALUE
+    evicted0 = stat("resp.evicted_memory")
+    peers = []
+    for _ in range(n):
+        s = conn(5)
+        s.sendall(head + b"l" * LORIS_BODY)
+        peers.append(s)
+    dribble = Dribble(peers)
+    dribble.start()
+    time.sleep(1.5)  # the lorises' stall: what ranks them
+    held = stat("resp.memory")
+    why = honest_upload()
+    evicted = stat("resp.evicted_memory") - evicted0
+    dribble.stop = True
+    dribble.join()
+    closed = sum(is_closed(s) for s in peers)
+    check("%d lorises dribbling partial SETs held %d bytes of the %d MiB budget" %
+          (n, held, BUDGET_MIB), (BUDGET_MIB << 20) * 9 // 10 < held <= BUDGET_MIB << 20,
+          "they should hold most of the budget, not over it")
+    check("the honest 1 MB SET past the budget completed, GET byte-exact", why is None,
+          str(why))
+    check("lorises were closed for memory, the honest connection not: resp.evicted_memory "
+          "+%d, lorises closed %d" % (evicted, closed), evicted > 0 and closed == evicted,
+          "every eviction should be a loris")
+    for s in peers:
+        s.close()
+    left = wait_stat("resp.memory", 0)
+    check("resp.memory returns to 0 after the lorises (%d)" % left, left == 0, "drift")
+
+
+def info_memory():
+    """INFO's budget lines against the counters."""
+    text = cli("INFO").decode(errors="replace").replace("\r", "")
+    info = dict(x.split(":", 1) for x in text.splitlines() if ":" in x)
+    evicted = stat("resp.evicted_memory")
+    check("INFO # Memory: maxmemory %s is --resp-max-memory, policy %s" %
+          (info.get("maxmemory"), info.get("maxmemory_policy")),
+          "# Memory" in text and info.get("maxmemory") == str(BUDGET_MIB << 20) and
+          info.get("maxmemory_policy") == "rdmem-evict-stalled", text)
+    check("INFO used_memory %s is what the RESP connections hold (its own, at most)" %
+          info.get("used_memory"), 0 < int(info.get("used_memory", "0")) < 1 << 20, text)
+    check("INFO evicted_clients %s is resp.evicted_memory %d" %
+          (info.get("evicted_clients"), evicted), info.get("evicted_clients") == str(evicted),
+          text)
+
+
 def wait_stat(name, want, deadline=10):
     end = time.time() + deadline
     v = stat(name)
@@ -198,11 +315,13 @@ def main():
     check("an honest redis-cli round trip after the storm is byte-exact", why is None, str(why))
     with open(LOG, errors="replace") as f:
         lines = [x for x in f if "over --resp-max-memory" in x]
-    check("the log names the peer, its bytes, the total and the flag",
-          lines and "resp: 127.0.0.1:" in lines[0] and " bytes, the most of any connection" in
-          lines[0], repr(lines[:1]))
+    check("the log names the peer, its bytes, its stall, the total and the flag",
+          lines and "resp: 127.0.0.1:" in lines[0] and " ms, the most stalled of any connection"
+          in lines[0], repr(lines[:1]))
     if lines:
         print("#   " + lines[0].strip())
+    slow_loris()
+    info_memory()
     return resp_tap.failed
 
 
