@@ -8,6 +8,7 @@
 #include "agent/router.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/metrics.h"
@@ -59,6 +61,13 @@ static int router_parse_entry(const char *text, uint16_t dport, uint16_t dtcp,
 	}
 	if (!hlen || hlen > 255)
 		return router_why(why, cap, "server '%s': the host must be 1..255 bytes", text);
+	/* Letters, digits and . - _ (and : % of an IPv6 address): a name then
+	 * needs no quoting where it is shown (stats JSON, /metrics labels). */
+	if (strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:%") <
+	    hlen)
+		return router_why(
+		    why, cap, "server '%s': a host is letters, digits and . - _ (: %% for IPv6)",
+		    text);
 	if (colon) {
 		errno = 0;
 		port = strtoul(colon + 1, &stop, 10);
@@ -88,8 +97,8 @@ static char *router_trim(char *s)
 	return s;
 }
 
-static int router_add_entry(char *item, uint16_t port, uint16_t tcp,
-			    struct rdmem_router_entry *out, uint32_t *n, char *why, size_t cap)
+static int router_add_entry(char *item, uint16_t port, uint16_t tcp, struct rdmem_router_entry *out,
+			    uint32_t *n, char *why, size_t cap)
 {
 	struct rdmem_router_entry e;
 	uint32_t i;
@@ -109,14 +118,14 @@ static int router_add_entry(char *item, uint16_t port, uint16_t tcp,
 int rdmem_router_parse_list(const char *text, int file, uint16_t port, uint16_t tcp_port,
 			    struct rdmem_router_entry *out, uint32_t *n, char *why, size_t why_cap)
 {
-	char *copy = strdup(text), *line, *save = NULL, *hash;
+	char *copy = strdup(text), *rest = copy, *line, *hash;
 	int ret = 0;
 
 	if (!copy)
 		return -ENOMEM;
 	*n = 0;
-	for (line = strtok_r(copy, file ? "\n" : ",", &save); line && !ret;
-	     line = strtok_r(NULL, file ? "\n" : ",", &save)) {
+	/* strsep, not strtok: "a,,b" has an empty entry, which is a mistake. */
+	while (!ret && (line = strsep(&rest, file ? "\n" : ","))) {
 		if (file && (hash = strchr(line, '#')))
 			*hash = '\0';
 		line = router_trim(line);
@@ -233,7 +242,8 @@ void rdmem_router_leave(struct rdmem_router *r)
 static struct rdmem_router_table *router_publish(struct rdmem_router *r,
 						 struct rdmem_router_table *t)
 {
-	struct rdmem_router_table *old = atomic_exchange_explicit(&r->table, t, memory_order_seq_cst);
+	struct rdmem_router_table *old =
+	    atomic_exchange_explicit(&r->table, t, memory_order_seq_cst);
 
 	/* Acquire: pairs with rdmem_router_leave(). Readers stay inside for a
 	 * route and a queue push, so this spins for microseconds. */
@@ -251,8 +261,7 @@ static void router_table_fill(struct rdmem_router_table *t)
 }
 
 int rdmem_router_start(const struct rdmem_router_config *cfg, struct rdmem_frontdoor *fd,
-		       const struct rdmem_router_entry *list, uint32_t n,
-		       struct rdmem_router **out)
+		       const struct rdmem_router_entry *list, uint32_t n, struct rdmem_router **out)
 {
 	struct rdmem_router *r = calloc(1, sizeof(*r));
 	struct rdmem_router_table *t = calloc(1, sizeof(*t));
@@ -291,8 +300,7 @@ void rdmem_router_stop(struct rdmem_router *r)
 	 * backends stop finds no server (RDMEM_S_UNREACHABLE), never a
 	 * stopped one. Without memory, stop them anyway: no front door runs. */
 	none = calloc(1, sizeof(*none));
-	t = none ? router_publish(r, none)
-		 : atomic_load_explicit(&r->table, memory_order_acquire);
+	t = none ? router_publish(r, none) : atomic_load_explicit(&r->table, memory_order_acquire);
 	for (i = 0; t && i < t->n; i++)
 		router_backend_stop(t->b[i]);
 	if (none) {
@@ -346,8 +354,8 @@ void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call)
 		rdmem_frontdoor_complete_status(r->fd, call, RDMEM_S_SHUTDOWN);
 	else if (op == RDMEM_SHM_OP_AGENT_CTL && rdmem_router_ctl_is_reload(call))
 		rdmem_router_ask_reload(r, call);
-	else if (t->n > 1 && (op == RDMEM_OP_KV_MGET || op == RDMEM_OP_STATS || op == RDMEM_SHM_OP_AGENT_STATS ||
-			      op == RDMEM_SHM_OP_AGENT_CTL))
+	else if (t->n > 1 && (op == RDMEM_OP_KV_MGET || op == RDMEM_OP_STATS ||
+			      op == RDMEM_SHM_OP_AGENT_STATS || op == RDMEM_SHM_OP_AGENT_CTL))
 		rdmem_router_fan_out(r, t, call);
 	else
 		rdmem_agent_session_submit(t->b[router_pick(t, call)]->session, call);
@@ -356,26 +364,39 @@ void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call)
 
 /* ---- reload ----------------------------------------------------------------------- */
 
+/* A regular file only: a FIFO or a device would block the main thread,
+ * which also waits for SIGTERM. */
 static int router_read_file(const char *path, char **text, char *why, size_t cap)
 {
-	FILE *f = fopen(path, "re");
-	size_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), ret = 0;
+	struct stat st;
+	ssize_t len = 0;
 
-	if (!f) {
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		ret = -errno;
 		snprintf(why, cap, "--servers-file %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	*text = calloc(1, RDMEM_ROUTER_FILE_MAX + 1);
-	len = *text ? fread(*text, 1, RDMEM_ROUTER_FILE_MAX + 1, f) : 0;
-	fclose(f);
-	if (!*text)
-		return -ENOMEM;
-	if (len > RDMEM_ROUTER_FILE_MAX) {
-		snprintf(why, cap, "--servers-file %s: over %u bytes", path, RDMEM_ROUTER_FILE_MAX);
+	} else if (!S_ISREG(st.st_mode)) {
+		ret = -EINVAL;
+		snprintf(why, cap, "--servers-file %s: not a regular file", path);
+	} else if (!(*text = calloc(1, RDMEM_ROUTER_FILE_MAX + 1))) {
+		ret = -ENOMEM;
+		snprintf(why, cap, "--servers-file %s: out of memory", path);
+	} else if ((len = read(fd, *text, RDMEM_ROUTER_FILE_MAX + 1)) < 0 ||
+		   len > RDMEM_ROUTER_FILE_MAX) {
+		ret = len < 0 ? -errno : -EFBIG;
+		snprintf(why, cap, "--servers-file %s: %s", path,
+			 len < 0 ? strerror(errno) : "over 64 KiB");
 		free(*text);
-		return -EFBIG;
+		*text = NULL;
+	} else if (memchr(*text, '\0', (size_t)len)) {
+		ret = -EINVAL;
+		snprintf(why, cap, "--servers-file %s: a NUL byte: not a text file", path);
+		free(*text);
+		*text = NULL;
 	}
-	return 0;
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 int rdmem_router_read_servers(const char *path, uint16_t port, uint16_t tcp,
@@ -447,7 +468,8 @@ static int router_swap(struct rdmem_router *r, const struct rdmem_router_entry *
 	old = router_publish(r, t);
 	for (i = 0; i < old->n; i++)
 		if (!router_find(t, old->b[i]->entry.name)) {
-			rdmem_info("server %s: removed from the list; its calls end", old->b[i]->entry.name);
+			rdmem_info("server %s: removed from the list; its calls end",
+				   old->b[i]->entry.name);
 			router_backend_stop(old->b[i]);
 			removed++;
 		}
@@ -464,7 +486,8 @@ int rdmem_router_reload(struct rdmem_router *r, char *msg, size_t cap)
 
 	pthread_mutex_lock(&r->lock);
 	if (!r->cfg.servers_file) {
-		snprintf(msg, cap, "nothing to reload: the servers came from -s, not --servers-file");
+		snprintf(msg, cap,
+			 "nothing to reload: the servers came from -s, not --servers-file");
 		ret = -ENOENT;
 	} else if (!(list = calloc(RDMEM_ROUTER_MAX_SERVERS, sizeof(*list)))) {
 		snprintf(msg, cap, "reload: out of memory");
