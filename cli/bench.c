@@ -1,6 +1,7 @@
 /* bench.c - `rdmem bench`: a closed-loop benchmark through the front door,
  * on the same async API an app uses (rdmem_submit / rdmem_wait), a FIFO
- * window of calls in flight, every reply's value checked, latency
+ * window of calls in flight, every reply's value checked (mget: 16 keys
+ * a call, every value), latency
  * percentiles from the shared routine (rdmem/pctl.h).
  */
 #include <errno.h>
@@ -10,15 +11,21 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "rdmem/blob.h"
 #include "rdmem/pctl.h"
 
-enum bench_op { B_PING, B_LOCAL_PING, B_GET, B_PUT, B_LARGE_GET, B_BIGPUT };
+enum bench_op { B_PING, B_LOCAL_PING, B_GET, B_PUT, B_LARGE_GET, B_BIGPUT, B_MGET };
+
+/* Keys one MGET of the benchmark asks for: consecutive keys from its own. */
+#define BENCH_MGET_KEYS 16u
 
 struct bench {
 	enum bench_op op;
 	uint64_t n, window, size, keys;
 	char spec[32];	  /* large-get key */
-	uint8_t **expect; /* get: the value of key i; put: one value for all */
+	uint8_t **expect; /* get, mget: the value of key i; put: one value for all */
+	void **mreq;	  /* mget: the request of the call starting at key i */
+	uint32_t *mlen;
 	uint64_t nvals;
 	struct rdmem_rpc *rpc;
 	uint64_t *kidx;	 /* key index of the call in window place w */
@@ -31,8 +38,8 @@ struct bench {
 
 static int bench_parse_op(const char *s, enum bench_op *op)
 {
-	static const char *const names[] = { "ping", "local-ping", "get",
-					     "put",  "large-get",  "bigput" };
+	static const char *const names[] = { "ping",	  "local-ping", "get", "put",
+					     "large-get", "bigput",	"mget" };
 	unsigned i;
 
 	for (i = 0; i < RDMEM_ARRAY_SIZE(names); i++)
@@ -45,8 +52,8 @@ static int bench_parse_op(const char *s, enum bench_op *op)
 
 static const char *bench_op_name(enum bench_op op)
 {
-	static const char *const names[] = { "ping", "local-ping", "get",
-					     "put",  "large-get",  "bigput" };
+	static const char *const names[] = { "ping",	  "local-ping", "get", "put",
+					     "large-get", "bigput",	"mget" };
 	return names[op];
 }
 
@@ -55,13 +62,37 @@ static void bench_value(uint8_t *p, uint64_t size, uint64_t key)
 	rdmem_big_fill(size, key * 4096, p, size); /* any deterministic bytes per key */
 }
 
-/* Prepares the values (and, for get, stores them) before timing starts. */
+/* mget: the request of each starting key, built before timing. */
+static int bench_mget_setup(struct bench *b)
+{
+	const char *keys[BENCH_MGET_KEYS];
+	uint32_t lens[BENCH_MGET_KEYS];
+	uint64_t i, j;
+	int rc;
+
+	b->mreq = calloc(b->keys, sizeof(*b->mreq));
+	b->mlen = calloc(b->keys, sizeof(*b->mlen));
+	if (!b->mreq || !b->mlen)
+		return -ENOMEM;
+	for (i = 0; i < b->keys; i++) {
+		for (j = 0; j < BENCH_MGET_KEYS; j++) {
+			keys[j] = b->key[(i + j) % b->keys];
+			lens[j] = 16;
+		}
+		if ((rc = rdmem_mget_request(keys, lens, BENCH_MGET_KEYS, &b->mreq[i], &b->mlen[i])))
+			return rc;
+	}
+	return 0;
+}
+
+/* Prepares the values (and, for get and mget, stores them) before timing starts. */
 static int bench_setup(struct cli *c, struct bench *b)
 {
 	uint64_t i;
+	int kv = b->op == B_GET || b->op == B_MGET;
 
-	/* get: one value per key; put, bigput: one value; large-get: the object. */
-	b->nvals = b->op == B_GET ? b->keys : b->op >= B_PUT ? 1 : 0;
+	/* get, mget: one value per key; put, bigput: one value; large-get: the object. */
+	b->nvals = kv ? b->keys : b->op >= B_PUT ? 1 : 0;
 	b->rpc = calloc(b->window, sizeof(*b->rpc));
 	b->kidx = calloc(b->window, sizeof(*b->kidx));
 	b->key = calloc(b->keys ? b->keys : 1, sizeof(*b->key));
@@ -82,20 +113,21 @@ static int bench_setup(struct cli *c, struct bench *b)
 			rdmem_big_fill(b->size, 0, b->expect[i], b->size);
 		else
 			bench_value(b->expect[i], b->size, i);
-		if (b->op == B_GET && (rc = rdmem_put(c->h, b->key[i], 16, b->expect[i],
-						      (uint32_t)b->size, &c->opts)))
+		if (kv && (rc = rdmem_put(c->h, b->key[i], 16, b->expect[i], (uint32_t)b->size,
+					  &c->opts)))
 			return rc;
 	}
 	snprintf(b->spec, sizeof(b->spec), "big:%" PRIu64, b->size);
-	return 0;
+	return b->op == B_MGET ? bench_mget_setup(b) : 0;
 }
 
 static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
 {
 	struct rdmem_rpc *r = &b->rpc[w];
 	uint64_t k = i % (b->keys ? b->keys : 1);
-	static const uint16_t ops[] = { RDMEM_OP_PING,	 RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
-					RDMEM_OP_KV_PUT, RDMEM_OP_LARGE_GET,	  RDMEM_OP_KV_PUT };
+	static const uint16_t ops[] = { RDMEM_OP_PING,	    RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
+					RDMEM_OP_KV_PUT,    RDMEM_OP_LARGE_GET,	     RDMEM_OP_KV_PUT,
+					RDMEM_OP_KV_MGET };
 
 	rdmem_rpc_init(r, ops[b->op]);
 	r->path = c->opts.path;
@@ -104,6 +136,9 @@ static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
 	if (b->op == B_LARGE_GET) {
 		r->key = b->spec;
 		r->key_len = (uint32_t)strlen(b->spec);
+	} else if (b->op == B_MGET) {
+		r->val = b->mreq[k];
+		r->val_len = b->mlen[k];
 	} else if (b->op != B_PING && b->op != B_LOCAL_PING) {
 		r->key_len = 16;
 		r->key = b->key[k];
@@ -115,6 +150,24 @@ static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
 	/* Replies are read where they landed in the slot: no copy to time. */
 	r->inplace = 1;
 	return rdmem_submit(c->h, r);
+}
+
+/* An MGET's reply: every value, in order, the one its key holds. */
+static int bench_mget_wrong(const struct bench *b, const struct rdmem_rpc *r, uint64_t k)
+{
+	struct rdmem_blob_array a;
+	uint32_t j, len, flags;
+	const void *v;
+
+	if (rdmem_blob_array_open(r->rval, r->rlen, &a) < 0 || a.count != BENCH_MGET_KEYS)
+		return 1;
+	for (j = 0; j < BENCH_MGET_KEYS; j++) {
+		rdmem_blob_array_get(&a, j, &v, &len, &flags);
+		if (!(flags & RDMEM_BLOB_PRESENT) || len != b->size ||
+		    memcmp(v, b->expect[(k + j) % b->keys], b->size))
+			return 1;
+	}
+	return 0;
 }
 
 /* Accounts one finished call and checks its value. */
@@ -138,6 +191,8 @@ static void bench_account(struct bench *b, struct rdmem_rpc *r, uint64_t k)
 		wrong = r->rlen != b->size || memcmp(r->rval, b->expect[k], b->size);
 	else if (b->op == B_LARGE_GET)
 		wrong = r->rlen != b->size || memcmp(r->rval, b->expect[0], b->size);
+	else if (b->op == B_MGET)
+		wrong = bench_mget_wrong(b, r, k);
 	else
 		wrong = r->rlen != 0;
 	b->wrong += wrong;
@@ -200,6 +255,10 @@ static void bench_free(struct bench *b)
 
 	for (i = 0; b->expect && i < b->nvals; i++)
 		free(b->expect[i]);
+	for (i = 0; b->mreq && i < b->keys; i++)
+		free(b->mreq[i]);
+	free(b->mreq);
+	free(b->mlen);
 	free(b->expect);
 	free(b->rpc);
 	free(b->kidx);
@@ -209,13 +268,13 @@ static void bench_free(struct bench *b)
 
 static int bench_check_args(struct cli *c, struct bench *b)
 {
-	static const uint64_t default_size[] = { 0, 0, 64, 64, 64 << 10, 256 << 10 };
+	static const uint64_t default_size[] = { 0, 0, 64, 64, 64 << 10, 256 << 10, 64 };
 	uint32_t slots, max;
 	int rc;
 
 	if (!c->bench_op || bench_parse_op(c->bench_op, &b->op))
 		return rdmem_cli_usage(
-		    "bench --op must be ping, local-ping, get, put, large-get or bigput%s", "");
+		    "bench --op must be ping, local-ping, get, put, large-get, bigput or mget%s", "");
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	slots = rdmem_slots(c->h);
@@ -224,7 +283,7 @@ static int bench_check_args(struct cli *c, struct bench *b)
 	b->window = c->have_window ? c->window : 1;
 	b->size = c->have_size ? c->size : default_size[b->op];
 	/* get keeps one expected value per key: at most ~64 MiB of them by default */
-	b->keys = b->op == B_GET || b->op == B_PUT || b->op == B_BIGPUT
+	b->keys = b->op == B_GET || b->op == B_PUT || b->op == B_BIGPUT || b->op == B_MGET
 		      ? (c->have_keys ? c->keys
 				      : RDMEM_MAX(1, RDMEM_MIN(RDMEM_MIN(b->n, 1024),
 							       (64u << 20) / (b->size + 1))))
@@ -241,6 +300,13 @@ static int bench_check_args(struct cli *c, struct bench *b)
 			"rdmem: bench: size %" PRIu64 " must be 1..%u (the agent's max value; "
 			"rdmem-agent --max-value raises it)\n",
 			b->size, max);
+		return EXIT_USAGE;
+	}
+	if (b->op == B_MGET && rdmem_blob_array_size(BENCH_MGET_KEYS, BENCH_MGET_KEYS * b->size) > max) {
+		fprintf(stderr,
+			"rdmem: bench: an mget of %u values of %" PRIu64 " B is over the agent's max "
+			"value %u (rdmem-agent --max-value raises it)\n",
+			BENCH_MGET_KEYS, b->size, max);
 		return EXIT_USAGE;
 	}
 	if ((b->op == B_PING || b->op == B_LOCAL_PING) && c->have_size) {

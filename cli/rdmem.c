@@ -25,7 +25,7 @@ static const char usage_text[] =
     "  put KEY VALUE | put KEY --file F | get KEY | del KEY | mget K1,K2,...\n"
     "  profile ID | large-get big:<n>[k|m] | image-put KEY FILE [--chunk-size B]\n"
     "  stats [--json] | agent-stats [--json] | agent-ctl COMMAND\n"
-    "  bench --op ping|get|put|large-get|bigput|local-ping [-n N] [--window W]\n"
+    "  bench --op ping|get|put|mget|large-get|bigput|local-ping [-n N] [--window W]\n"
     "        [--size B] [--keys K] [--json]\n"
     "  lifecycle N|stale|repeat-reclaim|timeout   (LAZY object lifecycle checks)\n"
     "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";

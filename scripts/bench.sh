@@ -12,7 +12,8 @@
 # bench/resp.sh: redis-benchmark GET against redis-server and against
 # rdmem-agent --resp-port at equal settings, and bench/ways_in.sh: one GET at
 # a time through libclient, Python and the Redis protocol against one agent,
-# and bench/idle.sh: what an idle agent and server cost (wake-ups per
+# bench/servers.sh: one agent with one server vs three, and the keys a
+# fourth server moves; and bench/idle.sh: what an idle agent and server cost (wake-ups per
 # thread, CPU, RDMA operations), all appended to results.md.
 #
 # Placement (the same for every system; override with --cpu-*):
@@ -271,6 +272,14 @@ main() {
 		{ echo; cat "$OUT/ways_in.md"; } >>"$OUT/results.md"
 	else
 		fail "bench/ways_in.sh failed (log: $LOGS/ways_in.log)"
+	fi
+	# Many servers: one agent with one server vs three, and the keys a
+	# fourth server moves (bench/servers.sh).
+	if bench/servers.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 2000 || echo "$N")" \
+		>"$LOGS/servers.log" 2>&1; then
+		{ echo; cat "$OUT/servers.md"; } >>"$OUT/results.md"
+	else
+		fail "bench/servers.sh failed (log: $LOGS/servers.log)"
 	fi
 	# What an idle agent and server cost: wake-ups, CPU, RDMA operations
 	# (bench/idle.sh; 60 s, or 3 s for --smoke).
