@@ -29,7 +29,7 @@ struct rdmem_router_fan;
 struct rdmem_router_part {
 	struct rdmem_agent_call call; /* first: the join hook gets &call */
 	struct rdmem_router_fan *fan;
-	uint64_t seed;	     /* its server, found again by seed for a rerun */
+	uint64_t seed;	       /* its server, found again by seed for a rerun */
 	uint32_t first, nkeys; /* MGET: its keys are fan->order[first, first + nkeys) */
 	uint32_t keybytes;
 	uint32_t share; /* reply bytes its region had */
@@ -51,7 +51,7 @@ struct rdmem_router_fan {
 	uint32_t space; /* its bytes */
 	uint8_t *req;	/* MGET: the request, copied out of the slot */
 	struct rdmem_blob_array keys;
-	uint32_t *order;  /* key indexes, grouped by part */
+	uint32_t *order; /* key indexes, grouped by part */
 	char ctl[RDMEM_MAX_KEY + 1];
 	uint64_t held; /* bytes charged to r->heap */
 	struct rdmem_router_part parts[];
@@ -93,8 +93,12 @@ static void fan_free(struct rdmem_router_fan *f)
 /* Answers the call the parts came from and lets the fan go. */
 static void fan_answer(struct rdmem_router_fan *f, uint16_t status, uint32_t len)
 {
-	struct rdmem_agent_reply rep = { status, 0, status == RDMEM_S_OK ? len : 0,
-					 (uint32_t)(f->base - f->parent->payload), 0, { 0, 0, 0 } };
+	struct rdmem_agent_reply rep = { status,
+					 0,
+					 status == RDMEM_S_OK ? len : 0,
+					 (uint32_t)(f->base - f->parent->payload),
+					 0,
+					 { 0, 0, 0 } };
 
 	rdmem_frontdoor_complete(f->r->fd, f->parent, &rep);
 	fan_free(f);
@@ -128,8 +132,8 @@ static void fan_part_done(struct rdmem_agent_call *call, const struct rdmem_agen
 }
 
 /* Makes p's call: its sub-request at region (sub bytes), then its share. */
-static void fan_part_call(struct rdmem_router_fan *f, struct rdmem_router_part *p,
-			  uint8_t *region, uint32_t sub, uint32_t share, uint16_t op)
+static void fan_part_call(struct rdmem_router_fan *f, struct rdmem_router_part *p, uint8_t *region,
+			  uint32_t sub, uint32_t share, uint16_t op)
 {
 	const struct rdmem_agent_call *parent = f->parent;
 	struct rdmem_agent_call *c = &p->call;
@@ -436,7 +440,8 @@ static int fan_mget_prepare(struct rdmem_router_fan *f, struct rdmem_router_tabl
 
 	if (c->req.key_len)
 		return -EINVAL;
-	if (fan_charge(f, c->req.val_len) < 0 || !(f->req = malloc(c->req.val_len ? c->req.val_len : 1)))
+	if (fan_charge(f, c->req.val_len) < 0 ||
+	    !(f->req = malloc(c->req.val_len ? c->req.val_len : 1)))
 		return -EBUSY;
 	memcpy(f->req, c->val, c->req.val_len);
 	if (rdmem_blob_array_open(f->req, c->req.val_len, &f->keys) < 0)
@@ -484,13 +489,13 @@ void rdmem_router_fan_out(struct rdmem_router *r, struct rdmem_router_table *t,
 	f->parent = call;
 	f->base = call->payload + rdmem_call_reply_off(call);
 	f->space = rdmem_call_reply_cap(call);
-	f->kind = call->req.op == RDMEM_OP_KV_MGET	    ? FAN_MGET
+	f->kind = call->req.op == RDMEM_OP_KV_MGET	   ? FAN_MGET
 		  : call->req.op == RDMEM_SHM_OP_AGENT_CTL ? FAN_CTL
-							    : FAN_STATS; /* server's or agent's */
+							   : FAN_STATS; /* server's or agent's */
 	if (f->kind == FAN_MGET && (ret = fan_mget_prepare(f, t)) == 0 && f->nparts <= 1) {
 		/* One server holds every key (none: the empty key's): no split. */
-		uint32_t b = f->nparts ? fan_backend(t, f->parts[0].seed)
-				       : rdmem_router_pick_key(t, "", 0);
+		uint32_t b =
+		    f->nparts ? fan_backend(t, f->parts[0].seed) : rdmem_router_pick_key(t, "", 0);
 
 		fan_free(f);
 		rdmem_agent_session_submit(t->b[b]->session, call);
@@ -498,8 +503,8 @@ void rdmem_router_fan_out(struct rdmem_router *r, struct rdmem_router_table *t,
 	}
 	if (ret < 0) {
 		fan_free(f);
-		rdmem_frontdoor_complete_status(r->fd, call,
-						ret == -EINVAL ? RDMEM_S_BAD_REQUEST : RDMEM_S_BUSY);
+		rdmem_frontdoor_complete_status(
+		    r->fd, call, ret == -EINVAL ? RDMEM_S_BAD_REQUEST : RDMEM_S_BUSY);
 		return;
 	}
 	rdmem_router_count(&r->cnt.splits);

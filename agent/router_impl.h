@@ -44,8 +44,9 @@ struct rdmem_router {
 		/* relaxed atomics: counts, read by AGENT_STATS from any thread */
 		atomic_uint_fast64_t splits; /* calls split across servers */
 		atomic_uint_fast64_t parts;  /* parts sent, reruns included */
-		atomic_uint_fast64_t reruns; /* MGET parts run again alone: values over their share */
-		atomic_uint_fast64_t busy;   /* split calls refused: RDMEM_ROUTER_HEAP_MAX reached */
+		atomic_uint_fast64_t
+		    reruns;		   /* MGET parts run again alone: values over their share */
+		atomic_uint_fast64_t busy; /* split calls refused: RDMEM_ROUTER_HEAP_MAX reached */
 		atomic_uint_fast64_t reloads, reload_failures;
 	} cnt;
 };

@@ -79,7 +79,8 @@ static int bench_mget_setup(struct bench *b)
 			keys[j] = b->key[(i + j) % b->keys];
 			lens[j] = 16;
 		}
-		if ((rc = rdmem_mget_request(keys, lens, BENCH_MGET_KEYS, &b->mreq[i], &b->mlen[i])))
+		if ((rc =
+			 rdmem_mget_request(keys, lens, BENCH_MGET_KEYS, &b->mreq[i], &b->mlen[i])))
 			return rc;
 	}
 	return 0;
@@ -125,8 +126,8 @@ static int bench_submit(struct cli *c, struct bench *b, uint64_t w, uint64_t i)
 {
 	struct rdmem_rpc *r = &b->rpc[w];
 	uint64_t k = i % (b->keys ? b->keys : 1);
-	static const uint16_t ops[] = { RDMEM_OP_PING,	    RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
-					RDMEM_OP_KV_PUT,    RDMEM_OP_LARGE_GET,	     RDMEM_OP_KV_PUT,
+	static const uint16_t ops[] = { RDMEM_OP_PING,	 RDMEM_SHM_OP_LOCAL_PING, RDMEM_OP_KV_GET,
+					RDMEM_OP_KV_PUT, RDMEM_OP_LARGE_GET,	  RDMEM_OP_KV_PUT,
 					RDMEM_OP_KV_MGET };
 
 	rdmem_rpc_init(r, ops[b->op]);
@@ -274,7 +275,8 @@ static int bench_check_args(struct cli *c, struct bench *b)
 
 	if (!c->bench_op || bench_parse_op(c->bench_op, &b->op))
 		return rdmem_cli_usage(
-		    "bench --op must be ping, local-ping, get, put, large-get, bigput or mget%s", "");
+		    "bench --op must be ping, local-ping, get, put, large-get, bigput or mget%s",
+		    "");
 	if ((rc = rdmem_cli_attach(c)))
 		return rc;
 	slots = rdmem_slots(c->h);
@@ -302,9 +304,11 @@ static int bench_check_args(struct cli *c, struct bench *b)
 			b->size, max);
 		return EXIT_USAGE;
 	}
-	if (b->op == B_MGET && rdmem_blob_array_size(BENCH_MGET_KEYS, BENCH_MGET_KEYS * b->size) > max) {
+	if (b->op == B_MGET &&
+	    rdmem_blob_array_size(BENCH_MGET_KEYS, BENCH_MGET_KEYS * b->size) > max) {
 		fprintf(stderr,
-			"rdmem: bench: an mget of %u values of %" PRIu64 " B is over the agent's max "
+			"rdmem: bench: an mget of %u values of %" PRIu64
+			" B is over the agent's max "
 			"value %u (rdmem-agent --max-value raises it)\n",
 			BENCH_MGET_KEYS, b->size, max);
 		return EXIT_USAGE;

@@ -115,6 +115,20 @@ else
 	echo "not ok - bench smoke: idle agent and server measured"
 fi
 
+# Many servers (bench/servers.sh): four rows of figures for one and three
+# servers (it fails on a wrong value), and a fourth server that took
+# exactly the keys that moved.
+srv_rows() { grep -cE "^\| m?get \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \|\$" "$out/res/results.md" 2>/dev/null; }
+moved_ok() {
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (0 < d["moved"] == d["on_new_server"] < d["keys"]))' "$out/res/servers.json" 2>/dev/null
+}
+if [ "$rc" -eq 0 ] && [ "$(srv_rows)" -eq 4 ] && moved_ok; then
+	echo "ok - bench smoke: one server against three, and the keys a fourth moves"
+else
+	sed 's/^/# /' "$out/res/servers.md" 2>/dev/null | head -20
+	echo "not ok - bench smoke: one server against three, and the keys a fourth moves"
+fi
+
 # The hot-path audit (bench/hotpath.sh): no heap allocation per call in the
 # client, the agent or the server once calls flow (window 8; fewer than one
 # in 100 calls, so a periodic housekeeping allocation is not a failure). Its

@@ -90,7 +90,8 @@ static void test_count_limits(void)
 	int i;
 
 	for (i = 0; i < RDMEM_ROUTER_MAX_SERVERS; i++)
-		used += (size_t)snprintf(text + used, sizeof(text) - used, "%sh%d", i ? "," : "", i);
+		used +=
+		    (size_t)snprintf(text + used, sizeof(text) - used, "%sh%d", i ? "," : "", i);
 	CHECK_EQ(parse(text), 0);
 	CHECK_EQ(n, RDMEM_ROUTER_MAX_SERVERS);
 	snprintf(text + used, sizeof(text) - used, ",h64");
