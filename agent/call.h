@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rdmem/util.h"
 #include "rdmem/wire.h"
@@ -72,6 +73,26 @@ static inline uint32_t rdmem_call_reply_off(const struct rdmem_agent_call *c)
 static inline uint32_t rdmem_call_reply_cap(const struct rdmem_agent_call *c)
 {
 	return c->payload_cap - rdmem_call_reply_off(c);
+}
+
+/*
+ * A call that could not reach its server (RDMEM_S_UNREACHABLE) carries the
+ * server's "host:port" as its reply value, so an app with several servers
+ * (rdmem_submit: c->rval) and the rdmem tool can say which one is down.
+ */
+static inline void rdmem_call_name_server(const struct rdmem_agent_call *c,
+					  struct rdmem_agent_reply *rep, const char *name)
+{
+	uint32_t off = rdmem_call_reply_off(c), len;
+
+	if (rep->status != RDMEM_S_UNREACHABLE || !name)
+		return;
+	len = (uint32_t)strlen(name);
+	if (len > c->payload_cap - off)
+		return;
+	memcpy(c->payload + off, name, len);
+	rep->data_off = off;
+	rep->val_len = len;
 }
 
 /* True when reply bytes written at the reply offset destroy the request. */

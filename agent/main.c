@@ -518,7 +518,7 @@ struct rdmem_agent {
 static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 {
 	struct rdmem_router_config rc = { o->cfg,
-					  { NULL, 0, o->cfg.clients, o->cfg.slots,
+					  { NULL, NULL, 0, o->cfg.clients, o->cfg.slots,
 					    o->cfg.connect_timeout_ms, o->cfg.busy_poll, NULL,
 					    NULL },
 					  o->fabric_kind,
@@ -591,8 +591,10 @@ int main(int argc, char **argv)
 	uint32_t n;
 	int ret;
 
-	if (rdmem_agent_parse(&o, argc, argv) < 0)
+	if (rdmem_agent_parse(&o, argc, argv) < 0) {
+		free(o.servers);
 		return 2;
+	}
 	rdmem_log_init("rdmem-agent", o.verbose);
 	/* Threads inherit the mask: only sigwait() in main sees these. */
 	sigemptyset(&set);

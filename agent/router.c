@@ -199,8 +199,10 @@ static int router_backend_start(struct rdmem_router *r, const struct rdmem_route
 	b->entry = *e;
 	b->seed = rdmem_route_server_seed(e->name);
 	tc.host = b->entry.host;
+	tc.name = b->entry.name;
 	tc.port = e->tcp_port;
 	sc.server = b->entry.host;
+	sc.name = b->entry.name;
 	sc.port = e->port;
 	sc.tcp_port = e->tcp_port;
 	sc.fabric = router_fabric(r, e->host);

@@ -53,7 +53,10 @@ struct rdmem_router_fan {
 	struct rdmem_blob_array keys;
 	uint32_t *order; /* key indexes, grouped by part */
 	char ctl[RDMEM_MAX_KEY + 1];
-	uint64_t held; /* bytes charged to r->heap */
+	/* Bytes charged to r->heap: parts finishing on different threads add
+	 * to it at once (relaxed: fan_free reads it after the last part's
+	 * acq_rel decrement of pending). */
+	atomic_uint_fast64_t held;
 	struct rdmem_router_part parts[];
 };
 
@@ -74,7 +77,7 @@ static int fan_charge(struct rdmem_router_fan *f, uint64_t bytes)
 		rdmem_router_count(&f->r->cnt.busy);
 		return -EBUSY;
 	}
-	f->held += bytes;
+	atomic_fetch_add_explicit(&f->held, bytes, memory_order_relaxed);
 	return 0;
 }
 
@@ -84,7 +87,8 @@ static void fan_free(struct rdmem_router_fan *f)
 
 	for (i = 0; i < f->nparts; i++)
 		free(f->parts[i].reply);
-	atomic_fetch_sub_explicit(&f->r->heap, f->held, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&f->r->heap, atomic_load_explicit(&f->held, memory_order_relaxed),
+				  memory_order_relaxed);
 	free(f->req);
 	free(f->order);
 	free(f);
@@ -113,7 +117,9 @@ static void fan_part_done(struct rdmem_agent_call *call, const struct rdmem_agen
 	struct rdmem_router_fan *f = p->fan;
 
 	p->status = rep->status;
-	if (p->status == RDMEM_S_OK && f->kind != FAN_CTL && rep->val_len) {
+	/* Keep the values, reports, or the name of a server that is down. */
+	if ((p->status == RDMEM_S_UNREACHABLE || (p->status == RDMEM_S_OK && f->kind != FAN_CTL)) &&
+	    rep->val_len) {
 		if (rep->data_off > call->payload_cap ||
 		    rep->val_len > call->payload_cap - rep->data_off)
 			p->status = RDMEM_S_IO;
@@ -121,7 +127,7 @@ static void fan_part_done(struct rdmem_agent_call *call, const struct rdmem_agen
 			p->status = RDMEM_S_BUSY;
 		else
 			memcpy(p->reply, call->payload + rep->data_off, rep->val_len);
-		p->reply_len = p->status == RDMEM_S_OK ? rep->val_len : 0;
+		p->reply_len = p->reply ? rep->val_len : 0;
 	}
 	/* Its values did not fit its share: alone, with the whole area, they may. */
 	if (p->status == RDMEM_S_TOO_BIG && f->kind == FAN_MGET && !p->rerun)
@@ -180,14 +186,31 @@ static uint32_t fan_mget_sub(struct rdmem_router_fan *f, struct rdmem_router_par
 
 /* ---- merging ------------------------------------------------------------------ */
 
-static uint16_t fan_first_error(const struct rdmem_router_fan *f)
+/* The first part that failed, or NULL. */
+static const struct rdmem_router_part *fan_first_error(const struct rdmem_router_fan *f)
 {
 	uint32_t i;
 
 	for (i = 0; i < f->nparts; i++)
 		if (f->parts[i].status != RDMEM_S_OK)
-			return f->parts[i].status;
-	return RDMEM_S_OK;
+			return &f->parts[i];
+	return NULL;
+}
+
+/* A part's failure is the call's; one that could not reach its server
+ * passes the server's name on (rdmem_call_name_server). */
+static void fan_fail(struct rdmem_router_fan *f, const struct rdmem_router_part *p)
+{
+	uint32_t len =
+	    p->status == RDMEM_S_UNREACHABLE && p->reply_len <= f->space ? p->reply_len : 0;
+	struct rdmem_agent_reply rep = { p->status, 0,
+					 len,	    (uint32_t)(f->base - f->parent->payload),
+					 0,	    { 0, 0, 0 } };
+
+	if (len)
+		memcpy(f->base, p->reply, len);
+	rdmem_frontdoor_complete(f->r->fd, f->parent, &rep);
+	fan_free(f);
 }
 
 /* The MGET reply in request order, from the parts' copies. */
@@ -281,10 +304,14 @@ static void fan_merge_stats(struct rdmem_router_fan *f)
 /* Every part answered: the call's answer. */
 static void fan_finish(struct rdmem_router_fan *f)
 {
-	uint16_t st = fan_first_error(f);
+	const struct rdmem_router_part *bad = fan_first_error(f);
 
-	if (st != RDMEM_S_OK || f->kind == FAN_CTL) {
-		fan_answer(f, st, 0);
+	if (bad) {
+		fan_fail(f, bad);
+		return;
+	}
+	if (f->kind == FAN_CTL) {
+		fan_answer(f, RDMEM_S_OK, 0);
 		return;
 	}
 	if (f->kind == FAN_MGET) {
@@ -310,6 +337,7 @@ static uint32_t fan_backend(const struct rdmem_router_table *t, uint64_t seed)
  * Called with no part out, by whichever thread finished the last one. */
 static void fan_next(struct rdmem_router_fan *f)
 {
+	struct rdmem_router *r = f->r; /* f may be gone once the rerun is sent */
 	struct rdmem_router_table *t;
 	uint32_t i, b, sub;
 
@@ -329,17 +357,17 @@ static void fan_next(struct rdmem_router_fan *f)
 		p->reply = NULL;
 		fan_part_call(f, p, f->base, fan_mget_sub(f, p, f->base), f->space - sub,
 			      RDMEM_OP_KV_MGET);
-		t = rdmem_router_enter(f->r);
+		t = rdmem_router_enter(r);
 		if ((b = fan_backend(t, p->seed)) == t->n) {
-			rdmem_router_leave(f->r);
+			rdmem_router_leave(r);
 			p->status = RDMEM_S_UNREACHABLE; /* its server left the list meanwhile */
 			continue;
 		}
 		atomic_store_explicit(&f->pending, 1, memory_order_relaxed);
-		rdmem_router_count(&f->r->cnt.reruns);
-		rdmem_router_count(&f->r->cnt.parts);
+		rdmem_router_count(&r->cnt.reruns);
+		rdmem_router_count(&r->cnt.parts);
 		rdmem_agent_session_submit_any(t->b[b]->session, &p->call);
-		rdmem_router_leave(f->r);
+		rdmem_router_leave(r);
 		return;
 	}
 	fan_finish(f);

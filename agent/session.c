@@ -114,6 +114,7 @@ static void rdmem_agent_session_fail(struct rdmem_agent_session *s, struct rdmem
 {
 	struct rdmem_agent_reply rep = { status, 0, 0, rdmem_call_reply_off(call), 0, { 0, 0, 0 } };
 
+	rdmem_call_name_server(call, &rep, s->cfg.name);
 	rdmem_agent_session_done(s, call, &rep, call->path);
 }
 

@@ -29,6 +29,7 @@ struct rdmem_simulate {
 
 struct rdmem_agent_config {
 	const char *server;
+	const char *name;  /* "host:port", what a call that cannot reach it is told */
 	uint16_t port;	   /* RDMA */
 	uint16_t tcp_port; /* TCP fallback */
 	int fabric;	   /* RDMEM_FAB_VERBS / RDMEM_FAB_SHM, or 0 for TCP only */

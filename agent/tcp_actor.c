@@ -80,6 +80,7 @@ static void rdmem_tcp_complete(struct rdmem_tcp_actor *a, struct rdmem_agent_cal
 		memcpy(r.args, rep->args.raw, sizeof(r.args));
 		rdmem_tcp_count(&a->c.bytes_in, rep->val_len);
 	}
+	rdmem_call_name_server(call, &r, a->cfg.name);
 	rdmem_tcp_count(status == RDMEM_S_OK ? &a->c.ok : &a->c.failed, 1);
 	rdmem_call_metrics_done(&a->cm, call, RDMEM_PATH_TCP, status);
 	call->path = RDMEM_PATH_TCP;

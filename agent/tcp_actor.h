@@ -20,6 +20,7 @@ struct rdmem_tls_ctx;
 
 struct rdmem_tcp_actor_config {
 	const char *host;
+	const char *name; /* the server's "host:port" (RDMA port), told to unreachable calls */
 	uint16_t port;
 	uint32_t clients, slots; /* front-door geometry: one TCP call per client slot */
 	int connect_timeout_ms;

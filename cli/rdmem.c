@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/route.h"
 #include "cli/cli.h"
 #include "rdmem/util.h"
 
@@ -381,11 +382,74 @@ int rdmem_cli_attach(struct cli *c)
 /* ---- commands ---------------------------------------------------------- */
 
 /* Reports a finished call: 0, or the exit status of its failure. */
+/* An agent serves at most 64 servers, named "host:port" (agent/router.h). */
+#define CLI_MAX_SERVERS 64
+#define CLI_SERVER_NAME 280
+
+/* One server section of a many-server agent-stats report: its name, and
+ * whether neither its RDMA link nor its TCP connection is up. */
+static const char *next_server(const char *p, const char *end, char *name, size_t cap, int *down)
+{
+	const char *at = p, *sec_end;
+	size_t n;
+
+	while (at && at < end && strncmp(at, "server ", 7))
+		at = (at = memchr(at, '\n', (size_t)(end - at))) ? at + 1 : NULL;
+	if (!at || at >= end)
+		return NULL;
+	n = strcspn(at + 7, "\n");
+	snprintf(name, cap, "%.*s", (int)n, at + 7);
+	sec_end = at + 7 + n;
+	while (sec_end < end && strncmp(sec_end, "\n\n", 2))
+		sec_end++;
+	*down = rdmem_cli_stat(at, (uint32_t)(sec_end - at), "link_up") == 0 &&
+		rdmem_cli_stat(at, (uint32_t)(sec_end - at), "tcp.connected") == 0;
+	return sec_end;
+}
+
+/*
+ * -EHOSTUNREACH from an agent with several servers: which are down, and
+ * (for a call with one key) which of them holds the key (agent/route.h).
+ */
+static void name_unreachable(struct cli *c, const char *key)
+{
+	char names[CLI_MAX_SERVERS][CLI_SERVER_NAME], *text = NULL;
+	uint64_t seeds[CLI_MAX_SERVERS];
+	int downs[CLI_MAX_SERVERS];
+	const char *p, *end;
+	uint32_t len = 0, n = 0, i;
+
+	if (rdmem_agent_stats(c->h, 0, &text, &len, NULL) < 0)
+		return;
+	for (p = text, end = text + len;
+	     n < RDMEM_ARRAY_SIZE(names) &&
+	     (p = next_server(p, end, names[n], sizeof(names[n]), &downs[n]));
+	     n++)
+		seeds[n] = rdmem_route_server_seed(names[n]);
+	if (n > 1 && key) {
+		i = rdmem_route_pick(seeds, n, rdmem_route_key_hash(key, strlen(key)));
+		fprintf(stderr, "rdmem: the key is on server %s%s\n", names[i],
+			downs[i] ? ", which is down (no RDMA link, no TCP connection)" : "");
+		n = 0;
+	}
+	for (i = 0; n > 1 && i < n; i++)
+		if (downs[i])
+			fprintf(stderr,
+				"rdmem: server %s is down (no RDMA link, no TCP connection)\n",
+				names[i]);
+	free(text);
+}
+
 static int cli_done(struct cli *c, const char *what, int rc)
 {
 	report(c, what);
 	if (rc == -E2BIG)
 		return rdmem_cli_too_big(c, what);
+	if (rc == -EHOSTUNREACH) {
+		rc = rdmem_cli_fail(what, rc);
+		name_unreachable(c, strcmp(what, "mget") && c->argc > 1 ? c->argv[1] : NULL);
+		return rc;
+	}
 	return rc ? rdmem_cli_fail(what, rc) : 0;
 }
 
