@@ -96,7 +96,10 @@ struct rdmem_rpc {
 	uint16_t status; /* wire status */
 	uint16_t rflags;
 	uint32_t rlen; /* value bytes (the needed length when rc == -ENOBUFS) */
-	void *rval;    /* rbuf, or malloc'd with a NUL after rlen bytes: rdmem_rpc_free() */
+	/* rbuf, or malloc'd with a NUL after rlen bytes: rdmem_rpc_free(). With
+	 * rc == -EHOSTUNREACH: the "host:port" of the server the call could not
+	 * reach (an agent with several servers: the one that is down). */
+	void *rval;
 	uint32_t raux;
 	uint64_t rargs[3];
 	uint8_t rpath; /* path that carried it */
