@@ -68,13 +68,26 @@ for p in "$p1" "$p2"; do
 done
 dead_pid=${pids[1]}
 printf '127.0.0.1:%s\n127.0.0.1:%s\n' "$p1" "$p2" >"$tmp/servers"
-"$bin/rdmem-agent" --fabric shm --shm-name /srvcli --servers-file "$tmp/servers" >"$tmp/agent.log" 2>&1 &
+read -r mport <<<"$(ls_free_ports 1)"
+"$bin/rdmem-agent" --fabric shm --shm-name /srvcli --servers-file "$tmp/servers" \
+	--metrics-port "$mport" >"$tmp/agent.log" 2>&1 &
 pids+=($!) # the agent itself, not a subshell: cleanup's kill must reach it
 ls_wait_log "$tmp/agent.log" "ready:" 10
 expect "the ready line names both servers" grep -q "servers 127.0.0.1:$p1,127.0.0.1:$p2" "$tmp/agent.log"
 for i in $(seq 1 40); do r put "key$i" "value$i" >/dev/null || failed=1; done
 check "stats answer" 0 r stats
 expect "stats have a section per server" test "$(grep -c '^server 127.0.0.1:' "$tmp/out")" -eq 2
+# /metrics: one family each, a sample per server labelled with its name.
+probe="python3 $root/tests/tools/http_probe.py"
+$probe get "$mport" /metrics | awk 'body { print } /^$/ && !body { body = 1 }' >"$tmp/metrics"
+fmt_ok() { $probe format "$1" >"$1.format" || { sed 's/^/#   /' "$1.format"; false; }; }
+expect "/metrics is valid exposition format" fmt_ok "$tmp/metrics"
+expect "/metrics: link_up of each server, labelled" \
+	test "$(grep -cE "^rdmem_agent_link_up\{server=\"127.0.0.1:($p1|$p2)\"\} 1$" "$tmp/metrics")" -eq 2
+expect "/metrics: each family's TYPE once" \
+	test "$(grep -c '^# TYPE rdmem_agent_link_up ' "$tmp/metrics")" -eq 1
+expect "/metrics: a label counter keeps its value label" \
+	grep -qE "^rdmem_agent_fabric\{server=\"127.0.0.1:$p1\",value=\"shm\"\} 1$" "$tmp/metrics"
 printf 'h:0\n' >"$tmp/servers.bad"
 cp "$tmp/servers" "$tmp/servers.good"
 cp "$tmp/servers.bad" "$tmp/servers"
