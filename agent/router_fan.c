@@ -273,6 +273,23 @@ static void fan_router_stats(struct rdmem_router_fan *f, struct rdmem_text *o, i
 		rdmem_text_add(o, "}");
 }
 
+/* A word for why a server's report is missing. */
+static const char *fan_status_word(uint16_t status)
+{
+	switch (status) {
+	case RDMEM_S_UNREACHABLE:
+		return "unreachable";
+	case RDMEM_S_TIMEOUT:
+		return "timed out";
+	case RDMEM_S_TOO_BIG:
+		return "too big for its share of the reply";
+	case RDMEM_S_SHUTDOWN:
+		return "shutting down";
+	default:
+		return "failed";
+	}
+}
+
 /* Per-server reports, each headed by its server's name. */
 static void fan_merge_stats(struct rdmem_router_fan *f)
 {
@@ -285,8 +302,26 @@ static void fan_merge_stats(struct rdmem_router_fan *f)
 	for (i = 0; i < f->nparts; i++) {
 		struct rdmem_router_part *p = &f->parts[i];
 
+		/* A server that did not answer still gets its section: stats are
+		 * wanted most while one is down. */
+		if (p->status != RDMEM_S_OK) {
+			if (json)
+				rdmem_text_add(&o, "%s\"%s\":{\"error\":\"%s\",\"status\":%u}%s",
+					       i ? "," : "", p->name, fan_status_word(p->status),
+					       p->status, i + 1 == f->nparts ? "}" : "");
+			else
+				rdmem_text_add(&o, "%sserver %s\nerror %s (status %u)\n",
+					       i ? "\n" : "", p->name, fan_status_word(p->status),
+					       p->status);
+			continue;
+		}
 		for (len = p->reply_len; len && (p->reply[len - 1] == '\n' || !p->reply[len - 1]);)
 			len--;
+		if (!len && json) {
+			rdmem_text_add(&o, "%s\"%s\":{}%s", i ? "," : "", p->name,
+				       i + 1 == f->nparts ? "}" : "");
+			continue;
+		}
 		if (json)
 			rdmem_text_add(&o, "%s\"%s\":%.*s%s", i ? "," : "", p->name, (int)len,
 				       (const char *)p->reply, i + 1 == f->nparts ? "}" : "");
@@ -306,7 +341,7 @@ static void fan_finish(struct rdmem_router_fan *f)
 {
 	const struct rdmem_router_part *bad = fan_first_error(f);
 
-	if (bad) {
+	if (bad && f->kind != FAN_STATS) {
 		fan_fail(f, bad);
 		return;
 	}

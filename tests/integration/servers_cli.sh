@@ -112,6 +112,10 @@ expect "a key on the live server still answers, byte-exact" test -n "$on_live"
 expect "a key on the killed server fails" test -n "$on_dead"
 expect "... with no path to the server" grep -q "no path to the server" "$tmp/dead.err"
 expect "... naming the killed server as down" grep -q "key is on server 127.0.0.1:$p2, which is down" "$tmp/dead.err"
+check "stats with a server down still answer" 0 r --timeout 6000 stats
+expect "... the live server's section" grep -q "^server 127.0.0.1:$p1\$" "$tmp/out"
+dead_says() { grep -A1 "^server 127.0.0.1:$p2\$" "$tmp/out" | grep -q "^error unreachable"; }
+expect "... and the dead one's says why" dead_says
 check "mget over both fails whole" 3 r --timeout 6000 mget "$on_live,$on_dead"
 expect "... naming the server that is down" grep -q "server 127.0.0.1:$p2 is down" "$tmp/err"
 
