@@ -71,7 +71,9 @@ static int router_parse_entry(const char *text, uint16_t dport, uint16_t dtcp,
 	if (colon) {
 		errno = 0;
 		port = strtoul(colon + 1, &stop, 10);
-		if (!colon[1] || *stop || errno || port < 1 || port > 65534)
+		/* digits only: strtoul would also take a sign or spaces */
+		if (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) || *stop ||
+		    errno || port < 1 || port > 65534)
 			return router_why(why, cap, "server '%s': the port must be 1..65534", text);
 	}
 	memcpy(e->host, host, hlen);
@@ -482,11 +484,13 @@ static int router_swap(struct rdmem_router *r, const struct rdmem_router_entry *
 
 int rdmem_router_reload(struct rdmem_router *r, char *msg, size_t cap)
 {
+	/* First: an agent-ctl reload parked before now is answered by this
+	 * reload, which reads the file after the client asked. */
+	struct rdmem_agent_call *asked = rdmem_router_take_reload(r);
 	struct rdmem_router_entry *list = NULL;
 	uint32_t n = 0;
 	int ret;
 
-	pthread_mutex_lock(&r->lock);
 	if (!r->cfg.servers_file) {
 		snprintf(msg, cap,
 			 "nothing to reload: the servers came from -s, not --servers-file");
@@ -496,16 +500,17 @@ int rdmem_router_reload(struct rdmem_router *r, char *msg, size_t cap)
 		ret = -ENOMEM;
 	} else if ((ret = rdmem_router_read_servers(r->cfg.servers_file, r->cfg.default_port,
 						    r->cfg.default_tcp, list, &n, msg, cap)) == 0) {
+		pthread_mutex_lock(&r->lock);
 		ret = router_swap(r, list, n, msg, cap);
+		pthread_mutex_unlock(&r->lock);
 	}
-	pthread_mutex_unlock(&r->lock);
 	free(list);
 	rdmem_router_count(ret == 0 ? &r->cnt.reloads : &r->cnt.reload_failures);
 	if (ret == 0)
 		rdmem_info("%s", msg);
 	else
 		rdmem_err("%s", msg);
-	rdmem_router_answer_reload(r, ret == 0 ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST, msg);
+	rdmem_router_answer_call(r, asked, ret == 0 ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST, msg);
 	return ret;
 }
 

@@ -416,6 +416,9 @@ static int fan_mget_group(struct rdmem_router_fan *f, struct rdmem_router_table 
 	uint32_t *pick, i, b, len, flags, n = 0;
 	const void *k;
 
+	/* Both arrays count against the budget too: 8 bytes a key. */
+	if (fan_charge(f, 2ull * f->keys.count * sizeof(*pick)) < 0)
+		return -1;
 	pick = calloc(f->keys.count ? f->keys.count : 1, sizeof(*pick));
 	f->order = calloc(f->keys.count ? f->keys.count : 1, sizeof(*f->order));
 	if (!pick || !f->order) {
@@ -604,10 +607,19 @@ void rdmem_router_ask_reload(struct rdmem_router *r, struct rdmem_agent_call *ca
 		rdmem_router_answer_reload(r, RDMEM_S_IO, "reload: cannot signal the main thread");
 }
 
+struct rdmem_agent_call *rdmem_router_take_reload(struct rdmem_router *r)
+{
+	return atomic_exchange_explicit(&r->reload_call, NULL, memory_order_acq_rel);
+}
+
 void rdmem_router_answer_reload(struct rdmem_router *r, uint16_t status, const char *msg)
 {
-	struct rdmem_agent_call *call =
-	    atomic_exchange_explicit(&r->reload_call, NULL, memory_order_acq_rel);
+	rdmem_router_answer_call(r, rdmem_router_take_reload(r), status, msg);
+}
+
+void rdmem_router_answer_call(struct rdmem_router *r, struct rdmem_agent_call *call,
+			      uint16_t status, const char *msg)
+{
 	struct rdmem_agent_reply rep = { status, 0, 0, 0, 0, { 0, 0, 0 } };
 	size_t len = strlen(msg);
 

@@ -72,5 +72,10 @@ void rdmem_router_fan_out(struct rdmem_router *r, struct rdmem_router_table *t,
 int rdmem_router_ctl_is_reload(const struct rdmem_agent_call *call);
 void rdmem_router_ask_reload(struct rdmem_router *r, struct rdmem_agent_call *call);
 void rdmem_router_answer_reload(struct rdmem_router *r, uint16_t status, const char *msg);
+/* The parked call, taken: a reload takes it before it reads the file, so
+ * its answer covers every edit made before the client asked. */
+struct rdmem_agent_call *rdmem_router_take_reload(struct rdmem_router *r);
+void rdmem_router_answer_call(struct rdmem_router *r, struct rdmem_agent_call *call,
+			      uint16_t status, const char *msg);
 
 #endif

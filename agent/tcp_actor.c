@@ -19,14 +19,18 @@
 
 #define RDMEM_TCP_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
 #define RDMEM_TCP_BACKOFF_MAX_NS 2000000000ull /* 2 s */
-/* A server that refused every dial for this long is down: its calls fail at
- * once (-EHOSTUNREACH) instead of each waiting out its deadline, until a
- * redial (every RDMEM_TCP_BACKOFF_MAX_NS at most) gets through. Longer than
- * a restart, so calls ride one out. */
-#define RDMEM_TCP_DOWN_NS      3000000000ull
-#define RDMEM_TCP_DONE_BATCH   64
-#define RDMEM_TCP_BUSY_TICK_MS 50	  /* the longest sleep while calls are on the wire */
-#define RDMEM_TCP_SENT_SCAN_NS 5000000ull /* calls on the wire: deadline scan at most this often */
+/* A server that refused every dial for this long is down: a call fails
+ * (-EHOSTUNREACH) as soon as a dial made after it arrived has failed,
+ * instead of waiting out its deadline. Longer than a restart, so calls
+ * ride one out. */
+#define RDMEM_TCP_DOWN_NS 3000000000ull
+/* While it is down, a call that arrived since the last dial gets a dial of
+ * its own this soon, not after the backoff (up to 2 s): a server that came
+ * back is found by the next call, not up to 2 s of failures later. */
+#define RDMEM_TCP_DOWN_REDIAL_NS 100000000ull
+#define RDMEM_TCP_DONE_BATCH	 64
+#define RDMEM_TCP_BUSY_TICK_MS	 50	    /* the longest sleep while calls are on the wire */
+#define RDMEM_TCP_SENT_SCAN_NS	 5000000ull /* calls on the wire: deadline scan at most this often */
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
@@ -46,6 +50,7 @@ struct rdmem_tcp_actor {
 	uint32_t nwaiting;
 	uint64_t next_connect_ns, backoff_ns;
 	uint64_t down_since_ns; /* first failed dial since the last good one; 0: none */
+	uint64_t dial_ns;	/* when the last dial started */
 	/* Earliest deadline of the calls on the wire (may be stale: a lower
 	 * bound), UINT64_MAX for none; and when they may next be scanned. */
 	uint64_t sent_first_ns, sent_scan_ns;
@@ -131,16 +136,44 @@ static void rdmem_tcp_expire(struct rdmem_tcp_actor *a, uint64_t now)
 }
 
 /* The server is down (RDMEM_TCP_DOWN_NS): every waiting call fails now. */
+static int rdmem_tcp_is_down(const struct rdmem_tcp_actor *a, uint64_t now)
+{
+	return !a->cli && a->down_since_ns && now - a->down_since_ns >= RDMEM_TCP_DOWN_NS;
+}
+
+/* The server is down: a waiting call that a failed dial began after fails
+ * now; one that came later waits for its own dial. */
 static void rdmem_tcp_fail_if_down(struct rdmem_tcp_actor *a, uint64_t now)
 {
-	struct rdmem_agent_call *call;
+	uint32_t n = a->nwaiting;
 
-	if (a->cli || !a->down_since_ns || now - a->down_since_ns < RDMEM_TCP_DOWN_NS)
+	if (!rdmem_tcp_is_down(a, now))
 		return;
-	while ((call = rdmem_tcp_wait_pop(a))) {
+	while (n--) {
+		struct rdmem_agent_call *call = rdmem_tcp_wait_pop(a);
+
+		if (call->start_ns >= a->dial_ns) {
+			rdmem_tcp_wait_push(a, call);
+			continue;
+		}
 		rdmem_tcp_count(&a->c.unreachable, 1);
 		rdmem_tcp_complete(a, call, RDMEM_S_UNREACHABLE, NULL);
 	}
+}
+
+/* Down, with a call newer than the last dial: dial soon, not after the backoff. */
+static void rdmem_tcp_redial_for_new(struct rdmem_tcp_actor *a, uint64_t now)
+{
+	const struct rdmem_agent_call *call;
+
+	if (!rdmem_tcp_is_down(a, now))
+		return;
+	for (call = a->wait_head; call; call = call->next)
+		if (call->start_ns >= a->dial_ns) {
+			a->next_connect_ns =
+			    RDMEM_MIN(a->next_connect_ns, a->dial_ns + RDMEM_TCP_DOWN_REDIAL_NS);
+			return;
+		}
 }
 
 /* ---- connection ---------------------------------------------------------- */
@@ -199,6 +232,7 @@ static void rdmem_tcp_connect(struct rdmem_tcp_actor *a, uint64_t now)
 
 	if (now < a->next_connect_ns)
 		return;
+	a->dial_ns = now;
 	ret =
 	    rdmem_tcp_client_connect(a->cfg.host, a->cfg.port, a->cfg.connect_timeout_ms, &a->cli);
 	if (ret == 0 && a->cfg.tls)
@@ -469,6 +503,7 @@ static void *rdmem_tcp_main(void *arg)
 		uint64_t now = rdmem_now_ns();
 		int work = rdmem_tcp_drain_inbox(a);
 
+		rdmem_tcp_redial_for_new(a, now);
 		if (!a->cli && a->nwaiting)
 			rdmem_tcp_connect(a, now);
 		rdmem_tcp_fail_if_down(a, now);

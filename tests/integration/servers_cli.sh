@@ -119,4 +119,14 @@ expect "... and the dead one's says why" dead_says
 check "mget over both fails whole" 3 r --timeout 6000 mget "$on_live,$on_dead"
 expect "... naming the server that is down" grep -q "server 127.0.0.1:$p2 is down" "$tmp/err"
 
+# Down for over 3 s, then back: the first call after its restart finds it
+# (a dial of its own within 100 ms), not up to 2 s of backoff later.
+sleep 1
+"$bin/rdmem-server" -b 127.0.0.1 -p "$p2" --tcp-port $((p2 + 1)) --fabric shm >"$tmp/server$p2.b.log" 2>&1 &
+pids+=($!)
+ls_wait_log "$tmp/server$p2.b.log" "listening tcp" 10
+check "the restarted server takes the first call for its key" 0 r --timeout 3000 put "$on_dead" again
+check "... and answers it back" 0 r --timeout 3000 get "$on_dead"
+expect "... byte-exact" test "$(cat "$tmp/out")" = again
+
 [ "$failed" -eq 0 ]
