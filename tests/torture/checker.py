@@ -54,8 +54,10 @@ def parse_history(path):
     return writer, calls
 
 
-def key_ops(histories, resets):
-    """Per key: the list of Op, and the values written to it (digest, len)."""
+def key_ops(histories, resets, owner=None):
+    """Per key: the list of Op, and the values written to it (digest, len).
+    A reset is (t0, t1) (every key) or (t0, t1, server): then only the keys
+    owner(key) places on that server (each key lives on one server)."""
     per_key, written, findings = {}, {}, []
 
     def add(key, op):
@@ -106,8 +108,10 @@ def key_ops(histories, resets):
                         continue
                     add(k, Op(c["inv"], ret, "r", dg, src))
     for key in per_key:
-        for (t0, t1) in resets:
-            per_key[key].append(Op(t0, t1, "z", None, "server-restart"))
+        for rz in resets:
+            if len(rz) > 2 and owner is not None and owner(key) != rz[2]:
+                continue
+            per_key[key].append(Op(rz[0], rz[1], "z", None, "server-restart"))
     return per_key, findings
 
 
@@ -195,9 +199,9 @@ def linearizable(ops, budget=20000):
     return False, hint
 
 
-def check_kv(histories, resets, budget=20000):
+def check_kv(histories, resets, budget=20000, owner=None):
     """Returns (findings, stats) for the KV part of a case."""
-    per_key, findings = key_ops(histories, resets)
+    per_key, findings = key_ops(histories, resets, owner)
     stats = dict(keys=len(per_key), kv_ops=sum(len(v) for v in per_key.values()), unknown=0)
     for key, ops in sorted(per_key.items()):
         ok, hint = linearizable(ops, budget)
@@ -255,7 +259,18 @@ def self_test():
     ok = [k for k, _ in f] == ["duplicated"]
     print("%sok - torture checker calls a DEL answered ENOENT after a PUT a duplicate" % (
         "" if ok else "not "))
-    return bad + (not ok)
+    # Several servers: a restart resets its own keys only.
+    put = dict(ret=10, rc=0, rlen=0, rd="0", check="-", rpath=0, extra=[])
+    gone = dict(ret=50, rc=-2, rlen=0, rd="0", check="-", rpath=0, extra=[])
+    hist = {"w1": (1, {0: dict(inv=0, op="put", path=0, key="a", vlen=1, vd="A", comp=put),
+                       1: dict(inv=0, op="put", path=0, key="b", vlen=1, vd="B", comp=put),
+                       2: dict(inv=40, op="get", path=0, key="a", vlen=0, vd="0", comp=gone),
+                       3: dict(inv=40, op="get", path=0, key="b", vlen=0, vd="0", comp=gone)})}
+    f, _ = check_kv(hist, [(20, 30, 0)], owner=lambda key: 0 if key == "a" else 1)
+    ok2 = [t for _, t in f if "key b" in t] and not [t for _, t in f if "key a" in t]
+    print("%sok - torture checker resets only the restarted server's keys" % (
+        "" if ok2 else "not "))
+    return bad + (not ok) + (not ok2)
 
 
 if __name__ == "__main__":

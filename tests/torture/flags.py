@@ -83,6 +83,8 @@ SERVER = {
 
 AGENT = {
     "--server": dict(kind="harness"),
+    # Several servers (tests/torture draws 1 to 3): -s h:p,h:p or this file.
+    "--servers-file": dict(kind="harness"),
     "--port": dict(kind="harness", lo=1, hi=65534),
     "--tcp-port": dict(kind="harness", lo=1, hi=65535),
     "--fabric": dict(kind="choice", choices=["shm", "tcp"], p=0.4),  # verbs: no device

@@ -284,6 +284,29 @@ def draw_case(seed, quick):
         c["windows"] = c["windows"][:c["procs"]]
     for f in faults:
         f["agent"] = r.randrange(c["agents"])
+    # Servers the agents route keys over (rendezvous hashing, agent/route.h):
+    # one in about half the cases (the single-server argv, as before), else 2
+    # or 3 alike, each killed on its own. Its own stream, drawn last: every
+    # other part of a seed's draw stays what it was. Over verbs one server
+    # (pinned RAM). With several, the agents list them on -s or, now and
+    # then, in a --servers-file that a "reload" fault rewrites and re-reads.
+    rs = random.Random(seed * 2246822519 + 61)
+    c["servers"] = 1 if rs.random() < 0.5 else rs.randint(2, 3)
+    if VERBS:
+        c["servers"] = 1
+    for item in SET:
+        if item.startswith("case:servers="):
+            c["servers"] = int(item.partition("=")[2])
+    c["servers_file"] = c["servers"] > 1 and rs.random() < 0.4
+    if c["servers"] > 1:
+        c["explicit_tcp_port"] = False  # a listed server's TCP port is its port + 1
+    if c["servers_file"] and not excluded("reload"):
+        for _ in range(rs.choice([0, 1, 2])):
+            faults.append(dict(at=rs.randint(0, c["duration_ms"]), kind="reload",
+                               agent=rs.randrange(c["agents"]), how=rs.choice(["sighup", "ctl"])))
+    for f in faults:
+        if f["kind"] == "kill_server":
+            f["server"] = rs.randrange(c["servers"])
     c["faults"] = sorted(faults, key=lambda f: f["at"])
     return c
 
@@ -296,12 +319,22 @@ class Case:
         self.c, self.tmp = c, tmp
         self.shms = ["/rdtort%dc%da%d" % (os.getpid(), c["seed"] % 100000, i)
                      for i in range(c["agents"])]
-        self.port = free_port()
+        # Server j listens on ports[j] (TCP on ports[j] + 1, or tcp_port with
+        # one server). Chosen once: a restarted server listens where the first
+        # one did, so its sockets compare equal to the fd baseline taken of the first.
+        self.ports = []
+        for _ in range(c["servers"]):
+            p = free_port()
+            while any(abs(p - q) <= 1 for q in self.ports):
+                p = free_port()
+            self.ports.append(p)
+        self.port = self.ports[0]
         self.tcp_port = free_port() if c["explicit_tcp_port"] else self.port + 1
-        # Chosen once: a restarted server listens where the first one did, so
-        # its sockets compare equal to the fd baseline taken of the first.
-        self.s_metrics_port = free_port(False) if c["s_metrics"] else 0
-        self.server = None
+        self.s_metrics_ports = [free_port(False) if c["s_metrics"] else 0 for _ in self.ports]
+        self.servers = [None] * c["servers"]
+        self.server = None  # servers[0]
+        self.killed = set()  # servers killed -9 during the case
+        self.servers_file = os.path.join(tmp, "servers")
         self.agents = [None] * c["agents"]
         self.clients = {}  # writer -> (Popen, hist, window)
         self.next_writer = 1
@@ -309,9 +342,11 @@ class Case:
         self.faults = {}
         self.findings = []
         self.ns = None
-        self.img = os.path.join(tmp, "img")
+        # One image dir a server: an upload goes to its key's server.
+        self.imgs = [os.path.join(tmp, "img" if j == 0 else "img%d" % j) for j in range(c["servers"])]
+        self.img = self.imgs[0]
         self.logs = []
-        self.uploads_active = 0  # each holds its temp file open
+        self.uploads_active = [0] * c["servers"]  # each holds its temp file open
         self.phases = []  # (name, seconds), for the case line
         self.t_phase = time.monotonic()
 
@@ -360,20 +395,49 @@ class Case:
                        capture_output=True)
 
     # -- server and agent
-    def server_argv(self):
+    def server_log(self, j):
+        return "server.log" if j == 0 else "server%d.log" % j
+
+    def srv_addr(self):
+        return self.ns["addr_s"] if self.ns else VERBS["addr"] if VERBS else "127.0.0.1"
+
+    def server_names(self):
+        """The agents' names of the servers, as route.h hashes them (host:port).
+        Fixed at the first call (after the netns is up or given up): the
+        checks after the case, with the netns gone, see the agents' names."""
+        if getattr(self, "_names", None) is None:
+            self._names = ["%s:%d" % (self.srv_addr(), p) for p in self.ports]
+        return self._names
+
+    def owner(self, key):
+        """The index of the server a key lives on (agent/route.h's rendezvous pick)."""
+        if len(self.ports) == 1:
+            return 0
+        seeds = getattr(self, "_seeds", None)
+        if seeds is None:
+            seeds = self._seeds = [route_hash(n.encode()) for n in self.server_names()]
+        h = route_hash(key.encode())
+        best, win = 0, 0
+        for i, sd in enumerate(seeds):
+            score = route_mix(h ^ sd)
+            if i == 0 or score > best:
+                best, win = score, i
+        return win
+
+    def server_argv(self, j=0):
         c, sf = self.c, self.c["server"]
         bind = self.ns["addr_s"] if self.ns else VERBS["addr"] if VERBS else c["bind"]
-        a = [os.path.join(BIN, "rdmem-server"), "-b", bind, "-p", str(self.port)]
+        a = [os.path.join(BIN, "rdmem-server"), "-b", bind, "-p", str(self.ports[j])]
         if c["explicit_tcp_port"]:
             a += ["--tcp-port", str(self.tcp_port)]
         if c["image_dir"]:
-            a += ["--image-dir", self.img]
+            a += ["--image-dir", self.imgs[j]]
             if c["image_hook"]:
                 a += ["--image-hook", c["image_hook"]]
         if c["secret"]:
             a += ["--secret-file", os.path.join(self.tmp, "secret")]
         if c["s_metrics"]:
-            a += ["--metrics-port", str(self.s_metrics_port)]
+            a += ["--metrics-port", str(self.s_metrics_ports[j])]
         if c["s_metrics_bind"]:
             a += ["--metrics-bind", c["s_metrics_bind"]]
         if self.ns:  # the agent is across a veth: TCP only
@@ -384,9 +448,15 @@ class Case:
 
     def agent_argv(self, i):
         c, af = self.c, self.c["agent"]
-        srv = self.ns["addr_s"] if self.ns else VERBS["addr"] if VERBS else "127.0.0.1"
-        a = [os.path.join(BIN, "rdmem-agent"), "-s", srv, "-p", str(self.port),
-             "--shm-name", self.shms[i]]
+        srv = self.srv_addr()
+        if len(self.ports) == 1:
+            a = [os.path.join(BIN, "rdmem-agent"), "-s", srv, "-p", str(self.port)]
+        elif c["servers_file"]:
+            self.write_servers_file()
+            a = [os.path.join(BIN, "rdmem-agent"), "--servers-file", self.servers_file]
+        else:
+            a = [os.path.join(BIN, "rdmem-agent"), "-s", ",".join(self.server_names())]
+        a += ["--shm-name", self.shms[i]]
         if c["explicit_tcp_port"]:
             a += ["--tcp-port", str(self.tcp_port)]
         if c["secret"]:
@@ -427,7 +497,14 @@ class Case:
             time.sleep(0.005)
         return False
 
-    def start_server(self):
+    def write_servers_file(self):
+        """The list, replaced whole (a reload never reads a half-written file)."""
+        tmp = self.servers_file + ".new"
+        with open(tmp, "w") as f:
+            f.write("# torture: the case's servers\n" + "".join(n + "\n" for n in self.server_names()))
+        os.rename(tmp, self.servers_file)
+
+    def start_server(self, j=0):
         sf = self.c["server"]
         # Ready once every listener is (the fd baseline needs them all);
         # --no-tcp with --fabric none is legal: a server that listens to nothing.
@@ -437,25 +514,28 @@ class Case:
         want = want or ["rdma listener disabled"]
         if self.c["s_metrics"]:  # the /metrics listener opens after the others
             want.append("metrics: serving")
-        path = os.path.join(self.tmp, "server.log")
+        log = self.server_log(j)
+        path = os.path.join(self.tmp, log)
         for _ in range(20):
             start = os.path.getsize(path) if os.path.exists(path) else 0
-            self.server = self.spawn(self.server_argv(), "server.log", self.ns and self.ns["s"])
-            if all(self.wait_log("server.log", w, self.server) for w in want):
+            self.servers[j] = self.spawn(self.server_argv(j), log, self.ns and self.ns["s"])
+            if j == 0:
+                self.server = self.servers[0]
+            if all(self.wait_log(log, w, self.servers[j]) for w in want):
                 return True
             # A port another program took since we chose it is not a finding
             # (the server may log more after the failed bind: read this
             # start's lines, the log holds the earlier starts' too).
             with open(path, errors="replace") as f:
                 f.seek(start)
-                log = f.read()
-            if "Address already in use" not in log:
+                text = f.read()
+            if "Address already in use" not in text:
                 break
-            if "metrics: listening on" in log:
-                self.s_metrics_port = free_port(False)
-            self.logs.remove("server.log")
+            if "metrics: listening on" in text:
+                self.s_metrics_ports[j] = free_port(False)
+            self.logs.remove(self.server_log(j))
             time.sleep(0.1)
-        self.find("start", "server did not start: %s" % self.tail("server.log"))
+        self.find("start", "server %d did not start: %s" % (j, self.tail(log)))
         return False
 
     def start_agent(self, i):
@@ -504,6 +584,7 @@ class Case:
         r = subprocess.run([os.path.join(BIN, "rdmem"), "--shm-name", self.shms[i], "--timeout",
                             str(timeout_ms * SLOW), "agent-ctl", cmd], capture_output=True,
                            timeout=10 * SLOW)
+        self.ctl_out = (r.stdout + r.stderr).decode(errors="replace").strip()
         return r.returncode == 0
 
     def stats(self, what, i=0):
@@ -533,12 +614,26 @@ class Case:
             if not self.start_agent(f.get("agent", 0)):
                 return
         elif k == "kill_server":
+            # One server: only its keys reset (each key lives on one server).
+            j = f.get("server", 0)
             t_kill = now()
-            self.kill9(self.server)
-            self.resets.append((t_kill, now()))
+            self.kill9(self.servers[j])
+            self.killed.add(j)
+            self.resets.append((t_kill, now(), j))
             time.sleep(f["down_ms"] / 1000)
-            if not self.start_server():
+            if not self.start_server(j):
                 return
+        elif k == "reload":
+            # The same list again: nothing may move, no call may fail for it.
+            a = self.agents[f.get("agent", 0)]
+            if a is None or a.poll() is not None:
+                return
+            self.write_servers_file()
+            # agent-ctl needs a free client entry (--clients may be 1, all
+            # taken): then SIGHUP. The agent logs each reload's outcome,
+            # which check_reloads reads at the end.
+            if f.get("how") != "ctl" or not self.ctl("reload", f.get("agent", 0), 3000):
+                a.send_signal(signal.SIGHUP)
         elif k == "link_cut":
             self.link(False)
             time.sleep(f["down_ms"] / 1000)
@@ -547,6 +642,25 @@ class Case:
             if not self.ctl(f["cmd"], f.get("agent", 0)):
                 return  # refused or no entry free: not injected
         self.fault(k)
+
+
+def route_mix(h):
+    """agent/route.h's rdmem_route_mix (Murmur3's 64-bit finalizer)."""
+    m = (1 << 64) - 1
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & m
+    h ^= h >> 33
+    h = (h * 0xc4ceb9fe1a85ec53) & m
+    h ^= h >> 33
+    return h
+
+
+def route_hash(b):
+    """agent/route.h's rdmem_route_key_hash: FNV-1a, then mixed with the length."""
+    h = 0xcbf29ce484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001b3) & ((1 << 64) - 1)
+    return route_mix(h ^ len(b))
 
 
 def fd_list(p):
@@ -627,21 +741,30 @@ def leak_checks(k):
         s = k.stats("stats")
         if s is None:
             return None
-        rd = s.get("rdma", {})
-        objs = sum(x.get("objects_live", 0) for w in rd.get("workers", []) for x in w.get("sessions", []))
+        # Several servers: one object a server, under its host:port.
+        names = k.server_names()
+        per = [s] if len(names) == 1 else [s.get("servers", {}).get(n) for n in names]
         bad = []
-        n = len(k.agents)
-        if s.get("sessions", 0) > n:
-            bad.append("sessions=%d with %d agents" % (s["sessions"], n))
-        if rd.get("leases_taken", 0) > n:
-            bad.append("leases_taken=%d with %d agents" % (rd["leases_taken"], n))
-        if objs and sf.get("--object-ttl", 10000) <= 2000:
-            bad.append("objects_live=%d past the object TTL" % objs)
-        if s.get("uploads", {}).get("active", 0) and sf.get("--upload-timeout", 30000) <= 2000:
-            bad.append("uploads.active=%d past the upload timeout" % s["uploads"]["active"])
-        k.uploads_active = s.get("uploads", {}).get("active", 0)
-        if s.get("hooks", {}).get("running", 0):
-            bad.append("hooks.running=%d" % s["hooks"]["running"])
+        for j, s in enumerate(per):
+            who = "" if len(names) == 1 else "%s: " % names[j]
+            if s is None:
+                bad.append("%sno stats in the agent's STATS reply" % who)
+                continue
+            rd = s.get("rdma", {})
+            objs = sum(x.get("objects_live", 0) for w in rd.get("workers", [])
+                       for x in w.get("sessions", []))
+            n = len(k.agents)
+            if s.get("sessions", 0) > n:
+                bad.append("%ssessions=%d with %d agents" % (who, s["sessions"], n))
+            if rd.get("leases_taken", 0) > n:
+                bad.append("%sleases_taken=%d with %d agents" % (who, rd["leases_taken"], n))
+            if objs and sf.get("--object-ttl", 10000) <= 2000:
+                bad.append("%sobjects_live=%d past the object TTL" % (who, objs))
+            if s.get("uploads", {}).get("active", 0) and sf.get("--upload-timeout", 30000) <= 2000:
+                bad.append("%suploads.active=%d past the upload timeout" % (who, s["uploads"]["active"]))
+            k.uploads_active[j] = s.get("uploads", {}).get("active", 0)
+            if s.get("hooks", {}).get("running", 0):
+                bad.append("%shooks.running=%d" % (who, s["hooks"]["running"]))
         return bad or True
 
     ttl = max(sf.get("--object-ttl", 0) if sf.get("--object-ttl", 10000) <= 2000 else 0,
@@ -658,12 +781,19 @@ def leak_checks(k):
         if s is None:
             return None
         bad = []
-        if s.get("rdma", {}).get("slots_in_use", 0):
-            bad.append("rdma.slots_in_use=%d" % s["rdma"]["slots_in_use"])
-        if s.get("tcp", {}).get("inflight", 0):
-            bad.append("tcp.inflight=%d" % s["tcp"]["inflight"])
-        if s.get("frontdoor", {}).get("clients", 0) > 1:
-            bad.append("frontdoor.clients=%d with no client left" % s["frontdoor"]["clients"])
+        # Several servers: one object a server's backend, under its host:port.
+        per = [("", s)] if len(k.ports) == 1 else [
+            (n + ": ", s.get("servers", {}).get(n)) for n in k.server_names()]
+        for who, s in per:
+            if s is None:
+                bad.append("%sno stats in the AGENT_STATS reply" % who)
+                continue
+            if s.get("rdma", {}).get("slots_in_use", 0):
+                bad.append("%srdma.slots_in_use=%d" % (who, s["rdma"]["slots_in_use"]))
+            if s.get("tcp", {}).get("inflight", 0):
+                bad.append("%stcp.inflight=%d" % (who, s["tcp"]["inflight"]))
+            if s.get("frontdoor", {}).get("clients", 0) > 1:
+                bad.append("%sfrontdoor.clients=%d with no client left" % (who, s["frontdoor"]["clients"]))
         return bad or True
 
     for i in range(len(k.agents)):
@@ -677,7 +807,8 @@ def run_case(idx, seed, args):
     c = draw_case(seed, args.quick)
     tmp = tempfile.mkdtemp(prefix="rdmem-torture-%d-" % seed)
     k = Case(c, tmp)
-    os.makedirs(k.img)
+    for d in k.imgs:
+        os.makedirs(d)
     if c["secret"]:
         fd = os.open(os.path.join(tmp, "secret"), os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, os.urandom(32).hex().encode())
@@ -687,7 +818,7 @@ def run_case(idx, seed, args):
     try:
         run_case_body(k, args)
     finally:
-        for p in [cl[0] for cl in k.clients.values()] + k.agents + [k.server]:
+        for p in [cl[0] for cl in k.clients.values()] + k.agents + k.servers:
             if p and p.poll() is None:
                 k.kill9(p)
         k.netns_down()
@@ -703,9 +834,10 @@ def run_case(idx, seed, args):
     res["calls"] = sum(len(calls) for _, calls in hist.values())
     res["rpaths"] = reply_paths(hist)
     k.phase("stop")
-    kv_find, st = checker.check_kv(hist, k.resets, args.budget)
+    kv_find, st = checker.check_kv(hist, k.resets, args.budget, k.owner)
     k.findings += kv_find
     check_images(k, hist)
+    check_reloads(k)
     k.phase("check")
     res["phases"] = " ".join("%s %.1f" % p for p in k.phases if p[1] >= 0.5)
     res["unknown"] = st["unknown"]
@@ -736,15 +868,17 @@ def reply_paths(hist):
 
 
 def check_images(k, hist):
-    if not k.c["image_dir"] or not os.path.isdir(k.img):
+    if not k.c["image_dir"]:
         return
-    names = set(os.listdir(k.img))
+    dirs = [set(os.listdir(d)) if os.path.isdir(d) else set() for d in k.imgs]
     for name, (w, calls) in hist.items():
         for cid, cl in calls.items():
             if cl["op"] != "image":
                 continue
             comp = cl["comp"]
             key = cl["key"]
+            j = k.owner(key)  # every chunk of an upload goes to its key's server
+            names, img = dirs[j], k.imgs[j]
             if comp is not None and comp["rc"] == -74:  # EBADMSG: the server hashed other bytes
                 k.find("duplicated", "%s#%d: image %s (%d bytes, chunk %s) failed its hash check "
                        "at commit: the server saw other bytes than were sent (a chunk applied "
@@ -753,16 +887,30 @@ def check_images(k, hist):
                 if comp is not None and comp["rc"] == 0:
                     k.find("lost", "%s#%d: image %s committed but absent" % (name, cid, key))
                 continue
-            r = subprocess.run([CLIENT, "--digest", os.path.join(k.img, key)], capture_output=True,
+            r = subprocess.run([CLIENT, "--digest", os.path.join(img, key)], capture_output=True,
                                text=True)
             got = r.stdout.split()
             if len(got) != 2 or int(got[0]) != cl["vlen"] or got[1] != cl["vd"]:
                 k.find("wrong", "%s#%d: image %s on disk is %s, uploaded %d bytes digest %s" % (
                     name, cid, key, r.stdout.strip(), cl["vlen"], cl["vd"]))
-    temps = [n for n in names if n.endswith(".part")]
-    if temps and not k.faults.get("kill_server"):
-        k.find("leaked", "image dir holds %d upload temp files after the server stopped: %s" % (
-            len(temps), ", ".join(sorted(temps)[:3])))
+    for j, names in enumerate(dirs):
+        temps = [n for n in names if n.endswith(".part")]
+        if temps and j not in k.killed:
+            k.find("leaked", "image dir %s holds %d upload temp files after its server stopped: "
+                   "%s" % (os.path.basename(k.imgs[j]), len(temps), ", ".join(sorted(temps)[:3])))
+
+
+def check_reloads(k):
+    """A reload of the unchanged list adds and removes nothing, and does not fail."""
+    for i in range(len(k.agents)):
+        try:
+            with open(os.path.join(k.tmp, "agent%d.log" % i), errors="replace") as f:
+                lines = [x.strip() for x in f if "reload" in x]
+        except OSError:
+            continue
+        for x in lines:
+            if "reload failed" in x or ("reloaded:" in x and "(+0 -0)" not in x):
+                k.find("reload", "agent %d, the same servers file re-read: %s" % (i, x))
 
 
 def run_case_body(k, args):
@@ -770,11 +918,13 @@ def run_case_body(k, args):
     if c["netns"] and not k.netns_up():
         c["netns"] = False
         c["agent"].pop("--fabric", None)
-    if not k.start_server():
-        return
-    srv_fds0 = fd_list(k.server) or []
-    srv_socks0 = fd_sockets(k.server)
-    srv_fd0 = len(srv_fds0)
+    k.server_names()  # fixed now, as the agents will name the servers
+    srv_fds0, srv_socks0 = [], []
+    for j in range(len(k.servers)):
+        if not k.start_server(j):
+            return
+        srv_fds0.append(fd_list(k.servers[j]) or [])
+        srv_socks0.append(fd_sockets(k.servers[j]))
     for i in range(len(k.agents)):
         if not k.start_agent(i):
             return
@@ -804,10 +954,12 @@ def run_case_body(k, args):
         if p.returncode not in (0, -9):
             k.find("crashed", "client w%d exited %s: %s" % (w, p.returncode, open(os.path.join(
                 k.tmp, "c%d.err" % w), errors="replace").read()[-300:]))
-    for name, p in [("server", k.server)] + [("agent%d" % i, a) for i, a in enumerate(k.agents)]:
+    for name, log, p in ([("server" if j == 0 else "server%d" % j, k.server_log(j), s)
+                          for j, s in enumerate(k.servers)] +
+                         [("agent%d" % i, "agent%d.log" % i, a) for i, a in enumerate(k.agents)]):
         if p is None or p.poll() is not None:
             k.find("crashed", "%s exited %s during the case: %s" % (
-                name, None if p is None else p.returncode, k.tail(name + ".log")))
+                name, None if p is None else p.returncode, k.tail(log)))
             return
     k.phase("drain")
     # Lift the faults, then read every key once: acknowledged writes must be there.
@@ -835,26 +987,32 @@ def run_case_body(k, args):
             k.find("hung", "agent %d did not stop within %d s of SIGTERM" % (i, 5 * SLOW))
         if os.path.exists("/dev/shm" + k.shms[i]):
             k.find("leaked", "/dev/shm%s left by the stopped agent %d" % (k.shms[i], i))
-    fd_ok = srv_fd0 + k.uploads_active
-    if srv_fd0 > 0 and not wait_until(lambda: fd_count(k.server) <= fd_ok, 3000 * SLOW):
-        extra = list(fd_list(k.server) or [])
-        for f in srv_fds0:
-            if f in extra:
-                extra.remove(f)
-        k.find("leaked", "server holds %d fds with no agent, %d at start (+%d open uploads); "
-               "more than at start: %s" % (fd_count(k.server), srv_fd0, k.uploads_active,
-                                           ", ".join(extra[:6])))
-        socks = fd_sockets(k.server)
-        for x in srv_socks0:
-            if x in socks:
-                socks.remove(x)
-        if socks:
-            k.find("leaked", "server sockets not there at start: " + "; ".join(socks[:4]))
-    k.server.send_signal(signal.SIGTERM)
-    try:
-        k.server.wait(5 * SLOW)
-    except subprocess.TimeoutExpired:
-        k.find("hung", "server did not stop within %d s of SIGTERM" % (5 * SLOW))
+    for j, srv in enumerate(k.servers):
+        who = "server" if len(k.servers) == 1 else "server %d (%s)" % (j, k.server_names()[j])
+        srv_fd0 = len(srv_fds0[j])
+        fd_ok = srv_fd0 + k.uploads_active[j]
+        if srv_fd0 > 0 and not wait_until(lambda: fd_count(srv) <= fd_ok, 3000 * SLOW):
+            extra = list(fd_list(srv) or [])
+            for f in srv_fds0[j]:
+                if f in extra:
+                    extra.remove(f)
+            k.find("leaked", "%s holds %d fds with no agent, %d at start (+%d open uploads); "
+                   "more than at start: %s" % (who, fd_count(srv), srv_fd0, k.uploads_active[j],
+                                               ", ".join(extra[:6])))
+            socks = fd_sockets(srv)
+            for x in srv_socks0[j]:
+                if x in socks:
+                    socks.remove(x)
+            if socks:
+                k.find("leaked", "%s sockets not there at start: %s" % (who, "; ".join(socks[:4])))
+    for srv in k.servers:
+        srv.send_signal(signal.SIGTERM)
+    for j, srv in enumerate(k.servers):
+        try:
+            srv.wait(5 * SLOW)
+        except subprocess.TimeoutExpired:
+            k.find("hung", "%s did not stop within %d s of SIGTERM" % (
+                "server" if len(k.servers) == 1 else "server %d" % j, 5 * SLOW))
 
 
 # ---------------------------------------------------------------- -h check
@@ -895,8 +1053,8 @@ def check_help():
 
 def summary_line(r, args):
     c = r["cfg"]
-    return "agents %d procs %d win %s keys %d %dms paths %s faults %s" % (
-        c["agents"], c["procs"], max(c["windows"]), c["keys"], c["duration_ms"], c["paths"],
+    return "servers %d%s agents %d procs %d win %s keys %d %dms paths %s faults %s" % (
+        c["servers"], " (file)" if c.get("servers_file") else "", c["agents"], c["procs"], max(c["windows"]), c["keys"], c["duration_ms"], c["paths"],
         ",".join("%s=%d" % kv for kv in sorted(r["faults"].items())) or "none")
 
 
@@ -960,6 +1118,7 @@ def main():
     print("# torture: base seed %d%s" % (seed, mode))
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
     tot = dict(cases=0, calls=0, faults=0, unknown=0)
+    by_servers = {}
     kinds = {}
     fault_kinds = {}
     longest = 0.0
@@ -971,6 +1130,7 @@ def main():
             print("# draw: " + json.dumps(draw_case(s, args.quick), sort_keys=True))
         r = run_case(i, s, args)
         tot["cases"] += 1
+        by_servers[r["cfg"]["servers"]] = by_servers.get(r["cfg"]["servers"], 0) + 1
         tot["calls"] += r["calls"]
         tot["unknown"] += r["unknown"]
         longest = max(longest, r["secs"])
@@ -1007,13 +1167,15 @@ def main():
         sys.stdout.flush()
         i += 1
     print("# torture summary: configurations %d, calls %d, faults injected %d (%s), wrong %d, "
-          "lost %d, duplicated %d, leaked %d, hung %d, crashed %d, start %d, unknown %d, "
-          "longest case %.1fs" % (
+          "lost %d, duplicated %d, leaked %d, hung %d, crashed %d, start %d, reload %d, "
+          "unknown %d, longest case %.1fs" % (
               tot["cases"], tot["calls"], tot["faults"],
               ", ".join("%s %d" % kv for kv in sorted(fault_kinds.items())) or "none",
               kinds.get("wrong", 0), kinds.get("lost", 0), kinds.get("duplicated", 0),
               kinds.get("leaked", 0), kinds.get("hung", 0), kinds.get("crashed", 0),
-              kinds.get("start", 0), tot["unknown"], longest))
+              kinds.get("start", 0), kinds.get("reload", 0), tot["unknown"], longest))
+    print("# torture configurations by servers: %s" % ", ".join(
+        "%d: %d" % kv for kv in sorted(by_servers.items())))
     # Over verbs, the proof that RDMA carried calls (a draw can turn it off).
     print("# torture replies by path: %s" % ", ".join(
         "%s %d" % ("none" if i == 0 else p, rpaths[i]) for i, p in enumerate(PATHS)))
