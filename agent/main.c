@@ -1,6 +1,8 @@
 /* main.c - rdmem-agent: the resident per-host daemon. Parses options,
- * starts the actors (front door, session, TCP), waits for SIGINT/SIGTERM,
- * stops them in an order that never leaves a call unanswered. */
+ * starts the actors (the front door; per server, through the router, a
+ * session and a TCP actor), waits for SIGINT/SIGTERM (SIGHUP re-reads
+ * --servers-file), stops them in an order that never leaves a call
+ * unanswered. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -105,7 +107,7 @@ static void rdmem_agent_usage(FILE *f)
 	    "                             that the server knows it too (mode 0600 file)\n"
 	    "      --tls-ca PATH          TLS 1.3 to the server's TCP port: its certificate\n"
 	    "                             must chain to this CA (PEM) and carry its name\n"
-	    "      --tls-server-name NAME the name to check (default: the --server host)\n"
+	    "      --tls-server-name NAME the name to check (default: each server's host)\n"
 	    "      --tls-cert PATH        our client certificate (PEM), for a server that\n"
 	    "                             requires one; with --tls-key\n"
 	    "      --tls-key PATH         its private key (PEM, mode 0600 file)\n"
