@@ -135,7 +135,7 @@ static void rdmem_tcp_expire(struct rdmem_tcp_actor *a, uint64_t now)
 	}
 }
 
-/* The server is down (RDMEM_TCP_DOWN_NS): every waiting call fails now. */
+/* True when the server counts as down: no connection, every dial failed for RDMEM_TCP_DOWN_NS. */
 static int rdmem_tcp_is_down(const struct rdmem_tcp_actor *a, uint64_t now)
 {
 	return !a->cli && a->down_since_ns && now - a->down_since_ns >= RDMEM_TCP_DOWN_NS;
