@@ -33,6 +33,8 @@ mutations=(
 	"resp-payload-offset|agent/rdma.c|s/r->l->resp \+ \(uint64_t\)i \* r->l->w.resp_stride \+ RDMEM_DESC_SIZE/r->l->resp + (uint64_t)i * r->l->w.resp_stride/|test_agent_paths"
 	"path-swap|agent/path.c|s/return RDMEM_PATH_LAZY;/return RDMEM_PATH_EAGER;/|test_path test_agent_paths"
 	"pool-pressure-ignored|agent/path.c|s/st->objpool_used_pct > RDMEM_PRESSURE_OBJPOOL_PCT/0/|test_exhaustion"
+	"route-first-server|agent/router.c|s/if \(t->n == 1\)\n\t\treturn 0;/if (1)\n\t\treturn 0;/|test_multi_server"
+	"mget-merge-order|agent/router_fan.c|s/rdmem_blob_array_set\(&w, f->order\[f->parts\[i\].first \+ j\]/rdmem_blob_array_set(&w, f->parts[i].first + j/|test_multi_server"
 	"reclaim-skipped|agent/rdma.c|s/\trdmem_rdma_reclaim_read\(r, &s->ref\);\n(\trdmem_rdma_finish\(r, i, RDMEM_PATH_LAZY\);)/\t(void)rdmem_rdma_reclaim_read;\n\$1/|test_agent_paths"
 	"lazy-lease-ignored|agent/rdma.c|s/!rdmem_rdma_lease_held\(r, s->call\)/!rdmem_rdma_lease_held(r, s->call) \&\& 0/|test_lazy_lease"
 	"cutoff-misattributed|agent/frontdoor_ring.c|s/if \(!own \&\& !rdmem_frontdoor_attributable\(fd, c\)\)/if (!own \&\& !rdmem_frontdoor_attributable(fd, c) \&\& 0)/|test_client_cutoff"
