@@ -249,9 +249,12 @@ static struct rdmem_router_table *router_publish(struct rdmem_router *r,
 	struct rdmem_router_table *old =
 	    atomic_exchange_explicit(&r->table, t, memory_order_seq_cst);
 
-	/* Acquire: pairs with rdmem_router_leave(). Readers stay inside for a
-	 * route and a queue push, so this spins for microseconds. */
-	while (atomic_load_explicit(&r->readers, memory_order_acquire))
+	/* seq_cst, not just acquire (which pairs with rdmem_router_leave()):
+	 * this load and the exchange above must be ordered against a reader's
+	 * increment and its load of the table, both seq_cst (store-load, as in
+	 * Dekker's). Readers stay inside for a route and a queue push, so this
+	 * spins for microseconds. */
+	while (atomic_load_explicit(&r->readers, memory_order_seq_cst))
 		sched_yield();
 	return old;
 }
