@@ -13,7 +13,8 @@ if [ ! -x "$rdmem" ] || [ ! -x "$loop" ]; then
 	exit 1
 fi
 name=/rdmem-cli-$$
-tmp=$(mktemp -d)
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh" frontdoor_cli # $tmp, $failed, check, expect
 agent=
 cleanup() {
 	[ -n "$agent" ] && kill "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
@@ -21,25 +22,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failed=0
-check() { # check NAME EXPECTED_STATUS CMD... ; output in $tmp/out, $tmp/err
-	local what=$1 want=$2 got
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" -eq "$want" ]; then
-		echo "ok - $what"
-	else
-		echo "not ok - $what (exit $got, expected $want)"
-		sed 's/^/#   /' "$tmp/err" | head -5
-		failed=1
-	fi
-}
-expect() { # expect NAME CONDITION...
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
 r() { "$rdmem" --shm-name "$name" "$@"; }
 
 "$loop" --shm-name "$name" --clients 2 --slots 32 --max-value 1m >"$tmp/agent.out" 2>"$tmp/agent.err" &

@@ -7,8 +7,10 @@
 # the running list. Prints "ok - " / "not ok - " lines. Needs RDMEM_BIN.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${RDMEM_BIN:-$root/build}
-tmp=$(mktemp -d)
+cd "$root"
+# shellcheck source=tests/tap.sh
+. tests/tap.sh servers_cli stack
+bin=$bdir
 export RDMEM_RUNTIME_DIR=$tmp
 pids=()
 cleanup() {
@@ -18,28 +20,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-# shellcheck source=scripts/local-stack.sh
-LS_BIN=$bin . "$root/scripts/local-stack.sh"
-
-failed=0
-check() { # check NAME EXPECTED_STATUS CMD... ; output in $tmp/out, $tmp/err
-	local what=$1 want=$2 got
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	got=$?
-	if [ "$got" -eq "$want" ]; then
-		echo "ok - $what"
-	else
-		echo "not ok - $what (exit $got, expected $want)"
-		sed 's/^/#   /' "$tmp/err" | head -5
-		failed=1
-	fi
-}
-expect() { # expect NAME CONDITION...
-	local what=$1
-	shift
-	if "$@"; then echo "ok - $what"; else echo "not ok - $what" && failed=1; fi
-}
 agent() { "$bin/rdmem-agent" --fabric shm --shm-name /srvcli "$@"; }
 r() { "$bin/rdmem" --shm-name /srvcli "$@"; }
 
