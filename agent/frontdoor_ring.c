@@ -871,37 +871,20 @@ static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
 	rdmem_ring_sleep(&fd->ring, bell, timeout);
 }
 
-/*
- * Spinning pays only while the client can run on another CPU at the same
- * time; pinned to one CPU, every spin delays the client we wait for.
- */
-static int rdmem_frontdoor_single_cpu(void)
-{
-	cpu_set_t set;
-
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
-}
-
-static void rdmem_frontdoor_idle_reset(struct rdmem_idle *idle, int single_cpu)
-{
-	rdmem_idle_reset(idle);
-	if (single_cpu)
-		idle->spins = RDMEM_IDLE_SPINS;
-}
-
 static void *rdmem_frontdoor_main(void *arg)
 {
 	struct rdmem_frontdoor *fd = arg;
-	int single_cpu = rdmem_frontdoor_single_cpu();
 	struct rdmem_idle idle;
 	uint32_t rounds = 0;
 
-	rdmem_frontdoor_idle_reset(&idle, single_cpu);
+	/* Spinning pays only while the client can run on another CPU at the
+	 * same time; pinned to one CPU, every spin delays the client we wait for. */
+	rdmem_idle_init(&idle, rdmem_idle_single_cpu());
 	/* Acquire: pairs with the release store in destroy(). */
 	while (!atomic_load_explicit(&fd->stop, memory_order_acquire)) {
 		int n = rdmem_frontdoor_drain(fd);
 
-		/* Spin phase: look at the ring only, not even at the clock. */
+		/* Spin phase: look at the ring only; no scan, no bookkeeping. */
 		if (n == 0 && idle.spins < RDMEM_IDLE_SPINS) {
 			rdmem_idle_step(&idle, fd->busy_poll);
 			continue;
@@ -921,13 +904,13 @@ static void *rdmem_frontdoor_main(void *arg)
 				rdmem_frontdoor_scan(fd, now);
 		}
 		if (n > 0) {
-			rdmem_frontdoor_idle_reset(&idle, single_cpu);
+			rdmem_idle_reset(&idle);
 			continue;
 		}
 		if (!rdmem_idle_step(&idle, fd->busy_poll))
 			continue;
 		rdmem_frontdoor_block(fd);
-		rdmem_frontdoor_idle_reset(&idle, single_cpu);
+		rdmem_idle_reset(&idle);
 	}
 	return NULL;
 }

@@ -881,9 +881,12 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 static void *rdmem_agent_session_main(void *arg)
 {
 	struct rdmem_agent_session *s = arg;
-	struct rdmem_idle idle = { 0 };
+	struct rdmem_idle idle;
 
 	pthread_setname_np(pthread_self(), "rdmem-session"); /* ps -L, top -H, the idle test */
+	/* Confined to one CPU, this actor shares it with the front door and
+	 * the apps it completes calls for: a spin after a call only delays them. */
+	rdmem_idle_init(&idle, rdmem_idle_single_cpu());
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		if (rdmem_idle_after(&idle, rdmem_agent_session_round(s), s->cfg.busy_poll)) {
 			rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */

@@ -496,9 +496,10 @@ static void rdmem_tcp_block(struct rdmem_tcp_actor *a)
 static void *rdmem_tcp_main(void *arg)
 {
 	struct rdmem_tcp_actor *a = arg;
-	struct rdmem_idle idle = { 0 };
+	struct rdmem_idle idle;
 
 	pthread_setname_np(pthread_self(), "rdmem-tcp"); /* ps -L, top -H, the idle test */
+	rdmem_idle_init(&idle, rdmem_idle_single_cpu()); /* as the session actor */
 	while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
 		uint64_t now = rdmem_now_ns();
 		int work = rdmem_tcp_drain_inbox(a);

@@ -100,7 +100,7 @@ static int call_slot_get(struct rdmem_att *a, uint64_t deadline, uint32_t *s)
 	uint64_t since = rdmem_now_ns(), bell_ns = 0;
 	struct rdmem_idle w;
 
-	rdmem_idle_reset(&w);
+	rdmem_idle_init(&w, a->single_cpu);
 	while (rdmem__slot_try(a, s)) {
 		if (!rdmem__att_alive(a, rdmem_now_ns()))
 			return -ESHUTDOWN;
@@ -120,7 +120,7 @@ static int call_push(rdmem_t *h, struct rdmem_rpc *c)
 	struct rdmem_idle w;
 	int rc = 0;
 
-	rdmem_idle_reset(&w);
+	rdmem_idle_init(&w, a->single_cpu);
 	while (rdmem_ring_push(&a->ring, (uint16_t)a->client, (uint16_t)s)) {
 		rc = -ESHUTDOWN;
 		if (!rdmem__att_alive(a, rdmem_now_ns()))
@@ -293,32 +293,20 @@ static void call_block(struct rdmem_rpc *c)
 	rdmem_futex_wait(word, st | RDMEM_SLOT_WAITING, timeout);
 }
 
-/* Starts an idle wait; with one CPU to run on, skips the spin phase. */
-static void call_idle_reset(const struct rdmem_rpc *c, struct rdmem_idle *w)
-{
-	rdmem_idle_reset(w);
-	if (c->p_.att->single_cpu)
-		w->spins = RDMEM_IDLE_SPINS;
-}
-
-/* After the inline spin phase: yield, then block on the futex, and again. */
+/* After the inline spin phase: yield, then block on the futex, and again.
+ * With one CPU to run on, no spin phase at all (rdmem_idle_init). */
 int rdmem__wait_slow(rdmem_t *h, struct rdmem_rpc *c)
 {
 	struct rdmem_idle w;
 
-	rdmem_idle_reset(&w);
+	rdmem_idle_init(&w, c->p_.att->single_cpu);
 	w.spins = RDMEM_IDLE_SPINS; /* rdmem_wait() spun already */
 	for (;;) {
-		/* Spin phase: the slot word alone, no clock or liveness checks. */
-		if (w.spins < RDMEM_IDLE_SPINS && !rdmem__maybe_done(c)) {
-			rdmem_idle_step(&w, 0);
-			continue;
-		}
 		if (rdmem__poll(h, c))
 			return c->rc;
 		if (rdmem_idle_step(&w, 0)) {
 			call_block(c);
-			call_idle_reset(c, &w);
+			rdmem_idle_reset(&w);
 		}
 	}
 }

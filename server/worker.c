@@ -415,9 +415,11 @@ static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now)
 static void *rdmem_worker_main(void *arg)
 {
 	struct rdmem_worker *w = arg;
-	struct rdmem_idle idle = { 0 };
+	struct rdmem_idle idle;
 
 	pthread_setname_np(pthread_self(), "rdmem-worker"); /* ps -L, top -H, the idle test */
+	/* Spins even alone on a CPU: its peers are agents on other CPUs or hosts. */
+	rdmem_idle_init(&idle, 0);
 	while (!atomic_load_explicit(&w->ws->stop, memory_order_acquire)) {
 		uint64_t now = rdmem_now_ns();
 

@@ -2,17 +2,23 @@
  *
  * Measured on the 2-vCPU machines this runs on: a cache-line round trip
  * between two spinning threads costs 0.2-0.45 us, a sched_yield() hand-off
- * between two threads sharing a vCPU ~0.9 us, and waking a thread blocked on
- * the other vCPU ~40 us. So an actor with nothing to do
- *   1. spins with cpu_relax for a few hundred nanoseconds (a peer on the
- *      other vCPU answers within a cache-line round trip),
+ * between two threads sharing a vCPU ~0.9 us (0.5 us when nobody else
+ * runs), a cpu_relax 25 ns, and waking a thread blocked on the other vCPU
+ * ~40 us. So an actor with nothing to do
+ *   1. spins with cpu_relax for RDMEM_IDLE_SPIN_NS (a peer on the other
+ *      vCPU answers within a few cache-line round trips); the bound is
+ *      time, not rounds, because a round costs 25 ns in a client and a few
+ *      hundred in the agent's session actor, and every spin holds a CPU that
+ *      the process we wait for may need. No spin phase at all when we may
+ *      run on one CPU only (no_spin): a spinner then only delays its peer;
  *   2. then yields for up to RDMEM_IDLE_YIELD_NS, which lets the actor it is
  *      waiting for run on this vCPU at ~1 us a hand-off instead of ~40 us,
  *   3. then blocks (futex, eventfd, CQ event), so an idle process burns no
  *      core. The yield window is about the cost of one wake-up: waiting
  *      longer than a wake-up costs cannot save more than a wake-up costs
  *      (the classic 2-competitive spin-then-block bound).
- * busy_poll (--busy-poll) never blocks, for dedicated cores.
+ * busy_poll (--busy-poll) never blocks, for dedicated cores. bench/spin.sh
+ * measures the choices (README, "The spin policy").
  *
  * Header-only: libclient waits for replies the same way.
  */
@@ -24,31 +30,63 @@
 
 #include "rdmem/util.h"
 
-#define RDMEM_IDLE_SPINS    64
+/* Upper bound of spin rounds; librdmem's inline wait spins this many on
+ * the slot word alone (25 ns each), the others stop at RDMEM_IDLE_SPIN_NS. */
+#define RDMEM_IDLE_SPINS 64
+#ifndef RDMEM_IDLE_SPIN_NS
+#define RDMEM_IDLE_SPIN_NS 1000ull
+#endif
 #define RDMEM_IDLE_YIELD_NS 50000ull
 
 struct rdmem_idle {
 	uint32_t spins;
-	uint64_t since_ns; /* when the yield phase began; 0 before it */
+	uint32_t no_spin;  /* we may run on one CPU only: skip the spin phase */
+	uint64_t since_ns; /* when the current phase began; 0 before it */
 };
+
+/* True when this thread may run on one CPU only: spinning cannot help. */
+static inline int rdmem_idle_single_cpu(void)
+{
+	cpu_set_t set;
+
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
 
 static inline void rdmem_idle_reset(struct rdmem_idle *w)
 {
-	w->spins = 0;
+	w->spins = w->no_spin ? RDMEM_IDLE_SPINS : 0;
 	w->since_ns = 0;
+}
+
+/* Starts a waiter; no_spin: rdmem_idle_single_cpu() or the caller's own
+ * knowledge that the peer shares its CPU. */
+static inline void rdmem_idle_init(struct rdmem_idle *w, int no_spin)
+{
+	w->no_spin = !!no_spin;
+	rdmem_idle_reset(w);
 }
 
 /* One idle round. Returns 1 when the caller should block now. */
 static inline int rdmem_idle_step(struct rdmem_idle *w, int busy_poll)
 {
+	uint64_t now;
+
 	if (w->spins < RDMEM_IDLE_SPINS) {
-		w->spins++;
-		rdmem_cpu_relax();
-		return 0;
+		now = rdmem_now_ns();
+		if (!w->since_ns)
+			w->since_ns = now;
+		if (now - w->since_ns < RDMEM_IDLE_SPIN_NS) {
+			w->spins++;
+			rdmem_cpu_relax();
+			return 0;
+		}
+		w->spins = RDMEM_IDLE_SPINS;
+		w->since_ns = 0; /* the yield phase starts now */
 	}
+	now = rdmem_now_ns();
 	if (!w->since_ns)
-		w->since_ns = rdmem_now_ns();
-	else if (!busy_poll && rdmem_now_ns() - w->since_ns > RDMEM_IDLE_YIELD_NS)
+		w->since_ns = now;
+	else if (!busy_poll && now - w->since_ns > RDMEM_IDLE_YIELD_NS)
 		return 1;
 	sched_yield();
 	return 0;

@@ -52,7 +52,7 @@ static int pop_wait(struct rdmem_ring *r, struct rdmem_ring_consumer *c, uint16_
 	uint64_t deadline = rdmem_now_ns() + timeout_ms * 1000000ull;
 	struct rdmem_idle idle;
 
-	rdmem_idle_reset(&idle);
+	rdmem_idle_init(&idle, 0);
 	while (rdmem_now_ns() < deadline) {
 		int busy, rc = rdmem_ring_pop(r, c, client, slot);
 		uint32_t bell;
