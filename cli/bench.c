@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "rdmem/blob.h"
@@ -320,12 +321,24 @@ static int bench_check_args(struct cli *c, struct bench *b)
 	return 0;
 }
 
+/* --gap-us: a pause before each refill, so the agent and the server go idle
+ * between calls as under a light load (latency is timed from the submit). */
+static void bench_gap(uint64_t us)
+{
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
+			       .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int rdmem_cli_bench(struct cli *c)
 {
 	struct bench b;
 	uint64_t sent = 0, head = 0, t0, i;
 	double secs;
-	int rc = rdmem_cli_want_args(c, 0, "bench --op OP [-n N] [--window W] [--size B] [--json]");
+	int rc = rdmem_cli_want_args(
+	    c, 0, "bench --op OP [-n N] [--window W] [--size B] [--gap-us G] [--json]");
 
 	memset(&b, 0, sizeof(b));
 	if (rc || (rc = bench_check_args(c, &b)))
@@ -350,6 +363,8 @@ int rdmem_cli_bench(struct cli *c)
 			rdmem_wait(c->h, r);
 			bench_account(&b, r, b.kidx[w]);
 		}
+		if (sent < b.n && c->gap_us)
+			bench_gap(c->gap_us);
 		if (sent < b.n && bench_submit(c, &b, w, sent++))
 			bench_account(&b, r, b.kidx[w]);
 	}

@@ -20,8 +20,8 @@ struct cli {
 	const char *file;
 	uint64_t chunk_size;
 	const char *bench_op;
-	uint64_t n, window, size, keys;
-	int have_n, have_window, have_size, have_keys, have_chunk;
+	uint64_t n, window, size, keys, gap_us;
+	int have_n, have_window, have_size, have_keys, have_gap, have_chunk;
 	/* What the command sends, for a -E2BIG message naming the limits:
 	 * req_kind ("value", "image", "reply"...) of req_bytes (0: not known). */
 	const char *req_kind;

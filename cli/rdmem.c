@@ -27,7 +27,7 @@ static const char usage_text[] =
     "  profile ID | large-get big:<n>[k|m] | image-put KEY FILE [--chunk-size B]\n"
     "  stats [--json] | agent-stats [--json] | agent-ctl COMMAND\n"
     "  bench --op ping|get|put|mget|large-get|bigput|local-ping [-n N] [--window W]\n"
-    "        [--size B] [--keys K] [--json]\n"
+    "        [--size B] [--keys K] [--gap-us G] [--json]\n"
     "  lifecycle N|stale|repeat-reclaim|timeout   (LAZY object lifecycle checks)\n"
     "exit status: 0 ok, 1 not found, 2 usage, 3 other errors\n";
 
@@ -231,6 +231,8 @@ static int parse_option(struct cli *c, int argc, char **argv, int *i)
 					&c->have_size);
 	if (!strcmp(a, "--keys"))
 		return parse_number_opt(argc, argv, i, 1, 1000000, &c->keys, &c->have_keys);
+	if (!strcmp(a, "--gap-us"))
+		return parse_number_opt(argc, argv, i, 0, 1000000, &c->gap_us, &c->have_gap);
 	return rdmem_cli_usage("unknown option '%s'", a);
 }
 
@@ -271,8 +273,9 @@ static const char *stray_option(const struct cli *c, const char *cmd)
 		return "--file";
 	if (c->have_chunk && strcmp(cmd, "image-put"))
 		return "--chunk-size";
-	if (!bench && (c->bench_op || c->have_n || c->have_window || c->have_size || c->have_keys))
-		return "--op, -n, --window, --size and --keys";
+	if (!bench && (c->bench_op || c->have_n || c->have_window || c->have_size || c->have_keys ||
+		       c->have_gap))
+		return "--op, -n, --window, --size, --keys and --gap-us";
 	return NULL;
 }
 

@@ -281,6 +281,15 @@ main() {
 	else
 		fail "bench/servers.sh failed (log: $LOGS/servers.log)"
 	fi
+	# The spin policy: --busy-poll on the server (and agent) or not, back to
+	# back and under a light load (bench/spin.sh).
+	if CPU_SERVER=$CPU_SERVER CPU_AGENT=$CPU_AGENT CPU_CLIENT=$CPU_CLIENT \
+		bench/spin.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 1 || echo 3)" \
+		>"$LOGS/spin.log" 2>&1; then
+		{ echo; cat "$OUT/spin.md"; } >>"$OUT/results.md"
+	else
+		fail "bench/spin.sh failed (log: $LOGS/spin.log)"
+	fi
 	# What an idle agent and server cost: wake-ups, CPU, RDMA operations
 	# (bench/idle.sh; 60 s, or 3 s for --smoke).
 	if bench/idle.sh "$OUT" "$BIN" "$([ "$SMOKE" = 1 ] && echo 3 || echo 60)" \

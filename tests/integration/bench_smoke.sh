@@ -129,6 +129,16 @@ else
 	echo "not ok - bench smoke: one server against three, and the keys a fourth moves"
 fi
 
+# The spin policy (bench/spin.sh): three loads, each with p50 / p99 figures
+# for the defaults, a busy-polling server, and a busy-polling agent too.
+spin_rows() { grep -cE "^\| [0-9]+ us( \| [0-9.]+ / [0-9.]+){3} \|\$" "$out/res/results.md" 2>/dev/null; }
+if [ "$rc" -eq 0 ] && [ "$(spin_rows)" -eq 3 ]; then
+	echo "ok - bench smoke: the spin policy measured at three loads"
+else
+	sed 's/^/# /' "$out/res/spin.md" 2>/dev/null | head -20
+	echo "not ok - bench smoke: the spin policy measured at three loads"
+fi
+
 # The hot-path audit (bench/hotpath.sh): no heap allocation per call in the
 # client, the agent or the server once calls flow (window 8; fewer than one
 # in 100 calls, so a periodic housekeeping allocation is not a failure). Its

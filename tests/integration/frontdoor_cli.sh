@@ -68,6 +68,15 @@ check "bench large-get" 0 r bench --op large-get -n 200 --window 4 --size 64k
 check "bench ping, forced tcp path" 0 r --path tcp bench --op ping -n 1000 --json
 expect "bench counts the path taken" grep -q '"paths":{"tcp":1000}' "$tmp/out"
 check "bench local-ping" 0 r bench --op local-ping -n 5000 --window 16
+# --gap-us, both ends of 0..1000000: the pause is not timed, so a 100 ms gap
+# leaves the p50 well under it, and three calls take at least 0.2 s.
+check "bench --gap-us 0" 0 r bench --op get -n 200 --gap-us 0 --json
+t0=$(date +%s%N)
+check "bench --gap-us 100000" 0 r bench --op get -n 3 --gap-us 100000 --json
+t1=$(date +%s%N)
+expect "bench --gap-us pauses between calls" test $(((t1 - t0) / 1000000)) -ge 200
+expect "bench --gap-us is not in the latency" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["ops"] == 3 and d["p50_us"] < 50000))' "$tmp/out"
+check "bench --gap-us 1000000 (the top)" 0 r bench --op ping -n 1 --gap-us 1000000
 r agent-ctl "corrupt-get on" >/dev/null 2>&1
 check "bench get catches wrong values" 3 r bench --op get -n 100 --window 4
 expect "bench names the wrong values" grep -q "wrong value" "$tmp/err"
@@ -92,6 +101,10 @@ check "bench window over the slots" 2 r bench --op ping --window 33
 check "bench -n 0" 2 r bench --op ping -n 0
 check "bench --size junk" 2 r bench --op get --size 12q
 check "bench size over max value" 2 r bench --op get --size 2m
+check "bench --gap-us over 1000000" 2 r bench --op ping --gap-us 1000001
+expect "the refusal names the limit" grep -q "1000000" "$tmp/err"
+check "bench --gap-us negative" 2 r bench --op ping --gap-us -1
+check "--gap-us is for bench only" 2 r ping --gap-us 5
 check "image-put chunk over max value" 2 r image-put k "$tmp/img" --chunk-size 2m
 check "bad --shm-name" 2 "$rdmem" --shm-name a/b ping
 check "put --file missing file" 3 r put k --file "$tmp/nope"
