@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/affinity.h"
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 #include "shm/segment.h"
@@ -879,7 +880,7 @@ static void *rdmem_frontdoor_main(void *arg)
 
 	/* Spinning pays only while the client can run on another CPU at the
 	 * same time; pinned to one CPU, every spin delays the client we wait for. */
-	rdmem_idle_init(&idle, rdmem_idle_single_cpu());
+	rdmem_idle_init(&idle, rdmem_affinity_single_cpu());
 	/* Acquire: pairs with the release store in destroy(). */
 	while (!atomic_load_explicit(&fd->stop, memory_order_acquire)) {
 		int n = rdmem_frontdoor_drain(fd);

@@ -19,6 +19,7 @@
 #include "agent/queue.h"
 #include "agent/rdma.h"
 #include "agent/stats.h"
+#include "common/affinity.h"
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 #include "shm/segment.h"
@@ -886,7 +887,7 @@ static void *rdmem_agent_session_main(void *arg)
 	pthread_setname_np(pthread_self(), "rdmem-session"); /* ps -L, top -H, the idle test */
 	/* Confined to one CPU, this actor shares it with the front door and
 	 * the apps it completes calls for: a spin after a call only delays them. */
-	rdmem_idle_init(&idle, rdmem_idle_single_cpu());
+	rdmem_idle_init(&idle, rdmem_affinity_single_cpu());
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		if (rdmem_idle_after(&idle, rdmem_agent_session_round(s), s->cfg.busy_poll)) {
 			rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */

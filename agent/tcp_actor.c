@@ -14,6 +14,7 @@
 #include "agent/metrics.h"
 #include "agent/queue.h"
 #include "tcp/client.h"
+#include "common/affinity.h"
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
 
@@ -498,8 +499,8 @@ static void *rdmem_tcp_main(void *arg)
 	struct rdmem_tcp_actor *a = arg;
 	struct rdmem_idle idle;
 
-	pthread_setname_np(pthread_self(), "rdmem-tcp"); /* ps -L, top -H, the idle test */
-	rdmem_idle_init(&idle, rdmem_idle_single_cpu()); /* as the session actor */
+	pthread_setname_np(pthread_self(), "rdmem-tcp");     /* ps -L, top -H, the idle test */
+	rdmem_idle_init(&idle, rdmem_affinity_single_cpu()); /* as the session actor */
 	while (!atomic_load_explicit(&a->stop, memory_order_acquire)) {
 		uint64_t now = rdmem_now_ns();
 		int work = rdmem_tcp_drain_inbox(a);

@@ -22,23 +22,25 @@ cpu_s=${CPU_SERVER:-1} cpu_a=${CPU_AGENT:-0} cpu_c=${CPU_CLIENT:-0}
 work=$(mktemp -d)
 export RDMEM_RUNTIME_DIR=$work
 pids=()
+# shellcheck source=scripts/local-stack.sh
+. "$here/scripts/local-stack.sh"
 stop_all() {
 	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do ls_stop_pid "$p"; done # TERM, then KILL after 5 s
 	pids=()
 }
 trap 'stop_all; rm -rf "$work"' EXIT
-# shellcheck source=scripts/local-stack.sh
-. "$here/scripts/local-stack.sh"
 
-# "qps p50 p99" of one GET run on a fresh server and agent:
-# run BIN SERVER_BUSY AGENT_BUSY GAP_US WINDOW COUNT
+# One run on a fresh server and agent; sets res="qps p50 p99". Not in a
+# subshell, so that set -e stops the script on any failure (a process that
+# does not start, a failed call, a wrong value) and the EXIT trap knows pids.
+# run BIN SERVER_BUSY AGENT_BUSY GAP_US WINDOW COUNT [OP]   (OP: get, 32 B, or local-ping)
 run() {
-	local b=$1 sflag=() aflag=() gap=() port
+	local b=$1 sflag=() aflag=() gap=() op=(--op get --size 32 --keys 256) port
 	[ "$2" = 1 ] && sflag=(--busy-poll)
 	[ "$3" = 1 ] && aflag=(--busy-poll)
 	[ "$4" = 0 ] || gap=(--gap-us "$4") # a BEFORE tree may not know the option
+	[ "${7:-get}" = get ] || op=(--op "$7")
 	port=$(ls_free_ports 1)
 	taskset -c "$cpu_s" "$b/rdmem-server" -b 127.0.0.1 -p "$port" --tcp-port $((port + 1)) \
 		--fabric shm "${sflag[@]}" >"$work/server.log" 2>&1 &
@@ -48,12 +50,16 @@ run() {
 		--slots 32 "${aflag[@]}" >"$work/agent.log" 2>&1 &
 	pids+=($!)
 	ls_wait_log "$work/agent.log" "rdma: session" 10
-	taskset -c "$cpu_c" "$b/rdmem" --shm-name /spin bench --op get --size 32 --window "$5" \
-		-n "$6" --keys 256 "${gap[@]}" --json |
-		python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["wrong"] == 0 and d["failures"] == 0, d; print("%.0f %.1f %.1f" % (d["qps"], d["p50_us"], d["p99_us"]))'
+	taskset -c "$cpu_c" "$b/rdmem" --shm-name /spin bench "${op[@]}" --window "$5" \
+		-n "$6" "${gap[@]}" --json >"$work/run.json"
+	res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["wrong"] == 0 and d["failures"] == 0, d; print("%.0f %.1f %.1f" % (d["qps"], d["p50_us"], d["p99_us"]))' "$work/run.json")
 	stop_all
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# The median of the arguments (the mean of the middle two for an even count).
+median() {
+	(($# > 0)) || { echo "spin.sh: no figures to take a median of" >&2; exit 1; }
+	printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {m=int((NR+1)/2); if (NR % 2) print v[m]; else printf "%.1f\n", (v[m] + v[m + 1]) / 2}'
+}
 
 declare -A p50 p99
 gaps=(0 200 2000)
@@ -63,7 +69,7 @@ for ((r = 0; r < rounds; r++)); do
 	for gap in "${gaps[@]}"; do
 		for conf in "${confs[@]}"; do
 			read -r sb ab <<<"$conf"
-			res=$(run "$bin" "$sb" "$ab" "$gap" 1 "$(count "$gap")")
+			run "$bin" "$sb" "$ab" "$gap" 1 "$(count "$gap")"
 			read -r _ a b <<<"$res"
 			p50[$gap,$sb$ab]+="$a " p99[$gap,$sb$ab]+="$b "
 		done
@@ -101,15 +107,38 @@ done
 	printf '}}\n'
 } >"$out/spin.json"
 
+# The floor of a round trip between two processes on one CPU (two context
+# switches, bench/yield_floor.c) beside the front door's own round trip
+# with the app and the agent on one CPU.
+if [ "$cpu_a" = "$cpu_c" ]; then
+	mkdir -p "$bin/bench"
+	cc -std=c11 -O2 -Wall -Wextra "$here/bench/yield_floor.c" -o "$bin/bench/yield_floor"
+	fl=() lp=()
+	for ((r = 0; r < rounds; r++)); do
+		res=$(taskset -c "$cpu_c" "$bin/bench/yield_floor" 100000)
+		fl+=("${res%% *}")
+		run "$bin" 0 0 0 1 50000 local-ping
+		read -r _ a _ <<<"$res"
+		lp+=("$a")
+	done
+	{
+		echo
+		echo "One CPU for app and agent (CPU $cpu_c), p50 in us, median of $rounds rounds:" \
+			"front door round trip (\`rdmem bench --op local-ping\`) $(median "${lp[@]}");" \
+			"two processes passing a word with sched_yield (\`bench/yield_floor.c\`, the floor)" \
+			"$(median "${fl[@]}")."
+	} >>"$out/spin.md"
+fi
+
 if [ -n "$before" ]; then
 	declare -A q l
 	for ((r = 0; r < rounds; r++)); do
 		for t in before after; do
 			b=$bin
 			[ "$t" = before ] && b=$before
-			res=$(run "$b" 0 0 0 1 20000)
+			run "$b" 0 0 0 1 20000
 			read -r _ a _ <<<"$res"
-			res=$(run "$b" 0 0 0 16 100000)
+			run "$b" 0 0 0 16 100000
 			read -r c _ _ <<<"$res"
 			l[$t]+="$a " q[$t]+="$c "
 		done

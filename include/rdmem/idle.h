@@ -18,7 +18,7 @@
  *      longer than a wake-up costs cannot save more than a wake-up costs
  *      (the classic 2-competitive spin-then-block bound).
  * busy_poll (--busy-poll) never blocks, for dedicated cores. bench/spin.sh
- * measures the choices (README, "The spin policy").
+ * measures the choices (README, "The spin policy, measured").
  *
  * Header-only: libclient waits for replies the same way.
  */
@@ -44,22 +44,14 @@ struct rdmem_idle {
 	uint64_t since_ns; /* when the current phase began; 0 before it */
 };
 
-/* True when this thread may run on one CPU only: spinning cannot help. */
-static inline int rdmem_idle_single_cpu(void)
-{
-	cpu_set_t set;
-
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
-}
-
 static inline void rdmem_idle_reset(struct rdmem_idle *w)
 {
 	w->spins = w->no_spin ? RDMEM_IDLE_SPINS : 0;
 	w->since_ns = 0;
 }
 
-/* Starts a waiter; no_spin: rdmem_idle_single_cpu() or the caller's own
- * knowledge that the peer shares its CPU. */
+/* Starts a waiter; no_spin: the thread may run on one CPU only
+ * (common/affinity.h), or the caller knows its peer shares its CPU. */
 static inline void rdmem_idle_init(struct rdmem_idle *w, int no_spin)
 {
 	w->no_spin = !!no_spin;

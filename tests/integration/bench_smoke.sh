@@ -130,13 +130,15 @@ else
 fi
 
 # The spin policy (bench/spin.sh): three loads, each with p50 / p99 figures
-# for the defaults, a busy-polling server, and a busy-polling agent too.
+# for the defaults, a busy-polling server, and a busy-polling agent too; and
+# the front door's round trip on one CPU beside the floor of two processes.
 spin_rows() { grep -cE "^\| [0-9]+ us( \| [0-9.]+ / [0-9.]+){3} \|\$" "$out/res/results.md" 2>/dev/null; }
-if [ "$rc" -eq 0 ] && [ "$(spin_rows)" -eq 3 ]; then
-	echo "ok - bench smoke: the spin policy measured at three loads"
+if [ "$rc" -eq 0 ] && [ "$(spin_rows)" -eq 3 ] &&
+	grep -qE 'local-ping`\) [0-9.]+; .* \(`bench/yield_floor.c`, the floor\) [0-9.]+\.$' "$out/res/results.md"; then
+	echo "ok - bench smoke: the spin policy measured at three loads, and the one-CPU floor"
 else
 	sed 's/^/# /' "$out/res/spin.md" 2>/dev/null | head -20
-	echo "not ok - bench smoke: the spin policy measured at three loads"
+	echo "not ok - bench smoke: the spin policy measured at three loads, and the one-CPU floor"
 fi
 
 # The hot-path audit (bench/hotpath.sh): no heap allocation per call in the

@@ -76,7 +76,7 @@ check "bench --gap-us 100000" 0 r bench --op get -n 3 --gap-us 100000 --json
 t1=$(date +%s%N)
 expect "bench --gap-us pauses between calls" test $(((t1 - t0) / 1000000)) -ge 200
 expect "bench --gap-us is not in the latency" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["ops"] == 3 and d["p50_us"] < 50000))' "$tmp/out"
-check "bench --gap-us 1000000 (the top)" 0 r bench --op ping -n 1 --gap-us 1000000
+check "bench --gap-us 1000000 (the top)" 0 r bench --op ping -n 2 --gap-us 1000000
 r agent-ctl "corrupt-get on" >/dev/null 2>&1
 check "bench get catches wrong values" 3 r bench --op get -n 100 --window 4
 expect "bench names the wrong values" grep -q "wrong value" "$tmp/err"
@@ -104,6 +104,8 @@ check "bench size over max value" 2 r bench --op get --size 2m
 check "bench --gap-us over 1000000" 2 r bench --op ping --gap-us 1000001
 expect "the refusal names the limit" grep -q "1000000" "$tmp/err"
 check "bench --gap-us negative" 2 r bench --op ping --gap-us -1
+check "bench --gap-us with calls in flight" 2 r bench --op ping --gap-us 10 --window 2
+expect "the refusal says why" grep -q "needs --window 1" "$tmp/err"
 check "--gap-us is for bench only" 2 r ping --gap-us 5
 check "image-put chunk over max value" 2 r image-put k "$tmp/img" --chunk-size 2m
 check "bad --shm-name" 2 "$rdmem" --shm-name a/b ping
