@@ -120,11 +120,26 @@ static void rdmem_rdma_mark(struct rdmem_rdma *r, uint32_t first, uint32_t n, in
 		r->inflight_slots += n;
 }
 
+/* The lowest free slot: one word at a time (bits past l->slots are never set). */
+static int rdmem_rdma_find_one(const struct rdmem_rdma *r, uint32_t *first)
+{
+	uint32_t w;
+
+	for (w = 0; w < r->nwords; w++)
+		if (r->free_map[w]) {
+			*first = w * 64 + (uint32_t)__builtin_ctzll(r->free_map[w]);
+			return 0;
+		}
+	return -EAGAIN;
+}
+
 /* First-fit run of n free slots; low slots first keeps the touched memory small. */
 static int rdmem_rdma_find_run(const struct rdmem_rdma *r, uint32_t n, uint32_t *first)
 {
 	uint32_t i = 0, run = 0;
 
+	if (n == 1) /* most calls: a message that fits one slot */
+		return rdmem_rdma_find_one(r, first);
 	while (i < r->l->slots) {
 		if (run == 0 && r->free_map[i / 64] == 0 && i % 64 == 0) {
 			i += 64; /* a word with nothing free */
