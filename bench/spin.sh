@@ -42,13 +42,19 @@ run() {
 	[ "$4" = 0 ] || gap=(--gap-us "$4") # a BEFORE tree may not know the option
 	[ "${7:-get}" = get ] || op=(--op "$7")
 	port=$(ls_free_ports 1)
+	# The logs are emptied here, not by the child's redirection: that may
+	# run after ls_wait_log has read the previous run's line from the same
+	# file, and the client would then call an agent not yet listening.
+	: >"$work/server.log"
+	: >"$work/agent.log"
 	taskset -c "$cpu_s" "$b/rdmem-server" -b 127.0.0.1 -p "$port" --tcp-port $((port + 1)) \
-		--fabric shm "${sflag[@]}" >"$work/server.log" 2>&1 &
+		--fabric shm "${sflag[@]}" >>"$work/server.log" 2>&1 &
 	pids+=($!)
 	ls_wait_log "$work/server.log" "listening tcp" 10
 	taskset -c "$cpu_a" "$b/rdmem-agent" -s "127.0.0.1:$port" --fabric shm --shm-name /spin \
-		--slots 32 "${aflag[@]}" >"$work/agent.log" 2>&1 &
+		--slots 32 "${aflag[@]}" >>"$work/agent.log" 2>&1 &
 	pids+=($!)
+	ls_wait_log "$work/agent.log" "ready:" 10
 	ls_wait_log "$work/agent.log" "rdma: session" 10
 	taskset -c "$cpu_c" "$b/rdmem" --shm-name /spin bench "${op[@]}" --window "$5" \
 		-n "$6" "${gap[@]}" --json >"$work/run.json"

@@ -10,6 +10,12 @@ cd "$root"
 bin=${RDMEM_BIN:-$root/build}
 out=$(mktemp -d /tmp/rdmem-bench-smoke.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+# Diagnostics: a file's last lines as comments, or nothing when it is absent
+# (never a failure of this script: set -e must not end it before its checks).
+show() { # FILE [LINES]
+	{ sed 's/^/#   /' "$1" 2>/dev/null | tail -n "${2:-20}"; } || true
+}
+
 systems=(rdmem-shm rdmem-tcp grpc redis ucx-shm ucx-tcp frontdoor)
 
 # Runs per system in one smoke round: 5 op/size pairs x 2 windows
@@ -26,7 +32,7 @@ if tools_deps; then
 	if MAKEFLAGS= make -s -C "$root" bench-tools >"$out/build.log" 2>&1; then
 		echo "ok - bench-tools build"
 	else
-		sed 's/^/# /' "$out/build.log" | tail -n 30
+		show "$out/build.log" 30
 		echo "not ok - bench-tools build"
 	fi
 else
@@ -38,7 +44,7 @@ if pkg-config --exists ucx; then
 	if MAKEFLAGS= make -s -C "$root" bench-tools-ucx >"$out/build-ucx.log" 2>&1; then
 		echo "ok - bench-tools-ucx build"
 	else
-		sed 's/^/# /' "$out/build-ucx.log" | tail -n 30
+		show "$out/build-ucx.log" 30
 		echo "not ok - bench-tools-ucx build"
 	fi
 else
@@ -50,8 +56,15 @@ scripts/bench.sh --smoke --bin "$bin" --out "$out/res" >"$out/bench.log" 2>&1 ||
 if [ "$rc" -eq 0 ]; then
 	echo "ok - bench.sh --smoke exits 0"
 else
-	sed 's/^/# /' "$out/bench.log" | grep -v '^# bench: r1 ' | tail -n 40
+	# The failed parts first (CI's summary keeps a few lines after a
+	# "not ok"), then each one's own log, then bench.sh's.
 	echo "not ok - bench.sh --smoke exits 0 (exit $rc)"
+	show "$out/res/failed.txt"
+	while read -r log; do
+		echo "#   --- $log"
+		show "$log" 15
+	done < <(grep -o '(log: [^)]*)' "$out/res/failed.txt" 2>/dev/null | sed 's/^(log: //; s/)$//')
+	show "$out/bench.log" 40 | grep -v '^#   bench: r1 ' || true
 fi
 
 ran=0
@@ -100,7 +113,7 @@ if [ "$rc" -eq 0 ] && row 'libclient (C, rdmem.h)' &&
 	echo "ok - bench smoke: three ways in ($(row 'Python (import rdmem)' && echo 'Python, ')libclient$(
 		row 'Redis protocol (--resp-port)' && echo ', RESP')) in results.md"
 else
-	sed 's/^/# /' "$out/res/ways_in.md" 2>/dev/null | head -20
+	show "$out/res/ways_in.md"
 	echo "not ok - bench smoke: three ways in (libclient, Python) in results.md"
 fi
 
@@ -111,7 +124,7 @@ if [ "$rc" -eq 0 ] && [ "$(idle_rows)" -ge 6 ] &&
 	grep -qE '^RDMA operations the idle agent started in [0-9.]+ s: [0-9]+\.$' "$out/res/results.md"; then
 	echo "ok - bench smoke: idle agent and server measured ($(idle_rows) threads)"
 else
-	sed 's/^/# /' "$out/res/idle.md" 2>/dev/null | head -20
+	show "$out/res/idle.md"
 	echo "not ok - bench smoke: idle agent and server measured"
 fi
 
@@ -125,7 +138,7 @@ moved_ok() {
 if [ "$rc" -eq 0 ] && [ "$(srv_rows)" -eq 4 ] && moved_ok; then
 	echo "ok - bench smoke: one server against three, and the keys a fourth moves"
 else
-	sed 's/^/# /' "$out/res/servers.md" 2>/dev/null | head -20
+	show "$out/res/servers.md"
 	echo "not ok - bench smoke: one server against three, and the keys a fourth moves"
 fi
 
@@ -137,7 +150,7 @@ if [ "$rc" -eq 0 ] && [ "$(spin_rows)" -eq 3 ] &&
 	grep -qE 'local-ping`\) [0-9.]+; .* \(`bench/yield_floor.c`, the floor\) [0-9.]+\.$' "$out/res/results.md"; then
 	echo "ok - bench smoke: the spin policy measured at three loads, and the one-CPU floor"
 else
-	sed 's/^/# /' "$out/res/spin.md" 2>/dev/null | head -20
+	show "$out/res/spin.md"
 	echo "not ok - bench smoke: the spin policy measured at three loads, and the one-CPU floor"
 fi
 
@@ -162,7 +175,7 @@ elif [ "$hp_rc" = 0 ] && [ "$(awk -F'|' '$2 == " 8 " && $3 ~ /^ (client|agent|se
 	"$out/hotpath.md")" = 3 ]; then
 	echo "ok - bench smoke: hot path allocates nothing per call (client, agent, server at window 8)"
 else
-	sed 's/^/# /' "$out/hotpath.md" | tail -12
+	show "$out/hotpath.md" 12
 	echo "not ok - bench smoke: hot path allocates nothing per call (client, agent, server at window 8)"
 fi
 
@@ -188,7 +201,7 @@ else
 	if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(not (r["n"] == 300 and r["p50_us"] > 0 and r["p99_us"] is None))' "$rec" 2>/dev/null; then
 		echo "ok - bench smoke: ucx ping-pong record ($rec)"
 	else
-		sed 's/^/# /' "$out/ucx.log" | tail -n 20
+		show "$out/ucx.log" 20
 		echo "not ok - bench smoke: ucx ping-pong record: ${rec:-none}"
 	fi
 fi
