@@ -147,6 +147,15 @@ static void test_kv_multi_read(void)
 	CHECK_EQ(rdmem_kv_read(kv, keys, 2, refs, collect, &mask), 42);
 	keys[0].len = 0;
 	CHECK_EQ(rdmem_kv_read(kv, keys, 2, refs, collect, &mask), -EINVAL);
+	/* One key takes its own path (a GET): the same checks, the same answers. */
+	CHECK_EQ(rdmem_kv_read(kv, keys, 1, refs, collect, &mask), -EINVAL);
+	keys[0].len = RDMEM_MAX_KEY + 1;
+	CHECK_EQ(rdmem_kv_read(kv, keys, 1, refs, collect, &mask), -EINVAL);
+	mask = 0;
+	CHECK_EQ(rdmem_kv_read(kv, &keys[1], 1, refs, collect, &mask), 42); /* k0 */
+	CHECK(mask == 1 && refs[0].len == 1 && refs[0].val[0] == '0');
+	CHECK_EQ(rdmem_kv_read(kv, &keys[2], 1, refs, collect, &mask), 42);
+	CHECK(refs[0].val == NULL && refs[0].len == 0);
 	rdmem_kv_destroy(kv);
 }
 
