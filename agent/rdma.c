@@ -985,7 +985,7 @@ void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 
 	for (i = 0; i < r->l->slots; i++) {
 		struct rdmem_rdma_slot *s = &r->slot[i];
-		struct rdmem_agent_reply rep = { RDMEM_S_TIMEOUT, 0, 0, 0, 0, { 0, 0, 0 } };
+		struct rdmem_agent_reply rep;
 
 		/* A call whose READ is still landing in its slot cannot be let go. */
 		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
@@ -1008,6 +1008,7 @@ void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 			continue;
 		}
 		s->owner = RDMEM_OWN_ORPHAN;
+		rep = (struct rdmem_agent_reply){ RDMEM_S_TIMEOUT, 0, 0, 0, 0, { 0, 0, 0 } };
 		r->ops->done(r->ctx, s->call, &rep, s->path);
 		s->call = NULL;
 	}

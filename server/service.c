@@ -465,7 +465,7 @@ static void svc_dedup_end(struct rdmem_service *svc, const struct svc_ticket *t,
 
 /* Answered from the dedup window: op counters count runs, so only the path counts it. */
 static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
-		      const struct rdmem_desc *rep, uint64_t t0, int answered)
+		      const struct rdmem_desc *rep, uint64_t ns, int answered)
 {
 	unsigned op = req->op < RDMEM_OP__COUNT ? req->op : 0;
 	uint16_t st = rep->status;
@@ -473,7 +473,7 @@ static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
 	if (req->path < RDMEM_PATH__COUNT) {
 		atomic_fetch_add_explicit(&svc->paths[req->path], 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&svc->op_path[op][req->path], 1, memory_order_relaxed);
-		rdmem_hist_add_shared(&svc->lat[req->path], rdmem_now_ns() - t0);
+		rdmem_hist_add_shared(&svc->lat[req->path], ns);
 	}
 	atomic_fetch_add_explicit(&svc->bytes_in, rdmem_desc_payload_len(req),
 				  memory_order_relaxed);
@@ -495,17 +495,17 @@ static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
 void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
 			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep)
 {
-	rdmem_service_dispatch_peer(svc, call, NULL, sink, rep);
+	rdmem_service_dispatch_peer(svc, call, NULL, sink, rep, rdmem_now_ns());
 }
 
-void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
-				 struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
-				 struct rdmem_desc *rep)
+uint64_t rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
+				     struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
+				     struct rdmem_desc *rep, uint64_t t0)
 {
 	const struct rdmem_desc *req = call->req;
 	struct svc_ctx x = { svc, call, req, sink, rep, peer };
 	struct svc_ticket t = { NULL, 0 };
-	uint64_t t0 = rdmem_now_ns();
+	uint64_t t1;
 	int answered;
 
 	rep->status = RDMEM_S_OK;
@@ -523,7 +523,9 @@ void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_c
 		rep->status = st;
 		svc_dedup_end(svc, &t, rep);
 	}
-	svc_count(svc, req, rep, t0, answered);
+	t1 = rdmem_now_ns();
+	svc_count(svc, req, rep, t1 - t0, answered);
+	return t1;
 }
 
 void rdmem_service_peer_release(struct rdmem_service *svc, struct rdmem_service_peer *peer)

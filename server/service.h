@@ -72,10 +72,12 @@ void rdmem_service_destroy(struct rdmem_service *svc);
 void rdmem_service_dispatch(struct rdmem_service *svc, const struct rdmem_call *call,
 			    struct rdmem_reply_sink *sink, struct rdmem_desc *rep);
 /* The same for a call of the connection peer: BIND binds it, and calls with
- * an id run once per its agent (peer NULL: as rdmem_service_dispatch). */
-void rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
-				 struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
-				 struct rdmem_desc *rep);
+ * an id run once per its agent (peer NULL: as rdmem_service_dispatch). t0 is
+ * when the caller started the call (rdmem_now_ns()), for the latency
+ * histogram; returns when it ended, so the caller reads the clock once. */
+uint64_t rdmem_service_dispatch_peer(struct rdmem_service *svc, const struct rdmem_call *call,
+				     struct rdmem_service_peer *peer, struct rdmem_reply_sink *sink,
+				     struct rdmem_desc *rep, uint64_t t0);
 
 /*
  * Exactly-once calls (server/dedup.h): the service starts with the default

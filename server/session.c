@@ -371,7 +371,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	struct rdmem_session_sink sink = { { rdmem_session_reserve }, s, slot, 0, 0, { 0 } };
 	struct rdmem_desc req, rep = { 0 };
 	struct rdmem_call call;
-	uint64_t t0 = rdmem_now_ns();
+	uint64_t t0 = rdmem_now_ns(), t1;
 	uint16_t st;
 	int ret;
 
@@ -405,7 +405,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	if ((req.flags & RDMEM_F_CALL_ID || req.op == RDMEM_OP_IMAGE_CHUNK) &&
 	    (ret = rdmem_session_flush(s)) < 0)
 		return ret;
-	rdmem_service_dispatch_peer(s->svc, &call, &s->peer, &sink.base, &rep);
+	t1 = rdmem_service_dispatch_peer(s->svc, &call, &s->peer, &sink.base, &rep, t0);
 	rep.seq = req.seq;
 	rep.req_id = req.req_id;
 	rep.op = req.op;
@@ -416,7 +416,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	}
 	s->completed++;
 	s->failed += rep.status != RDMEM_S_OK;
-	rdmem_session_ewma(s, req.path, rdmem_now_ns() - t0);
+	rdmem_session_ewma(s, req.path, t1 - t0);
 	return rdmem_session_send_reply(s, slot, &rep, sink.used_objref ? 0 : rep.val_len);
 }
 

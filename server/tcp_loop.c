@@ -273,7 +273,8 @@ static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uin
 	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
 		return -ENOMEM;
 	rdmem_frame_reply_init(&rep, req);
-	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep);
+	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep,
+				    rdmem_now_ns());
 	if (rep.val_len && !sink.used) {
 		rdmem_err("tcp %s: %s reply claims %u bytes it never reserved", c->srv->name,
 			  rdmem_op_name(req->op), rep.val_len);
