@@ -66,7 +66,8 @@ int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rd
 	/* The staging copy goes out as wire bytes; a NIC reads it after we post. */
 	rdmem_desc_to_wire(m->desc);
 	/* Pieces are counted (a probe gather) only when they might not fit:
-	 * the common message, a descriptor and up to two pieces, never does. */
+	 * the common message, a descriptor and up to two pieces, never does
+	 * where the connection gathers 3 or more. */
 	if (1 + m->npayload > (int)max_sge && 1 + rdmem_dp_pieces(m, m->desc_lkey) > (int)max_sge) {
 		/* Too many pieces for one gather list: the payload first, on
 		 * its own, and the descriptor after it (RC keeps the order). */

@@ -59,12 +59,13 @@ else
 	# The failed parts first (CI's summary keeps a few lines after a
 	# "not ok"), then each one's own log, then bench.sh's.
 	echo "not ok - bench.sh --smoke exits 0 (exit $rc)"
-	show "$out/res/failed.txt"
-	while read -r log; do
+	{ sed 's/^/#   /' "$out/res/failed.txt" 2>/dev/null | head -n 20; } || true
+	while read -r log; do # each log once: every failed run of a system names the same
 		echo "#   --- $log"
 		show "$log" 15
-	done < <(grep -o '(log: [^)]*)' "$out/res/failed.txt" 2>/dev/null | sed 's/^(log: //; s/)$//')
-	show "$out/bench.log" 40 | grep -v '^#   bench: r1 ' || true
+	done < <(grep -o '(log: [^)]*)' "$out/res/failed.txt" 2>/dev/null |
+		sed 's/^(log: //; s/)$//' | awk '!seen[$0]++')
+	{ grep -v '^bench: r1 ' "$out/bench.log" 2>/dev/null | sed 's/^/#   /' | tail -n 40; } || true
 fi
 
 ran=0
