@@ -8,18 +8,18 @@
 #include "rdmem/util.h"
 #include "server/service_impl.h"
 
-#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-
 static void render_calls(struct rdmem_prom *o, struct rdmem_service *svc)
 {
+	struct rdmem_tally_sum sum;
 	char labels[64];
 	unsigned op, p;
 
+	rdmem_tallies_sum(&svc->tally, &sum);
 	rdmem_prom_family(o, "rdmem_server_calls_total", "counter",
 			  "Calls dispatched, by op and the path they came on.");
 	for (op = 1; op < RDMEM_OP__COUNT; op++)
 		for (p = 0; p < RDMEM_PATH__COUNT; p++) {
-			uint64_t v = LD(svc->op_path[op][p]);
+			uint64_t v = sum.op_path[op][p];
 
 			if (!v)
 				continue; /* a series appears with its first call */
@@ -30,12 +30,8 @@ static void render_calls(struct rdmem_prom *o, struct rdmem_service *svc)
 	rdmem_prom_family(o, "rdmem_server_dispatch_latency_seconds", "histogram",
 			  "Time in the dispatch (the op itself), by the path the call came on.");
 	for (p = 1; p < RDMEM_PATH__COUNT; p++) {
-		struct rdmem_hist_snap s;
-
-		memset(&s, 0, sizeof(s));
-		rdmem_hist_read(&svc->lat[p], &s);
 		snprintf(labels, sizeof(labels), "path=\"%s\"", rdmem_path_name(p));
-		rdmem_prom_hist(o, "rdmem_server_dispatch_latency_seconds", labels, &s);
+		rdmem_prom_hist(o, "rdmem_server_dispatch_latency_seconds", labels, &sum.lat[p]);
 	}
 }
 

@@ -469,22 +469,28 @@ static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
 {
 	unsigned op = req->op < RDMEM_OP__COUNT ? req->op : 0;
 	uint16_t st = rep->status;
+	struct rdmem_tally *t = rdmem_tally_mine(&svc->tally);
+	int shared = !t;
 
+	if (shared)
+		t = &svc->tally.shared;
 	if (req->path < RDMEM_PATH__COUNT) {
-		atomic_fetch_add_explicit(&svc->paths[req->path], 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&svc->op_path[op][req->path], 1, memory_order_relaxed);
-		rdmem_hist_add_shared(&svc->lat[req->path], ns);
+		rdmem_tally_add(&t->paths[req->path], 1, shared);
+		rdmem_tally_add(&t->op_path[op][req->path], 1, shared);
+		if (shared)
+			rdmem_hist_add_shared(&t->lat[req->path], ns);
+		else
+			rdmem_hist_add_single(&t->lat[req->path], ns);
 	}
-	atomic_fetch_add_explicit(&svc->bytes_in, rdmem_desc_payload_len(req),
-				  memory_order_relaxed);
+	rdmem_tally_add(&t->bytes_in, rdmem_desc_payload_len(req), shared);
 	if (answered)
 		return;
-	atomic_fetch_add_explicit(&svc->ops[op].calls, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&svc->bytes_out, rep->val_len, memory_order_relaxed);
+	rdmem_tally_add(&t->ops[op].calls, 1, shared);
+	rdmem_tally_add(&t->bytes_out, rep->val_len, shared);
 	if (st != RDMEM_S_OK)
-		atomic_fetch_add_explicit(&svc->ops[op].errors, 1, memory_order_relaxed);
+		rdmem_tally_add(&t->ops[op].errors, 1, shared);
 	if (st == RDMEM_S_BAD_REQUEST) {
-		atomic_fetch_add_explicit(&svc->bad_request, 1, memory_order_relaxed);
+		rdmem_tally_add(&t->bad_request, 1, shared);
 		rdmem_debug("%s request %" PRIu64 " refused: bad request (key %u B, value %u B, "
 			    "flags 0x%x)",
 			    rdmem_op_name(req->op), req->req_id, req->key_len, req->val_len,
@@ -650,6 +656,7 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 		return ret;
 	}
 	pthread_mutex_init(&svc->big_lock, NULL);
+	rdmem_tallies_init(&svc->tally);
 	if (!svc->cfg.max_image)
 		svc->cfg.max_image = 64u << 20;
 	svc->start_ns = rdmem_now_ns();
@@ -686,6 +693,7 @@ void rdmem_service_destroy(struct rdmem_service *svc)
 		free(svc->big[i].bytes);
 	pthread_mutex_destroy(&svc->big_lock);
 	pthread_mutex_destroy(&svc->stats_lock);
+	rdmem_tallies_destroy(&svc->tally);
 	close(svc->wake_fd);
 	free(svc);
 }

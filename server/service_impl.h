@@ -15,17 +15,13 @@
 #include "server/image.h"
 #include "server/kv.h"
 #include "server/service.h"
+#include "server/tally.h"
 
 /*
  * Every counter is a statistic: incremented and read with relaxed order, as
  * no other memory is published through them and a STATS reply may be a few
  * increments behind.
  */
-struct rdmem_op_counters {
-	atomic_uint_fast64_t calls;
-	atomic_uint_fast64_t errors; /* replies with a status other than OK */
-};
-
 struct rdmem_service {
 	struct rdmem_service_config cfg;
 	struct rdmem_kv *kv;
@@ -35,15 +31,12 @@ struct rdmem_service {
 	int wake_fd; /* eventfd: timed work started (rdmem_service_tick's caller sleeps on it) */
 	atomic_uint_fast64_t untracked; /* calls with an id on a connection with no identity */
 	uint64_t start_ns;
-	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
-	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
+	/* Calls by op and path, bytes, dispatch time: per thread (tally.h). */
+	struct rdmem_tallies tally;
 	atomic_uint_fast64_t bad_input;	    /* frames/descriptors refused before dispatch */
 	atomic_uint_fast64_t auth_failures; /* peers that did not prove the secret */
 	atomic_uint_fast64_t mac_failures;  /* TCP frames whose tag failed after AUTH */
 	atomic_uint_fast64_t net[RDMEM_NET__COUNT];
-	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
-	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
-	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
@@ -59,10 +52,7 @@ struct rdmem_service {
 	pthread_mutex_t stats_lock;
 	int (*stats_hook)(void *ctx, int json, char *buf, size_t cap);
 	void *stats_ctx;
-	/* For /metrics (server/metrics.c): calls by op and path, dispatch time
-	 * per path, and the sessions' object pools summed. */
-	atomic_uint_fast64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
-	struct rdmem_hist lat[RDMEM_PATH__COUNT];
+	/* The sessions' object pools summed (for STATS and /metrics). */
 	atomic_int_fast64_t pool_used, pool_bytes, pool_live;
 };
 

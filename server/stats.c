@@ -23,26 +23,28 @@ static uint64_t ld_pos(atomic_int_fast64_t *c)
 
 void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_snapshot *s)
 {
+	struct rdmem_tally_sum sum;
 	unsigned i;
 
 	memset(s, 0, sizeof(*s));
+	rdmem_tallies_sum(&svc->tally, &sum);
 	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
 	s->sessions = ld_pos(&svc->sessions);
 	rdmem_kv_usage(svc->kv, &s->kv_keys, &s->kv_bytes);
 	s->bad_input = ld(&svc->bad_input);
-	s->bad_request = ld(&svc->bad_request);
+	s->bad_request = sum.bad_request;
 	s->auth_failures = ld(&svc->auth_failures);
 	s->mac_failures = ld(&svc->mac_failures);
-	s->bytes_in = ld(&svc->bytes_in);
+	s->bytes_in = sum.bytes_in;
 	for (i = 0; i < RDMEM_NET__COUNT; i++)
 		s->net[i] = ld(&svc->net[i]);
-	s->bytes_out = ld(&svc->bytes_out);
+	s->bytes_out = sum.bytes_out;
 	for (i = 1; i < RDMEM_OP__COUNT; i++) {
-		s->op_calls[i] = ld(&svc->ops[i].calls);
-		s->op_errors[i] = ld(&svc->ops[i].errors);
+		s->op_calls[i] = sum.calls[i];
+		s->op_errors[i] = sum.errors[i];
 	}
 	for (i = 0; i < RDMEM_PATH__COUNT; i++)
-		s->path_calls[i] = ld(&svc->paths[i]);
+		s->path_calls[i] = sum.paths[i];
 	s->pool_used = ld_pos(&svc->pool_used);
 	s->pool_bytes = ld_pos(&svc->pool_bytes);
 	s->pool_live = ld_pos(&svc->pool_live);
