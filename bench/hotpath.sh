@@ -4,7 +4,9 @@
 # "no allocation, no syscall and no lock on the steady-state path at window
 # >= 8; one wake-up per batch at most").
 #
-#   bench/hotpath.sh [BIN_DIR] [WINDOWS] [N]   (defaults: build, "1 8 32", 20000)
+#   bench/hotpath.sh [BIN_DIR] [WINDOWS] [N] [OP]
+#   (defaults: build, "1 8 32", 20000, get; OP: get, put or mget, 32 B values,
+#   an MGET asks for 16 keys)
 #
 # One rdmem-server and one rdmem-agent (shm fabric), both under
 # bench/alloc_count.so (LD_PRELOAD: counts malloc & co.) and `strace -c -f`
@@ -23,6 +25,12 @@ cd "$(dirname "$0")/.."
 export RDMEM_BIN=${1:-${RDMEM_BIN:-build}}
 windows=${2:-"1 8 32"}
 n=${3:-20000}
+op=${4:-get}
+case $op in get | put | mget) ;; *)
+	echo "hotpath: OP must be get, put or mget" >&2
+	exit 2
+	;;
+esac
 command -v strace >/dev/null || {
 	echo "hotpath: strace is not installed (apt-get install strace)" >&2
 	exit 2
@@ -85,7 +93,7 @@ run() {
 	# The shim goes into the client only (strace -E), not into strace.
 	strace -E LD_PRELOAD="$shim" -E ALLOC_COUNT_FILE="$work/$tag.cli-allocs" -c -f -q \
 		-o "$work/$tag.cli" "$RDMEM_BIN/rdmem" --shm-name "$shm" \
-		bench --op get --size 32 --window "$w" -n "$calls" >"$work/$tag.out"
+		bench --op "$op" --size 32 --window "$w" -n "$calls" >"$work/$tag.out"
 	sleep 0.5 # the last counts written (every 200 ms)
 	trace_stop
 	local files=("$work/$tag.cli-allocs".[0-9]*) c a s
@@ -120,13 +128,13 @@ print("%.3f|%s" % (sum(d.values()) / calls,
 EOF
 }
 
-printf '%s\n' "GET 32 B, shm fabric; allocations: difference of runs of $n and $((2 * n)) calls, per call;" \
+printf '%s\n' "${op^^} 32 B, shm fabric; allocations: difference of runs of $n and $((2 * n)) calls, per call;" \
 	"system calls: the $((2 * n))-call run's, per call (attach included)"
 printf '| window | process | allocations/call | syscalls/call | most frequent (per call) |\n'
 printf '|---:|---|---:|---:|---|\n'
 for w in $windows; do
 	# A warm-up run first: the agent's lazily made resources exist before we count.
-	"$RDMEM_BIN/rdmem" --shm-name "$shm" bench --op get --size 32 --window "$w" -n 2000 >/dev/null
+	"$RDMEM_BIN/rdmem" --shm-name "$shm" bench --op "$op" --size 32 --window "$w" -n 2000 >/dev/null
 	run "$w" "$n" a
 	run "$w" "$((2 * n))" b
 	read -r ac aa as <"$work/a.allocs"

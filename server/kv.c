@@ -182,6 +182,30 @@ static void kv_grow(struct kv_shard *s)
 	s->nbuckets = n;
 }
 
+/*
+ * A small value that replaces one of the same size is copied over it under
+ * the write lock: no allocation, and no reader can be inside (they copy out
+ * under the read lock). Larger ones are built outside the lock and swapped
+ * in, so a reader waits for a pointer swap, never for a long copy. Returns 1
+ * when the value was replaced here.
+ */
+#define KV_INPLACE_MAX 256u
+
+static int kv_put_inplace(struct kv_shard *s, uint64_t hash, const uint8_t *key, uint32_t klen,
+			  const void *val, uint32_t vlen)
+{
+	struct kv_entry *e;
+	int done;
+
+	pthread_rwlock_wrlock(&s->lock);
+	e = *kv_find(s, hash, key, klen);
+	done = e && e->vlen == vlen; /* decided under the lock: e may go after it */
+	if (done)
+		memcpy(e->data + klen, val, vlen);
+	pthread_rwlock_unlock(&s->lock);
+	return done;
+}
+
 int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const void *val,
 		 uint32_t vlen)
 {
@@ -192,6 +216,12 @@ int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const v
 		return -EINVAL;
 	if (vlen > kv->max_value)
 		return -E2BIG;
+	if (vlen && vlen <= KV_INPLACE_MAX) {
+		uint64_t hash = kv_hash(key, klen);
+
+		if (kv_put_inplace(&kv->shards[kv_shard_of(kv, hash)], hash, key, klen, val, vlen))
+			return 0;
+	}
 	e = malloc(sizeof(*e) + klen + vlen);
 	if (!e)
 		return -ENOMEM;

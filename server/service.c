@@ -22,9 +22,10 @@
 #include "server/profile.h"
 #include "server/service_impl.h"
 
-#define SVC_MGET_MAX_KEYS 4096u	       /* bounds the time an MGET holds shard locks */
-#define SVC_STATS_CAP	  (256u << 10) /* ~3 KiB, plus a line per RDMA session */
-#define SVC_MAX_IMAGE	  (1ull << 30)
+#define SVC_MGET_MAX_KEYS   4096u	 /* bounds the time an MGET holds shard locks */
+#define SVC_MGET_STACK_KEYS 64u		 /* an MGET of up to this many keys allocates nothing */
+#define SVC_STATS_CAP	    (256u << 10) /* ~3 KiB, plus a line per RDMA session */
+#define SVC_MAX_IMAGE	    (1ull << 30)
 
 /* Timed work started (an upload, a hook, an agent's last connection gone):
  * the tick's caller recomputes its deadline. Rare events, one write each. */
@@ -154,34 +155,37 @@ static int mget_build(void *ctx, const struct rdmem_kv_ref *refs, uint32_t n)
 
 static uint16_t op_mget(struct svc_ctx *x)
 {
+	struct rdmem_kv_key kbuf[SVC_MGET_STACK_KEYS], *keys = kbuf;
+	struct rdmem_kv_ref rbuf[SVC_MGET_STACK_KEYS], *refs = rbuf;
 	struct rdmem_blob_array a;
-	struct rdmem_kv_key *keys;
-	struct rdmem_kv_ref *refs;
 	uint32_t i, flags;
-	int ret;
+	int ret = 0;
 
 	if (x->req->key_len || rdmem_blob_array_open(x->call->val, x->req->val_len, &a) < 0)
 		return RDMEM_S_BAD_REQUEST;
 	if (a.count > SVC_MGET_MAX_KEYS)
 		return RDMEM_S_TOO_BIG;
-	keys = malloc(((size_t)a.count + 1) * (sizeof(*keys) + sizeof(*refs)));
-	if (!keys)
-		return RDMEM_S_BUSY;
-	refs = (struct rdmem_kv_ref *)(keys + a.count + 1);
-	for (i = 0; i < a.count; i++) {
+	if (a.count > SVC_MGET_STACK_KEYS) {
+		keys = malloc((size_t)a.count * (sizeof(*keys) + sizeof(*refs)));
+		if (!keys)
+			return RDMEM_S_BUSY;
+		refs = (struct rdmem_kv_ref *)(keys + a.count);
+	}
+	for (i = 0; i < a.count && !ret; i++) {
 		const void *k;
 
 		rdmem_blob_array_get(&a, i, &k, &keys[i].len, &flags);
 		keys[i].key = k;
 		/* A key entry may carry PRESENT (rdmem_blob_array_open allows no other flag). */
 		(void)flags;
-		if (!keys[i].len || keys[i].len > RDMEM_MAX_KEY) {
-			free(keys);
-			return RDMEM_S_BAD_REQUEST;
-		}
+		if (!keys[i].len || keys[i].len > RDMEM_MAX_KEY)
+			ret = -EINVAL;
 	}
-	ret = rdmem_kv_read(x->svc->kv, keys, a.count, refs, mget_build, x);
-	free(keys);
+	if (!ret) /* no key, no lookup: the empty array */
+		ret = a.count ? rdmem_kv_read(x->svc->kv, keys, a.count, refs, mget_build, x)
+			      : mget_build(x, NULL, 0);
+	if (keys != kbuf)
+		free(keys);
 	return ret < 0 ? rdmem_errno_status(ret) : (uint16_t)ret;
 }
 

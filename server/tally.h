@@ -25,9 +25,9 @@ struct rdmem_tally {
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
 	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
 	atomic_uint_fast64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
-	atomic_uint_fast64_t bad_request; /* calls answered BAD_REQUEST by dispatch */
-	atomic_uint_fast64_t bytes_in;	  /* request key + value bytes */
-	atomic_uint_fast64_t bytes_out;	  /* reply value bytes */
+	atomic_uint_fast64_t bad_request;	  /* calls answered BAD_REQUEST by dispatch */
+	atomic_uint_fast64_t bytes_in;		  /* request key + value bytes */
+	atomic_uint_fast64_t bytes_out;		  /* reply value bytes */
 	struct rdmem_hist lat[RDMEM_PATH__COUNT]; /* dispatch time per path */
 	pthread_t owner;
 	struct rdmem_tally *next; /* set before the block is published, never after */

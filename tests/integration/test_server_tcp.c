@@ -328,6 +328,65 @@ static void test_mget(void)
 	CHECK_EQ(call1(RDMEM_OP_KV_MGET, NULL, "junk", 4, out, sizeof(out)).err, -EINVAL);
 }
 
+/* MGET of 0, 1, 64 and 65 keys (the server looks up to 64 keys without
+ * allocating, more in a buffer of its own): every value right at every size,
+ * and an empty key refused in either. */
+static void mget_n(uint32_t n, int empty_key)
+{
+	uint8_t req[4096], out[8192];
+	struct rdmem_blob_writer w;
+	struct rdmem_blob_array a;
+	char key[16], want[16];
+	const void *d;
+	uint32_t i, len, vlen, f;
+	struct reply r;
+
+	REQUIRE(rdmem_blob_array_begin(&w, req, sizeof(req), n) == 0);
+	for (i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "ms%u", i);
+		rdmem_blob_array_set(&w, i, key,
+				     empty_key && i == n - 1 ? 0 : (uint32_t)strlen(key), 0);
+	}
+	len = rdmem_blob_finish(&w);
+	r = call1(RDMEM_OP_KV_MGET, NULL, req, len, out, sizeof(out));
+	if (empty_key) {
+		CHECK_EQ(r.err, -EINVAL);
+		return;
+	}
+	REQUIRE(r.err == 0);
+	REQUIRE(rdmem_blob_array_open(out, r.len, &a) == 0);
+	CHECK_EQ(a.count, n);
+	for (i = 0; i < n && i < a.count; i++) {
+		rdmem_blob_array_get(&a, i, &d, &vlen, &f);
+		snprintf(want, sizeof(want), "v%u", i);
+		if (i % 3 == 2) /* never put */
+			CHECK(f == 0 && vlen == 0);
+		else
+			CHECK(f == RDMEM_BLOB_PRESENT && vlen == strlen(want) &&
+			      memcmp(d, want, vlen) == 0);
+	}
+}
+
+static void test_mget_sizes(void)
+{
+	char key[16], val[16];
+	uint32_t i;
+
+	for (i = 0; i < 65; i++) {
+		if (i % 3 == 2)
+			continue;
+		snprintf(key, sizeof(key), "ms%u", i);
+		snprintf(val, sizeof(val), "v%u", i);
+		REQUIRE(call1(RDMEM_OP_KV_PUT, key, val, (uint32_t)strlen(val), NULL, 0).err == 0);
+	}
+	mget_n(0, 0);
+	mget_n(1, 0);
+	mget_n(64, 0);
+	mget_n(65, 0);
+	mget_n(3, 1);
+	mget_n(65, 1);
+}
+
 static void test_profile(void)
 {
 	uint8_t out[2048], again[2048];
@@ -969,6 +1028,7 @@ int main(void)
 	RUN(test_put_get_del);
 	RUN(test_over_cap);
 	RUN(test_mget);
+	RUN(test_mget_sizes);
 	RUN(test_profile);
 	RUN(test_large_get);
 	RUN(test_reclaim_and_flags);

@@ -178,9 +178,12 @@ static uint8_t pattern(uint32_t key, uint32_t seq, uint32_t writer, uint32_t i)
 	return (uint8_t)(key * 131 + seq * 7 + writer * 29 + i);
 }
 
-static uint32_t make_val(uint8_t *v, uint32_t key, uint32_t seq, uint32_t writer)
+/* small: one size per key, at most 128 B, so every write after the first
+ * replaces a value of its own size (the store copies those in place). */
+static uint32_t make_val(uint8_t *v, uint32_t key, uint32_t seq, uint32_t writer, int small)
 {
-	struct val_hdr h = { key, sizeof(h) + (seq * 37 + key) % VAL_MAX, seq, writer };
+	struct val_hdr h = { key, sizeof(h) + (small ? 16 * (key % 8) : (seq * 37 + key) % VAL_MAX),
+			     seq, writer };
 	uint32_t i;
 
 	memcpy(v, &h, sizeof(h));
@@ -208,6 +211,7 @@ static int val_ok(const uint8_t *v, uint32_t len, uint32_t key)
 
 struct worker {
 	struct rdmem_kv *kv;
+	int small;
 	uint32_t id;
 	uint32_t torn;
 	uint32_t hits;
@@ -238,7 +242,7 @@ static void *kv_worker(void *arg)
 			}
 			break;
 		case 2:
-			len = make_val(val, key, i, w->id);
+			len = make_val(val, key, i, w->id, w->small);
 			if (put(w->kv, name, val, len))
 				w->torn++;
 			break;
@@ -251,7 +255,7 @@ static void *kv_worker(void *arg)
 	return NULL;
 }
 
-static void test_kv_concurrent(void)
+static void kv_concurrent(int small)
 {
 	struct rdmem_kv *kv;
 	struct worker w[THREADS];
@@ -261,7 +265,7 @@ static void test_kv_concurrent(void)
 
 	REQUIRE(rdmem_kv_create(4, MAXV, &kv) == 0); /* few shards: more contention */
 	for (i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){ kv, i, 0, 0 };
+		w[i] = (struct worker){ kv, small, i, 0, 0 };
 		REQUIRE(pthread_create(&t[i], NULL, kv_worker, &w[i]) == 0);
 	}
 	for (i = 0; i < THREADS; i++) {
@@ -296,11 +300,24 @@ static void test_kv_concurrent(void)
 	rdmem_kv_destroy(kv);
 }
 
+static void test_kv_concurrent(void)
+{
+	kv_concurrent(0);
+}
+
+/* Same-size small values are overwritten in place: a reader must still see
+ * one writer's whole value, never a mix. */
+static void test_kv_concurrent_inplace(void)
+{
+	kv_concurrent(1);
+}
+
 int main(void)
 {
 	RUN(test_kv_semantics);
 	RUN(test_kv_growth);
 	RUN(test_kv_multi_read);
 	RUN(test_kv_concurrent);
+	RUN(test_kv_concurrent_inplace);
 	return check_done();
 }
