@@ -3,8 +3,11 @@
  *
  * Each shard is a chained hash table behind a rwlock; a key's shard comes from
  * the high bits of its hash, its bucket from the low bits. An entry is one
- * allocation holding key and value, built outside the lock by PUT, so the
- * write lock is held only to swap a pointer.
+ * allocation holding key and value. A PUT of a large value builds it outside
+ * the lock, so the write lock is held only to swap a pointer; a small value
+ * (KV_INPLACE_MAX) that replaces one of its size is copied over it under the
+ * write lock, and a small new entry is built under it: no allocation on a
+ * steady stream of same-size updates, one lock round trip for an insert.
  *
  * Readers copy values out under the shard's read lock instead of taking a
  * reference count: a GET copies the value exactly once anyway (into the
@@ -182,60 +185,54 @@ static void kv_grow(struct kv_shard *s)
 	s->nbuckets = n;
 }
 
-/*
- * A small value that replaces one of the same size is copied over it under
- * the write lock: no allocation, and no reader can be inside (they copy out
- * under the read lock). Larger ones are built outside the lock and swapped
- * in, so a reader waits for a pointer swap, never for a long copy. Returns 1
- * when the value was replaced here.
- */
-#define KV_INPLACE_MAX 256u
+#define KV_INPLACE_MAX 256u /* values this small are replaced in place */
 
-static int kv_put_inplace(struct kv_shard *s, uint64_t hash, const uint8_t *key, uint32_t klen,
-			  const void *val, uint32_t vlen)
+static struct kv_entry *kv_entry_new(uint64_t hash, const uint8_t *key, uint32_t klen,
+				     const void *val, uint32_t vlen)
 {
-	struct kv_entry *e;
-	int done;
+	struct kv_entry *e = malloc(sizeof(*e) + klen + vlen);
 
-	pthread_rwlock_wrlock(&s->lock);
-	e = *kv_find(s, hash, key, klen);
-	done = e && e->vlen == vlen; /* decided under the lock: e may go after it */
-	if (done)
-		memcpy(e->data + klen, val, vlen);
-	pthread_rwlock_unlock(&s->lock);
-	return done;
-}
-
-int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const void *val,
-		 uint32_t vlen)
-{
-	struct kv_entry *e, *old, **link;
-	struct kv_shard *s;
-
-	if (!kv_key_ok(klen))
-		return -EINVAL;
-	if (vlen > kv->max_value)
-		return -E2BIG;
-	if (vlen && vlen <= KV_INPLACE_MAX) {
-		uint64_t hash = kv_hash(key, klen);
-
-		if (kv_put_inplace(&kv->shards[kv_shard_of(kv, hash)], hash, key, klen, val, vlen))
-			return 0;
-	}
-	e = malloc(sizeof(*e) + klen + vlen);
 	if (!e)
-		return -ENOMEM;
-	e->hash = kv_hash(key, klen);
+		return NULL;
+	e->hash = hash;
 	e->klen = klen;
 	e->vlen = vlen;
 	memcpy(e->data, key, klen);
 	if (vlen)
 		memcpy(e->data + klen, val, vlen);
-	s = &kv->shards[kv_shard_of(kv, e->hash)];
+	return e;
+}
+
+int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const void *val,
+		 uint32_t vlen)
+{
+	struct kv_entry *e = NULL, *old, **link;
+	int small = vlen <= KV_INPLACE_MAX;
+	struct kv_shard *s;
+	uint64_t hash;
+
+	if (!kv_key_ok(klen))
+		return -EINVAL;
+	if (vlen > kv->max_value)
+		return -E2BIG;
+	hash = kv_hash(key, klen);
+	s = &kv->shards[kv_shard_of(kv, hash)];
+	if (!small && !(e = kv_entry_new(hash, key, klen, val, vlen)))
+		return -ENOMEM;
 
 	pthread_rwlock_wrlock(&s->lock);
-	link = kv_find(s, e->hash, key, klen);
+	link = kv_find(s, hash, key, klen);
 	old = *link;
+	if (small && old && old->vlen == vlen) {
+		/* No reader is inside: they copy out under the read lock. */
+		memcpy(old->data + klen, val, vlen);
+		pthread_rwlock_unlock(&s->lock);
+		return 0;
+	}
+	if (small && !(e = kv_entry_new(hash, key, klen, val, vlen))) {
+		pthread_rwlock_unlock(&s->lock);
+		return -ENOMEM;
+	}
 	e->next = old ? old->next : NULL;
 	*link = e;
 	if (!old && ++s->count > s->nbuckets)

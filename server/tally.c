@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define RDMEM_TALLY_BYTES ((sizeof(struct rdmem_tally) + 63) / 64 * 64)
+
 _Thread_local struct rdmem_tally_cache rdmem_tally_cache;
 
 /* Serials start at 1: a thread's zeroed cache matches no set. */
@@ -45,7 +47,10 @@ struct rdmem_tally *rdmem_tally_mine_slow(struct rdmem_tallies *t)
 	for (b = atomic_load_explicit(&t->head, memory_order_relaxed); b; b = b->next)
 		if (pthread_equal(b->owner, self))
 			break;
-	if (!b && (b = calloc(1, sizeof(*b)))) {
+	/* Whole cache lines of its own: no other thread's block or hot data
+	 * shares a line with it. */
+	if (!b && (b = aligned_alloc(64, RDMEM_TALLY_BYTES))) {
+		memset(b, 0, sizeof(*b));
 		b->owner = self;
 		b->next = atomic_load_explicit(&t->head, memory_order_relaxed);
 		/* Release: pairs with the acquire in rdmem_tallies_sum(); a

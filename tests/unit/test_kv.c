@@ -178,7 +178,7 @@ static uint8_t pattern(uint32_t key, uint32_t seq, uint32_t writer, uint32_t i)
 	return (uint8_t)(key * 131 + seq * 7 + writer * 29 + i);
 }
 
-/* small: one size per key, at most 128 B, so every write after the first
+/* small: one size per key, at most 128 B, so a write that finds its key
  * replaces a value of its own size (the store copies those in place). */
 static uint32_t make_val(uint8_t *v, uint32_t key, uint32_t seq, uint32_t writer, int small)
 {
