@@ -94,6 +94,56 @@ static inline void proc_sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* 1 when no thread of pid is running: each /proc/pid/task/<tid>/stat says
+ * T (stopped) or t (traced); 0 otherwise, -1 when pid is gone. */
+static inline int proc_all_stopped(pid_t pid)
+{
+	char path[320], buf[512], *p;
+	struct dirent *d;
+	int stopped = 1;
+	DIR *dd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(dd = opendir(path)))
+		return -1;
+	while (stopped && (d = readdir(dd))) {
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, d->d_name);
+		if (!(f = fopen(path, "r")))
+			continue; /* the thread exited meanwhile */
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		stopped = p && (p[2] == 'T' || p[2] == 't');
+	}
+	closedir(dd);
+	return stopped;
+}
+
+/*
+ * SIGSTOP, then waits (up to timeout_ms) until every thread has stopped:
+ * kill() returns before they do, and a thread still running (an agent
+ * accepting connections) would change what the caller sets up next.
+ * Returns 0, or -1 (not stopped in time, or gone).
+ */
+static inline int proc_stop_wait(pid_t pid, int timeout_ms)
+{
+	int waited;
+
+	if (kill(pid, SIGSTOP) < 0)
+		return -1;
+	for (waited = 0; waited <= timeout_ms; waited += 2) {
+		int st = proc_all_stopped(pid);
+
+		if (st)
+			return st > 0 ? 0 : -1;
+		proc_sleep_ms(2);
+	}
+	return -1;
+}
+
 /* True when the log holds needle. */
 static inline int proc_log_has(const struct proc *p, const char *needle)
 {

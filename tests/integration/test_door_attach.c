@@ -1087,7 +1087,10 @@ static void test_door_stopped_agent_full_backlog_open_times_out(void)
 
 	next_paths();
 	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(kill(agent.pid, SIGSTOP) == 0);
+	/* Stopped for real before the fill: a door thread still running would
+	 * accept (and evict) connects, and the backlog might never fill (CI
+	 * under ASan queued all 512). */
+	REQUIRE(proc_stop_wait(agent.pid, 5000) == 0);
 	n = backlog_fill(fds, 512);
 	CHECK(n > 0 && n < 512);
 	t0 = rdmem_now_ns();
@@ -1124,7 +1127,7 @@ static void test_door_agent_gone_mid_handshake_is_refused(void)
 
 	next_paths();
 	REQUIRE(agent_start(&agent) == 0);
-	REQUIRE(kill(agent.pid, SIGSTOP) == 0);
+	REQUIRE(proc_stop_wait(agent.pid, 5000) == 0); /* no welcome can come */
 	pid = open_in_child();
 	REQUIRE(pid >= 0);
 	proc_sleep_ms(300); /* connected, hello sent, waiting for the welcome */
