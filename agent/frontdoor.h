@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "agent/call.h"
+#include "agent/pin.h"
 
 struct rdmem_frontdoor;
 
@@ -45,10 +46,22 @@ struct rdmem_frontdoor_config {
 	 * disconnects it; 0 (the zero field too) never cuts anyone off. The
 	 * agent's flag defaults to RDMEM_FD_STRIKES_DEFAULT. */
 	uint32_t client_strikes;
+	/* Pinned-memory budget for zero copy (agent/pin.h): bytes of one
+	 * entry's slots, and of all entries' slots, that registrations may cover
+	 * at once (--max-client-mem, --max-total-mem, 0..RDMEM_PIN_MAX_LIMIT),
+	 * when has_mem_limits (RDMEM_FD_MEM_DEFAULT: the default for that one);
+	 * else (tests, fuzzers) both defaults. A default is never below one
+	 * slot's payload, so every legal --max-value gets zero copy. */
+	uint64_t max_client_mem;
+	uint64_t max_total_mem;
+	int has_mem_limits;
 };
 
-#define RDMEM_FD_STRIKES_DEFAULT 16
-#define RDMEM_FD_STRIKES_MAX	 1000000
+#define RDMEM_FD_MEM_DEFAULT	    UINT64_MAX
+#define RDMEM_FD_DEFAULT_CLIENT_MEM (64ull << 20)  /* or one slot's payload, if more */
+#define RDMEM_FD_DEFAULT_TOTAL_MEM  (256ull << 20) /* or one slot's payload, if more */
+#define RDMEM_FD_STRIKES_DEFAULT    16
+#define RDMEM_FD_STRIKES_MAX	    1000000
 /* One strike is forgiven this often: a rare glitch never adds up. */
 #define RDMEM_FD_STRIKE_DECAY_NS 1000000000ull
 /* A process cut off may not attach again for this long. */
@@ -125,12 +138,21 @@ void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_ag
 void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len);
 
 /*
- * Where client areas are, so the agent can register each with the fabric
- * (zero-copy): client c's at *base + *area_off + c * *area_len, of
- * *clients. An area is mapped only while its entry is claimed.
+ * Where client slots are, so the agent can register their payloads with the
+ * fabric (zero copy): client c's slot s at base + area_off + c * area_len +
+ * s * slot_size, its payload payload_off into it, payload_cap bytes. An area
+ * is mapped only while its entry is claimed. pin: the budget every
+ * registration is charged to.
  */
-void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t *area_off,
-			   uint64_t *area_len, uint32_t *clients);
+struct rdmem_frontdoor_areas {
+	uint8_t *base;
+	uint64_t area_off, area_len;
+	uint32_t clients, slots, slot_size, payload_off, payload_cap;
+	struct rdmem_pin_budget *pin;
+};
+void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_areas *out);
+/* The budget of pinned client memory (agent/pin.h), as in the areas. */
+struct rdmem_pin_budget *rdmem_frontdoor_pin(struct rdmem_frontdoor *fd);
 
 /*
  * fn(ctx, client) runs on the actor thread each time a client entry is
@@ -179,8 +201,13 @@ struct rdmem_frontdoor_stats {
 	uint64_t unattributed;	   /* misbehaviour naming a client others could have forged */
 	uint64_t door_cut_refused; /* attaches refused: the process was cut off recently */
 	uint64_t door_no_memory;   /* attaches refused: no memory for the client's area */
-	uint32_t attached;	   /* live client entries */
-	uint32_t inflight;	   /* calls handed to submit() and not completed yet */
+	uint64_t pin_bytes;	   /* client slot bytes registered now, every link (agent/pin.h) */
+	uint64_t pin_max_client;   /* --max-client-mem */
+	uint64_t pin_max_total;	   /* --max-total-mem */
+	uint64_t pin_refused_client; /* registrations over a client's limit */
+	uint64_t pin_refused_total;  /* registrations over the total */
+	uint32_t attached;	     /* live client entries */
+	uint32_t inflight;	     /* calls handed to submit() and not completed yet */
 };
 void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_stats *out);
 

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "agent/frontdoor.h"
+#include "agent/pin.h"
 #include "shm/door.h"
 #include "shm/segment.h"
 
@@ -141,6 +142,7 @@ struct rdmem_frontdoor {
 	uint32_t client_strikes; /* --client-strikes; 0: never cut off */
 	struct rdmem_fd_client *clients;
 	struct rdmem_agent_call *calls; /* clients x slots, indexed like the slots */
+	struct rdmem_pin_budget pin;	/* zero copy's pinned memory (agent/pin.h) */
 	rdmem_frontdoor_submit_fn submit;
 	void *submit_ctx;
 	pthread_t thread;

@@ -1013,6 +1013,13 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->unattributed = atomic_load_explicit(&fd->n_unattributed, memory_order_relaxed);
 	out->door_cut_refused = atomic_load_explicit(&fd->door.n_cut_refused, memory_order_relaxed);
 	out->door_no_memory = atomic_load_explicit(&fd->door.n_no_memory, memory_order_relaxed);
+	out->pin_bytes = rdmem_pin_total(&fd->pin);
+	out->pin_max_client = fd->pin.max_client;
+	out->pin_max_total = fd->pin.max_total;
+	/* relaxed: counters for stats, read alone. */
+	out->pin_refused_client =
+	    atomic_load_explicit(&fd->pin.refused_client, memory_order_relaxed);
+	out->pin_refused_total = atomic_load_explicit(&fd->pin.refused_total, memory_order_relaxed);
 	for (c = 0; c < fd->geom.clients; c++) {
 		out->attached +=
 		    atomic_load_explicit(&fd->clients[c].claim, memory_order_relaxed) != 0;

@@ -230,7 +230,38 @@ static void rdmem_frontdoor_free(struct rdmem_frontdoor *fd)
 		close(fd->shm_fd);
 	free(fd->clients);
 	free(fd->calls);
+	rdmem_pin_fini(&fd->pin);
 	free(fd);
+}
+
+/* A limit as configured, or its default: never below one slot's payload,
+ * so zero copy works with every legal --max-value. */
+static uint64_t rdmem_frontdoor_mem_limit(const struct rdmem_frontdoor_config *cfg, uint64_t set,
+					  uint64_t dflt, uint32_t slot)
+{
+	if (cfg->has_mem_limits && set != RDMEM_FD_MEM_DEFAULT)
+		return set;
+	return RDMEM_MAX(dflt, (uint64_t)slot);
+}
+
+/* The pinned-memory budget (agent/pin.h); says so when a limit set below
+ * one slot's payload leaves no zero copy at all. */
+static int rdmem_frontdoor_pin_init(struct rdmem_frontdoor *fd,
+				    const struct rdmem_frontdoor_config *cfg)
+{
+	uint32_t slot = fd->geom.payload_cap;
+	uint64_t client =
+	    rdmem_frontdoor_mem_limit(cfg, cfg->max_client_mem, RDMEM_FD_DEFAULT_CLIENT_MEM, slot);
+	uint64_t total =
+	    rdmem_frontdoor_mem_limit(cfg, cfg->max_total_mem, RDMEM_FD_DEFAULT_TOTAL_MEM, slot);
+
+	if (RDMEM_MIN(client, total) < slot)
+		rdmem_warn("front door %s: --max-%s-mem %" PRIu64 " is below one slot's payload "
+			   "(%u B: --max-value + 66 KiB): no large payload moves with zero copy; "
+			   "AUTO calls copy over TCP, forced BULK and LAZY ones fail -ENOMEM",
+			   fd->name, client < slot ? "client" : "total", RDMEM_MIN(client, total),
+			   slot);
+	return rdmem_pin_init(&fd->pin, fd->geom.clients, client, total);
 }
 
 int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdmem_frontdoor **out)
@@ -265,7 +296,7 @@ int rdmem_frontdoor_create(const struct rdmem_frontdoor_config *cfg, struct rdme
 	n = (size_t)fd->geom.clients * fd->geom.slots;
 	fd->clients = calloc(fd->geom.clients, sizeof(*fd->clients));
 	fd->calls = calloc(n, sizeof(*fd->calls));
-	if (!fd->clients || !fd->calls) {
+	if (!fd->clients || !fd->calls || rdmem_frontdoor_pin_init(fd, cfg)) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -313,13 +344,22 @@ void *rdmem_frontdoor_segment(struct rdmem_frontdoor *fd, size_t *len)
 	return fd->base;
 }
 
-void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, uint8_t **base, uint64_t *area_off,
-			   uint64_t *area_len, uint32_t *clients)
+void rdmem_frontdoor_areas(struct rdmem_frontdoor *fd, struct rdmem_frontdoor_areas *out)
 {
-	*base = fd->base;
-	*area_off = fd->geom.slots_off;
-	*area_len = rdmem_shm_client_size(&fd->geom);
-	*clients = fd->geom.clients;
+	out->base = fd->base;
+	out->area_off = fd->geom.slots_off;
+	out->area_len = rdmem_shm_client_size(&fd->geom);
+	out->clients = fd->geom.clients;
+	out->slots = fd->geom.slots;
+	out->slot_size = fd->geom.slot_size;
+	out->payload_off = RDMEM_SHM_SLOT_HDR;
+	out->payload_cap = fd->geom.payload_cap;
+	out->pin = &fd->pin;
+}
+
+struct rdmem_pin_budget *rdmem_frontdoor_pin(struct rdmem_frontdoor *fd)
+{
+	return &fd->pin;
 }
 
 void rdmem_frontdoor_on_release(struct rdmem_frontdoor *fd, rdmem_frontdoor_released_fn fn,

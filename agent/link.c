@@ -119,10 +119,23 @@ static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uin
 	       (uint64_t)slots * RDMEM_LINK_STAGE_BYTES;
 }
 
+/* Bytes of client slots a link may keep registered at once: every slot of
+ * every client, as far as --max-client-mem and --max-total-mem allow. */
+static uint64_t rdmem_link_fd_pin_bytes(const struct rdmem_link_config *cfg)
+{
+	uint64_t per_client = (uint64_t)cfg->fd_slots * cfg->fd_payload_cap, all;
+
+	if (cfg->pin && cfg->fd_payload_cap)
+		per_client = RDMEM_MIN(per_client, cfg->pin->max_client / cfg->fd_payload_cap *
+						       cfg->fd_payload_cap);
+	all = per_client * cfg->fd_clients;
+	return cfg->pin ? RDMEM_MIN(all, cfg->pin->max_total) : all;
+}
+
 int rdmem_link_memlock_short(const struct rdmem_link_config *cfg, uint64_t *need, uint64_t *limit)
 {
 	*need = rdmem_link_region_bytes(cfg->ring_slots, cfg->resp_bytes, NULL) +
-		cfg->fd_area_len * cfg->fd_clients;
+		rdmem_link_fd_pin_bytes(cfg);
 	return cfg->fabric == RDMEM_FAB_VERBS && rdmem_memlock_limit(limit) && *need > *limit;
 }
 
@@ -147,63 +160,90 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	if (ret == 0)
 		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
 				    &l->mr_local);
-	if (ret == 0 && cfg->fd_base) {
-		l->areas = calloc(cfg->fd_clients, sizeof(*l->areas));
-		if (!l->areas)
+	if (ret == 0 && cfg->fd_base && cfg->pin) {
+		l->regs = calloc((size_t)cfg->fd_clients * cfg->fd_slots, sizeof(*l->regs));
+		l->reg_failed = calloc(cfg->fd_clients, sizeof(*l->reg_failed));
+		if (!l->regs || !l->reg_failed)
 			return -ENOMEM;
 		l->fd_base = cfg->fd_base;
 		l->fd_area_off = cfg->fd_area_off;
 		l->fd_area_len = cfg->fd_area_len;
 		l->fd_clients = cfg->fd_clients;
+		l->fd_slots = cfg->fd_slots;
+		l->fd_slot_size = cfg->fd_slot_size;
+		l->fd_payload_off = cfg->fd_payload_off;
+		l->fd_payload_cap = cfg->fd_payload_cap;
+		l->pin = cfg->pin;
 	}
 	return ret;
 }
 
-struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client)
+struct rdmem_link_reg *rdmem_link_reg(struct rdmem_link *l, uint32_t client, uint32_t slot)
 {
-	return l->areas && client < l->fd_clients ? &l->areas[client] : NULL;
+	if (!l->regs || client >= l->fd_clients || slot >= l->fd_slots)
+		return NULL;
+	return &l->regs[(size_t)client * l->fd_slots + slot];
 }
 
-void rdmem_link_area_drop(struct rdmem_link *l, uint32_t client)
+void rdmem_link_reg_drop(struct rdmem_link *l, uint32_t client, uint32_t slot)
 {
-	struct rdmem_link_area *a = rdmem_link_area(l, client);
+	struct rdmem_link_reg *r = rdmem_link_reg(l, client, slot);
 
-	if (!a || !a->serial)
+	if (!r || !r->serial)
 		return;
-	rdmem_fab_dereg(l->conn, &a->mr);
-	a->serial = 0;
+	rdmem_fab_dereg(l->conn, &r->mr);
+	rdmem_pin_release(l->pin, client, l->fd_payload_cap);
+	r->serial = 0;
 	l->areas_live--;
 	l->area_drops++;
 }
 
-int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey)
+int rdmem_link_reg_lkey(struct rdmem_link *l, uint32_t client, uint32_t slot, uint64_t serial,
+			uint32_t *lkey, enum rdmem_pin_refusal *over)
 {
-	struct rdmem_link_area *a = rdmem_link_area(l, client);
+	struct rdmem_link_reg *r = rdmem_link_reg(l, client, slot);
+	uint8_t *payload;
 	int ret;
 
-	if (!a || !serial)
+	*over = RDMEM_PIN_OK;
+	if (!r || !serial)
 		return -EINVAL;
-	if (a->serial == serial) {
-		*lkey = a->mr.lkey;
+	if (r->serial == serial) {
+		*lkey = r->mr.lkey;
 		return 0;
 	}
-	if (a->failed == serial)
+	if (l->reg_failed[client] == serial)
 		return -ENOMEM;
-	rdmem_link_area_drop(l, client);
-	ret = rdmem_fab_reg(l->conn, l->fd_base + l->fd_area_off + client * l->fd_area_len,
-			    l->fd_area_len, RDMEM_ACCESS_LOCAL, &a->mr);
+	rdmem_link_reg_drop(l, client, slot);
+	*over = rdmem_pin_charge(l->pin, client, l->fd_payload_cap);
+	if (*over != RDMEM_PIN_OK)
+		return -ENOBUFS;
+	payload = l->fd_base + l->fd_area_off + client * l->fd_area_len +
+		  (uint64_t)slot * l->fd_slot_size + l->fd_payload_off;
+	ret = rdmem_fab_reg(l->conn, payload, l->fd_payload_cap, RDMEM_ACCESS_LOCAL, &r->mr);
 	if (ret < 0) {
-		a->failed = serial;
-		rdmem_warn_limited("rdma: cannot register client %u's area (%llu KiB): %s; its "
-				   "calls go over TCP until it attaches again",
-				   client, (unsigned long long)(l->fd_area_len >> 10),
-				   strerror(-ret));
-		return ret;
+		rdmem_pin_release(l->pin, client, l->fd_payload_cap);
+		/* The locked-memory limit (ENOMEM, EAGAIN) is pressure like the
+		 * budget's: letting idle registrations go may make room. */
+		if (ret == -ENOMEM || ret == -EAGAIN) {
+			*over = RDMEM_PIN_TOTAL;
+			rdmem_warn_limited("rdma: cannot register client %u's slot %u (%u KiB): %s "
+					   "(locked-memory limit: see `ulimit -l`, or lower "
+					   "--max-total-mem); the call goes another way",
+					   client, slot, l->fd_payload_cap >> 10, strerror(-ret));
+			return -ENOBUFS;
+		}
+		l->reg_failed[client] = serial;
+		rdmem_warn_limited("rdma: cannot register client %u's slot %u (%u KiB): %s; its "
+				   "large calls go over TCP until it attaches again",
+				   client, slot, l->fd_payload_cap >> 10, strerror(-ret));
+		return ret == -ENOBUFS ? -EIO : ret; /* -ENOBUFS says "budget" */
 	}
-	a->serial = serial;
+	r->serial = serial;
+	r->last_post = 0;
 	l->area_regs++;
 	l->areas_live++;
-	*lkey = a->mr.lkey;
+	*lkey = r->mr.lkey;
 	return 0;
 }
 
@@ -356,15 +396,16 @@ void rdmem_link_close(struct rdmem_link *l)
 	if (!l)
 		return;
 	if (l->conn) {
-		for (uint32_t c = 0; l->areas && c < l->fd_clients; c++)
-			if (l->areas[c].serial)
-				rdmem_fab_dereg(l->conn, &l->areas[c].mr);
+		for (uint32_t c = 0; l->regs && c < l->fd_clients; c++)
+			for (uint32_t i = 0; i < l->fd_slots; i++)
+				rdmem_link_reg_drop(l, c, i);
 		rdmem_fab_dereg(l->conn, &l->mr_local);
 		rdmem_fab_dereg(l->conn, &l->mr_resp);
 		if (l->region)
 			rdmem_fab_free(l->conn, l->region, l->region_len);
 		rdmem_fab_close(l->conn);
 	}
-	free(l->areas);
+	free(l->regs);
+	free(l->reg_failed);
 	free(l);
 }

@@ -4,11 +4,13 @@
  *   agent region   response slots (descriptor + payload each)   remote write (replies)
  *                  descriptor staging, control-page snapshot, RECLAIM buffers,
  *                  small-payload staging: local
- *   front door     each client's own area (shm/segment.h), registered local-only
- *                  at its first call after each attach that moves a large
- *                  payload (BULK, LAZY, a request over RDMEM_LINK_STAGE_BYTES,
- *                  or a reply the server sent by reference), so those leave
- *                  from and READs land in the client's slot with no copy
+ *   front door     each client slot's payload (shm/segment.h), registered
+ *                  local-only at the slot's first call after each attach that
+ *                  moves a large payload (BULK, LAZY, a request over
+ *                  RDMEM_LINK_STAGE_BYTES, or a reply the server sent by
+ *                  reference), so those leave from and READs land in the
+ *                  client's slot with no copy; each registration is charged
+ *                  to the agent's pinned-memory budget (agent/pin.h)
  */
 #ifndef RDMEM_AGENT_LINK_H
 #define RDMEM_AGENT_LINK_H
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/pin.h"
 #include "rdmem/fabric.h"
 #include "rdmem/layout.h"
 
@@ -39,6 +42,11 @@ struct rdmem_link_config {
 	uint64_t fd_area_off; /* client c's area at fd_base + off + c * len */
 	uint64_t fd_area_len;
 	uint32_t fd_clients;
+	uint32_t fd_slots;	      /* slot s of an area at s * fd_slot_size ... */
+	uint32_t fd_slot_size;	      /* ... its payload fd_payload_off into it, ... */
+	uint32_t fd_payload_off;      /* ... of fd_payload_cap bytes: what a */
+	uint32_t fd_payload_cap;      /* registration covers */
+	struct rdmem_pin_budget *pin; /* charged per registration; shared by every link */
 	int timeout_ms;
 	const char *src_addr;	 /* local address to dial from (verbs: picks the device) */
 	struct rdmem_auth *auth; /* --secret-file; NULL: none */
@@ -65,40 +73,45 @@ struct rdmem_link {
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
 	uint8_t *reclaim;	  /* RDMEM_LINK_RECLAIM_BUFS message buffers */
 	struct rdmem_mr mr_resp, mr_local;
-	/* Per client entry: its area's registration and the attach it is of. */
-	struct rdmem_link_area *areas;
+	/* Per client slot: its payload's registration (fd_clients x fd_slots,
+	 * client-major); per client entry: the attach whose registration failed. */
+	struct rdmem_link_reg *regs;
+	uint64_t *reg_failed;
 	uint8_t *fd_base;
 	uint64_t fd_area_off, fd_area_len;
-	uint32_t fd_clients;
-	uint64_t area_regs;  /* registrations of client areas made on this link */
-	uint32_t areas_live; /* client areas registered now */
-	uint64_t area_drops; /* registrations let go: attach over, or replaced */
+	uint32_t fd_clients, fd_slots, fd_slot_size, fd_payload_off, fd_payload_cap;
+	struct rdmem_pin_budget *pin;
+	uint64_t area_regs;  /* registrations of client slots made on this link */
+	uint32_t areas_live; /* client slots registered now */
+	uint64_t area_drops; /* registrations let go: attach over, replaced or evicted */
 };
 
-struct rdmem_link_area {
+struct rdmem_link_reg {
 	struct rdmem_mr mr;
 	uint64_t serial;    /* the attach registered (call->client_serial); 0: none */
-	uint64_t failed;    /* an attach whose registration failed: not tried again */
 	uint64_t last_post; /* the RDMA actor's post number of the last WR that used mr */
 };
 
-/* Client's registration slot, or NULL when the link has no front door or
- * client is out of range. */
-struct rdmem_link_area *rdmem_link_area(struct rdmem_link *l, uint32_t client);
+/* Slot's registration of client, or NULL when the link has no front door or
+ * either is out of range. */
+struct rdmem_link_reg *rdmem_link_reg(struct rdmem_link *l, uint32_t client, uint32_t slot);
 
 /*
- * The lkey of client's area as attach serial has it (the session actor's
- * thread only). Each attach maps a fresh memfd there, so a registration of
- * an earlier attach pins the old pages: it is replaced on the first call of
- * a new attach. The caller makes sure no WR that used the old one can still
- * run (agent/rdma.c, rdmem_rdma_area_lkey). Returns 0, or -errno of the
- * registration (then, for this attach, at once: the caller sends its calls
- * another way).
+ * The lkey of client's slot payload as attach serial has it (the session
+ * actor's thread only). Each attach maps a fresh memfd, so a registration of
+ * an earlier attach pins the old pages: it is replaced on the slot's first
+ * call of a new attach. The caller makes sure no WR that used the old one can
+ * still run (agent/rdma.c, rdmem_rdma_slot_lkey). Returns 0; -ENOBUFS when
+ * the pinned-memory budget refuses it (*over says which limit: the caller
+ * may let an idle registration go and try again); -errno of a failed
+ * registration (then, for this attach, at once: its calls go another way).
  */
-int rdmem_link_area_lkey(struct rdmem_link *l, uint32_t client, uint64_t serial, uint32_t *lkey);
+int rdmem_link_reg_lkey(struct rdmem_link *l, uint32_t client, uint32_t slot, uint64_t serial,
+			uint32_t *lkey, enum rdmem_pin_refusal *over);
 
-/* Deregisters client's area (the caller made sure no WR can still use it). */
-void rdmem_link_area_drop(struct rdmem_link *l, uint32_t client);
+/* Deregisters a slot's payload and gives its bytes back to the budget (the
+ * caller made sure no WR can still use it). */
+void rdmem_link_reg_drop(struct rdmem_link *l, uint32_t client, uint32_t slot);
 
 /* Connects to the server and exchanges regions; logs why on failure. */
 int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out);
@@ -106,7 +119,7 @@ void rdmem_link_close(struct rdmem_link *l);
 
 /*
  * True when the verbs fabric certainly cannot register what a link needs
- * (agent region + front-door segment, *need bytes): RLIMIT_MEMLOCK (*limit
+ * (agent region + client slots up to the pinned-memory budget, *need bytes): RLIMIT_MEMLOCK (*limit
  * bytes) is lower and the process lacks CAP_IPC_LOCK. The pinning rule is the
  * kernel's; a false answer does not promise the registrations succeed.
  */

@@ -89,6 +89,15 @@ static void rdmem_agent_usage(FILE *f)
 	    "      --slots N              slots per client, at most 64 (default 16); the segment\n"
 	    "                             holds clients x slots x (max-value + 65 KiB) of RAM\n"
 	    "      --max-value B          largest value a call carries (default 1m)\n"
+	    "      --max-client-mem B     client memory the agent may pin at once for one\n"
+	    "                             client's zero-copy calls, 0-1024g (default 64m, or\n"
+	    "                             one slot if more); a slot is pinned whole\n"
+	    "                             (max-value + 66 KiB); past it a call waits for\n"
+	    "                             room, or copies over TCP (AUTO; forced BULK/LAZY:\n"
+	    "                             -ENOMEM) when another server's link holds it\n"
+	    "      --max-total-mem B      the same for all clients together, 0-1024g (default\n"
+	    "                             256m, or one slot if more); within the locked-\n"
+	    "                             memory limit\n"
 	    "      --force-path P         auto | eager | lazy | bulk | tcp (default auto)\n"
 	    "      --bulk-threshold B     requests this big go BULK (default 8k)\n"
 	    "      --large-threshold B    replies expected this big go LAZY (default 8k)\n"
@@ -194,6 +203,8 @@ enum {
 	OPT_RESP_MAX_CONNS,
 	OPT_RESP_IDLE_EVICT,
 	OPT_RESP_MAX_MEMORY,
+	OPT_MAX_CLIENT_MEM,
+	OPT_MAX_TOTAL_MEM,
 	OPT_TLS_CA,
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
@@ -245,6 +256,8 @@ static const struct option rdmem_agent_longopts[] = {
 	{ "resp-max-conns", required_argument, NULL, OPT_RESP_MAX_CONNS },
 	{ "resp-idle-evict", required_argument, NULL, OPT_RESP_IDLE_EVICT },
 	{ "resp-max-memory", required_argument, NULL, OPT_RESP_MAX_MEMORY },
+	{ "max-client-mem", required_argument, NULL, OPT_MAX_CLIENT_MEM },
+	{ "max-total-mem", required_argument, NULL, OPT_MAX_TOTAL_MEM },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -262,6 +275,8 @@ static const struct rdmem_opt_num rdmem_agent_ranges[] = {
 	N(OPT_CLIENT_STRIKES, "--client-strikes", 0, RDMEM_FD_STRIKES_MAX, fd.client_strikes),
 	N(OPT_SLOTS, "--slots", 1, RDMEM_SHM_MAX_SLOTS, fd.slots),
 	B(OPT_MAX_VALUE, "--max-value", 1, RDMEM_MAX_VALUE_LIMIT, fd.max_value),
+	B(OPT_MAX_CLIENT_MEM, "--max-client-mem", 0, RDMEM_PIN_MAX_LIMIT, fd.max_client_mem),
+	B(OPT_MAX_TOTAL_MEM, "--max-total-mem", 0, RDMEM_PIN_MAX_LIMIT, fd.max_total_mem),
 	B(OPT_BULK, "--bulk-threshold", 0, UINT32_MAX, cfg.path.bulk_threshold),
 	B(OPT_LARGE, "--large-threshold", 0, UINT32_MAX, cfg.path.large_threshold),
 	N(OPT_ERRORS, "--error-threshold", 0, UINT32_MAX, cfg.path.error_threshold),
@@ -439,6 +454,9 @@ static void rdmem_agent_defaults(struct rdmem_agent_opts *o)
 	o->fd.client_strikes = RDMEM_FD_STRIKES_DEFAULT;
 	o->fd.slots = 16;
 	o->fd.max_value = RDMEM_DEFAULT_MAX_VALUE;
+	o->fd.max_client_mem = RDMEM_FD_MEM_DEFAULT; /* 64m, or one slot if more */
+	o->fd.max_total_mem = RDMEM_FD_MEM_DEFAULT;  /* 256m, or one slot if more */
+	o->fd.has_mem_limits = 1;
 	o->connect_timeout_ms = 2000;
 	o->cfg.path = (struct rdmem_path_config){ RDMEM_PATH_AUTO, 8192, 8192, 8 };
 	o->cfg.ring_slots = RDMEM_DEFAULT_RING_SLOTS;

@@ -91,11 +91,16 @@ struct rdmem_rdma {
 	uint64_t hold_until_ns; /* the server's group is not being served before this */
 	uint64_t held_for;	/* the hold_until_ns that yield_holds counted last */
 	uint32_t calls_since_ctrl;
-	uint8_t reclaim_fault;	      /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
-	uint8_t withheld_n;	      /* 1: withheld holds a reference not given back */
-	struct rdmem_objref withheld; /* RDMEM_RECLAIM_WITHHOLD's */
+	uint8_t reclaim_fault;	       /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
+	uint8_t withheld_n;	       /* 1: withheld holds a reference not given back */
+	struct rdmem_objref withheld;  /* RDMEM_RECLAIM_WITHHOLD's */
+	uint32_t evict_own, evict_any; /* where eviction scans start (rdmem_rdma_evict) */
+	uint64_t *in_use; /* client slots calls of this link use (rdmem_rdma_mark_in_use) */
 	struct rdmem_rdma_stats st;
 };
+
+/* Idle registrations a call may let go before it takes another way. */
+#define RDMEM_RDMA_EVICT_TRIES 4
 
 /* ---- slot runs ---------------------------------------------------------- */
 
@@ -279,29 +284,157 @@ static struct rdmem_dp_msg rdmem_rdma_msg(struct rdmem_rdma *r, uint32_t i,
 	return m;
 }
 
-/*
- * The lkey of call's client area (rdmem_link_area_lkey). A new attach of the
- * entry replaces the old registration only once no WR that used it can still
- * run: request WRs are unsignalled, and a call completes at its reply, not
- * at its WRs' completion (after a lost ACK the NIC may re-read a request
- * whose reply already came), so deregistering earlier could fault the QP.
- * Until done_no passes the last post that used it: -EBUSY (the call waits
- * for it, as for a held group: -EAGAIN would send an AUTO call over TCP)
- * and a fence READ goes out. -ENOMEM: it cannot be registered.
- */
-static int rdmem_rdma_area_lkey(struct rdmem_rdma *r, const struct rdmem_agent_call *call,
-				uint32_t *lkey)
+/* Marks in r->in_use the client slots that calls this link holds use (their
+ * request WRs gather from them, or their READs land or will land there):
+ * one pass over the ring slots before a scan of the registrations. */
+static void rdmem_rdma_mark_in_use(struct rdmem_rdma *r)
 {
-	struct rdmem_link_area *a = rdmem_link_area(r->l, call->client);
+	const struct rdmem_link *l = r->l;
+	uint32_t i;
 
-	if (!a)
-		return -ENOMEM;
-	if (a->serial && a->serial != call->client_serial && a->last_post > r->done_no) {
-		r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
+	memset(r->in_use, 0, ((uint64_t)l->fd_clients * l->fd_slots + 63) / 64 * sizeof(uint64_t));
+	for (i = 0; i < l->slots; i++) {
+		const struct rdmem_agent_call *c = r->slot[i].call;
+		uint64_t idx;
+
+		if (r->slot[i].owner != RDMEM_OWN_CALL || !c || !c->client_serial ||
+		    c->client >= l->fd_clients || c->slot >= l->fd_slots)
+			continue;
+		idx = (uint64_t)c->client * l->fd_slots + c->slot;
+		r->in_use[idx / 64] |= 1ull << (idx % 64);
+	}
+}
+
+/* Client slot reg (index idx of the link's table) may go now: 1; it will
+ * once done_no passes *fence (raised to its last post): -1; it is used by a
+ * call this link holds: -2; none: 0. */
+static int rdmem_rdma_reg_idle(const struct rdmem_rdma *r, uint64_t idx, uint64_t *fence)
+{
+	const struct rdmem_link *l = r->l;
+	const struct rdmem_link_reg *reg = &l->regs[idx];
+
+	if (!reg->serial)
+		return 0;
+	if ((r->in_use[idx / 64] >> (idx % 64)) & 1)
+		return -2;
+	if (reg->last_post > r->done_no) {
+		*fence = RDMEM_MAX(*fence, reg->last_post);
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Makes room under the pinned-memory budget: lets one idle registration go,
+ * of client's own slots when its limit refused (over), of any client's when
+ * the total did, from a cursor per scope that moves on so no client is
+ * always first. Idle: no call this link holds uses it, and no WR that used
+ * it can still run. Returns 1 when one went; -EBUSY when one will be idle
+ * after the fence READ that now goes out, or (may_wait) when calls of this
+ * link hold them and will give them back when they finish: the call waits;
+ * 0: none of this link's can ever make room.
+ */
+static int rdmem_rdma_evict(struct rdmem_rdma *r, uint32_t client, enum rdmem_pin_refusal over,
+			    int may_wait)
+{
+	struct rdmem_link *l = r->l;
+	int own = over == RDMEM_PIN_CLIENT, busy = 0;
+	uint64_t n = own ? l->fd_slots : (uint64_t)l->fd_clients * l->fd_slots;
+	uint64_t first = own ? (uint64_t)client * l->fd_slots : 0, fence = 0, k;
+	uint32_t *cursor = own ? &r->evict_own : &r->evict_any;
+
+	rdmem_rdma_mark_in_use(r);
+	for (k = 0; k < n; k++) {
+		uint64_t idx = first + (*cursor + k) % n;
+		int idle = rdmem_rdma_reg_idle(r, idx, &fence);
+
+		busy |= idle == -2;
+		if (idle <= 0)
+			continue;
+		rdmem_link_reg_drop(l, (uint32_t)(idx / l->fd_slots),
+				    (uint32_t)(idx % l->fd_slots));
+		*cursor = (uint32_t)((idx - first + 1) % n);
+		r->st.pin_evicted++;
+		return 1;
+	}
+	if (fence)
+		r->fence_need = RDMEM_MAX(r->fence_need, fence);
+	if (fence || (busy && may_wait)) {
+		r->st.pin_waits++;
 		return -EBUSY;
 	}
-	return rdmem_link_area_lkey(r->l, call->client, call->client_serial, lkey) < 0 ? -ENOMEM
-										       : 0;
+	return 0;
+}
+
+int rdmem_rdma_shed_idle(struct rdmem_rdma *r, int *waiting)
+{
+	struct rdmem_link *l = r->l;
+	uint64_t n = (uint64_t)l->fd_clients * l->fd_slots, idx, fence = 0;
+	int dropped = 0;
+
+	if (!l->regs)
+		return 0;
+	rdmem_rdma_mark_in_use(r);
+	for (idx = 0; idx < n; idx++) {
+		int idle = rdmem_rdma_reg_idle(r, idx, &fence);
+
+		if (idle > 0) {
+			rdmem_link_reg_drop(l, (uint32_t)(idx / l->fd_slots),
+					    (uint32_t)(idx % l->fd_slots));
+			r->st.pin_evicted++;
+			dropped++;
+		}
+		*waiting += idle == -1; /* in use: a later ask sheds it */
+	}
+	r->fence_need = RDMEM_MAX(r->fence_need, fence);
+	return dropped;
+}
+
+/*
+ * The lkey of the payload of call's client slot (rdmem_link_reg_lkey). A new
+ * attach of the entry replaces the old registration only once no WR that
+ * used it can still run: request WRs are unsignalled, and a call completes
+ * at its reply, not at its WRs' completion (after a lost ACK the NIC may
+ * re-read a request whose reply already came), so deregistering earlier
+ * could fault the QP. Until done_no passes the last post that used it:
+ * -EBUSY (the call waits for it, as for a held group: -EAGAIN would send an
+ * AUTO call over TCP) and a fence READ goes out. The same when the budget
+ * is used up and a registration that can go is still fenced. -ENOMEM: it
+ * cannot be registered (over the budget with none idle, or refused).
+ */
+static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_call *call,
+				uint32_t *lkey, int may_wait)
+{
+	struct rdmem_link_reg *reg = rdmem_link_reg(r->l, call->client, call->slot);
+	enum rdmem_pin_refusal over;
+	int ret, tries;
+
+	if (!reg)
+		return -ENOMEM;
+	if (reg->serial && reg->serial != call->client_serial && reg->last_post > r->done_no) {
+		r->fence_need = RDMEM_MAX(r->fence_need, reg->last_post);
+		return -EBUSY;
+	}
+	ret = rdmem_link_reg_lkey(r->l, call->client, call->slot, call->client_serial, lkey, &over);
+	/* One eviction makes room for one registration (all are one slot's
+	 * size); a few more cover other links charging meanwhile, never a
+	 * drained link for one call. */
+	for (tries = 0; ret == -ENOBUFS && tries < RDMEM_RDMA_EVICT_TRIES; tries++) {
+		int freed = rdmem_rdma_evict(r, call->client, over, may_wait);
+
+		if (freed < 0)
+			return freed;
+		if (!freed)
+			break;
+		ret = rdmem_link_reg_lkey(r->l, call->client, call->slot, call->client_serial, lkey,
+					  &over);
+	}
+	if (ret == -ENOBUFS) {
+		/* Other links may hold idle ones; this call goes another way. */
+		r->st.pin_refused++;
+		rdmem_pin_ask_shed(r->l->pin);
+	}
+	return ret < 0 ? -ENOMEM : 0;
 }
 
 /* Key and value gathered from the client's slot: no copy. */
@@ -381,7 +514,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	area = call->client_serial && (path != RDMEM_PATH_EAGER || bytes > RDMEM_LINK_STAGE_BYTES);
 	if (!area && bytes > RDMEM_LINK_STAGE_BYTES)
 		return -E2BIG;
-	if (area && (ret = rdmem_rdma_area_lkey(r, call, &lkey)) < 0)
+	if (area && (ret = rdmem_rdma_slot_lkey(r, call, &lkey, 1)) < 0)
 		return ret;
 	if (rdmem_rdma_take(r, span, RDMEM_OWN_CALL, &i) < 0)
 		return -EAGAIN;
@@ -396,8 +529,8 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	rdmem_rdma_add_msg(r, &m);
 	call->ring_slot = i;
 	r->slot[i].post_no = r->posts;
-	if (area) /* its WRs read the area until done_no passes this */
-		rdmem_link_area(r->l, call->client)->last_post = r->posts;
+	if (area) /* its WRs read the slot until done_no passes this */
+		rdmem_link_reg(r->l, call->client, call->slot)->last_post = r->posts;
 	r->slot[i].held = 0;
 	r->st.posted++;
 	r->calls_since_ctrl++;
@@ -411,21 +544,26 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
 			  void *ctx, int *waiting)
 {
+	struct rdmem_link *l = r->l;
 	int dropped = 0;
-	uint32_t c;
+	uint32_t c, i;
 
-	for (c = 0; r->l->areas && c < r->l->fd_clients; c++) {
-		struct rdmem_link_area *a = &r->l->areas[c];
+	for (c = 0; l->regs && c < l->fd_clients; c++) {
+		uint64_t now = serial(ctx, c);
 
-		if (!a->serial || a->serial == serial(ctx, c))
-			continue;
-		if (a->last_post > r->done_no) { /* as in rdmem_rdma_area_lkey */
-			r->fence_need = RDMEM_MAX(r->fence_need, a->last_post);
-			(*waiting)++;
-			continue;
+		for (i = 0; i < l->fd_slots; i++) {
+			struct rdmem_link_reg *reg = rdmem_link_reg(l, c, i);
+
+			if (!reg->serial || reg->serial == now)
+				continue;
+			if (reg->last_post > r->done_no) { /* as in rdmem_rdma_slot_lkey */
+				r->fence_need = RDMEM_MAX(r->fence_need, reg->last_post);
+				(*waiting)++;
+				continue;
+			}
+			rdmem_link_reg_drop(l, c, i);
+			dropped++;
 		}
-		rdmem_link_area_drop(r->l, c);
-		dropped++;
 	}
 	return dropped;
 }
@@ -600,12 +738,18 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 	if (r->reads_inflight < r->l->max_reads && (ret = rdmem_rdma_room(r, 1)) != 0) {
 		if (ret < 0)
 			return ret;
-		/* A LAZY call's area was registered at submit; an EAGER call the
+		/* A LAZY call's slot was registered at submit; an EAGER call the
 		 * server answered by reference (its value outgrew the EAGER
-		 * reply) is the first to need it, now. */
-		ret = rdmem_rdma_area_lkey(r, call, &lkey);
-		if (ret == -EBUSY)
-			goto later; /* an earlier attach's WRs may still run: fenced */
+		 * reply) is the first to need it, now. -EBUSY: an earlier
+		 * attach's or an evictee's WRs may still run (fenced), or calls
+		 * of this link hold the budget: it waits, and the READs behind
+		 * it go first (rdmem_rdma_drain_reads). */
+		ret = rdmem_rdma_slot_lkey(r, call, &lkey, 1);
+		if (ret == -EBUSY) {
+			if (!queued)
+				rdmem_rdma_queue_read(r, i);
+			return -EBUSY;
+		}
 		if (ret < 0) {
 			rdmem_rdma_read_unregistered(r, i);
 			return 0;
@@ -619,26 +763,37 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		wr.sge[0] = (struct rdmem_sge){ (uintptr_t)(call->payload + s->rep.data_off),
 						s->ref.length, lkey };
 		s->read_no = rdmem_rdma_add_read(r, &wr);
-		rdmem_link_area(r->l, call->client)->last_post = s->read_no;
+		rdmem_link_reg(r->l, call->client, call->slot)->last_post = s->read_no;
 		return 0;
 	}
-later:
 	if (!queued)
 		rdmem_rdma_queue_read(r, i);
 	return -EAGAIN;
 }
 
-/* Posts queued LAZY READs, oldest first, while the READ depth allows. */
+/*
+ * Posts queued LAZY READs, oldest first, while the READ depth allows. One
+ * that waits for its slot's registration (the budget is held by calls of
+ * this link) moves to the back: those calls may be the READs behind it,
+ * which hold their registrations already, and they must not wait for it.
+ */
 static int rdmem_rdma_drain_reads(struct rdmem_rdma *r)
 {
-	while (r->read_n) {
-		int ret = rdmem_rdma_issue_read(r, r->read_q[r->read_head], 1);
+	uint32_t looks = r->read_n;
+
+	while (r->read_n && looks--) {
+		uint32_t i = r->read_q[r->read_head];
+		int ret = rdmem_rdma_issue_read(r, i, 1);
 
 		if (ret == -EAGAIN)
 			return 0;
-		if (ret < 0)
+		if (ret < 0 && ret != -EBUSY)
 			return ret;
 		r->read_head = (r->read_head + 1) % r->l->slots;
+		if (ret == -EBUSY) { /* to the back: the count stays */
+			r->read_q[(r->read_head + r->read_n - 1) % r->l->slots] = i;
+			continue;
+		}
 		r->read_n--;
 	}
 	return 0;
@@ -682,7 +837,7 @@ static int rdmem_rdma_start_read(struct rdmem_rdma *r, uint32_t i, const struct 
 		return 0;
 	}
 	ret = rdmem_rdma_issue_read(r, i, 0);
-	return ret == -EAGAIN ? 0 : ret; /* -EAGAIN: queued */
+	return ret == -EAGAIN || ret == -EBUSY ? 0 : ret; /* queued */
 }
 
 static int rdmem_rdma_eager_reply(struct rdmem_rdma *r, uint32_t i, const struct rdmem_desc *d)
@@ -734,6 +889,10 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 		return 0;
 	}
 	r->st.replies++;
+	if (d.status >= RDMEM_S__WIRE) { /* no status a server may send */
+		r->st.bad_replies++;
+		d.status = RDMEM_S_IO;
+	}
 	/* Connection grouping: our group's slice ends; hold new requests a while. */
 	if (d.flags & RDMEM_F_YIELD) {
 		r->hold_until_ns = rdmem_now_ns() + (uint64_t)d.hint * 1000;
@@ -1036,7 +1195,10 @@ int rdmem_rdma_create(struct rdmem_link *link, const struct rdmem_rdma_ops *ops,
 	r->free_map = calloc(r->nwords, sizeof(uint64_t));
 	r->reclaim_q = calloc(RDMEM_RDMA_RECLAIM_QUEUE, sizeof(*r->reclaim_q));
 	r->read_q = calloc(link->slots, sizeof(*r->read_q));
-	if (!r->slot || !r->free_map || !r->reclaim_q || !r->read_q) {
+	/* One bit per client slot (rdmem_rdma_mark_in_use); none without a front door. */
+	r->in_use =
+	    calloc(((uint64_t)link->fd_clients * link->fd_slots + 63) / 64 + 1, sizeof(uint64_t));
+	if (!r->slot || !r->free_map || !r->reclaim_q || !r->read_q || !r->in_use) {
 		rdmem_rdma_destroy(r);
 		return -ENOMEM;
 	}
@@ -1068,6 +1230,7 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r)
 	free(r->free_map);
 	free(r->reclaim_q);
 	free(r->read_q);
+	free(r->in_use);
 	free(r);
 }
 

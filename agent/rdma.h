@@ -50,10 +50,13 @@ struct rdmem_rdma_stats {
 	uint64_t yields;       /* replies telling us our group's slice is ending */
 	uint64_t yield_holds;  /* yields that held back at least one new call */
 	uint64_t staged;       /* requests copied to the link's staging, not gathered */
-	uint64_t area_regs;    /* client areas registered (rdmem_link_area_lkey) */
-	uint64_t area_drops;   /* ... and let go once their attach was over */
-	uint64_t area_refused; /* reply READs not issued: the area could not be registered */
-	uint32_t areas_live;   /* client areas registered now */
+	uint64_t area_regs;    /* client slots registered (rdmem_link_reg_lkey) */
+	uint64_t area_drops;   /* ... and let go: attach over, or evicted */
+	uint64_t area_refused; /* reply READs not issued: the slot could not be registered */
+	uint64_t pin_evicted;  /* idle registrations let go to stay within the budget */
+	uint64_t pin_refused;  /* registrations the budget refused with none idle */
+	uint64_t pin_waits;    /* calls told to wait for a registration to become idle */
+	uint32_t areas_live;   /* client slots registered now */
 	uint32_t inflight;
 	uint32_t slots;
 };
@@ -68,21 +71,30 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
  * batch (rdmem_rdma_flush). 0: on its way; -EAGAIN: no free run of slots, or
  * the send queue is full, now (retry after replies); -EBUSY: wait a moment
  * (the server asked us to hold new calls, connection grouping; or the
- * client's area is still registered for an earlier attach whose WRs may run,
- * agent/rdma.c rdmem_rdma_area_lkey); -E2BIG: can never fit;
- * -ENOMEM: the client's area could not be registered (nothing posted; the
- * link is fine); other -errno: the link is broken.
+ * client's slot is still registered for an earlier attach whose WRs may run,
+ * or the pinned-memory budget waits for a fence, agent/rdma.c
+ * rdmem_rdma_slot_lkey); -E2BIG: can never fit; -ENOMEM: the client's slot
+ * could not be registered (over --max-client-mem or --max-total-mem with
+ * nothing idle to let go, or refused; nothing posted; the link is fine);
+ * other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
 /*
- * Deregisters the client areas whose attach is over (serial(ctx, client) is
- * no longer the one registered): with verbs an area's registration pins its
+ * Deregisters the client slots whose attach is over (serial(ctx, client) is
+ * no longer the one registered): with verbs a slot's registration pins its
  * pages, which the front door punched out at the reclaim. One that a WR may
  * still use waits for a fence READ (*waiting counts them: call again after
  * completions). Returns how many were let go.
  */
 int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, uint32_t client),
 			  void *ctx, int *waiting);
+/*
+ * Lets go of every client slot registration no call uses and no WR can
+ * still read (another link's budget needed room: agent/pin.h). One a WR may
+ * still use waits for a fence READ (*waiting counts them: call again after
+ * completions). Returns how many went.
+ */
+int rdmem_rdma_shed_idle(struct rdmem_rdma *r, int *waiting);
 /* Posts the batch (first), reaps completions; returns how many, or
  * -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);

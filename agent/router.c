@@ -288,10 +288,13 @@ int rdmem_router_start(const struct rdmem_router_config *cfg, struct rdmem_front
 	router_table_fill(t);
 	atomic_store_explicit(&r->table, t, memory_order_release);
 	*out = r;
-	if (ret == 0)
+	if (ret == 0) {
 		/* Set before the front door's actor starts (the agent's start
 		 * order), cleared in stop before any backend goes. */
 		rdmem_frontdoor_on_release(fd, rdmem_router_released, r);
+		r->pin_waker = (struct rdmem_pin_waker){ rdmem_router_pin_shed, r };
+		rdmem_pin_set_waker(rdmem_frontdoor_pin(fd), &r->pin_waker);
+	}
 	return ret;
 }
 
@@ -303,6 +306,7 @@ void rdmem_router_stop(struct rdmem_router *r)
 	if (!r)
 		return;
 	rdmem_frontdoor_on_release(r->fd, NULL, NULL);
+	rdmem_pin_set_waker(rdmem_frontdoor_pin(r->fd), NULL);
 	/* An empty table first: a split call's part sent again while the
 	 * backends stop finds no server (RDMEM_S_UNREACHABLE), never a
 	 * stopped one. Without memory, stop them anyway: no front door runs. */
@@ -328,6 +332,19 @@ void rdmem_router_released(void *ctx, uint32_t client)
 
 	for (i = 0; i < t->n; i++)
 		rdmem_agent_session_released(t->b[i]->session, client);
+	rdmem_router_leave(r);
+}
+
+/* A link's pinned-memory budget needed room (agent/pin.h): every session
+ * looks at the shed generation on its next round. */
+void rdmem_router_pin_shed(void *ctx)
+{
+	struct rdmem_router *r = ctx;
+	struct rdmem_router_table *t = rdmem_router_enter(r);
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++)
+		rdmem_agent_session_wake(t->b[i]->session);
 	rdmem_router_leave(r);
 }
 

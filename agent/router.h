@@ -60,6 +60,8 @@ void rdmem_router_stop(struct rdmem_router *r);
 void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call);
 /* The front door's release callback: every backend lets go of the area. */
 void rdmem_router_released(void *ctx, uint32_t client);
+/* The pinned-memory budget's waker (agent/pin.h): wakes every session. */
+void rdmem_router_pin_shed(void *ctx);
 
 /*
  * Re-reads --servers-file and makes the backends match it: servers kept

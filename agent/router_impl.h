@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "agent/metrics.h"
+#include "agent/pin.h"
 #include "agent/router.h"
 
 /* A --servers-file longer than this is refused (64 servers fit many times). */
@@ -39,7 +40,8 @@ struct rdmem_router {
 	pthread_mutex_t lock; /* reload, and readers of backends' telemetry */
 	/* An `agent-ctl reload` the main thread has yet to run and answer. */
 	_Atomic(struct rdmem_agent_call *) reload_call;
-	atomic_uint_fast64_t heap; /* bytes split calls hold (RDMEM_ROUTER_HEAP_MAX) */
+	atomic_uint_fast64_t heap;	  /* bytes split calls hold (RDMEM_ROUTER_HEAP_MAX) */
+	struct rdmem_pin_waker pin_waker; /* wakes every session to shed (agent/pin.h) */
 	struct rdmem_router_counters {
 		/* relaxed atomics: counts, read by AGENT_STATS from any thread */
 		atomic_uint_fast64_t splits; /* calls split across servers */

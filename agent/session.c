@@ -53,6 +53,10 @@ struct rdmem_agent_session {
 	 * registration, if any, can go (rdmem_agent_session_drop_areas). */
 	atomic_int area_sweep;
 	int areas_waiting; /* a dropped client's area waits for a fence READ */
+	/* The pinned-memory budget (agent/pin.h): the shed generation handled
+	 * last, and whether an idle registration to shed waits for a fence. */
+	uint64_t shed_seen;
+	int shed_waiting;
 	/* Exactly-once: the link carries calls only once its BIND answered. */
 	struct rdmem_agent_ident *ident;
 	struct rdmem_agent_call bind_call;
@@ -149,18 +153,23 @@ static void rdmem_agent_session_failed(void *ctx, struct rdmem_agent_call *call,
 				       int intact)
 {
 	struct rdmem_agent_session *s = ctx;
+	int read_only = rdmem_agent_read_only(call->req.op);
+	uint16_t status = err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO;
 
-	/* -ENOMEM: the client's area could not be registered for a reply READ
+	/* -ENOMEM: the client's slot could not be registered for a reply READ
 	 * (agent/rdma.c): a local limit, not an RDMA error. The server ran the
 	 * call: run it again only if it changes nothing (a hostile server may
-	 * answer a PUT by reference). */
+	 * answer a PUT by reference), and say "no memory" only then: for any
+	 * other op it would read as "nothing happened". */
 	if (err != -ENOMEM)
 		rdmem_agent_session_rdma_error(s);
-	else if (!rdmem_agent_read_only(call->req.op))
+	else if (!read_only)
 		intact = 0;
+	else
+		status = RDMEM_S_NO_MEMORY;
 	if (intact && rdmem_agent_session_to_tcp(s, call))
 		return;
-	rdmem_agent_session_fail(s, call, err == -ECONNRESET ? RDMEM_S_UNREACHABLE : RDMEM_S_IO);
+	rdmem_agent_session_fail(s, call, status);
 }
 
 /* The BIND of a new link answered (or timed out): calls may go. */
@@ -317,19 +326,41 @@ static int rdmem_agent_memlock_short(struct rdmem_agent_session *s,
 				     const struct rdmem_link_config *lc)
 {
 	uint64_t need, limit;
-	uint64_t areas = lc->fd_area_len * lc->fd_clients;
+	uint64_t link = 0, areas;
 
 	if (!rdmem_link_memlock_short(lc, &need, &limit))
 		return 0;
-	rdmem_err("rdma: off: RDMA must pin %llu KiB (front-door client areas %llu KiB + link "
-		  "%llu KiB) but the locked-memory limit is %llu KiB and the agent lacks "
-		  "CAP_IPC_LOCK. Every call goes over TCP. Raise the limit (`ulimit -l "
-		  "unlimited`, or LimitMEMLOCK=infinity for a systemd service) or use fewer "
-		  "--clients/--slots, then restart the agent",
-		  (unsigned long long)need / 1024, (unsigned long long)areas / 1024,
-		  (unsigned long long)(need - areas) / 1024, (unsigned long long)limit / 1024);
+	rdmem_link_memlock_short(&(struct rdmem_link_config){ .fabric = lc->fabric,
+							      .ring_slots = lc->ring_slots,
+							      .resp_bytes = lc->resp_bytes },
+				 &link, &limit);
+	areas = need - link;
+	rdmem_err("rdma: off: RDMA may pin %llu KiB (link regions %llu KiB, + front-door "
+		  "client slots up to %llu KiB as --max-client-mem/--max-total-mem allow) but the "
+		  "locked-memory limit is %llu KiB and the agent lacks CAP_IPC_LOCK. Every call "
+		  "goes over TCP. Raise the limit (`ulimit -l unlimited`, or LimitMEMLOCK=infinity "
+		  "for a systemd service) or lower --max-total-mem, then restart the agent",
+		  (unsigned long long)need / 1024, (unsigned long long)link / 1024,
+		  (unsigned long long)areas / 1024, (unsigned long long)limit / 1024);
 	atomic_store_explicit(&s->cnt.memlock_short, 1, memory_order_relaxed);
 	return 1;
+}
+
+/* Where the front door's client slots are, and the budget they pin under. */
+static void rdmem_agent_session_fd_view(struct rdmem_agent_session *s, struct rdmem_link_config *lc)
+{
+	struct rdmem_frontdoor_areas a;
+
+	rdmem_frontdoor_areas(s->fd, &a);
+	lc->fd_base = a.base;
+	lc->fd_area_off = a.area_off;
+	lc->fd_area_len = a.area_len;
+	lc->fd_clients = a.clients;
+	lc->fd_slots = a.slots;
+	lc->fd_slot_size = a.slot_size;
+	lc->fd_payload_off = a.payload_off;
+	lc->fd_payload_cap = a.payload_cap;
+	lc->pin = a.pin;
 }
 
 static void *rdmem_agent_connector(void *arg)
@@ -349,7 +380,7 @@ static void *rdmem_agent_connector(void *arg)
 	struct rdmem_link *l;
 
 	pthread_setname_np(pthread_self(), "rdmem-connect"); /* ps -L, top -H, the idle test */
-	rdmem_frontdoor_areas(s->fd, &lc.fd_base, &lc.fd_area_off, &lc.fd_area_len, &lc.fd_clients);
+	rdmem_agent_session_fd_view(s, &lc);
 	if (rdmem_agent_memlock_short(s, &lc))
 		return NULL; /* no link can ever come up: TCP carries every call */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
@@ -438,7 +469,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	 * RDMA error: the link and the other clients are fine). */
 	if (ret == -ENOMEM) {
 		if (!rdmem_agent_session_to_tcp(s, call))
-			rdmem_agent_session_fail(s, call, RDMEM_S_IO);
+			rdmem_agent_session_fail(s, call, RDMEM_S_NO_MEMORY);
 		return 0;
 	}
 	/* The link goes first: nothing of it may touch memory a retry reuses. */
@@ -832,8 +863,9 @@ static uint64_t rdmem_agent_session_serial(void *ctx, uint32_t client)
 }
 
 /*
- * With verbs a departed client's registration pins its whole area (34 MiB
- * at the defaults) until it goes; one a WR may still use goes after the
+ * With verbs a departed client's slot registrations pin their pages (and
+ * hold their share of the pinned-memory budget) until they go; one a WR
+ * may still use goes after the
  * fence READ (its completion wakes us; areas_waiting keeps us looking). A
  * link that went down took its registrations with it. Returns how many went.
  */
@@ -853,6 +885,29 @@ static int rdmem_agent_session_drop_areas(struct rdmem_agent_session *s)
 	return dropped;
 }
 
+void rdmem_agent_session_wake(struct rdmem_agent_session *s)
+{
+	rdmem_queue_ring(&s->in);
+}
+
+/* Another link's registration found the budget used up (agent/pin.h): let
+ * go of every idle registration of ours; fenced ones on a later round. */
+static int rdmem_agent_session_shed(struct rdmem_agent_session *s)
+{
+	uint64_t gen = rdmem_pin_shed_gen(rdmem_frontdoor_pin(s->fd));
+	int waiting = 0, dropped;
+
+	if (gen == s->shed_seen && !s->shed_waiting)
+		return 0;
+	s->shed_seen = gen;
+	s->shed_waiting = 0;
+	if (!s->rdma)
+		return 0;
+	dropped = rdmem_rdma_shed_idle(s->rdma, &waiting);
+	s->shed_waiting = waiting > 0;
+	return dropped;
+}
+
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 {
 	struct rdmem_agent_call *call;
@@ -869,6 +924,7 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 		work++;
 	}
 	work += rdmem_agent_session_drop_areas(s); /* publishes areas_live */
+	work += rdmem_agent_session_shed(s);
 	work += rdmem_agent_session_poll_rdma(s);
 	work += rdmem_agent_session_retry_pending(s);
 	rdmem_agent_session_flush(s);

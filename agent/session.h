@@ -61,6 +61,9 @@ void rdmem_agent_session_submit_any(struct rdmem_agent_session *s, struct rdmem_
  * session lets go of its area's registration. The router calls it for
  * every session (rdmem_frontdoor_on_release). */
 void rdmem_agent_session_released(void *ctx, uint32_t client);
+/* Wakes the session's actor for a round (any thread; it looks at what
+ * changed, e.g. the pinned-memory budget's shed generation). */
+void rdmem_agent_session_wake(struct rdmem_agent_session *s);
 
 struct rdmem_agent_counters;
 struct rdmem_call_metrics;

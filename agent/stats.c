@@ -132,18 +132,28 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Requests (payload at most 4 KiB) copied to the agent's registered staging "
 	  "instead of sent from the client's area."),
 	S("rdma.area_regs", C, rdma.area_regs,
-	  "Client areas registered on the current link: at a client's first call after "
+	  "Client slots registered on the current link: at a slot's first call after "
 	  "each attach that moves a large payload (BULK, LAZY, a request over 4 KiB, or "
 	  "a reply the server sent by reference)."),
 	S("rdma.area_drops", C, rdma.area_drops,
-	  "Client area registrations let go on the current link: after the client detached, "
-	  "or replaced by its entry's next attach."),
+	  "Client slot registrations let go on the current link: after the client detached, "
+	  "replaced by its entry's next attach, or evicted for the budget."),
 	S("rdma.area_refused", C, rdma.area_refused,
-	  "Reply READs not issued because the client's area could not be registered "
-	  "(locked-memory limit): read-only AUTO calls went over TCP, others failed."),
+	  "Reply READs not issued because the client's slot could not be registered "
+	  "(pinned-memory budget or locked-memory limit): read-only AUTO calls went over "
+	  "TCP, others failed."),
 	S("rdma.areas_live", G, rdma.areas_live,
-	  "Client areas registered now on the current link (with verbs each pins its whole "
-	  "area; the shm fabric pins nothing)."),
+	  "Client slots registered now on the current link (with verbs each pins its slot's "
+	  "payload, max-value + 65 KiB; the shm fabric pins nothing)."),
+	S("rdma.pin_evicted", C, rdma.pin_evicted,
+	  "Idle client slot registrations let go to stay within --max-client-mem or "
+	  "--max-total-mem."),
+	S("rdma.pin_waits", C, rdma.pin_waits,
+	  "Calls that waited for a registration to become idle (calls of the link held the "
+	  "budget, or a fence READ had to prove its WRs done) before they were posted."),
+	S("rdma.pin_refused", C, rdma.pin_refused,
+	  "Registrations refused by the budget with nothing of this link's to let go or wait "
+	  "for: AUTO calls went over TCP, forced BULK/LAZY ones failed -ENOMEM."),
 	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
 	S("tcp.connects", C, tcp.connects, "TCP connections made."),
 	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),
@@ -220,6 +230,14 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Misbehaviours naming a client that another user could have forged: not scored."),
 	S("frontdoor.door_cut_refused", C, fd.door_cut_refused,
 	  "Attaches refused: the process was cut off less than 10 s before."),
+	S("frontdoor.pin_bytes", G, fd.pin_bytes,
+	  "Client slot bytes registered now for zero copy, on every link (what verbs pins)."),
+	S("frontdoor.pin_max_client", G, fd.pin_max_client, "--max-client-mem, bytes."),
+	S("frontdoor.pin_max_total", G, fd.pin_max_total, "--max-total-mem, bytes."),
+	S("frontdoor.pin_refused_client", C, fd.pin_refused_client,
+	  "Slot registrations over one client's --max-client-mem (before any eviction)."),
+	S("frontdoor.pin_refused_total", C, fd.pin_refused_total,
+	  "Slot registrations over --max-total-mem (before any eviction)."),
 	S("frontdoor.door_no_memory", C, fd.door_no_memory,
 	  "Attaches refused: no memory (or mapping) for the client's own area."),
 	S("resp.conns", C, resp.conns,

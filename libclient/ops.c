@@ -49,6 +49,10 @@ const char *rdmem_strerror(int rc)
 	case -EOPNOTSUPP:
 		return "not supported by the server (e.g. image uploads need rdmem-server "
 		       "--image-dir DIR)";
+	case -ENOMEM:
+		return "out of memory (this process's, or the agent's on a forced BULK or LAZY "
+		       "path: its --max-client-mem/--max-total-mem budget of pinned memory, where "
+		       "AUTO would have copied over TCP)";
 	case -ESTALE:
 		return "stale: a forced LAZY reply read after the server's --object-ttl, or a "
 		       "retry the server cannot vouch for (older than its exactly-once window, or "

@@ -13,7 +13,7 @@
 #                  its --break run, which must fail
 #   integration    the real rdmem-server and rdmem-agent over --fabric verbs:
 #                  test_agent_paths (dummy, and veth with the agent on rxe_c via
-#                  --source), test_rdma_server, test_agent_clients,
+#                  --source), test_pin_budget, test_rdma_server, test_agent_clients,
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
@@ -37,7 +37,7 @@ set -u
 BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
-CHECKS="dummy veth broken_detail paths_dummy paths_veth rdma_server clients link_cycles
+CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget rdma_server clients link_cycles
  rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
  mw torture"
 export RDMEM_BIN=$BIN
@@ -224,6 +224,12 @@ check_paths_veth() {
 	status_line paths_veth $? "agent on $RXE_VETH_CLI_DEV, server on $RXE_VETH_SRV_DEV: $((after - before)) packets out of veth1"
 	grep -h "connected to .* via $RXE_VETH_CLI_DEV" /tmp/rdmem-test-*-agent.log 2>/dev/null |
 		tail -1 | sed 's/^/#   paths_veth: /'
+}
+
+# The pinned-memory budget over real registrations: one slot pinned (VmPin),
+# not the whole area; eviction, -ENOMEM, and TCP for AUTO past the budget.
+check_pin_budget() {
+	run_test pin_budget $(dummy_env) -- "$BIN/tests/test_pin_budget" verbs
 }
 
 # The server's data plane against a hand-driven peer: forged descriptors,

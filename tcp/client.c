@@ -543,7 +543,7 @@ static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 	rdmem_desc_from_wire(&b->hdr);
 	slot = (unsigned)(b->hdr.req_id & ((1u << CLI_SLOT_BITS) - 1));
 	if (b->hdr.state != RDMEM_FRAME_MAGIC || b->hdr.key_len ||
-	    b->hdr.val_len > RDMEM_FRAME_DRAIN_LIMIT || b->hdr.status >= RDMEM_S__COUNT) {
+	    b->hdr.val_len > RDMEM_FRAME_DRAIN_LIMIT || b->hdr.status >= RDMEM_S__WIRE) {
 		cli_protocol_error(c, "malformed reply header");
 		return -1;
 	}

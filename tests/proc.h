@@ -144,21 +144,45 @@ static inline int proc_stop_wait(pid_t pid, int timeout_ms)
 	return -1;
 }
 
-/* True when the log holds needle. */
-static inline int proc_log_has(const struct proc *p, const char *needle)
+/* The log's first cap - 1 bytes into buf, NUL-terminated: 0, or -1 when
+ * there is none yet. */
+static inline int proc_log_read(const struct proc *p, char *buf, size_t cap)
 {
-	char buf[65536];
 	int fd = open(p->log, O_RDONLY);
 	ssize_t n;
 
 	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
+		return -1;
+	n = read(fd, buf, cap - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return -1;
 	buf[n] = '\0';
-	return strstr(buf, needle) != NULL;
+	return 0;
+}
+
+/* True when the log holds needle. */
+static inline int proc_log_has(const struct proc *p, const char *needle)
+{
+	char buf[65536];
+
+	return proc_log_read(p, buf, sizeof(buf)) == 0 && strstr(buf, needle) != NULL;
+}
+
+/* How many times the log (its first 64 KiB) holds needle. */
+static inline int proc_log_count(const struct proc *p, const char *needle)
+{
+	char buf[65536];
+	const char *at = buf;
+	int n = 0;
+
+	if (proc_log_read(p, buf, sizeof(buf)) < 0)
+		return 0;
+	while ((at = strstr(at, needle))) {
+		n++;
+		at++;
+	}
+	return n;
 }
 
 static inline void proc_dump_log(const struct proc *p)

@@ -114,8 +114,15 @@ enum rdmem_status {
 	RDMEM_S_SHUTDOWN,    /* -ESHUTDOWN: peer is stopping */
 	RDMEM_S_DENIED,	     /* -EACCES: authentication required or failed */
 	RDMEM_S_UNSUPPORTED, /* -EOPNOTSUPP: the server lacks it (images: --image-dir) */
+	/* -ENOMEM: the agent's pinned-memory budget (--max-client-mem,
+	 * --max-total-mem) left no room for a forced zero-copy path. Only an
+	 * agent says it, to its own clients: never on the wire. */
+	RDMEM_S_NO_MEMORY,
 	RDMEM_S__COUNT
 };
+/* Statuses a server may send are below this; a peer that sends another
+ * breaks the protocol. */
+enum { RDMEM_S__WIRE = RDMEM_S_NO_MEMORY };
 
 /* Object reference of a LAZY reply; also one RECLAIM entry. */
 struct rdmem_objref {
@@ -247,12 +254,16 @@ static inline int rdmem_status_errno(unsigned status)
 		return -EACCES;
 	case RDMEM_S_UNSUPPORTED:
 		return -EOPNOTSUPP;
+	case RDMEM_S_NO_MEMORY:
+		return -ENOMEM;
 	default:
 		return -EPROTO;
 	}
 }
 
-/* The inverse, for agents that turn a local failure into a reply status. */
+/* The inverse, for agents that turn a local failure into a reply status.
+ * Servers use it too, so it never gives RDMEM_S_NO_MEMORY (agent-only):
+ * -ENOMEM is an I/O error on the wire. */
 static inline uint16_t rdmem_errno_status(int err)
 {
 	switch (err) {

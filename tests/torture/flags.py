@@ -102,6 +102,10 @@ AGENT = {
     "--client-strikes": dict(kind="num", lo=0, hi=1000000, default=16),
     "--slots": dict(kind="num", lo=1, hi=64, default=16),
     "--max-value": dict(kind="bytes", lo=1, hi=64 * MI, default=MI),
+    # Budgets of pinned client memory (agent/pin.h): 0 sends every large
+    # AUTO call over TCP and fails forced BULK/LAZY ones -ENOMEM.
+    "--max-client-mem": dict(kind="bytes", lo=0, hi=1 << 40, default=64 * MI),
+    "--max-total-mem": dict(kind="bytes", lo=0, hi=1 << 40, default=256 * MI),
     "--force-path": dict(kind="choice", choices=["auto", "eager", "lazy", "bulk", "tcp"]),
     "--bulk-threshold": dict(kind="bytes", lo=0, hi=U32, default=8 * KI),
     "--large-threshold": dict(kind="bytes", lo=0, hi=U32, default=8 * KI),
