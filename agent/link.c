@@ -223,14 +223,16 @@ int rdmem_link_reg_lkey(struct rdmem_link *l, uint32_t client, uint32_t slot, ui
 	ret = rdmem_fab_reg(l->conn, payload, l->fd_payload_cap, RDMEM_ACCESS_LOCAL, &r->mr);
 	if (ret < 0) {
 		rdmem_pin_release(l->pin, client, l->fd_payload_cap);
-		/* The locked-memory limit (ENOMEM, EAGAIN) is pressure like the
-		 * budget's: letting idle registrations go may make room. */
-		if (ret == -ENOMEM || ret == -EAGAIN) {
+		/* The locked-memory limit (ENOMEM, EAGAIN) or the device's count
+		 * of registrations (ENOSPC) is pressure like the budget's:
+		 * letting idle registrations go may make room. */
+		if (ret == -ENOMEM || ret == -EAGAIN || ret == -ENOSPC) {
 			*over = RDMEM_PIN_TOTAL;
-			rdmem_warn_limited("rdma: cannot register client %u's slot %u (%u KiB): %s "
-					   "(locked-memory limit: see `ulimit -l`, or lower "
-					   "--max-total-mem); the call goes another way",
-					   client, slot, l->fd_payload_cap >> 10, strerror(-ret));
+			rdmem_warn_limited(
+			    "rdma: cannot register client %u's slot %u (%u KiB): %s "
+			    "(locked-memory limit, see `ulimit -l`, or the device's "
+			    "registrations: lower --max-total-mem); idle ones go first",
+			    client, slot, l->fd_payload_cap >> 10, strerror(-ret));
 			return -ENOBUFS;
 		}
 		l->reg_failed[client] = serial;

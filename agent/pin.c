@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "rdmem/util.h"
+
 int rdmem_pin_init(struct rdmem_pin_budget *b, uint32_t clients, uint64_t max_client,
 		   uint64_t max_total)
 {
@@ -17,6 +19,7 @@ int rdmem_pin_init(struct rdmem_pin_budget *b, uint32_t clients, uint64_t max_cl
 	atomic_init(&b->refused_client, 0);
 	atomic_init(&b->refused_total, 0);
 	atomic_init(&b->shed_gen, 0);
+	atomic_init(&b->shed_ns, 0);
 	atomic_init(&b->waker, NULL);
 	b->client = calloc(clients ? clients : 1, sizeof(*b->client));
 	if (!b->client)
@@ -41,13 +44,12 @@ static int rdmem_pin_add(_Atomic uint64_t *count, uint64_t bytes, uint64_t limit
 	do {
 		if (bytes > limit || cur > limit - bytes)
 			return -1;
-	} while (!atomic_compare_exchange_weak_explicit(count, &cur, cur + bytes,
-							memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    count, &cur, cur + bytes, memory_order_relaxed, memory_order_relaxed));
 	return 0;
 }
 
-enum rdmem_pin_refusal rdmem_pin_charge(struct rdmem_pin_budget *b, uint32_t client,
-					uint64_t bytes)
+enum rdmem_pin_refusal rdmem_pin_charge(struct rdmem_pin_budget *b, uint32_t client, uint64_t bytes)
 {
 	if (client >= b->clients || rdmem_pin_add(&b->client[client], bytes, b->max_client)) {
 		atomic_fetch_add_explicit(&b->refused_client, 1, memory_order_relaxed);
@@ -78,7 +80,15 @@ void rdmem_pin_set_waker(struct rdmem_pin_budget *b, struct rdmem_pin_waker *w)
 
 void rdmem_pin_ask_shed(struct rdmem_pin_budget *b)
 {
+	/* relaxed: a rate limit; a lost race only skips or adds one wake. */
+	uint64_t now = rdmem_now_ns(),
+		 last = atomic_load_explicit(&b->shed_ns, memory_order_relaxed);
 	struct rdmem_pin_waker *w;
+
+	if (now - last < RDMEM_PIN_SHED_NS ||
+	    !atomic_compare_exchange_strong_explicit(&b->shed_ns, &last, now, memory_order_relaxed,
+						     memory_order_relaxed))
+		return;
 
 	/* Release: the asker's own drops come before; a woken link that sees
 	 * the new generation sheds (it needs nothing else of ours). */

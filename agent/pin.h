@@ -22,6 +22,7 @@
 /* Range of both flags: 0 (never pin client memory: large payloads are
  * copied over TCP) to 1 TiB. */
 #define RDMEM_PIN_MAX_LIMIT (1ull << 40)
+#define RDMEM_PIN_SHED_NS   1000000ull /* rdmem_pin_ask_shed(): one wake a ms */
 
 /* Wakes every link's owner (the router's sessions) to let go of its idle
  * registrations: a link can only evict its own, and an idle one sleeps. */
@@ -38,6 +39,7 @@ struct rdmem_pin_budget {
 	_Atomic uint64_t *client; /* clients entries */
 	_Atomic uint64_t charges, refused_client, refused_total;
 	_Atomic uint64_t shed_gen; /* bumped by each rdmem_pin_ask_shed() */
+	_Atomic uint64_t shed_ns;  /* when the last ask woke the links */
 	_Atomic(struct rdmem_pin_waker *) waker;
 };
 
@@ -61,8 +63,15 @@ void rdmem_pin_release(struct rdmem_pin_budget *b, uint32_t client, uint64_t byt
 /* Sets (or, NULL, clears) who wakes the links; w outlives its use. */
 void rdmem_pin_set_waker(struct rdmem_pin_budget *b, struct rdmem_pin_waker *w);
 /* A refused charge that found nothing idle on its own link: every link lets
- * go of its idle registrations (each sees a new rdmem_pin_shed_gen()). */
+ * go of its idle registrations (each sees a new rdmem_pin_shed_gen()). At
+ * most one ask a millisecond wakes the links: one pass of each frees all
+ * that a burst of refusals could ask for. */
 void rdmem_pin_ask_shed(struct rdmem_pin_budget *b);
+/* True when no registration of bytes can ever fit (a limit below it). */
+static inline int rdmem_pin_never_fits(const struct rdmem_pin_budget *b, uint64_t bytes)
+{
+	return bytes > b->max_client || bytes > b->max_total;
+}
 
 static inline uint64_t rdmem_pin_shed_gen(struct rdmem_pin_budget *b)
 {

@@ -366,28 +366,34 @@ static int rdmem_rdma_evict(struct rdmem_rdma *r, uint32_t client, enum rdmem_pi
 	return 0;
 }
 
-int rdmem_rdma_shed_idle(struct rdmem_rdma *r, int *waiting)
+int rdmem_rdma_shed_idle(struct rdmem_rdma *r, uint64_t *after)
 {
 	struct rdmem_link *l = r->l;
 	uint64_t n = (uint64_t)l->fd_clients * l->fd_slots, idx, fence = 0;
 	int dropped = 0;
 
+	*after = 0;
 	if (!l->regs)
 		return 0;
 	rdmem_rdma_mark_in_use(r);
 	for (idx = 0; idx < n; idx++) {
-		int idle = rdmem_rdma_reg_idle(r, idx, &fence);
-
-		if (idle > 0) {
-			rdmem_link_reg_drop(l, (uint32_t)(idx / l->fd_slots),
-					    (uint32_t)(idx % l->fd_slots));
-			r->st.pin_evicted++;
-			dropped++;
-		}
-		*waiting += idle == -1; /* in use: a later ask sheds it */
+		if (rdmem_rdma_reg_idle(r, idx, &fence) <= 0)
+			continue; /* in use: a later ask sheds it; fenced: after *after */
+		rdmem_link_reg_drop(l, (uint32_t)(idx / l->fd_slots),
+				    (uint32_t)(idx % l->fd_slots));
+		r->st.pin_evicted++;
+		dropped++;
 	}
-	r->fence_need = RDMEM_MAX(r->fence_need, fence);
+	if (fence) {
+		r->fence_need = RDMEM_MAX(r->fence_need, fence);
+		*after = fence;
+	}
 	return dropped;
+}
+
+int rdmem_rdma_done_past(const struct rdmem_rdma *r, uint64_t post)
+{
+	return r->done_no >= post;
 }
 
 /*
@@ -415,6 +421,11 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 		r->fence_need = RDMEM_MAX(r->fence_need, reg->last_post);
 		return -EBUSY;
 	}
+	if (reg->serial != call->client_serial &&
+	    rdmem_pin_never_fits(r->l->pin, r->l->fd_payload_cap)) {
+		r->st.pin_refused++; /* a limit below one slot: no eviction can help */
+		return -ENOMEM;
+	}
 	ret = rdmem_link_reg_lkey(r->l, call->client, call->slot, call->client_serial, lkey, &over);
 	/* One eviction makes room for one registration (all are one slot's
 	 * size); a few more cover other links charging meanwhile, never a
@@ -422,6 +433,8 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 	for (tries = 0; ret == -ENOBUFS && tries < RDMEM_RDMA_EVICT_TRIES; tries++) {
 		int freed = rdmem_rdma_evict(r, call->client, over, may_wait);
 
+		if (freed < 0 && over == RDMEM_PIN_TOTAL)
+			rdmem_pin_ask_shed(r->l->pin); /* idle ones elsewhere shorten the wait */
 		if (freed < 0)
 			return freed;
 		if (!freed)

@@ -90,11 +90,14 @@ int rdmem_rdma_drop_areas(struct rdmem_rdma *r, uint64_t (*serial)(void *ctx, ui
 			  void *ctx, int *waiting);
 /*
  * Lets go of every client slot registration no call uses and no WR can
- * still read (another link's budget needed room: agent/pin.h). One a WR may
- * still use waits for a fence READ (*waiting counts them: call again after
- * completions). Returns how many went.
+ * still read (another link's budget needed room: agent/pin.h). Those a WR
+ * may still use wait for a fence READ: *after is the post it must pass
+ * (rdmem_rdma_done_past; 0: none waits), for one more call. Returns how
+ * many went.
  */
-int rdmem_rdma_shed_idle(struct rdmem_rdma *r, int *waiting);
+int rdmem_rdma_shed_idle(struct rdmem_rdma *r, uint64_t *after);
+/* True once the send queue proved done up to post (a fence READ came). */
+int rdmem_rdma_done_past(const struct rdmem_rdma *r, uint64_t post);
 /* Posts the batch (first), reaps completions; returns how many, or
  * -ECONNRESET when the link broke. */
 int rdmem_rdma_progress(struct rdmem_rdma *r);

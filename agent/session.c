@@ -54,9 +54,9 @@ struct rdmem_agent_session {
 	atomic_int area_sweep;
 	int areas_waiting; /* a dropped client's area waits for a fence READ */
 	/* The pinned-memory budget (agent/pin.h): the shed generation handled
-	 * last, and whether an idle registration to shed waits for a fence. */
+	 * last, and the post a fence must pass for one more pass (0: none). */
 	uint64_t shed_seen;
-	int shed_waiting;
+	uint64_t shed_after;
 	/* Exactly-once: the link carries calls only once its BIND answered. */
 	struct rdmem_agent_ident *ident;
 	struct rdmem_agent_call bind_call;
@@ -890,22 +890,30 @@ void rdmem_agent_session_wake(struct rdmem_agent_session *s)
 	rdmem_queue_ring(&s->in);
 }
 
-/* Another link's registration found the budget used up (agent/pin.h): let
- * go of every idle registration of ours; fenced ones on a later round. */
+/*
+ * Another link's registration found the budget used up (agent/pin.h): let
+ * go of every idle registration of ours, and once more after the fence
+ * that those a WR might still read wait for. Only once more: on a busy
+ * link a fence is always owed by someone, and repeating would drop each
+ * registration as soon as its call ended, for ever.
+ */
 static int rdmem_agent_session_shed(struct rdmem_agent_session *s)
 {
-	uint64_t gen = rdmem_pin_shed_gen(rdmem_frontdoor_pin(s->fd));
-	int waiting = 0, dropped;
+	uint64_t gen = rdmem_pin_shed_gen(rdmem_frontdoor_pin(s->fd)), ignored;
 
-	if (gen == s->shed_seen && !s->shed_waiting)
+	if (!s->rdma) {
+		s->shed_seen = gen;
+		s->shed_after = 0;
 		return 0;
-	s->shed_seen = gen;
-	s->shed_waiting = 0;
-	if (!s->rdma)
+	}
+	if (gen != s->shed_seen) {
+		s->shed_seen = gen;
+		return rdmem_rdma_shed_idle(s->rdma, &s->shed_after);
+	}
+	if (!s->shed_after || !rdmem_rdma_done_past(s->rdma, s->shed_after))
 		return 0;
-	dropped = rdmem_rdma_shed_idle(s->rdma, &waiting);
-	s->shed_waiting = waiting > 0;
-	return dropped;
+	s->shed_after = 0;
+	return rdmem_rdma_shed_idle(s->rdma, &ignored);
 }
 
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)

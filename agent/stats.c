@@ -144,16 +144,18 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "TCP, others failed."),
 	S("rdma.areas_live", G, rdma.areas_live,
 	  "Client slots registered now on the current link (with verbs each pins its slot's "
-	  "payload, max-value + 65 KiB; the shm fabric pins nothing)."),
+	  "payload, max-value + 66 KiB; the shm fabric pins nothing)."),
 	S("rdma.pin_evicted", C, rdma.pin_evicted,
 	  "Idle client slot registrations let go to stay within --max-client-mem or "
 	  "--max-total-mem."),
 	S("rdma.pin_waits", C, rdma.pin_waits,
-	  "Calls that waited for a registration to become idle (calls of the link held the "
-	  "budget, or a fence READ had to prove its WRs done) before they were posted."),
+	  "Tries of a call that had to wait for a registration to become idle (calls of the "
+	  "link held the budget, or a fence READ had to prove its WRs done): a call that "
+	  "waits is tried again each round, and each try counts."),
 	S("rdma.pin_refused", C, rdma.pin_refused,
-	  "Registrations refused by the budget with nothing of this link's to let go or wait "
-	  "for: AUTO calls went over TCP, forced BULK/LAZY ones failed -ENOMEM."),
+	  "Calls refused a registration with nothing of this link's to let go or wait for, or "
+	  "with a limit below one slot: AUTO calls went over TCP, forced BULK/LAZY ones "
+	  "failed -ENOMEM."),
 	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
 	S("tcp.connects", C, tcp.connects, "TCP connections made."),
 	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),
@@ -235,9 +237,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("frontdoor.pin_max_client", G, fd.pin_max_client, "--max-client-mem, bytes."),
 	S("frontdoor.pin_max_total", G, fd.pin_max_total, "--max-total-mem, bytes."),
 	S("frontdoor.pin_refused_client", C, fd.pin_refused_client,
-	  "Slot registrations over one client's --max-client-mem (before any eviction)."),
+	  "Charges refused for one client's --max-client-mem (each try, before any eviction)."),
 	S("frontdoor.pin_refused_total", C, fd.pin_refused_total,
-	  "Slot registrations over --max-total-mem (before any eviction)."),
+	  "Charges refused for --max-total-mem (each try, before any eviction)."),
 	S("frontdoor.door_no_memory", C, fd.door_no_memory,
 	  "Attaches refused: no memory (or mapping) for the client's own area."),
 	S("resp.conns", C, resp.conns,

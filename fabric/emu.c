@@ -561,7 +561,9 @@ static int shmfab_reg_locked(struct shmfab_conn *c, void *addr, uint64_t len, un
 	for (idx = 0; idx < SHMFAB_MAX_MRS && !m; idx++)
 		m = c->mr[idx].in_use ? NULL : &c->mr[idx];
 	if (!m) {
-		rdmem_err("shm: more than %d registrations for %s", SHMFAB_MAX_MRS, c->name);
+		/* A device's max_mr reached: the agent treats it as pressure. */
+		rdmem_warn_limited("shm: more than %d registrations for %s", SHMFAB_MAX_MRS,
+				   c->name);
 		return -ENOSPC;
 	}
 	idx = (int)(m - c->mr);

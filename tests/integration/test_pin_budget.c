@@ -118,7 +118,9 @@ static void test_zero_budget(void)
 	CHECK_EQ(e2e_stat(&e, "frontdoor.pin_bytes"), 0);
 	CHECK_EQ(e2e_stat(&e, "rdma.areas_live"), 0);
 	CHECK(e2e_stat(&e, "rdma.pin_refused") >= 3);
-	CHECK(e2e_stat(&e, "frontdoor.pin_refused_client") >= 3);
+	/* A limit below one slot refuses before any charge, eviction or shed. */
+	CHECK_EQ(e2e_stat(&e, "frontdoor.pin_refused_client"), 0);
+	CHECK_EQ(e2e_stat(&e, "rdma.pin_evicted"), 0);
 	e2e_stop_agent(&e);
 }
 
@@ -176,8 +178,8 @@ static void test_detach_gives_back(void)
 static void test_shed_across_links(void)
 {
 	char bin[512], port[16], tcp[16], list[96], total[32], agent_bin[512], name[2][32];
-	char *sargv[] = { bin, "-b", (char *)e2e_addr(), "-p", port, "--tcp-port", tcp, "--fabric",
-			  e.fabric, NULL };
+	char *sargv[] = { bin,		"-b", (char *)e2e_addr(), "-p",	    port,
+			  "--tcp-port", tcp,  "--fabric",	  e.fabric, NULL };
 	struct proc srv2 = { 0 }, ag = { 0 };
 	unsigned p2 = proc_free_port_pair();
 	struct rdmem_opts bulk = { RDMEM_PATH_BULK, 10000, NULL };
@@ -197,9 +199,10 @@ static void test_shed_across_links(void)
 	snprintf(total, sizeof(total), "%llu", (unsigned long long)slot_bytes);
 	snprintf(agent_bin, sizeof(agent_bin), "%s/rdmem-agent", proc_bin());
 	{
-		char *aargv[] = { agent_bin, "-s", list, "--fabric", e.fabric, "--shm-name", e.shm,
-				  "--clients", "4", "--slots", "32", "--max-total-mem", total,
-				  NULL };
+		char *aargv[] = { agent_bin, "-s",	   list,  "--fabric",
+				  e.fabric,  "--shm-name", e.shm, "--clients",
+				  "4",	     "--slots",	   "32",  "--max-total-mem",
+				  total,     NULL };
 
 		REQUIRE(proc_start(&ag, "agent-2s", aargv, "ready:", E2E_READY_MS) == 0);
 	}
@@ -248,7 +251,8 @@ static void test_total_one_byte_short(void)
 	REQUIRE(agent_with("--max-total-mem", total, NULL, NULL) == 0);
 	CHECK_EQ(large_get(e.h, RDMEM_PATH_LAZY, NULL), -ENOMEM);
 	CHECK_EQ(e2e_stat(&e, "frontdoor.pin_bytes"), 0);
-	CHECK(e2e_stat(&e, "frontdoor.pin_refused_total") >= 1);
+	CHECK(e2e_stat(&e, "rdma.pin_refused") >= 1);
+	CHECK_EQ(e2e_stat(&e, "frontdoor.pin_refused_total"), 0); /* never charged */
 	e2e_stop_agent(&e);
 }
 
@@ -269,7 +273,8 @@ static void window_of_32(uint8_t path, int *ok, int *nomem, int *wrong)
 		}
 		for (i = 0; i < 32; i++) {
 			int rc = rdmem_wait(e.h, &rpc[i]);
-			int right = rc == 0 && rdmem_large_verify(OBJ, rpc[i].rval, rpc[i].rlen) == 0;
+			int right =
+			    rc == 0 && rdmem_large_verify(OBJ, rpc[i].rval, rpc[i].rlen) == 0;
 
 			*ok += right;
 			*nomem += rc == -ENOMEM;
@@ -301,10 +306,11 @@ static void test_window_over_client_limit(void)
 		int ok = 0, nomem = 0, wrong = 0;
 
 		window_of_32(paths[p], &ok, &nomem, &wrong);
-		printf("# 128 forced %s calls, 32 at a time, 2 slots allowed: %d right, %d -ENOMEM, "
-		       "%lld waits for a slot's registration\n",
-		       paths[p] == RDMEM_PATH_LAZY ? "LAZY" : "EAGER (by reference)", ok, nomem,
-		       e2e_stat(&e, "rdma.pin_waits") - waits);
+		printf(
+		    "# 128 forced %s calls, 32 at a time, 2 slots allowed: %d right, %d -ENOMEM, "
+		    "%lld tries waited for a slot's registration\n",
+		    paths[p] == RDMEM_PATH_LAZY ? "LAZY" : "EAGER (by reference)", ok, nomem,
+		    e2e_stat(&e, "rdma.pin_waits") - waits);
 		CHECK_EQ(wrong, 0);
 		CHECK_EQ(ok, 128);
 		CHECK(e2e_stat(&e, "rdma.pin_waits") > waits);
