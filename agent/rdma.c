@@ -329,10 +329,11 @@ static int rdmem_rdma_reg_idle(const struct rdmem_rdma *r, uint64_t idx, uint64_
  * of client's own slots when its limit refused (over), of any client's when
  * the total did, from a cursor per scope that moves on so no client is
  * always first. Idle: no call this link holds uses it, and no WR that used
- * it can still run. Returns 1 when one went; -EBUSY when one will be idle
+ * it can still run. Returns 1 when one went; -EDQUOT when one will be idle
  * after the fence READ that now goes out, or (may_wait) when calls of this
- * link hold them and will give them back when they finish: the call waits;
- * 0: none of this link's can ever make room.
+ * link hold them and will give them back when they finish: the call waits
+ * (other calls need not: see agent/session.c's pending list); 0: none of
+ * this link's can ever make room.
  */
 static int rdmem_rdma_evict(struct rdmem_rdma *r, uint32_t client, enum rdmem_pin_refusal over,
 			    int may_wait)
@@ -361,7 +362,7 @@ static int rdmem_rdma_evict(struct rdmem_rdma *r, uint32_t client, enum rdmem_pi
 		r->fence_need = RDMEM_MAX(r->fence_need, fence);
 	if (fence || (busy && may_wait)) {
 		r->st.pin_waits++;
-		return -EBUSY;
+		return -EDQUOT;
 	}
 	return 0;
 }
@@ -404,9 +405,10 @@ int rdmem_rdma_done_past(const struct rdmem_rdma *r, uint64_t post)
  * re-read a request whose reply already came), so deregistering earlier
  * could fault the QP. Until done_no passes the last post that used it:
  * -EBUSY (the call waits for it, as for a held group: -EAGAIN would send an
- * AUTO call over TCP) and a fence READ goes out. The same when the budget
- * is used up and a registration that can go is still fenced. -ENOMEM: it
- * cannot be registered (over the budget with none idle, or refused).
+ * AUTO call over TCP) and a fence READ goes out. -EDQUOT: the budget is
+ * used up and the call waits for a registration to become idle (fenced, or
+ * used by calls of this link that will finish). -ENOMEM: it cannot be
+ * registered (over the budget with nothing to wait for, or refused).
  */
 static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_call *call,
 				uint32_t *lkey, int may_wait)
@@ -758,7 +760,7 @@ static int rdmem_rdma_issue_read(struct rdmem_rdma *r, uint32_t i, int queued)
 		 * of this link hold the budget: it waits, and the READs behind
 		 * it go first (rdmem_rdma_drain_reads). */
 		ret = rdmem_rdma_slot_lkey(r, call, &lkey, 1);
-		if (ret == -EBUSY) {
+		if (ret == -EBUSY || ret == -EDQUOT) {
 			if (!queued)
 				rdmem_rdma_queue_read(r, i);
 			return -EBUSY;

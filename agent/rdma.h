@@ -72,8 +72,9 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
  * the send queue is full, now (retry after replies); -EBUSY: wait a moment
  * (the server asked us to hold new calls, connection grouping; or the
  * client's slot is still registered for an earlier attach whose WRs may run,
- * or the pinned-memory budget waits for a fence, agent/rdma.c
- * rdmem_rdma_slot_lkey); -E2BIG: can never fit; -ENOMEM: the client's slot
+ * agent/rdma.c rdmem_rdma_slot_lkey); -EDQUOT: wait for a registration to
+ * become idle (the pinned-memory budget is held by calls of this link, or
+ * waits for a fence), while other calls may go; -E2BIG: can never fit; -ENOMEM: the client's slot
  * could not be registered (over --max-client-mem or --max-total-mem with
  * nothing idle to let go, or refused; nothing posted; the link is fine);
  * other -errno: the link is broken.

@@ -457,9 +457,9 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	}
 	was = rdmem_agent_ident_sent(s->ident, call);
 	ret = rdmem_rdma_submit(s->rdma, call, call->path);
-	if (ret == -EAGAIN || ret == -EBUSY || ret == -ENOMEM)
+	if (ret == -EAGAIN || ret == -EBUSY || ret == -EDQUOT || ret == -ENOMEM)
 		rdmem_agent_ident_unsent(call, was); /* not posted: it waits */
-	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY)
+	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY || ret == -EDQUOT)
 		return ret;
 	if (ret == -E2BIG) {
 		rdmem_agent_session_fail(s, call, RDMEM_S_TOO_BIG);
@@ -494,7 +494,8 @@ static void rdmem_agent_session_route(struct rdmem_agent_session *s, struct rdme
 	switch (rdmem_agent_session_post(s, call)) {
 	case 0:
 		return;
-	case -EBUSY: /* the server holds our group for a moment: wait for it */
+	case -EBUSY:  /* the server holds our group for a moment: wait for it */
+	case -EDQUOT: /* a registration of this link's budget: wait for it */
 		rdmem_agent_session_pend(s, call);
 		return;
 	default:
@@ -521,10 +522,11 @@ static void rdmem_agent_session_flush(struct rdmem_agent_session *s)
 /* Retries pending calls in order; stops at the first that still cannot go. */
 static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 {
+	struct rdmem_agent_call **pp = &s->pending_head, *call;
 	int n = 0;
 
-	while (s->pending_head) {
-		struct rdmem_agent_call *call = s->pending_head;
+	while ((call = *pp)) {
+		struct rdmem_agent_call *next = call->next;
 		int ret;
 
 		/*
@@ -533,19 +535,25 @@ static int rdmem_agent_session_retry_pending(struct rdmem_agent_session *s)
 		 * resubmit and the front door refill this very struct, so it
 		 * must not be read after (TSan caught call->next read late).
 		 */
-		s->pending_head = call->next;
-		if (!s->pending_head)
-			s->pending_tail = NULL;
+		*pp = next;
 		ret = rdmem_agent_session_post(s, call);
-		if (ret == -EAGAIN || ret == -EBUSY) { /* not taken: still ours, first again */
-			call->next = s->pending_head;
-			s->pending_head = call;
-			if (!s->pending_tail)
-				s->pending_tail = call;
-			break;
+		if (ret == -EAGAIN || ret == -EBUSY || ret == -EDQUOT) {
+			call->next = next; /* not taken: still ours, back in its place */
+			*pp = call;
+			pp = &call->next;
+			/* A call waiting for its registration (its client's budget)
+			 * holds back no other call; a full ring or a held group
+			 * holds back all of them. */
+			if (ret != -EDQUOT)
+				break;
+			continue;
 		}
 		n++;
 	}
+	/* The tail: the last call left (the list is short, and this runs only
+	 * while calls are pending). */
+	for (s->pending_tail = NULL, call = s->pending_head; call; call = call->next)
+		s->pending_tail = call;
 	return n;
 }
 
