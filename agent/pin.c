@@ -15,7 +15,6 @@ int rdmem_pin_init(struct rdmem_pin_budget *b, uint32_t clients, uint64_t max_cl
 	b->max_total = max_total;
 	b->clients = clients;
 	atomic_init(&b->total, 0);
-	atomic_init(&b->charges, 0);
 	atomic_init(&b->refused_client, 0);
 	atomic_init(&b->refused_total, 0);
 	atomic_init(&b->shed_gen, 0);
@@ -60,7 +59,6 @@ enum rdmem_pin_refusal rdmem_pin_charge(struct rdmem_pin_budget *b, uint32_t cli
 		atomic_fetch_add_explicit(&b->refused_total, 1, memory_order_relaxed);
 		return RDMEM_PIN_TOTAL;
 	}
-	atomic_fetch_add_explicit(&b->charges, 1, memory_order_relaxed);
 	return RDMEM_PIN_OK;
 }
 

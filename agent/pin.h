@@ -37,7 +37,7 @@ struct rdmem_pin_budget {
 	uint32_t clients;
 	_Atomic uint64_t total;
 	_Atomic uint64_t *client; /* clients entries */
-	_Atomic uint64_t charges, refused_client, refused_total;
+	_Atomic uint64_t refused_client, refused_total;
 	_Atomic uint64_t shed_gen; /* bumped by each rdmem_pin_ask_shed() */
 	_Atomic uint64_t shed_ns;  /* when the last ask woke the links */
 	_Atomic(struct rdmem_pin_waker *) waker;
