@@ -162,6 +162,15 @@ struct rdmem_pin_budget *rdmem_frontdoor_pin(struct rdmem_frontdoor *fd);
  * rdmem_frontdoor_start(); fn must not block.
  */
 typedef void (*rdmem_frontdoor_released_fn)(void *ctx, uint32_t client);
+/*
+ * fn(submit's ctx) runs on the actor thread after each batch of calls it
+ * handed to submit (a drain of the ring, or a scan's), before it looks at
+ * the ring again or sleeps: a submit that keeps something across the calls
+ * of a batch (a session's token) lets go of it there. Set before
+ * rdmem_frontdoor_start() or _poll(); fn must not block.
+ */
+typedef void (*rdmem_frontdoor_batch_fn)(void *ctx);
+void rdmem_frontdoor_on_batch_end(struct rdmem_frontdoor *fd, rdmem_frontdoor_batch_fn fn);
 void rdmem_frontdoor_on_release(struct rdmem_frontdoor *fd, rdmem_frontdoor_released_fn fn,
 				void *ctx);
 /* The attach serial of entry c now (0: none); any thread. */

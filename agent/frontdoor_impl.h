@@ -145,6 +145,8 @@ struct rdmem_frontdoor {
 	struct rdmem_pin_budget pin;	/* zero copy's pinned memory (agent/pin.h) */
 	rdmem_frontdoor_submit_fn submit;
 	void *submit_ctx;
+	rdmem_frontdoor_batch_fn batch_end; /* rdmem_frontdoor_on_batch_end() */
+	int batch_open;			    /* submit ran since batch_end last did */
 	pthread_t thread;
 	int started;
 	_Atomic int stop;

@@ -508,9 +508,20 @@ static int rdmem_frontdoor_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t
 		rdmem_frontdoor_count(&fd->n_local_pings);
 		rdmem_frontdoor_complete_status(fd, call, RDMEM_S_OK);
 	} else {
+		fd->batch_open = 1;
 		fd->submit(fd->submit_ctx, call);
 	}
 	return 1;
+}
+
+/* The calls taken since the last call of this went to submit: say the batch ended. */
+static void rdmem_frontdoor_end_batch(struct rdmem_frontdoor *fd)
+{
+	if (!fd->batch_open)
+		return;
+	fd->batch_open = 0;
+	if (fd->batch_end)
+		fd->batch_end(fd->submit_ctx);
 }
 
 /* Adds what the consumer counted since before to counter; returns the difference. */
@@ -559,6 +570,7 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 			break;
 		rdmem_frontdoor_take(fd, c, s, 0);
 	}
+	rdmem_frontdoor_end_batch(fd);
 	if (fd->cons.skipped != before.skipped || fd->cons.repaired != before.repaired ||
 	    fd->cons.head_repaired != before.head_repaired) {
 		rdmem_frontdoor_ring_report(fd, &before);
@@ -834,6 +846,7 @@ static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 		taken += rdmem_frontdoor_scan_client(fd, c, now);
 		fd->scan_pending |= rdmem_frontdoor_look_again(fd, c);
 	}
+	rdmem_frontdoor_end_batch(fd);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
 	return taken;
 }

@@ -369,6 +369,11 @@ void rdmem_frontdoor_on_release(struct rdmem_frontdoor *fd, rdmem_frontdoor_rele
 	fd->released_ctx = ctx;
 }
 
+void rdmem_frontdoor_on_batch_end(struct rdmem_frontdoor *fd, rdmem_frontdoor_batch_fn fn)
+{
+	fd->batch_end = fn;
+}
+
 uint64_t rdmem_frontdoor_client_serial(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	/* Relaxed: a caller that must see a reclaim's 0 learned of the reclaim

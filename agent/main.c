@@ -557,6 +557,7 @@ static int rdmem_agent_start(struct rdmem_agent *a, struct rdmem_agent_opts *o)
 		return ret;
 	if ((ret = rdmem_router_start(&rc, a->fd, o->servers, o->nservers, &a->router)) < 0)
 		return ret;
+	rdmem_frontdoor_on_batch_end(a->fd, rdmem_router_batch_end);
 	if ((ret = rdmem_frontdoor_start(a->fd, rdmem_router_submit, a->router)) < 0)
 		return ret;
 	if (o->metrics_port) {

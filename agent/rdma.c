@@ -95,7 +95,8 @@ struct rdmem_rdma {
 	uint8_t withheld_n;	       /* 1: withheld holds a reference not given back */
 	struct rdmem_objref withheld;  /* RDMEM_RECLAIM_WITHHOLD's */
 	uint32_t evict_own, evict_any; /* where eviction scans start (rdmem_rdma_evict) */
-	uint64_t *in_use; /* client slots calls of this link use (rdmem_rdma_mark_in_use) */
+	uint64_t *in_use;    /* client slots calls of this link use (rdmem_rdma_mark_in_use) */
+	uint8_t no_register; /* rdmem_rdma_may_register(r, 0): the caller must not block */
 	struct rdmem_rdma_stats st;
 };
 
@@ -419,6 +420,8 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 
 	if (!reg)
 		return -ENOMEM;
+	if (r->no_register && reg->serial != call->client_serial)
+		return -EINPROGRESS;
 	if (reg->serial && reg->serial != call->client_serial && reg->last_post > r->done_no) {
 		r->fence_need = RDMEM_MAX(r->fence_need, reg->last_post);
 		return -EBUSY;
@@ -497,6 +500,11 @@ static uint32_t rdmem_rdma_span(const struct rdmem_link *l, uint64_t bytes)
 	uint64_t rest = bytes > first ? bytes - first : 0;
 
 	return (uint32_t)RDMEM_MIN(1 + (rest + l->req_stride - 1) / l->req_stride, UINT32_MAX);
+}
+
+void rdmem_rdma_may_register(struct rdmem_rdma *r, int yes)
+{
+	r->no_register = !yes;
 }
 
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)

@@ -77,9 +77,13 @@ void rdmem_rdma_destroy(struct rdmem_rdma *r);
  * waits for a fence), while other calls may go; -E2BIG: can never fit; -ENOMEM: the client's slot
  * could not be registered (over --max-client-mem or --max-total-mem with
  * nothing idle to let go, or refused; nothing posted; the link is fine);
- * other -errno: the link is broken.
+ * -EINPROGRESS: the slot needs a registration and registering is off
+ * (rdmem_rdma_may_register); other -errno: the link is broken.
  */
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path);
+/* Registering a client slot (a system call that may sleep, and evictions)
+ * on (the default) or off, for a caller that must not block. */
+void rdmem_rdma_may_register(struct rdmem_rdma *r, int yes);
 /*
  * Deregisters the client slots whose attach is over (serial(ctx, client) is
  * no longer the one registered): with verbs a slot's registration pins its

@@ -368,10 +368,16 @@ static uint32_t router_pick(const struct rdmem_router_table *t, const struct rdm
 	return rdmem_router_pick_key(t, c->key, c->req.key_len);
 }
 
+/*
+ * The front door's thread stays inside the table for a whole batch of
+ * calls (rdmem_router_batch_end leaves it): a session may hold its token
+ * across the batch, and a reload must not stop a session the front door
+ * still holds. A reload waits for the batch, tens of microseconds.
+ */
 void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call)
 {
 	struct rdmem_router *r = ctx;
-	struct rdmem_router_table *t = rdmem_router_enter(r);
+	struct rdmem_router_table *t = r->batch ? r->batch : (r->batch = rdmem_router_enter(r));
 	uint16_t op = call->req.op;
 
 	if (!t->n)
@@ -383,6 +389,19 @@ void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call)
 		rdmem_router_fan_out(r, t, call);
 	else
 		rdmem_agent_session_submit(t->b[router_pick(t, call)]->session, call);
+}
+
+void rdmem_router_batch_end(void *ctx)
+{
+	struct rdmem_router *r = ctx;
+	struct rdmem_router_table *t = r->batch;
+	uint32_t i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->n; i++)
+		rdmem_agent_session_batch_end(t->b[i]->session);
+	r->batch = NULL;
 	rdmem_router_leave(r);
 }
 

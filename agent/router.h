@@ -58,6 +58,9 @@ int rdmem_router_start(const struct rdmem_router_config *cfg, struct rdmem_front
 void rdmem_router_stop(struct rdmem_router *r);
 /* The front door's submit callback (front-door actor thread). */
 void rdmem_router_submit(void *ctx, struct rdmem_agent_call *call);
+/* The front door's batch ended (rdmem_frontdoor_on_batch_end): every session
+ * gives back what it held for it, and the front door leaves the table. */
+void rdmem_router_batch_end(void *ctx);
 /* The front door's release callback: every backend lets go of the area. */
 void rdmem_router_released(void *ctx, uint32_t client);
 /* The pinned-memory budget's waker (agent/pin.h): wakes every session. */

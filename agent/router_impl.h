@@ -36,7 +36,9 @@ struct rdmem_router {
 	struct rdmem_router_config cfg;
 	struct rdmem_frontdoor *fd;
 	_Atomic(struct rdmem_router_table *) table;
-	atomic_uint readers;  /* threads between rdmem_router_enter() and _leave() */
+	atomic_uint readers; /* threads between rdmem_router_enter() and _leave() */
+	/* The table the front door's batch is in (front-door thread only). */
+	struct rdmem_router_table *batch;
 	pthread_mutex_t lock; /* reload, and readers of backends' telemetry */
 	/* An `agent-ctl reload` the main thread has yet to run and answer. */
 	_Atomic(struct rdmem_agent_call *) reload_call;

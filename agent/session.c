@@ -3,6 +3,13 @@
  * Loop: adopt a link the connector dialled, take calls from the front door,
  * choose each call's path, post RDMA calls or hand TCP ones over, reap RDMA
  * completions, retry on TCP what RDMA failed (AUTO), and sleep when idle.
+ *
+ * The front-door thread takes calls itself when it can (flat combining,
+ * docs/architecture.md "One thread fewer per call"): the session's state
+ * belongs to whichever thread holds its token, the actor for a round or the
+ * front door for one batch of calls. The actor alone adopts and drops links,
+ * registers client slots, reaps completions and sleeps; a front door that
+ * meets one of those leaves it for the actor's next round.
  */
 #include "agent/session.h"
 
@@ -73,9 +80,45 @@ struct rdmem_agent_session {
 	int publish_due; /* a round did work since the gauges were last published */
 	uint64_t published_ns;
 
+	/*
+	 * Who owns everything above that is not atomic (and the TCP actor's
+	 * producer side): 1 while the actor runs a round or the front door a
+	 * batch. Taken with an acquire exchange, given back with a release
+	 * store: each owner sees every write of the one before.
+	 */
+	atomic_int token;
+	int fd_holds; /* front-door thread only: it holds the token for this batch */
+	int fd_took;  /* calls the front door took in this batch */
+	int asleep;   /* the actor is in (or entering) poll(); set under the token */
+	int link_err; /* a post failed in the front door's batch: the actor drops the link */
+	struct rdmem_agent_call *post_failed; /* ... and then fails (or moves) these calls */
+
 	atomic_int stop;
 	pthread_t thread;
 };
+
+/* ---- the token ------------------------------------------------------------- */
+
+static int rdmem_agent_session_try_own(struct rdmem_agent_session *s)
+{
+	/* Acquire: pairs with the release store in rdmem_agent_session_disown()
+	 * of the last owner, so its writes to the session are ours to read. A
+	 * relaxed look first keeps a held token's line shared. */
+	return !atomic_load_explicit(&s->token, memory_order_relaxed) &&
+	       !atomic_exchange_explicit(&s->token, 1, memory_order_acquire);
+}
+
+static void rdmem_agent_session_disown(struct rdmem_agent_session *s)
+{
+	atomic_store_explicit(&s->token, 0, memory_order_release);
+}
+
+/* The actor's blocking take: the front door holds it for one batch at most. */
+static void rdmem_agent_session_own(struct rdmem_agent_session *s)
+{
+	while (!rdmem_agent_session_try_own(s))
+		sched_yield();
+}
 
 /* ---- completing calls ------------------------------------------------------ */
 
@@ -257,6 +300,14 @@ static void rdmem_agent_session_drop_link(struct rdmem_agent_session *s)
 
 static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err)
 {
+	/* On the front door's thread: closing a link waits for its send queue
+	 * to drain, and the actor may be asleep on the link's fds. The actor
+	 * drops it at the start of its next round; until then nothing posts. */
+	if (s->fd_holds) {
+		if (!s->link_err)
+			s->link_err = err;
+		return;
+	}
 	rdmem_warn("rdma: lost the link to %s:%u: %s", s->cfg.server, s->cfg.port, strerror(-err));
 	rdmem_agent_count(&s->cnt.link_losses, 1);
 	rdmem_agent_session_drop_link(s);
@@ -446,7 +497,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	uint8_t was;
 	int ret;
 
-	if (!s->rdma || s->cfg.sim.rdma_down)
+	if (!s->rdma || s->cfg.sim.rdma_down || s->link_err)
 		return -EAGAIN;
 	if (!s->rdma_bound)
 		return -EBUSY; /* a moment: the link's BIND is on its way */
@@ -456,7 +507,14 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 		return 0;
 	}
 	was = rdmem_agent_ident_sent(s->ident, call);
-	ret = rdmem_rdma_submit(s->rdma, call, call->path);
+	if (s->cfg.sim.link_break) {
+		s->cfg.sim.link_break--;
+		ret = -ECONNRESET; /* what a post to a QP in the error state gets */
+	} else {
+		ret = rdmem_rdma_submit(s->rdma, call, call->path);
+	}
+	if (ret == -EINPROGRESS)
+		ret = -EDQUOT; /* its slot's registration is the actor's to make: it waits */
 	if (ret == -EAGAIN || ret == -EBUSY || ret == -EDQUOT || ret == -ENOMEM)
 		rdmem_agent_ident_unsent(call, was); /* not posted: it waits */
 	if (ret == 0 || ret == -EAGAIN || ret == -EBUSY || ret == -EDQUOT)
@@ -474,6 +532,11 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	}
 	/* The link goes first: nothing of it may touch memory a retry reuses. */
 	rdmem_agent_session_link_lost(s, ret);
+	if (s->fd_holds) {
+		call->next = s->post_failed; /* failed once the actor dropped the link */
+		s->post_failed = call;
+		return 0;
+	}
 	rdmem_agent_session_failed(s, call, ret, 1);
 	return 0;
 }
@@ -515,7 +578,7 @@ static void rdmem_agent_session_flush(struct rdmem_agent_session *s)
 {
 	int ret;
 
-	if (s->rdma && (ret = rdmem_rdma_flush(s->rdma)) < 0)
+	if (s->rdma && !s->link_err && (ret = rdmem_rdma_flush(s->rdma)) < 0)
 		rdmem_agent_session_link_lost(s, ret);
 }
 
@@ -652,6 +715,9 @@ static int rdmem_agent_apply_ctl(struct rdmem_simulate *sim, struct rdmem_path_c
 	else if (strcmp(cmd, "simulate-rdma-reply-loss") == 0 && !rdmem_parse_size(arg, &n) &&
 		 n <= UINT32_MAX)
 		sim->reply_loss = (uint32_t)n;
+	else if (strcmp(cmd, "simulate-rdma-link-break") == 0 && !rdmem_parse_size(arg, &n) &&
+		 n <= UINT32_MAX)
+		sim->link_break = (uint32_t)n;
 	else if (strcmp(cmd, "simulate-rdma-errors") == 0 && !rdmem_parse_size(arg, &n) &&
 		 n <= UINT32_MAX)
 		sim->rdma_errors = (uint32_t)n;
@@ -799,10 +865,44 @@ static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
 }
 
+static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t now, int force);
+
+/*
+ * Arms the link's completions and works out how long to sleep, under the
+ * token; -2: don't sleep (work came in, or the front door holds the token
+ * and is taking calls whose completions may be ours to reap).
+ */
+static int rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, struct pollfd *pfd,
+					     int *nfd)
+{
+	int ms = -2;
+
+	if (!rdmem_agent_session_try_own(s))
+		return -2;
+	rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */
+	if (s->link_err)
+		goto out; /* the next round drops the link */
+	if (s->rdma) {
+		if (rdmem_fab_arm(s->link->conn) < 0 || rdmem_agent_session_poll_rdma(s))
+			goto out;
+		pfd[1].fd = rdmem_fab_comp_fd(s->link->conn);
+		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
+		*nfd = 3;
+	}
+	ms = rdmem_agent_session_block_ms(s);
+	/* Read by a front door that takes calls while we sleep: it rings
+	 * in.efd, since nothing else would make us look at their deadlines or
+	 * at those it left pending. */
+	s->asleep = 1;
+out:
+	rdmem_agent_session_disown(s);
+	return ms;
+}
+
 static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 {
 	struct pollfd pfd[3] = { { s->in.efd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 } };
-	int nfd = 1;
+	int nfd = 1, ms;
 
 	if (!rdmem_queue_prepare_sleep(&s->in))
 		return;
@@ -811,19 +911,20 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		rdmem_queue_woke(&s->in);
 		return;
 	}
-	if (s->rdma) {
-		if (rdmem_fab_arm(s->link->conn) < 0 || rdmem_agent_session_poll_rdma(s)) {
-			rdmem_queue_woke(&s->in);
-			return;
-		}
-		pfd[1].fd = rdmem_fab_comp_fd(s->link->conn);
-		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
-		nfd = 3;
+	ms = rdmem_agent_session_prepare_block(s, pfd, &nfd);
+	if (ms == -2) {
+		rdmem_queue_woke(&s->in);
+		return;
 	}
-	if (poll(pfd, (nfds_t)nfd, rdmem_agent_session_block_ms(s)) < 0 && errno != EINTR)
+	/* s->link and s->rdma change on this thread only (adopt, link_lost):
+	 * the front door never replaces them, so they are read here unowned. */
+	if (poll(pfd, (nfds_t)nfd, ms) < 0 && errno != EINTR)
 		rdmem_err("session actor poll: %s", strerror(errno));
-	if (s->rdma && pfd[1].revents)
+	if (s->rdma && pfd[1].revents) {
+		rdmem_agent_session_own(s);
 		rdmem_fab_ack(s->link->conn);
+		rdmem_agent_session_disown(s);
+	}
 	if (s->rdma && pfd[2].revents)
 		s->check_at = 0; /* look at the link on the next round */
 	rdmem_queue_woke(&s->in);
@@ -924,12 +1025,31 @@ static int rdmem_agent_session_shed(struct rdmem_agent_session *s)
 	return rdmem_rdma_shed_idle(s->rdma, &ignored);
 }
 
+/* A post failed in the front door's batch: the link goes, then its calls. */
+static int rdmem_agent_session_batch_failures(struct rdmem_agent_session *s)
+{
+	struct rdmem_agent_call *call;
+	int err = s->link_err;
+
+	if (!err)
+		return 0;
+	s->link_err = 0;
+	rdmem_agent_session_link_lost(s, err);
+	while ((call = s->post_failed)) {
+		s->post_failed = call->next;
+		rdmem_agent_session_failed(s, call, err, 1);
+	}
+	return 1;
+}
+
 static int rdmem_agent_session_round(struct rdmem_agent_session *s)
 {
 	struct rdmem_agent_call *call;
 	uint64_t now;
-	int work = 0;
+	int work;
 
+	s->asleep = 0;
+	work = rdmem_agent_session_batch_failures(s);
 	rdmem_agent_session_adopt(s);
 	while ((call = rdmem_queue_pop(&s->in))) {
 		rdmem_agent_session_take(s, call);
@@ -961,20 +1081,68 @@ static void *rdmem_agent_session_main(void *arg)
 	 * the apps it completes calls for: a spin after a call only delays them. */
 	rdmem_idle_init(&idle, rdmem_affinity_single_cpu());
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
-		if (rdmem_idle_after(&idle, rdmem_agent_session_round(s), s->cfg.busy_poll)) {
-			rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */
-			rdmem_agent_session_block(s);
+		int work = 0;
+
+		/* Not ours this moment: the front door is taking calls. */
+		if (rdmem_agent_session_try_own(s)) {
+			work = rdmem_agent_session_round(s);
+			rdmem_agent_session_disown(s);
 		}
+		if (rdmem_idle_after(&idle, work, s->cfg.busy_poll))
+			rdmem_agent_session_block(s);
 	}
 	return NULL;
 }
 
+/*
+ * The front door takes the call itself when the token is free (the actor
+ * is between rounds, yielding or asleep): it saves the hand-off to the
+ * actor's thread, which on a shared CPU is a context switch per call. It
+ * keeps the token until rdmem_agent_session_batch_end(). Otherwise the call
+ * goes through the queue, as it always may.
+ */
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 {
 	struct rdmem_agent_session *s = ctx;
+	struct rdmem_agent_call *queued;
 
+	if (!s->fd_holds && rdmem_agent_session_try_own(s)) {
+		s->fd_holds = 1;
+		if (s->rdma) /* a registration may sleep in the kernel: the actor's */
+			rdmem_rdma_may_register(s->rdma, 0);
+		/* Calls queued while the actor held the token go first. */
+		while ((queued = rdmem_queue_pop(&s->in)))
+			rdmem_agent_session_take(s, queued);
+	}
+	if (s->fd_holds) {
+		s->fd_took++;
+		rdmem_agent_count(&s->cnt.inline_calls, 1);
+		rdmem_agent_session_take(s, call);
+		return;
+	}
 	if (rdmem_queue_push(&s->in, call) < 0)
 		rdmem_err("session queue sized wrong: call dropped");
+}
+
+void rdmem_agent_session_batch_end(struct rdmem_agent_session *s)
+{
+	int ring;
+
+	if (!s->fd_holds)
+		return;
+	rdmem_agent_session_flush(s); /* one doorbell for the batch */
+	if (s->rdma)
+		rdmem_rdma_may_register(s->rdma, 1);
+	/* An actor asleep learns of the calls (deadlines, pending ones) and of
+	 * a link to drop only from us; one awake finds them next round. */
+	ring = s->link_err || (s->asleep && s->fd_took);
+	if (ring)
+		s->asleep = 0;
+	s->fd_took = 0;
+	s->fd_holds = 0; /* before the release: the next owner reads it */
+	rdmem_agent_session_disown(s);
+	if (ring)
+		rdmem_queue_ring(&s->in);
 }
 
 void rdmem_agent_session_submit_any(struct rdmem_agent_session *s, struct rdmem_agent_call *call)
@@ -1062,10 +1230,17 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 	pthread_join(s->thread, NULL);
 	if (s->cfg.fabric)
 		pthread_join(s->connector, NULL);
+	/* The front door no longer reaches us (stopped, or a reload unlisted
+	 * us and waited for it to leave); owned for the record. */
+	rdmem_agent_session_own(s);
 	if ((l = atomic_exchange_explicit(&s->mailbox, NULL, memory_order_acquire)))
 		rdmem_link_close(l);
 	s->cfg.path.force = RDMEM_PATH_TCP; /* nothing may go back to RDMA now */
 	rdmem_agent_session_drop_link(s);
+	while ((call = s->post_failed)) {
+		s->post_failed = call->next;
+		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
+	}
 	while ((call = rdmem_queue_pop(&s->in)))
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	pthread_mutex_lock(&s->side_lock); /* a rerun may still be arriving */

@@ -25,6 +25,8 @@ struct rdmem_simulate {
 	uint32_t rdma_errors; /* add N to the RDMA error count once */
 	uint32_t reply_loss;  /* treat the next N RDMA replies as failed completions: the
 			       * server ran the call, the agent retries it (AUTO: on TCP) */
+	uint32_t link_break;  /* the next N call posts fail as on a QP in error: the link
+			       * goes and is dialled again (AUTO: the call on TCP) */
 };
 
 struct rdmem_agent_config {
@@ -52,9 +54,14 @@ struct rdmem_agent_session;
 int rdmem_agent_session_start(const struct rdmem_agent_config *cfg, struct rdmem_frontdoor *fd,
 			      struct rdmem_tcp_actor *tcp, struct rdmem_agent_session **out);
 void rdmem_agent_session_stop(struct rdmem_agent_session *s);
-/* Hands a call to the session actor: the front-door actor's thread only
- * (one producer). */
+/* Hands a call to the session: the front-door actor's thread only (one
+ * producer). It takes the call on its own thread when the session's token
+ * is free, and then holds the token until rdmem_agent_session_batch_end(),
+ * which it must call before it sleeps or leaves the router's table. */
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call);
+/* The end of the front door's batch: posts what it built, gives the token
+ * back, and wakes an actor asleep that has new work (front-door thread). */
+void rdmem_agent_session_batch_end(struct rdmem_agent_session *s);
 /* The same from any thread (a split call's part sent again). */
 void rdmem_agent_session_submit_any(struct rdmem_agent_session *s, struct rdmem_agent_call *call);
 /* A front-door client entry was reclaimed (front-door actor thread): the

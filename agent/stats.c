@@ -29,6 +29,7 @@ void rdmem_agent_counters_read(struct rdmem_agent_counters *c, struct rdmem_agen
 		s->failed[p] = atomic_load_explicit(&c->failed[p], memory_order_relaxed);
 	}
 	s->fallbacks = atomic_load_explicit(&c->fallbacks, memory_order_relaxed);
+	s->inline_calls = atomic_load_explicit(&c->inline_calls, memory_order_relaxed);
 	s->rdma_errors_total = atomic_load_explicit(&c->rdma_errors, memory_order_relaxed);
 	s->link_opens = atomic_load_explicit(&c->link_opens, memory_order_relaxed);
 	s->link_losses = atomic_load_explicit(&c->link_losses, memory_order_relaxed);
@@ -73,6 +74,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("rdma_error_window", G, rdma_errors,
 	  "RDMA errors the path selector compares with --error-threshold."),
 	S("fallbacks", C, fallbacks, "RDMA calls retried on TCP."),
+	S("inline_calls", C, inline_calls,
+	  "Calls the front-door thread routed and posted itself, with no hand-off to the "
+	  "session thread (it does when that thread is between rounds)."),
 	S("force_path", RDMEM_CTR_LABEL, force_name, "The path every call takes (--force-path)."),
 	PATH("eager", RDMEM_PATH_EAGER),
 	PATH("lazy", RDMEM_PATH_LAZY),
@@ -264,6 +268,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Bytes the Redis-protocol connections hold: buffers and queued commands."),
 	S("simulate.rdma_down", G, sim.rdma_down, "Fault injection: 1 while RDMA is held down."),
 	S("simulate.op_fail", G, sim.op_fail, "Fault injection: RDMA operations left to fail."),
+	S("simulate.link_break", G, sim.link_break,
+	  "Fault injection: call posts left to fail as on a broken link."),
 	S("simulate.reply_loss", G, sim.reply_loss,
 	  "Fault injection: RDMA replies left to drop after the server ran the call."),
 	S("simulate.tcp_reply_loss", G, tcp.sim_reply_loss,

@@ -20,7 +20,8 @@ struct rdmem_agent_counters {
 	atomic_uint_fast64_t calls[RDMEM_PATH__COUNT]; /* calls the selector sent each way */
 	atomic_uint_fast64_t ok[RDMEM_PATH__COUNT];    /* finished on RDMA, by carrying path */
 	atomic_uint_fast64_t failed[RDMEM_PATH__COUNT];
-	atomic_uint_fast64_t fallbacks; /* RDMA calls retried on TCP */
+	atomic_uint_fast64_t fallbacks;	   /* RDMA calls retried on TCP */
+	atomic_uint_fast64_t inline_calls; /* taken on the front door's thread (session.c) */
 	atomic_uint_fast64_t rdma_errors;
 	atomic_uint_fast64_t link_opens, link_losses;
 	atomic_uint_fast64_t link_stalls; /* links dropped by the liveness check */
@@ -34,7 +35,7 @@ struct rdmem_agent_snapshot {
 	struct rdmem_rdma_stats rdma;
 	struct rdmem_resp_stats resp; /* the Redis protocol front end (agent/resp.c) */
 	uint64_t calls[RDMEM_PATH__COUNT], ok[RDMEM_PATH__COUNT], failed[RDMEM_PATH__COUNT];
-	uint64_t fallbacks, rdma_errors_total, link_opens, link_losses, link_stalls;
+	uint64_t fallbacks, inline_calls, rdma_errors_total, link_opens, link_losses, link_stalls;
 	uint32_t link_up;
 	uint32_t memlock_short;
 	uint32_t rdma_errors; /* the count the selector compares with --error-threshold */
@@ -63,7 +64,9 @@ static inline unsigned rdmem_agent_snapshot_mask(const struct rdmem_agent_snapsh
 
 static inline void rdmem_agent_count(atomic_uint_fast64_t *c, uint64_t n)
 {
-	/* Single writer: a plain load and store is enough, and cheaper than an RMW. */
+	/* One writer at a time (a session's counters: the holder of its token,
+	 * whose acquire orders it after the last): a load and store is enough,
+	 * and cheaper than an RMW. */
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
 }

@@ -46,6 +46,8 @@ mutations=(
 	"read-wait-blocks-queue|agent/rdma.c|s/\t\tif \(ret < 0 && ret != -EBUSY\)\n\t\t\treturn ret;/\t\tif (ret == -EBUSY)\n\t\t\treturn 0;\n\t\tif (ret < 0)\n\t\t\treturn ret;/|test_pin_budget"
 	"pin-limit-ignored|agent/pin.c|s/rdmem_pin_add\(&b->total, bytes, b->max_total\)/rdmem_pin_add(\&b->total, bytes, UINT64_MAX)/|test_pin test_pin_budget"
 	"area-kept|agent/frontdoor_ring.c|s/\tif \(fd->released\)\n/\tif (0 \&\& fd->released)\n/|test_agent_paths"
+	"never-inline|agent/session.c|s/if \(!s->fd_holds \&\& rdmem_agent_session_try_own\(s\)\)/if (0)/|test_inline_calls"
+	"asleep-not-woken|agent/session.c|s/\tif \(ring\)\n\t\trdmem_queue_ring\(&s->in\);/\tif (0)\n\t\trdmem_queue_ring(\&s->in);/|test_inline_calls"
 )
 
 want=("$@")

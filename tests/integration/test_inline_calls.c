@@ -1,0 +1,157 @@
+/* test_inline_calls.c - the front-door thread takes calls itself (flat
+ * combining, docs/architecture.md "One thread fewer per call"), and every
+ * call still comes back exact, exactly once, whichever thread took it.
+ *
+ * The whole test (server, agent, client) runs on one CPU, as on a small
+ * host where the app and the agent share a core: the session thread is then
+ * between rounds whenever the front door runs, so the front door finds its
+ * token free. Before combining, every call crossed from the front-door
+ * thread to the session thread (inline_calls did not exist: 0).
+ *
+ * Cases:
+ *   GETs one at a time: exact, and most taken inline (inline_calls);
+ *   a call that needs a client slot registered, taken by the front door
+ *     while the session thread sleeps: the front door must not register
+ *     (a system call that may sleep) and leaves it to the session thread,
+ *     which it must wake: the call comes back exact and in time;
+ *   a post that breaks the link (agent-ctl simulate-rdma-link-break 1) on
+ *     the front door's thread: the session thread drops the link (the front
+ *     door must not: it waits for the send queue, and the session thread
+ *     may be asleep on the link's fds), the call goes over TCP (AUTO),
+ *     exact, once; the link is dialled again and carries the next call.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "e2e.h"
+
+#define T_CALLS 3000
+#define T_LARGE (64u << 10) /* BULK: its slot is registered, not copied */
+
+static struct e2e e;
+
+static int get_exact(const char *key, const void *want, uint32_t want_len, uint8_t path)
+{
+	struct rdmem_opts o = { path, 5000, NULL };
+	void *val = NULL;
+	uint32_t len = 0;
+	int ok = rdmem_get(e.h, key, (uint32_t)strlen(key), &val, &len, &o) == 0 &&
+		 len == want_len && memcmp(val, want, len) == 0;
+
+	free(val);
+	return ok;
+}
+
+static void test_one_at_a_time(void)
+{
+	static const char val[] = "inline-value-32-bytes-of-data!!";
+	long long took0 = e2e_stat(&e, "inline_calls"), took;
+	int i, bad = 0;
+
+	REQUIRE(took0 >= 0);
+	REQUIRE(rdmem_put(e.h, "inline", 6, val, sizeof(val), NULL) == 0);
+	for (i = 0; i < T_CALLS; i++)
+		bad += !get_exact("inline", val, sizeof(val), RDMEM_PATH_EAGER);
+	took = e2e_stat(&e, "inline_calls") - took0;
+	printf("# %d GETs, %lld taken on the front door's thread\n", T_CALLS, took);
+	CHECK_EQ(bad, 0);
+	CHECK(took >= T_CALLS / 2);
+}
+
+/* Lets the session thread run out of work and go to sleep. */
+static void idle_agent(void)
+{
+	proc_sleep_ms(300);
+}
+
+static void test_registration_left_to_session(void)
+{
+	static uint8_t big[T_LARGE];
+	struct rdmem_opts bulk = { RDMEM_PATH_BULK, 5000, NULL };
+	long long regs0 = e2e_stat(&e, "rdma.area_regs");
+	uint64_t t0;
+	int i;
+
+	e2e_fill(big, sizeof(big), 99);
+	for (i = 0; i < 3; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "big-%d", i);
+		idle_agent();
+		t0 = rdmem_now_ns();
+		CHECK(rdmem_put(e.h, key, (uint32_t)strlen(key), big, sizeof(big), &bulk) == 0);
+		idle_agent();
+		CHECK(get_exact(key, big, sizeof(big), RDMEM_PATH_LAZY));
+		/* Woken, not found by a timer: well under the 5 s deadline. */
+		CHECK(rdmem_now_ns() - t0 < 1000000000ull + 300000000ull);
+	}
+	CHECK(e2e_stat(&e, "rdma.area_regs") > regs0);
+	CHECK_EQ(e2e_stat(&e, "paths.tcp.calls"), 0);
+}
+
+/* Waits (bounded) until the agent's link is up again. */
+static int link_back(int ms)
+{
+	int i;
+
+	for (i = 0; i < ms / 10 && e2e_stat(&e, "link_up") != 1; i++)
+		proc_sleep_ms(10);
+	return e2e_stat(&e, "link_up") == 1;
+}
+
+static void test_link_lost_on_front_door(void)
+{
+	static const char val[] = "across-a-broken-link";
+	long long losses, took, tcp;
+	int i;
+
+	REQUIRE(rdmem_put(e.h, "broken", 6, val, sizeof(val), NULL) == 0);
+	for (i = 0; i < 3; i++) {
+		REQUIRE(link_back(5000));
+		REQUIRE(e2e_ctl(&e, "simulate-rdma-link-break 1") == 0);
+		losses = e2e_stat(&e, "link_losses");
+		tcp = e2e_stat(&e, "paths.tcp.ok");
+		idle_agent();
+		took = e2e_stat(&e, "inline_calls");
+		CHECK(get_exact("broken", val, sizeof(val), RDMEM_PATH_AUTO));
+		/* The GET's post was the front door's (the other: this stats query). */
+		CHECK_EQ(e2e_stat(&e, "inline_calls") - took, 2);
+		CHECK_EQ(e2e_stat(&e, "link_losses") - losses, 1);
+		CHECK_EQ(e2e_stat(&e, "paths.tcp.ok") - tcp, 1);
+		CHECK_EQ(e2e_stat(&e, "simulate.link_break"), 0);
+	}
+	/* RDMA again once the link is back. */
+	REQUIRE(link_back(5000));
+	tcp = e2e_stat(&e, "paths.tcp.ok");
+	CHECK(get_exact("broken", val, sizeof(val), RDMEM_PATH_EAGER));
+	CHECK_EQ(e2e_stat(&e, "paths.tcp.ok") - tcp, 0);
+}
+
+static void start_stack(void)
+{
+	cpu_set_t one;
+
+	/* Inherited by the server and the agent we start. */
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	RUN(start_stack);
+	if (!check_cases_failed) {
+		RUN(test_one_at_a_time);
+		RUN(test_registration_left_to_session);
+		RUN(test_link_lost_on_front_door);
+	}
+	e2e_fini(&e);
+	return check_done();
+}
