@@ -844,9 +844,11 @@ static int rdmem_frontdoor_scan(struct rdmem_frontdoor *fd, uint64_t now)
 	fd->scan_pending = fd->hdr_bad_since != 0;
 	for (c = 0; c < fd->geom.clients; c++) {
 		taken += rdmem_frontdoor_scan_client(fd, c, now);
+		/* Before the next client's system calls (/proc, kill, munmap):
+		 * a session's token is not held across them. */
+		rdmem_frontdoor_end_batch(fd);
 		fd->scan_pending |= rdmem_frontdoor_look_again(fd, c);
 	}
-	rdmem_frontdoor_end_batch(fd);
 	fd->next_scan_ns = now + RDMEM_FD_SCAN_NS;
 	return taken;
 }

@@ -420,8 +420,10 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 
 	if (!reg)
 		return -ENOMEM;
-	if (r->no_register && reg->serial != call->client_serial)
+	if (r->no_register && reg->serial != call->client_serial) {
+		r->st.reg_deferred++;
 		return -EINPROGRESS;
+	}
 	if (reg->serial && reg->serial != call->client_serial && reg->last_post > r->done_no) {
 		r->fence_need = RDMEM_MAX(r->fence_need, reg->last_post);
 		return -EBUSY;

@@ -56,6 +56,7 @@ struct rdmem_rdma_stats {
 	uint64_t pin_evicted;  /* idle registrations let go to stay within the budget */
 	uint64_t pin_refused;  /* registrations the budget refused with none idle */
 	uint64_t pin_waits;    /* calls told to wait for a registration to become idle */
+	uint64_t reg_deferred; /* registrations left to a caller that may block */
 	uint32_t areas_live;   /* client slots registered now */
 	uint32_t inflight;
 	uint32_t slots;

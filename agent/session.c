@@ -87,6 +87,11 @@ struct rdmem_agent_session {
 	 * store: each owner sees every write of the one before.
 	 */
 	atomic_int token;
+	/* The actor found the token taken: the front door queues its next
+	 * calls instead of taking the token again (relaxed: a hint; a late
+	 * look costs one batch), so a stream of batches cannot starve the
+	 * actor's reaping. */
+	atomic_int actor_wants;
 	int fd_holds; /* front-door thread only: it holds the token for this batch */
 	int fd_took;  /* calls the front door took in this batch */
 	int asleep;   /* the actor is in (or entering) poll(); set under the token */
@@ -113,10 +118,23 @@ static void rdmem_agent_session_disown(struct rdmem_agent_session *s)
 	atomic_store_explicit(&s->token, 0, memory_order_release);
 }
 
-/* The actor's blocking take: the front door holds it for one batch at most. */
+/* The actor's take; on failure it asks the front door to leave the token
+ * to it (actor_wants), cleared once it has the token. */
+static int rdmem_agent_session_actor_try_own(struct rdmem_agent_session *s)
+{
+	if (!rdmem_agent_session_try_own(s)) {
+		atomic_store_explicit(&s->actor_wants, 1, memory_order_relaxed);
+		return 0;
+	}
+	atomic_store_explicit(&s->actor_wants, 0, memory_order_relaxed);
+	return 1;
+}
+
+/* The actor's blocking take: the front door holds it for one batch at most,
+ * and takes it no more once asked to. */
 static void rdmem_agent_session_own(struct rdmem_agent_session *s)
 {
-	while (!rdmem_agent_session_try_own(s))
+	while (!rdmem_agent_session_actor_try_own(s))
 		sched_yield();
 }
 
@@ -866,22 +884,26 @@ static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 }
 
 static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t now, int force);
+static int rdmem_agent_session_round(struct rdmem_agent_session *s);
 
 /*
- * Arms the link's completions and works out how long to sleep, under the
- * token; -2: don't sleep (work came in, or the front door holds the token
- * and is taking calls whose completions may be ours to reap).
+ * Under the token: one more round (after prepare_sleep, so whatever a ring
+ * we may have drained while the front door held the token asked for, or
+ * the front door left pending, is looked at before we sleep), then arms the
+ * link's completions and works out how long to sleep. -2: don't sleep (the
+ * round found work, or the front door holds the token and is taking calls
+ * whose completions may be ours to reap).
  */
 static int rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, struct pollfd *pfd,
 					     int *nfd)
 {
 	int ms = -2;
 
-	if (!rdmem_agent_session_try_own(s))
+	if (!rdmem_agent_session_actor_try_own(s))
 		return -2;
+	if (rdmem_agent_session_round(s) || s->link_err)
+		goto out;
 	rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */
-	if (s->link_err)
-		goto out; /* the next round drops the link */
 	if (s->rdma) {
 		if (rdmem_fab_arm(s->link->conn) < 0 || rdmem_agent_session_poll_rdma(s))
 			goto out;
@@ -920,13 +942,14 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 	 * the front door never replaces them, so they are read here unowned. */
 	if (poll(pfd, (nfds_t)nfd, ms) < 0 && errno != EINTR)
 		rdmem_err("session actor poll: %s", strerror(errno));
-	if (s->rdma && pfd[1].revents) {
+	if (s->rdma && (pfd[1].revents || pfd[2].revents)) {
 		rdmem_agent_session_own(s);
-		rdmem_fab_ack(s->link->conn);
+		if (pfd[1].revents)
+			rdmem_fab_ack(s->link->conn);
+		if (pfd[2].revents)
+			s->check_at = 0; /* look at the link on the next round */
 		rdmem_agent_session_disown(s);
 	}
-	if (s->rdma && pfd[2].revents)
-		s->check_at = 0; /* look at the link on the next round */
 	rdmem_queue_woke(&s->in);
 }
 
@@ -1034,6 +1057,7 @@ static int rdmem_agent_session_batch_failures(struct rdmem_agent_session *s)
 	if (!err)
 		return 0;
 	s->link_err = 0;
+	rdmem_info("rdma: a post on the front door's thread broke the link; dropping it here");
 	rdmem_agent_session_link_lost(s, err);
 	while ((call = s->post_failed)) {
 		s->post_failed = call->next;
@@ -1084,7 +1108,7 @@ static void *rdmem_agent_session_main(void *arg)
 		int work = 0;
 
 		/* Not ours this moment: the front door is taking calls. */
-		if (rdmem_agent_session_try_own(s)) {
+		if (rdmem_agent_session_actor_try_own(s)) {
 			work = rdmem_agent_session_round(s);
 			rdmem_agent_session_disown(s);
 		}
@@ -1101,23 +1125,31 @@ static void *rdmem_agent_session_main(void *arg)
  * keeps the token until rdmem_agent_session_batch_end(). Otherwise the call
  * goes through the queue, as it always may.
  */
+static void rdmem_agent_session_take_inline(struct rdmem_agent_session *s,
+					    struct rdmem_agent_call *call)
+{
+	s->fd_took++;
+	rdmem_agent_count(&s->cnt.inline_calls, 1);
+	rdmem_agent_session_take(s, call);
+}
+
 void rdmem_agent_session_submit(void *ctx, struct rdmem_agent_call *call)
 {
 	struct rdmem_agent_session *s = ctx;
 	struct rdmem_agent_call *queued;
 
-	if (!s->fd_holds && rdmem_agent_session_try_own(s)) {
+	/* Relaxed: a hint (see actor_wants). */
+	if (!s->fd_holds && !atomic_load_explicit(&s->actor_wants, memory_order_relaxed) &&
+	    rdmem_agent_session_try_own(s)) {
 		s->fd_holds = 1;
 		if (s->rdma) /* a registration may sleep in the kernel: the actor's */
 			rdmem_rdma_may_register(s->rdma, 0);
 		/* Calls queued while the actor held the token go first. */
 		while ((queued = rdmem_queue_pop(&s->in)))
-			rdmem_agent_session_take(s, queued);
+			rdmem_agent_session_take_inline(s, queued);
 	}
 	if (s->fd_holds) {
-		s->fd_took++;
-		rdmem_agent_count(&s->cnt.inline_calls, 1);
-		rdmem_agent_session_take(s, call);
+		rdmem_agent_session_take_inline(s, call);
 		return;
 	}
 	if (rdmem_queue_push(&s->in, call) < 0)
@@ -1138,6 +1170,7 @@ void rdmem_agent_session_batch_end(struct rdmem_agent_session *s)
 	ring = s->link_err || (s->asleep && s->fd_took);
 	if (ring)
 		s->asleep = 0;
+	s->publish_due |= s->fd_took != 0; /* the gauges /metrics shows */
 	s->fd_took = 0;
 	s->fd_holds = 0; /* before the release: the next owner reads it */
 	rdmem_agent_session_disown(s);

@@ -152,6 +152,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("rdma.pin_evicted", C, rdma.pin_evicted,
 	  "Idle client slot registrations let go to stay within --max-client-mem or "
 	  "--max-total-mem."),
+	S("rdma.reg_deferred", C, rdma.reg_deferred,
+	  "Calls the front-door thread took that needed a client slot registered: left "
+	  "pending for the session thread, which registers (inline_calls)."),
 	S("rdma.pin_waits", C, rdma.pin_waits,
 	  "Tries of a call that had to wait for a registration to become idle (calls of the "
 	  "link held the budget, or a fence READ had to prove its WRs done): a call that "

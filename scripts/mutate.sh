@@ -46,8 +46,10 @@ mutations=(
 	"read-wait-blocks-queue|agent/rdma.c|s/\t\tif \(ret < 0 && ret != -EBUSY\)\n\t\t\treturn ret;/\t\tif (ret == -EBUSY)\n\t\t\treturn 0;\n\t\tif (ret < 0)\n\t\t\treturn ret;/|test_pin_budget"
 	"pin-limit-ignored|agent/pin.c|s/rdmem_pin_add\(&b->total, bytes, b->max_total\)/rdmem_pin_add(\&b->total, bytes, UINT64_MAX)/|test_pin test_pin_budget"
 	"area-kept|agent/frontdoor_ring.c|s/\tif \(fd->released\)\n/\tif (0 \&\& fd->released)\n/|test_agent_paths"
-	"never-inline|agent/session.c|s/if \(!s->fd_holds \&\& rdmem_agent_session_try_own\(s\)\)/if (0)/|test_inline_calls"
+	"never-inline|agent/session.c|s/if \(!s->fd_holds \&\& !atomic_load_explicit\(&s->actor_wants/if (0 \&\& !atomic_load_explicit(\&s->actor_wants/|test_inline_calls"
 	"asleep-not-woken|agent/session.c|s/\tif \(ring\)\n\t\trdmem_queue_ring\(&s->in\);/\tif (0)\n\t\trdmem_queue_ring(\&s->in);/|test_inline_calls"
+	"front-door-registers|agent/session.c|s/rdmem_rdma_may_register\(s->rdma, 0\);/rdmem_rdma_may_register(s->rdma, 1);/|test_inline_calls"
+	"front-door-drops-link|agent/session.c|s/\tif \(s->fd_holds\) \{\n\t\tif \(!s->link_err\)/\tif (0) {\n\t\tif (!s->link_err)/|test_inline_calls"
 )
 
 want=("$@")

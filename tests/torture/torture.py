@@ -232,6 +232,7 @@ def draw_case(seed, quick):
     faults = []
     nf = r.choice([0, 1, 2, 3, 4, 6])
     kinds = [k for k in FAULTS if not excluded(k) and (k != "link_cut" or c["netns"])]
+    rl = random.Random(seed * 2654435761 + 29)
     for _ in range(nf if kinds else 0):
         k = r.choice(kinds)
         f = dict(at=r.randint(0, c["duration_ms"]), kind=k)
@@ -244,6 +245,8 @@ def draw_case(seed, quick):
         else:
             cmd = r.choice(F.AGENT_CTL)
             f["cmd"] = cmd.format(n=r.choice([1, 2, 5, 50, F.U32]), path=r.choice(PATHS))
+            if rl.random() < 0.2:
+                f["cmd"] = rl.choice(F.AGENT_CTL_LATE).format(n=rl.choice([1, 2, 5, 50]))
         faults.append(f)
     # Agents sharing the server (a multi-session server: grouping, lease
     # reuse); client j goes through agent j % agents. Drawn last so every
