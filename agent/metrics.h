@@ -1,9 +1,11 @@
 /* metrics.h - what rdmem-agent's /metrics page shows beyond agent/stats.h:
  * per-op outcomes and per-path latency of finished calls (recorded by the
- * actor that completes them: the session actor for RDMA and agent-local
- * calls, the TCP actor for TCP), and gauges the session actor publishes
- * because its RDMA state is its own. Everything is a relaxed atomic with
- * one writer, so the metrics thread reads without locks or queues.
+ * actor that completes them: the holder of the session's token for RDMA
+ * and agent-local calls, the session actor or the front door taking calls
+ * inline, agent/session.c; the TCP actor for TCP), and gauges the session
+ * publishes because its RDMA state is its own. Everything is a relaxed
+ * atomic with one writer at a time (the token orders them), so the metrics
+ * thread reads without locks or queues.
  */
 #ifndef RDMEM_AGENT_METRICS_H
 #define RDMEM_AGENT_METRICS_H
@@ -64,7 +66,7 @@ struct rdmem_agent_gauges {
 	atomic_uint_fast64_t w[(sizeof(struct rdmem_agent_pub) + 7) / 8];
 };
 
-/* Session actor only. rdma and ctrl may be NULL (no link, no page read yet). */
+/* The session token's holder only. rdma and ctrl may be NULL (no link, no page read yet). */
 void rdmem_agent_gauges_publish(struct rdmem_agent_gauges *g, const struct rdmem_rdma_stats *rdma,
 				const struct rdmem_ctrl *ctrl, uint32_t rdma_error_window,
 				const struct rdmem_simulate *sim, uint8_t force);

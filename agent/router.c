@@ -252,8 +252,9 @@ static struct rdmem_router_table *router_publish(struct rdmem_router *r,
 	/* seq_cst, not just acquire (which pairs with rdmem_router_leave()):
 	 * this load and the exchange above must be ordered against a reader's
 	 * increment and its load of the table, both seq_cst (store-load, as in
-	 * Dekker's). Readers stay inside for a route and a queue push, so this
-	 * spins for microseconds. */
+	 * Dekker's). Readers stay inside for a route and a queue push, or the
+	 * front door for one batch of calls it takes inline (at most
+	 * RDMEM_FD_BATCH routes and posts), so this spins for microseconds. */
 	while (atomic_load_explicit(&r->readers, memory_order_seq_cst))
 		sched_yield();
 	return old;

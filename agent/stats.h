@@ -15,7 +15,8 @@
 #include "agent/tcp_actor.h"
 #include "common/counters.h"
 
-/* Written by the session actor only; relaxed atomics so other threads may read. */
+/* Written by the holder of the session's token only (its actor, or the front
+ * door taking calls inline); relaxed atomics so other threads may read. */
 struct rdmem_agent_counters {
 	atomic_uint_fast64_t calls[RDMEM_PATH__COUNT]; /* calls the selector sent each way */
 	atomic_uint_fast64_t ok[RDMEM_PATH__COUNT];    /* finished on RDMA, by carrying path */

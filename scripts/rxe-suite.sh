@@ -37,7 +37,7 @@ set -u
 BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
-CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget rdma_server clients link_cycles
+CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget inline_calls rdma_server clients link_cycles
  rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
  mw torture"
 export RDMEM_BIN=$BIN
@@ -230,6 +230,12 @@ check_paths_veth() {
 # not the whole area; eviction, -ENOMEM, and TCP for AUTO past the budget.
 check_pin_budget() {
 	run_test pin_budget $(dummy_env) -- "$BIN/tests/test_pin_budget" verbs
+}
+
+# The front door taking calls itself (agent/session.c), over verbs: a slot's
+# registration left to the session thread, a post that breaks the link.
+check_inline_calls() {
+	run_test inline_calls $(dummy_env) -- "$BIN/tests/test_inline_calls" verbs
 }
 
 # The server's data plane against a hand-driven peer: forged descriptors,
