@@ -92,10 +92,11 @@ struct rdmem_agent_session {
 	 * look costs one batch), so a stream of batches cannot starve the
 	 * actor's reaping. */
 	atomic_int actor_wants;
-	int fd_holds; /* front-door thread only: it holds the token for this batch */
-	int fd_took;  /* calls the front door took in this batch */
-	int asleep;   /* the actor is in (or entering) poll(); set under the token */
-	int link_err; /* a post failed in the front door's batch: the actor drops the link */
+	int actor_misses; /* the actor's takes that failed in a row (actor thread only) */
+	int fd_holds;	  /* front-door thread only: it holds the token for this batch */
+	int fd_took;	  /* calls the front door took in this batch */
+	int asleep;	  /* the actor is in (or entering) poll(); set under the token */
+	int link_err;	  /* a post failed in the front door's batch: the actor drops the link */
 	struct rdmem_agent_call *post_failed; /* ... and then fails (or moves) these calls */
 
 	atomic_int stop;
@@ -118,23 +119,31 @@ static void rdmem_agent_session_disown(struct rdmem_agent_session *s)
 	atomic_store_explicit(&s->token, 0, memory_order_release);
 }
 
-/* The actor's take; on failure it asks the front door to leave the token
- * to it (actor_wants), cleared once it has the token. */
-static int rdmem_agent_session_actor_try_own(struct rdmem_agent_session *s)
+/* Failed takes in a row before the actor asks for its turn: an idle actor
+ * that meets one batch must not turn inline calls off for the next. */
+#define RDMEM_SESSION_WANT_MISSES 4
+
+/* The actor's take; after misses failures in a row it asks the front door
+ * to leave the token to it (actor_wants), cleared once it has it. */
+static int rdmem_agent_session_actor_try_own(struct rdmem_agent_session *s, int misses)
 {
 	if (!rdmem_agent_session_try_own(s)) {
-		atomic_store_explicit(&s->actor_wants, 1, memory_order_relaxed);
+		if (++s->actor_misses >= misses)
+			atomic_store_explicit(&s->actor_wants, 1, memory_order_relaxed);
 		return 0;
 	}
-	atomic_store_explicit(&s->actor_wants, 0, memory_order_relaxed);
+	s->actor_misses = 0;
+	if (atomic_load_explicit(&s->actor_wants, memory_order_relaxed))
+		atomic_store_explicit(&s->actor_wants, 0, memory_order_relaxed);
 	return 1;
 }
 
-/* The actor's blocking take: the front door holds it for one batch at most,
- * and takes it no more once asked to. */
+/* The actor's blocking take (a completion to acknowledge, or stop): the
+ * front door holds it for one batch at most, and takes it no more once
+ * asked to. */
 static void rdmem_agent_session_own(struct rdmem_agent_session *s)
 {
-	while (!rdmem_agent_session_actor_try_own(s))
+	while (!rdmem_agent_session_actor_try_own(s, 1))
 		sched_yield();
 }
 
@@ -492,7 +501,7 @@ static void rdmem_agent_session_refresh_state(struct rdmem_agent_session *s)
 		ring = 100;
 	if (sim->pressure == RDMEM_PRESSURE_OBJPOOL)
 		pool = 100;
-	s->pst.rdma_up = s->rdma && !sim->rdma_down;
+	s->pst.rdma_up = s->rdma && !sim->rdma_down && !s->link_err;
 	rdmem_path_geometry(&s->pst, s->link);
 	s->pst.ring_used_pct = ring;
 	s->pst.objpool_used_pct = pool;
@@ -899,9 +908,9 @@ static int rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, stru
 {
 	int ms = -2;
 
-	if (!rdmem_agent_session_actor_try_own(s))
+	if (!rdmem_agent_session_actor_try_own(s, RDMEM_SESSION_WANT_MISSES))
 		return -2;
-	if (rdmem_agent_session_round(s) || s->link_err)
+	if (rdmem_agent_session_round(s))
 		goto out;
 	rdmem_agent_session_publish(s, rdmem_now_ns(), 1); /* exact while asleep */
 	if (s->rdma) {
@@ -1108,7 +1117,7 @@ static void *rdmem_agent_session_main(void *arg)
 		int work = 0;
 
 		/* Not ours this moment: the front door is taking calls. */
-		if (rdmem_agent_session_actor_try_own(s)) {
+		if (rdmem_agent_session_actor_try_own(s, RDMEM_SESSION_WANT_MISSES)) {
 			work = rdmem_agent_session_round(s);
 			rdmem_agent_session_disown(s);
 		}

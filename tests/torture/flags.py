@@ -153,6 +153,6 @@ AGENT_CTL = [
     "simulate-server-pressure ring", "simulate-server-pressure objpool",
     "simulate-server-pressure off", "force-path {path}",
 ]
-# Commands added since: drawn from a stream of their own (torture.py), so
-# every seed's draw of the ones above stays what it was.
+# Commands added since: a fault of their own, drawn from a stream of their
+# own (torture.py draw_case), so every fault a seed drew before stays.
 AGENT_CTL_LATE = ["simulate-rdma-link-break {n}"]

@@ -232,7 +232,6 @@ def draw_case(seed, quick):
     faults = []
     nf = r.choice([0, 1, 2, 3, 4, 6])
     kinds = [k for k in FAULTS if not excluded(k) and (k != "link_cut" or c["netns"])]
-    rl = random.Random(seed * 2654435761 + 29)
     for _ in range(nf if kinds else 0):
         k = r.choice(kinds)
         f = dict(at=r.randint(0, c["duration_ms"]), kind=k)
@@ -245,8 +244,6 @@ def draw_case(seed, quick):
         else:
             cmd = r.choice(F.AGENT_CTL)
             f["cmd"] = cmd.format(n=r.choice([1, 2, 5, 50, F.U32]), path=r.choice(PATHS))
-            if rl.random() < 0.2:
-                f["cmd"] = rl.choice(F.AGENT_CTL_LATE).format(n=rl.choice([1, 2, 5, 50]))
         faults.append(f)
     # Agents sharing the server (a multi-session server: grouping, lease
     # reuse); client j goes through agent j % agents. Drawn last so every
@@ -287,6 +284,14 @@ def draw_case(seed, quick):
         c["windows"] = c["windows"][:c["procs"]]
     for f in faults:
         f["agent"] = r.randrange(c["agents"])
+    # agent-ctl commands added since the list above (F.AGENT_CTL_LATE): a
+    # fault of their own, from their own stream, so that every fault a seed
+    # drew before stays what it was.
+    rl = random.Random(seed * 2654435761 + 29)
+    if nf and "ctl" in kinds and rl.random() < 0.3:
+        faults.append(dict(at=rl.randint(0, c["duration_ms"]), kind="ctl",
+                           agent=rl.randrange(c["agents"]),
+                           cmd=rl.choice(F.AGENT_CTL_LATE).format(n=rl.choice([1, 2, 5, 50]))))
     # Servers the agents route keys over (rendezvous hashing, agent/route.h):
     # one in about half the cases (the single-server argv, as before), else 2
     # or 3 alike, each killed on its own. Its own stream, drawn last: every
@@ -969,6 +974,7 @@ def run_case_body(k, args):
     for i in range(len(k.agents)):
         k.ctl("simulate-rdma-down off", i)
         k.ctl("simulate-rdma-op-fail 0", i)
+        k.ctl("simulate-rdma-link-break 0", i)
         k.ctl("simulate-server-pressure off", i)
         k.ctl("force-path " + c["agent"].get("--force-path", "auto"), i)
     w = k.start_client(1, 700, 0, final=True)
