@@ -96,7 +96,12 @@ run() {
 		bench --op "$op" --size 32 --window "$w" -n "$calls" >"$work/$tag.out"
 	sleep 0.5 # the last counts written (every 200 ms)
 	trace_stop
-	local files=("$work/$tag.cli-allocs".[0-9]*) c a s
+	# NAME.<pid>; not NAME.<pid>.tmp, which the shim's reporter thread may
+	# leave when exit cuts it off between its open and its rename.
+	local files=() f c a s
+	for f in "$work/$tag.cli-allocs".*; do
+		[[ $f =~ \.[0-9]+$ ]] && files+=("$f")
+	done
 	[ ${#files[@]} -eq 1 ] && [ -f "${files[0]}" ] || {
 		echo "hotpath: expected one client count file, found: ${files[*]}" >&2
 		return 1
