@@ -212,7 +212,7 @@ int rdmem_link_reg_lkey(struct rdmem_link *l, uint32_t client, uint32_t slot, ui
 		*lkey = r->mr.lkey;
 		return 0;
 	}
-	if (l->reg_failed[client] == serial)
+	if (rdmem_link_reg_refused(l, client, serial))
 		return -ENOMEM;
 	rdmem_link_reg_drop(l, client, slot);
 	*over = rdmem_pin_charge(l->pin, client, l->fd_payload_cap);

@@ -96,6 +96,14 @@ struct rdmem_link_reg {
  * either is out of range. */
 struct rdmem_link_reg *rdmem_link_reg(struct rdmem_link *l, uint32_t client, uint32_t slot);
 
+/* Did this attach (serial) of the client fail a registration for good? Its
+ * calls then go another way, not through a new try. */
+static inline int rdmem_link_reg_refused(const struct rdmem_link *l, uint32_t client,
+					 uint64_t serial)
+{
+	return l->reg_failed[client] == serial;
+}
+
 /*
  * The lkey of client's slot payload as attach serial has it (the session
  * actor's thread only). Each attach maps a fresh memfd, so a registration of

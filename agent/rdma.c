@@ -423,7 +423,7 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 	/* A slot its client could not register goes another way at once, on
 	 * any thread (the front door's too): nothing to leave to the actor. */
 	if (reg->serial != call->client_serial &&
-	    r->l->reg_failed[call->client] == call->client_serial)
+	    rdmem_link_reg_refused(r->l, call->client, call->client_serial))
 		return -ENOMEM;
 	if (r->no_register && reg->serial != call->client_serial) {
 		r->st.reg_deferred++;
