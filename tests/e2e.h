@@ -271,6 +271,16 @@ static inline long long e2e_stat(struct e2e *e, const char *path)
 	return v;
 }
 
+/* Waits (bounded by ms) until the agent's link_up is want; 1 if it is. */
+static inline int e2e_link_becomes(struct e2e *e, long long want, int ms)
+{
+	int i;
+
+	for (i = 0; i < ms / 10 && e2e_stat(e, "link_up") != want; i++)
+		proc_sleep_ms(10);
+	return e2e_stat(e, "link_up") == want;
+}
+
 static inline int e2e_ctl(struct e2e *e, const char *cmd)
 {
 	char *reply = NULL;

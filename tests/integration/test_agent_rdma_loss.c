@@ -33,16 +33,6 @@ static struct rdmem_opts auto_opts(void)
 	return o;
 }
 
-/* Waits (bounded) until the agent's link_up is want. */
-static int link_becomes(long long want, int ms)
-{
-	int i;
-
-	for (i = 0; i < ms / 10 && e2e_stat(&e, "link_up") != want; i++)
-		proc_sleep_ms(10);
-	return e2e_stat(&e, "link_up") == want;
-}
-
 /* n AUTO puts and gets of distinct keys, every value read back exact. */
 static int auto_calls(const char *tag, int n)
 {
@@ -81,7 +71,7 @@ static void check_back_on_rdma(void)
 {
 	long long eager;
 
-	CHECK(link_becomes(1, 15000));
+	CHECK(e2e_link_becomes(&e, 1, 15000));
 	eager = e2e_stat(&e, "paths.eager.ok");
 	CHECK_EQ(auto_calls("back", 1), 0);
 	CHECK_EQ(e2e_stat(&e, "paths.eager.ok") - eager, 2);
@@ -95,7 +85,7 @@ static void test_server_without_rdma(void)
 	REQUIRE(e2e_stat(&e, "link_up") == 1);
 	proc_stop(&e.server, SIGTERM, 5000);
 	REQUIRE(e2e_server(&e, "none", NULL) == 0);
-	CHECK(link_becomes(0, 5000));
+	CHECK(e2e_link_becomes(&e, 0, 5000));
 	CHECK_EQ(e2e_stat(&e, "link_losses") - losses, 1);
 	check_calls_on_tcp("norma");
 	/* A call forced onto RDMA has nowhere to go: it fails, it does not hang. */
@@ -111,7 +101,7 @@ static void test_network_cut(void)
 	long long losses = e2e_stat(&e, "link_losses"), tcp = e2e_stat(&e, "paths.tcp.ok");
 	uint64_t t0;
 
-	REQUIRE(link_becomes(1, 15000));
+	REQUIRE(e2e_link_becomes(&e, 1, 15000));
 	CHECK_EQ(system(cut), 0);
 	/* The first calls may wait for the QP to give up (retries exhausted);
 	 * the agent then retries them on TCP: they succeed all the same. */
@@ -126,7 +116,7 @@ static void test_network_cut(void)
 	       "functional figure\n",
 	       (rdmem_now_ns() - t0) / 1e6);
 	CHECK_EQ(e2e_stat(&e, "paths.tcp.ok") - tcp, 2);
-	CHECK(link_becomes(0, 15000));
+	CHECK(e2e_link_becomes(&e, 0, 15000));
 	CHECK(e2e_stat(&e, "link_losses") - losses >= 1);
 	printf("# fallbacks %lld, rdma errors %lld\n", e2e_stat(&e, "fallbacks"),
 	       e2e_stat(&e, "rdma_errors"));

@@ -121,16 +121,6 @@ static void test_registration_left_to_session(void)
 	CHECK_EQ(e2e_stat(&e, "paths.tcp.calls"), 0);
 }
 
-/* Waits (bounded) until the agent's link is up again. */
-static int link_back(int ms)
-{
-	int i;
-
-	for (i = 0; i < ms / 10 && e2e_stat(&e, "link_up") != 1; i++)
-		proc_sleep_ms(10);
-	return e2e_stat(&e, "link_up") == 1;
-}
-
 static void test_link_lost_on_front_door(void)
 {
 	static const char val[] = "across-a-broken-link";
@@ -140,7 +130,7 @@ static void test_link_lost_on_front_door(void)
 
 	REQUIRE(rdmem_put(e.h, "broken", 6, val, sizeof(val), NULL) == 0);
 	for (i = 0; i < 3; i++) {
-		REQUIRE(link_back(5000));
+		REQUIRE(e2e_link_becomes(&e, 1, 5000));
 		/* Bound (its BIND answered): the next call is posted at once. */
 		REQUIRE(get_exact("broken", val, sizeof(val), RDMEM_PATH_EAGER));
 		REQUIRE(e2e_ctl(&e, "simulate-rdma-link-break 1") == 0);
@@ -157,7 +147,7 @@ static void test_link_lost_on_front_door(void)
 		CHECK_EQ(e2e_stat(&e, "simulate.link_break"), 0);
 	}
 	/* RDMA again once the link is back. */
-	REQUIRE(link_back(5000));
+	REQUIRE(e2e_link_becomes(&e, 1, 5000));
 	tcp = e2e_stat(&e, "paths.tcp.ok");
 	CHECK(get_exact("broken", val, sizeof(val), RDMEM_PATH_EAGER));
 	CHECK_EQ(e2e_stat(&e, "paths.tcp.ok") - tcp, 0);

@@ -30,15 +30,6 @@
 static struct e2e e;
 static char hole[64];
 
-static int link_becomes(long long want, int ms)
-{
-	int i;
-
-	for (i = 0; i < ms / 10 && e2e_stat(&e, "link_up") != want; i++)
-		proc_sleep_ms(10);
-	return e2e_stat(&e, "link_up") == want;
-}
-
 static void make_hole(void)
 {
 	FILE *f = fopen(hole, "w");
@@ -74,7 +65,7 @@ static void test_path_dies_under_calls(void)
 	uint64_t t0, worst = 0;
 	int i, bad = 0, on_tcp = 0;
 
-	REQUIRE(link_becomes(1, 10000));
+	REQUIRE(e2e_link_becomes(&e, 1, 10000));
 	REQUIRE(auto_put_get("before", 1) == 0);
 	tcp_ok = e2e_stat(&e, "paths.tcp.ok");
 	make_hole();
@@ -132,7 +123,7 @@ static void test_path_heals(void)
 
 	unlink(hole);
 	/* The connector redials with backoff (at most 2 s between dials). */
-	CHECK(link_becomes(1, 8000));
+	CHECK(e2e_link_becomes(&e, 1, 8000));
 	CHECK(e2e_stat(&e, "link_opens") - opens >= 1);
 	eager = e2e_stat(&e, "paths.eager.ok");
 	CHECK_EQ(auto_put_get("after", 3), 0);
