@@ -97,7 +97,9 @@ struct rdmem_agent_session {
 	int fd_took;	  /* calls the front door took in this batch */
 	int asleep;	  /* the actor is in (or entering) poll(); set under the token */
 	int link_err;	  /* a post failed in the front door's batch: the actor drops the link */
-	struct rdmem_agent_call *post_failed; /* ... and then fails (or moves) these calls */
+	/* ... and then fails (or moves) the call whose post broke it: one at
+	 * most, since nothing is posted once link_err is set. */
+	struct rdmem_agent_call *post_failed;
 
 	atomic_int stop;
 	pthread_t thread;
@@ -560,8 +562,7 @@ static int rdmem_agent_session_post(struct rdmem_agent_session *s, struct rdmem_
 	/* The link goes first: nothing of it may touch memory a retry reuses. */
 	rdmem_agent_session_link_lost(s, ret);
 	if (s->fd_holds) {
-		call->next = s->post_failed; /* failed once the actor dropped the link */
-		s->post_failed = call;
+		s->post_failed = call; /* failed once the actor dropped the link */
 		return 0;
 	}
 	rdmem_agent_session_failed(s, call, ret, 1);
@@ -1060,18 +1061,17 @@ static int rdmem_agent_session_shed(struct rdmem_agent_session *s)
 /* A post failed in the front door's batch: the link goes, then its calls. */
 static int rdmem_agent_session_batch_failures(struct rdmem_agent_session *s)
 {
-	struct rdmem_agent_call *call;
+	struct rdmem_agent_call *call = s->post_failed;
 	int err = s->link_err;
 
 	if (!err)
 		return 0;
 	s->link_err = 0;
+	s->post_failed = NULL;
 	rdmem_info("rdma: a post on the front door's thread broke the link; dropping it here");
 	rdmem_agent_session_link_lost(s, err);
-	while ((call = s->post_failed)) {
-		s->post_failed = call->next;
+	if (call)
 		rdmem_agent_session_failed(s, call, err, 1);
-	}
 	return 1;
 }
 
@@ -1279,10 +1279,8 @@ void rdmem_agent_session_stop(struct rdmem_agent_session *s)
 		rdmem_link_close(l);
 	s->cfg.path.force = RDMEM_PATH_TCP; /* nothing may go back to RDMA now */
 	rdmem_agent_session_drop_link(s);
-	while ((call = s->post_failed)) {
-		s->post_failed = call->next;
-		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
-	}
+	if (s->post_failed)
+		rdmem_agent_session_fail(s, s->post_failed, RDMEM_S_SHUTDOWN);
 	while ((call = rdmem_queue_pop(&s->in)))
 		rdmem_agent_session_fail(s, call, RDMEM_S_SHUTDOWN);
 	pthread_mutex_lock(&s->side_lock); /* a rerun may still be arriving */
