@@ -130,6 +130,16 @@ void rdmem_frontdoor_destroy(struct rdmem_frontdoor *fd);
 void rdmem_frontdoor_complete(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
 			      const struct rdmem_agent_reply *rep);
 
+/*
+ * From now on this thread's rdmem_frontdoor_complete() wakes no sleeping
+ * client at once: the wakes wait for rdmem_frontdoor_flush_wakes(), which
+ * the thread must call before it sleeps or lets a client wait on it (the
+ * session actor: whenever it gives its token back). A thread's first 64
+ * held wakes are kept; any more are made at once.
+ */
+void rdmem_frontdoor_defer_wakes(void);
+void rdmem_frontdoor_flush_wakes(void);
+
 /* Completes call with a status and no value (errors, DEL, PUT, ...). */
 void rdmem_frontdoor_complete_status(struct rdmem_frontdoor *fd, struct rdmem_agent_call *call,
 				     uint16_t status);

@@ -97,6 +97,55 @@ static void rdmem_frontdoor_write_reply(struct rdmem_shm_slot *slot,
 }
 
 /*
+ * Client wake-ups a thread holds back until rdmem_frontdoor_flush_wakes()
+ * (docs/architecture.md "One thread fewer per call"). Per thread: a session
+ * actor that wakes a client in the middle of its round, holding its token,
+ * is preempted by that client on a shared CPU, and the client's next call
+ * then finds the token held and crosses threads after all.
+ */
+#define RDMEM_FD_WAKES_MAX 64 /* a round's completions; past it, at once */
+
+struct rdmem_fd_wakes {
+	int defer;
+	unsigned n;
+	_Atomic uint32_t *word[RDMEM_FD_WAKES_MAX];
+};
+
+static _Thread_local struct rdmem_fd_wakes rdmem_fd_wakes;
+
+void rdmem_frontdoor_defer_wakes(void)
+{
+	rdmem_fd_wakes.defer = 1;
+}
+
+/*
+ * A word may be unmapped by now (its client's area given back): the wake
+ * then fails with EFAULT or reaches a word nobody waits on, and a waiter on
+ * a word reused meanwhile takes it as the spurious wake-up every futex
+ * waiter allows for. The state word itself changed before the wake was put
+ * off (the release CAS in rdmem_frontdoor_publish()), so no wait goes to
+ * sleep on it; only its end is later.
+ */
+void rdmem_frontdoor_flush_wakes(void)
+{
+	struct rdmem_fd_wakes *w = &rdmem_fd_wakes;
+
+	for (unsigned i = 0; i < w->n; i++)
+		rdmem_futex_wake(w->word[i], 1);
+	w->n = 0;
+}
+
+static void rdmem_frontdoor_wake(_Atomic uint32_t *word)
+{
+	struct rdmem_fd_wakes *w = &rdmem_fd_wakes;
+
+	if (w->defer && w->n < RDMEM_FD_WAKES_MAX)
+		w->word[w->n++] = word;
+	else
+		rdmem_futex_wake(word, 1);
+}
+
+/*
  * Hands the slot back: TAKEN -> DONE (wake the client if it sleeps), or
  * ABANDONED -> FREE when the client gave up. Any other phase means the client
  * rewrote its own slot word while we held it; we leave it alone.
@@ -124,7 +173,7 @@ static int rdmem_frontdoor_publish(struct rdmem_frontdoor *fd, struct rdmem_shm_
 			if (next == RDMEM_SLOT_FREE)
 				rdmem_frontdoor_count(&fd->n_dropped);
 			else if (st & RDMEM_SLOT_WAITING)
-				rdmem_futex_wake(&slot->state, 1);
+				rdmem_frontdoor_wake(&slot->state);
 			return 0;
 		}
 	}

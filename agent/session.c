@@ -116,9 +116,12 @@ static int rdmem_agent_session_try_own(struct rdmem_agent_session *s)
 	       !atomic_exchange_explicit(&s->token, 1, memory_order_acquire);
 }
 
+/* The actor's client wake-ups wait for this (rdmem_frontdoor_defer_wakes):
+ * a client woken mid-round would find the token held. */
 static void rdmem_agent_session_disown(struct rdmem_agent_session *s)
 {
 	atomic_store_explicit(&s->token, 0, memory_order_release);
+	rdmem_frontdoor_flush_wakes();
 }
 
 /* Failed takes in a row before the actor asks for its turn: an idle actor
@@ -1113,6 +1116,7 @@ static void *rdmem_agent_session_main(void *arg)
 	/* Confined to one CPU, this actor shares it with the front door and
 	 * the apps it completes calls for: a spin after a call only delays them. */
 	rdmem_idle_init(&idle, rdmem_affinity_single_cpu());
+	rdmem_frontdoor_defer_wakes(); /* made in disown() */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		int work = 0;
 
