@@ -606,9 +606,16 @@ void rdmem_service_count_bad_input(struct rdmem_service *svc)
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);
 }
 
-void rdmem_service_session_delta(struct rdmem_service *svc, int delta)
+void rdmem_service_session_delta(struct rdmem_service *svc, int delta,
+				 const struct rdmem_rdma_usage *u)
 {
 	atomic_fetch_add_explicit(&svc->sessions, delta, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->rdma.qps, delta * u->qps, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->rdma.cqs, delta * u->cqs, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->rdma.mrs, delta * u->mrs, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->rdma.registered_bytes, delta * u->registered_bytes,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->rdma.recv_wqes, delta * u->recv_wqes, memory_order_relaxed);
 }
 
 void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes, int64_t live)

@@ -133,8 +133,15 @@ void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
 void rdmem_service_set_stats_hook(struct rdmem_service *svc,
 				  int (*fn)(void *ctx, int json, char *buf, size_t cap), void *ctx);
 
-/* Sessions and their paths report here so STATS can show them. */
-void rdmem_service_session_delta(struct rdmem_service *svc, int delta);
+/* What one RDMA session holds of the device, for STATS resources.* (summed over
+ * sessions: the resources that grow with them, the scaling curve's columns). */
+struct rdmem_rdma_usage {
+	int64_t qps, cqs, mrs, registered_bytes, recv_wqes;
+};
+
+/* A session opened (delta 1) or closed (-1), holding u. */
+void rdmem_service_session_delta(struct rdmem_service *svc, int delta,
+				 const struct rdmem_rdma_usage *u);
 
 /* A session's object pool changed by these amounts (bytes used, size, live objects). */
 void rdmem_service_pool_delta(struct rdmem_service *svc, int64_t used, int64_t bytes, int64_t live);

@@ -40,6 +40,9 @@ struct rdmem_service {
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
+	struct { /* struct rdmem_rdma_usage summed over open sessions */
+		atomic_int_fast64_t qps, cqs, mrs, registered_bytes, recv_wqes;
+	} rdma;
 	/* LARGE_GET objects ("big:<n>"), generated once per size and copied after. */
 	pthread_mutex_t big_lock;
 	struct {
@@ -60,6 +63,7 @@ struct rdmem_service {
  * exact, the set is not one instant). */
 struct rdmem_server_snapshot {
 	uint64_t uptime_s, sessions, kv_keys, kv_bytes;
+	uint64_t rdma_qps, rdma_cqs, rdma_mrs, rdma_registered_bytes, rdma_recv_wqes;
 	uint64_t bad_input, bad_request, auth_failures, mac_failures, bytes_in, bytes_out;
 	uint64_t net[RDMEM_NET__COUNT];
 	uint64_t op_calls[RDMEM_OP__COUNT], op_errors[RDMEM_OP__COUNT];

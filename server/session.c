@@ -63,7 +63,8 @@ struct rdmem_session {
 	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
-	int64_t pool_told[3]; /* used, size, live as last added to the service's sums */
+	int64_t pool_told[3];	       /* used, size, live as last added to the service's sums */
+	struct rdmem_rdma_usage usage; /* as added to the service's sums while open */
 	int accepted;
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer peer;
@@ -669,6 +670,26 @@ void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t a
 	s->active_group = active;
 }
 
+static uint64_t rdmem_session_registered_bytes(const struct rdmem_session *s)
+{
+	return s->mr_req.len + s->mr_objects.len + s->mr_ctrl.len + s->mr_staging.len;
+}
+
+/* One QP and one CQ per connection (fabric/verbs_cm.c, the emulator alike),
+ * the lease's registrations (four), and the receives rdmem_session_setup()
+ * keeps posted. */
+static void rdmem_session_count_usage(struct rdmem_session *s)
+{
+	s->usage = (struct rdmem_rdma_usage){
+		.qps = 1,
+		.cqs = 1,
+		.mrs = (s->mr_req.len != 0) + (s->mr_objects.len != 0) + (s->mr_ctrl.len != 0) +
+		       (s->mr_staging.len != 0),
+		.registered_bytes = (int64_t)rdmem_session_registered_bytes(s),
+		.recv_wqes = s->slots + RDMEM_SESSION_RECV_BATCH,
+	};
+}
+
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out)
 {
 	out->id = s->id;
@@ -680,8 +701,7 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->completed = s->completed;
 	out->doorbells = s->doorbells;
 	out->wqes = s->wqes;
-	out->registered_bytes =
-	    s->mr_req.len + s->mr_objects.len + s->mr_ctrl.len + s->mr_staging.len;
+	out->registered_bytes = rdmem_session_registered_bytes(s);
 }
 
 /* ---- open / close ------------------------------------------------------- */
@@ -802,7 +822,8 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		rdmem_session_free(s);
 		return ret;
 	}
-	rdmem_service_session_delta(svc, 1);
+	rdmem_session_count_usage(s);
+	rdmem_service_session_delta(svc, 1, &s->usage);
 	s->opened_ns = rdmem_now_ns();
 	rdmem_log_limited(RDMEM_LOG_INFO,
 			  "session %u (%s): lease %u, %u slots x %u B, object pool %llu KiB", id,
@@ -825,7 +846,7 @@ void rdmem_session_close(struct rdmem_session *s)
 		return;
 	rdmem_log_limited(RDMEM_LOG_INFO, "session %u (%s): closed", s->id,
 			  rdmem_fab_peer(s->conn));
-	rdmem_service_session_delta(s->svc, -1);
+	rdmem_service_session_delta(s->svc, -1, &s->usage);
 	/* release: pairs with the listener's acquire load that reuses the entry */
 	if (s->addr_ref)
 		atomic_fetch_sub_explicit(s->addr_ref, 1, memory_order_release);

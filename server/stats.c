@@ -30,6 +30,11 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	rdmem_tallies_sum(&svc->tally, &sum);
 	s->uptime_s = (rdmem_now_ns() - svc->start_ns) / 1000000000ull;
 	s->sessions = ld_pos(&svc->sessions);
+	s->rdma_qps = ld_pos(&svc->rdma.qps);
+	s->rdma_cqs = ld_pos(&svc->rdma.cqs);
+	s->rdma_mrs = ld_pos(&svc->rdma.mrs);
+	s->rdma_registered_bytes = ld_pos(&svc->rdma.registered_bytes);
+	s->rdma_recv_wqes = ld_pos(&svc->rdma.recv_wqes);
 	rdmem_kv_usage(svc->kv, &s->kv_keys, &s->kv_bytes);
 	s->bad_input = ld(&svc->bad_input);
 	s->bad_request = sum.bad_request;
@@ -76,6 +81,13 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("limits.max_value", G, max_value, "--max-value: the largest value or reply (bytes)."),
 	S("limits.max_image", G, max_image, "--max-image: the largest image upload (bytes)."),
 	S("sessions", G, sessions, "Agent RDMA sessions open."),
+	S("resources.qps", G, rdma_qps, "Queue pairs of the open RDMA sessions."),
+	S("resources.cqs", G, rdma_cqs, "Completion queues of the open RDMA sessions."),
+	S("resources.mrs", G, rdma_mrs, "Memory registrations of the open RDMA sessions."),
+	S("resources.registered_bytes", G, rdma_registered_bytes,
+	  "Bytes the open RDMA sessions registered (their peers reach some of them)."),
+	S("resources.recv_wqes", G, rdma_recv_wqes,
+	  "Receive work requests the open RDMA sessions keep posted."),
 	S("kv.keys", G, kv_keys, "Keys stored."),
 	S("kv.bytes", G, kv_bytes, "Key and value bytes stored."),
 	S("bad_input", C, bad_input, "Frames or descriptors refused before dispatch."),

@@ -83,9 +83,24 @@ static void test_256_sessions_byte_exact(void)
 {
 	char line[1024];
 
+	char args[128];
+	int i;
+
 	REQUIRE(start_server("300", NULL) == 0);
-	CHECK_EQ(scale(line, sizeof(line), "-n 256 --window 4 --seconds 2"), 0);
+	snprintf(args, sizeof(args), "-n 256 --window 4 --seconds 2 --stats-port %u", port + 1);
+	CHECK_EQ(scale(line, sizeof(line), args), 0);
 	printf("# %s", line);
+	/* What the server says the sessions hold (STATS resources.*, the
+	 * scaling curve's columns): one QP, one CQ, four registrations and
+	 * 64 + RDMEM_SESSION_RECV_BATCH (32) receives each, and the bytes it
+	 * lists per session, 256 times. */
+	CHECK_EQ(e2e_json_num(line, "qps_held"), 256);
+	CHECK_EQ(e2e_json_num(line, "cqs"), 256);
+	CHECK_EQ(e2e_json_num(line, "mrs"), 4 * 256);
+	CHECK_EQ(e2e_json_num(line, "recv_wqes"), 256 * (64 + 32));
+	CHECK(e2e_json_num(line, "registered_bytes_per_session") > 0);
+	CHECK_EQ(e2e_json_num(line, "registered_bytes"),
+		 256 * e2e_json_num(line, "registered_bytes_per_session"));
 	CHECK_EQ(e2e_json_num(line, "sessions"), 256);
 	CHECK(e2e_json_num(line, "ops") > 1000);
 	CHECK_EQ(e2e_json_num(line, "wrong"), 0);
@@ -101,6 +116,14 @@ static void test_256_sessions_byte_exact(void)
 		       "quarter); the plain and ASan builds check them\n");
 	else
 		CHECK(e2e_json_num(line, "yields") > 0);
+	/* Closed sessions give it all back (a worker closes one within 100 ms). */
+	for (i = 0; i < 300 && server_stat("resources.registered_bytes") != 0; i++)
+		proc_sleep_ms(10);
+	CHECK_EQ(server_stat("resources.qps"), 0);
+	CHECK_EQ(server_stat("resources.cqs"), 0);
+	CHECK_EQ(server_stat("resources.mrs"), 0);
+	CHECK_EQ(server_stat("resources.registered_bytes"), 0);
+	CHECK_EQ(server_stat("resources.recv_wqes"), 0);
 	proc_stop(&server, SIGTERM, 5000);
 }
 

@@ -11,7 +11,9 @@
  * cannot starve the others: their p99 is reported on its own.
  * --stats-port T asks the server's STATS (its TCP port) once every session is
  * open and reports the bytes the server registered per session, as it counts
- * them (registered_bytes_per_session: mean over the sessions it lists).
+ * them (registered_bytes_per_session: mean over the sessions it lists), and
+ * what all sessions hold of the device, summed by the server (qps_held, cqs,
+ * mrs, registered_bytes, recv_wqes: its "resources" gauges).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -302,37 +304,62 @@ static int parse(int argc, char **argv, struct opts *o)
 	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN ? 0 : -1;
 }
 
-/* The server's own count of registered bytes per session (its STATS JSON:
- * every session's "registered_bytes"), or -1 when it cannot be asked. */
-static long long server_registered(const struct opts *o, uint32_t *listed)
+/* What the server says it holds, from its STATS JSON: the mean of the
+ * sessions' "registered_bytes" over those it lists, and its "resources"
+ * gauges (summed over every open session). */
+struct server_view {
+	long long registered_per_session; /* -1: the server could not be asked */
+	uint32_t listed;
+	long long qps, cqs, mrs, registered_bytes, recv_wqes;
+};
+
+static long long json_num(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+static void server_view(const struct opts *o, struct server_view *v)
 {
 	static char text[1 << 20];
 	struct rdmem_tcp_client *c;
 	struct rdmem_tcp_call call = { 0 };
 	unsigned long long sum = 0;
-	const char *p = text;
+	const char *p, *res;
 
-	*listed = 0;
+	memset(v, 0, sizeof(*v));
+	v->registered_per_session = v->qps = v->cqs = v->mrs = v->registered_bytes = v->recv_wqes =
+	    -1;
 	/* Workers publish their sessions for STATS every 100 ms. */
 	usleep(300000);
 	if (!o->stats_port || rdmem_tcp_client_connect(o->addr, o->stats_port, 2000, &c) < 0)
-		return -1;
+		return;
 	call.req.op = RDMEM_OP_STATS;
 	call.req.flags = RDMEM_F_JSON;
 	call.reply = text;
 	call.reply_cap = sizeof(text) - 1;
 	if (rdmem_tcp_client_call(c, &call, 5000) < 0 || call.rep.status != RDMEM_S_OK) {
 		rdmem_tcp_client_close(c);
-		return -1;
+		return;
 	}
 	rdmem_tcp_client_close(c);
 	text[call.rep.val_len] = '\0';
-	while ((p = strstr(p, "\"registered_bytes\":"))) {
+	if ((res = strstr(text, "\"resources\":{"))) {
+		v->qps = json_num(res, "\"qps\":");
+		v->cqs = json_num(res, "\"cqs\":");
+		v->mrs = json_num(res, "\"mrs\":");
+		v->registered_bytes = json_num(res, "\"registered_bytes\":");
+		v->recv_wqes = json_num(res, "\"recv_wqes\":");
+	}
+	/* The sessions are listed in the RDMA side's section, after the gauges. */
+	for (p = strstr(text, ",\"rdma\":"); p && (p = strstr(p, "\"registered_bytes\":"));) {
 		p += strlen("\"registered_bytes\":");
 		sum += strtoull(p, NULL, 10);
-		(*listed)++;
+		v->listed++;
 	}
-	return *listed ? (long long)(sum / *listed) : -1;
+	if (v->listed)
+		v->registered_per_session = (long long)(sum / v->listed);
 }
 
 int main(int argc, char **argv)
@@ -341,8 +368,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	struct sess *ss;
 	uint64_t reach = 0, t0;
-	long long registered;
-	uint32_t i, listed;
+	struct server_view sv;
+	uint32_t i;
 	double secs;
 
 	if (parse(argc, argv, &o) < 0) {
@@ -370,7 +397,7 @@ int main(int argc, char **argv)
 		}
 		reach += ss[i].l->w.req.len + ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
 	}
-	registered = server_registered(&o, &listed);
+	server_view(&o, &sv);
 	t0 = rdmem_now_ns();
 	run(ss, &o);
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
@@ -378,11 +405,13 @@ int main(int argc, char **argv)
 	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
 	       "\"others_ops\":%llu,\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,"
 	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
-	       "\"yields\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
+	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
+	       "\"recv_wqes\":%lld,\"yields\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
 	       (unsigned long long)others.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
-	       (unsigned long long)(reach / o.n), registered, listed, (unsigned long long)yields,
+	       (unsigned long long)(reach / o.n), sv.registered_per_session, sv.listed, sv.qps,
+	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, (unsigned long long)yields,
 	       (unsigned long long)wrong, (unsigned long long)errors);
 	close_sessions(ss, o.n);
 	return wrong || errors ? 1 : 0;

@@ -360,6 +360,7 @@ static void test_server_outputs(void)
 						 "rdmem_server_dispatch_latency_seconds", NULL };
 	struct rdmem_service_config cfg = { 1u << 20, 4, NULL, NULL, 1u << 20, 1000 };
 	static struct rdmem_server_snapshot s;
+	struct rdmem_rdma_usage u = { 1, 1, 4, 6303744, 80 };
 	struct rdmem_service *svc = NULL;
 	size_t n;
 	int i;
@@ -368,7 +369,10 @@ static void test_server_outputs(void)
 	for (i = 0; i < 3; i++)
 		rdmem_service_count_bad_input(svc);
 	rdmem_service_count_auth_failure(svc);
-	rdmem_service_session_delta(svc, 2);
+	rdmem_service_session_delta(svc, 1, &u);
+	rdmem_service_session_delta(svc, 1, &u);
+	rdmem_service_session_delta(svc, 1, &u);
+	rdmem_service_session_delta(svc, -1, &u);
 	rdmem_service_pool_delta(svc, 4096, 65536, 7);
 	n = rdmem_stats_format(svc, 0, text, sizeof(text) - 1);
 	REQUIRE(n > 0);
@@ -380,6 +384,10 @@ static void test_server_outputs(void)
 	rdmem_server_snapshot_take(svc, &s);
 	CHECK_EQ(s.bad_input, 3);
 	CHECK_EQ(s.sessions, 2);
+	CHECK_EQ(s.rdma_qps, 2);
+	CHECK_EQ(s.rdma_mrs, 8);
+	CHECK_EQ(s.rdma_registered_bytes, 2 * 6303744);
+	CHECK_EQ(s.rdma_recv_wqes, 160);
 	CHECK_EQ(s.pool_live, 7);
 	check_outputs(&rdmem_server_ctr_table, &s, 0, text, json, prom, prom_only, "uptime_s");
 	CHECK(strstr(text, "\nbad_input 3\n") && strstr(json, "\"objects_live\":7"));
