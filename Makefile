@@ -294,10 +294,10 @@ clean:
 include bench/bench.mk
 bench: all bench-tools
 	scripts/bench.sh
-	RDMEM_BIN=$(B) bench/scale_curve.sh
-# The scaling curve alone (~1 min): 1..64 sessions, grouping on vs off at
-# equal flags, and the registered bytes per session (bench/scale_curve.sh).
+	RDMEM_BIN=$(B) scripts/scale_bench.sh
+# The scaling curve alone (~75 s): 1..1024 sessions, pooled + grouping vs
+# classic per-session regions at equal flags (scripts/scale_bench.sh).
 bench-scale: all
-	RDMEM_BIN=$(B) bench/scale_curve.sh
+	RDMEM_BIN=$(B) scripts/scale_bench.sh
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
