@@ -17,7 +17,8 @@
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
-#                  then server, under a low `ulimit -l`), many_sessions,
+#                  then server, under a low `ulimit -l`), many_sessions (256, the
+#                  device's resource table against the server's gauges),
 #                  session_flood (a hog holding sessions that never send),
 #                  lease_hygiene, session_reap
 #   mw             tests/mw_probe on rxe0: what the device says of memory
@@ -130,9 +131,13 @@ check_broken_detail() {
 
 # ---- integration over --fabric verbs -----------------------------------------
 
-# 64 sessions on one verbs server (leased message pool, worker threads): every
-# session connects, runs GETs with every reply checked, and disconnects; the
-# server ends with every lease back and no session left.
+# 256 sessions on one verbs server (leased message pool, worker threads; small
+# leases: --ring-slots 16 --objpool-slabs 1 --max-value 4096, so 256 of them
+# and the client's regions fit the VM): every session connects, runs GETs with
+# every reply checked, and disconnects; while all are open, the device's own
+# resource table (`rdma -j res show qp|cq|mr`, the server's pid) holds exactly
+# what the server's resources.* gauges say (QPs, CQs, MRs, registered bytes);
+# the server ends with every lease back and no session left.
 # The server's open-session gauge from its /metrics (python3: the guest has no curl).
 server_metric() { # METRICS_PORT NAME: the sample's value, or "?"
 	python3 - "$1" "$2" <<'EOF' 2>/dev/null || echo "?"
@@ -143,11 +148,36 @@ EOF
 }
 server_sessions_open() { server_metric "$1" rdmem_server_sessions; }
 
+# The pid of the child of PID (the program a `timeout` runs), or PID.
+child_of() { # PID
+	python3 - "$1" <<'EOF' 2>/dev/null || echo "$1"
+import os, sys
+kids = [p for p in os.listdir("/proc") if p.isdigit() and
+        open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1] == sys.argv[1]]
+print(kids[0] if len(kids) == 1 else sys.argv[1])
+EOF
+}
+
+# What the device holds for process PID: "QPS CQS MRS BYTES" from rdma(8),
+# whose "pid" is the thread that made the object (the server's listener).
+device_holds() { # PID
+	local d=/tmp/rxe-holds
+	rdma -j res show qp >$d.qp 2>/dev/null && rdma -j res show cq >$d.cq 2>/dev/null &&
+		rdma -j res show mr >$d.mr 2>/dev/null || { echo "? ? ? ?"; return; }
+	python3 - "$1" $d.qp $d.cq $d.mr <<'EOF' 2>/dev/null || echo "? ? ? ?"
+import json, os, sys
+tids = {int(t) for t in os.listdir("/proc/%s/task" % sys.argv[1])}
+mine = [[r for r in json.load(open(f)) if r.get("pid") in tids] for f in sys.argv[2:5]]
+print(len(mine[0]), len(mine[1]), len(mine[2]), sum(r.get("mrlen", 0) for r in mine[2]))
+EOF
+}
+
 check_many_sessions() {
-	local port=7480 log=/tmp/rxe-many.server.log spid rc out
+	local port=7480 n=256 log=/tmp/rxe-many.server.log err=/tmp/rxe-many.err spid bpid rc out
+	local dev gauges name srv
 	timeout -k 5 "$T" "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p "$port" --fabric verbs --no-tcp \
-		--ring-slots 64 --objpool-slabs 8 --max-sessions 80 --metrics-port $((port + 10)) \
-		>"$log" 2>&1 &
+		--ring-slots 16 --objpool-slabs 1 --max-value 4096 --max-sessions $((n + 16)) \
+		--metrics-port $((port + 10)) >"$log" 2>&1 &
 	spid=$!
 	if ! wait_for_line "$log" 'listening verbs' 60; then
 		echo "not ok - many_sessions: rdmem-server did not start"
@@ -155,23 +185,42 @@ check_many_sessions() {
 		kill "$spid" 2>/dev/null
 		return
 	fi
-	out=$(timeout -k 5 "$T" "$BIN/tests/scale_bench" --fabric verbs --addr "$RXE_DUMMY_IP" \
-		--port "$port" -n 64 --window 2 --seconds 3 --server-pid "$spid" 2>/tmp/rxe-many.err)
+	srv=$(child_of "$spid") # the server itself, not its timeout
+	timeout -k 5 "$T" "$BIN/tests/scale_bench" --fabric verbs --addr "$RXE_DUMMY_IP" \
+		--port "$port" -n "$n" --window 2 --seconds 3 --server-pid "$srv" --pause-ms 5000 \
+		>/tmp/rxe-many.out 2>"$err" &
+	bpid=$!
+	if wait_for_line "$err" "$n sessions open" "$T"; then
+		dev=$(device_holds "$srv")
+		gauges=
+		for name in qps cqs mrs registered_bytes; do
+			gauges="$gauges $(server_metric $((port + 10)) rdmem_server_resources_$name)"
+		done
+		gauges=${gauges# }
+		echo "# many_sessions: $n sessions open; the device holds for rdmem-server (QPs CQs MRs bytes): $dev; its gauges: $gauges"
+		[ "$dev" = "$gauges" ] && [ "${dev%% *}" = "$n" ]
+		status_line many_sessions $? "the device holds exactly what the server's resources gauges say ($n QPs)"
+	else
+		echo "not ok - many_sessions: $n sessions never all open"
+	fi
+	wait "$bpid"
 	rc=$?
+	out=$(cat /tmp/rxe-many.out)
 	echo "# many_sessions: $out"
-	grep -v ': info: ' /tmp/rxe-many.err | sed 's/^/#   many_sessions: /'
-	status_line many_sessions "$rc" "64 sessions connect, run GETs with every reply checked, disconnect"
+	grep -v ': info: ' "$err" | sed 's/^/#   many_sessions: /'
+	status_line many_sessions "$rc" "$n sessions connect, run GETs with every reply checked, disconnect"
 	# The closes reach the server: every session ends (no lease, no worker
 	# slot held). Read from its sessions gauge: the "closed" log line is
 	# rate-limited (a peer can provoke it), so its count is not the number.
-	local open=?
-	for _ in $(seq 100); do
+	local open=? left=?
+	for _ in $(seq 300); do
 		open=$(server_sessions_open $((port + 10)))
-		[ "$open" = 0 ] && break
+		left=$(device_holds "$srv")
+		[ "$open" = 0 ] && [ "$left" = "0 0 0 0" ] && break
 		sleep 0.1
 	done
-	[ "$open" = 0 ]
-	status_line many_sessions $? "the server closed all 64 sessions (rdmem_server_sessions $open)"
+	[ "$open" = 0 ] && [ "$left" = "0 0 0 0" ]
+	status_line many_sessions $? "the server closed all $n sessions and the device holds nothing of them (sessions $open; QPs CQs MRs bytes $left)"
 	kill "$spid" 2>/dev/null
 	wait "$spid"
 	status_line many_sessions $? "rdmem-server stops cleanly afterwards"
