@@ -332,7 +332,10 @@ static uint16_t op_stats(struct svc_ctx *x)
 	text = malloc(SVC_STATS_CAP);
 	if (!text)
 		return RDMEM_S_BUSY;
-	len = rdmem_stats_format(x->svc, x->req->flags & RDMEM_F_JSON, text, SVC_STATS_CAP);
+	/* A reply is at most --max-value bytes: the report fits that or says
+	 * what it left out. */
+	len = rdmem_stats_format(x->svc, x->req->flags & RDMEM_F_JSON, text,
+				 RDMEM_MIN(SVC_STATS_CAP, x->svc->cfg.max_value));
 	st = len ? svc_reply_bytes(x, text, (uint32_t)len) : RDMEM_S_IO;
 	free(text);
 	return st;

@@ -199,10 +199,21 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 {
 	struct rdmem_text o = { buf, cap, 0, 0 };
 	struct rdmem_server_snapshot s;
+	size_t counters;
 
 	rdmem_server_snapshot_take(svc, &s);
 	rdmem_ctr_report(&rdmem_server_ctr_table, &s, 0, json, NULL, &o);
+	counters = o.len;
 	format_hook(svc, json, &o);
+	/* The per-session list outgrew the reply (a reply is at most
+	 * --max-value bytes): the counters alone, and say why. */
+	if (o.overflow && counters + 160 < cap) {
+		o.len = counters;
+		o.overflow = 0;
+		buf[o.len] = '\0';
+		rdmem_text_add(&o, json ? ",\"rdma\":null,\"rdma_omitted\":\"%s\"" : "rdma: %s\n",
+			       "the session list is longer than a reply may be (--max-value)");
+	}
 	if (json)
 		rdmem_text_add(&o, "}\n");
 	return o.overflow ? 0 : o.len;

@@ -395,11 +395,57 @@ static void test_server_outputs(void)
 	rdmem_service_destroy(svc);
 }
 
+/* A stand-in for the RDMA side's session list: *len bytes of it, or -1 when
+ * cap is too small (as rdmem_workers_format() does). */
+static int fake_list(void *ctx, int json, char *buf, size_t cap)
+{
+	size_t len = *(size_t *)ctx;
+
+	(void)json;
+	if (len >= cap)
+		return -1;
+	memset(buf, 'x', len);
+	buf[len] = '\0';
+	return (int)len;
+}
+
+/* STATS answers within --max-value (its floor is 4 KiB) however many sessions
+ * are listed: past it the list is left out, said so, and the counters stay. */
+static void test_server_stats_fit_a_reply(void)
+{
+	struct rdmem_service_config cfg = { 4096, 4, NULL, NULL, 1u << 20, 1000 };
+	struct rdmem_service *svc = NULL;
+	static char buf[4096];
+	size_t list = 100, n;
+
+	REQUIRE(rdmem_service_create(&cfg, &svc) == 0);
+	rdmem_service_count_bad_input(svc);
+	rdmem_service_set_stats_hook(svc, fake_list, &list);
+	for (int json = 0; json < 2; json++) {
+		list = 100;
+		n = rdmem_stats_format(svc, json, buf, sizeof(buf));
+		CHECK(n > 0 && n < sizeof(buf) && strstr(buf, "xxxxxxxxxx"));
+		CHECK(!strstr(buf, "rdma_omitted") && !strstr(buf, "longer than a reply"));
+		list = 64 << 10; /* a few hundred sessions */
+		n = rdmem_stats_format(svc, json, buf, sizeof(buf));
+		CHECK(n > 0 && n < sizeof(buf) && !strstr(buf, "xxxxxxxxxx"));
+		CHECK(strstr(buf, json ? "\"bad_input\":1" : "\nbad_input 1\n"));
+		CHECK(
+		    strstr(buf, json ? "\"rdma\":null,\"rdma_omitted\":\"the session list is longer"
+				     : "\nrdma: the session list is longer"));
+		if (json)
+			CHECK(n >= 2 && !strcmp(buf + n - 2, "}\n"));
+	}
+	rdmem_service_set_stats_hook(svc, NULL, NULL);
+	rdmem_service_destroy(svc);
+}
+
 int main(void)
 {
 	RUN(test_agent_table);
 	RUN(test_agent_outputs);
 	RUN(test_server_table);
 	RUN(test_server_outputs);
+	RUN(test_server_stats_fit_a_reply);
 	return check_done();
 }
