@@ -235,7 +235,8 @@ static void *rdmem_listener_main(void *arg)
 	return NULL;
 }
 
-/* STATS: the pool's leases, then each worker's groups and sessions. */
+/* STATS: the pool's leases, then each worker's groups and sessions (or,
+ * when they do not fit, "workers":null and why). */
 static int rdmem_listener_stats(void *ctx, int json, char *buf, size_t cap)
 {
 	struct rdmem_listener_thread *lt = ctx;
@@ -256,7 +257,13 @@ static int rdmem_listener_stats(void *ctx, int json, char *buf, size_t cap)
 	if (n < 0 || (size_t)n >= cap)
 		return -E2BIG;
 	m = rdmem_workers_format(lt->workers, json, buf + n, cap - (size_t)n);
-	if (m < 0 || (json && (size_t)(n + m + 1) >= cap))
+	/* A reply is at most --max-value bytes, and the list grows ~150 B a
+	 * session: past that, the pool's summary alone, saying so. */
+	if (m < 0)
+		m = snprintf(buf + n, cap - (size_t)n,
+			     json ? "null,\"workers_omitted\":\"%s\"" : "workers: %s\n",
+			     "the session list is longer than a reply may be (--max-value)");
+	if (m < 0 || (size_t)(n + m + (json ? 1 : 0)) >= cap)
 		return -E2BIG;
 	if (json) {
 		buf[n + m++] = '}';

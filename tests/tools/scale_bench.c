@@ -318,6 +318,7 @@ struct server_view {
 	long long registered_per_session; /* -1: the server could not be asked */
 	uint32_t listed;
 	long long qps, cqs, mrs, registered_bytes, recv_wqes;
+	long long leases_taken; /* the pool's summary, listed or not */
 };
 
 static long long json_num(const char *text, const char *key)
@@ -336,8 +337,8 @@ static void server_view(const struct opts *o, struct server_view *v)
 	const char *p, *res;
 
 	memset(v, 0, sizeof(*v));
-	v->registered_per_session = v->qps = v->cqs = v->mrs = v->registered_bytes = v->recv_wqes =
-	    -1;
+	v->registered_per_session = v->qps = v->cqs = v->mrs = v->registered_bytes = -1;
+	v->recv_wqes = v->leases_taken = -1;
 	/* Workers publish their sessions for STATS every 100 ms. */
 	usleep(300000);
 	if (!o->stats_port || rdmem_tcp_client_connect(o->addr, o->stats_port, 2000, &c) < 0)
@@ -359,6 +360,7 @@ static void server_view(const struct opts *o, struct server_view *v)
 		v->registered_bytes = json_num(res, "\"registered_bytes\":");
 		v->recv_wqes = json_num(res, "\"recv_wqes\":");
 	}
+	v->leases_taken = json_num(text, "\"leases_taken\":");
 	/* The sessions are listed in the RDMA side's section, after the gauges. */
 	for (p = strstr(text, ",\"rdma\":"); p && (p = strstr(p, "\"registered_bytes\":"));) {
 		p += strlen("\"registered_bytes\":");
@@ -417,13 +419,14 @@ int main(int argc, char **argv)
 	       "\"others_ops\":%llu,\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,"
 	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
 	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
-	       "\"recv_wqes\":%lld,\"yields\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
+	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"wrong\":%llu,\"errors\":"
+	       "%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
 	       (unsigned long long)others.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
 	       (unsigned long long)(reach / o.n), sv.registered_per_session, sv.listed, sv.qps,
-	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, (unsigned long long)yields,
-	       (unsigned long long)wrong, (unsigned long long)errors);
+	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, sv.leases_taken,
+	       (unsigned long long)yields, (unsigned long long)wrong, (unsigned long long)errors);
 	close_sessions(ss, o.n);
 	return wrong || errors ? 1 : 0;
 }
