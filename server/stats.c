@@ -87,7 +87,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("resources.registered_bytes", G, rdma_registered_bytes,
 	  "Bytes the open RDMA sessions registered (their peers reach some of them)."),
 	S("resources.recv_wqes", G, rdma_recv_wqes,
-	  "Receive work requests the open RDMA sessions keep posted."),
+	  "Receive work requests the open RDMA sessions post: their receive queues' depth "
+	  "(each reposts in batches of 32, so up to 31 fewer are posted at a time)."),
 	S("kv.keys", G, kv_keys, "Keys stored."),
 	S("kv.bytes", G, kv_bytes, "Key and value bytes stored."),
 	S("bad_input", C, bad_input, "Frames or descriptors refused before dispatch."),
@@ -197,7 +198,9 @@ static void format_hook(struct rdmem_service *svc, int json, struct rdmem_text *
 
 size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t cap)
 {
-	struct rdmem_text o = { buf, cap, 0, 0 };
+	/* JSON keeps room for its closing "}\n" until the end. */
+	size_t tail = json ? 2 : 0;
+	struct rdmem_text o = { buf, cap > tail ? cap - tail : 0, 0, 0 };
 	struct rdmem_server_snapshot s;
 	size_t counters;
 
@@ -207,13 +210,14 @@ size_t rdmem_stats_format(struct rdmem_service *svc, int json, char *buf, size_t
 	format_hook(svc, json, &o);
 	/* The per-session list outgrew the reply (a reply is at most
 	 * --max-value bytes): the counters alone, and say why. */
-	if (o.overflow && counters + 160 < cap) {
+	if (o.overflow && counters + 160 < o.cap) {
 		o.len = counters;
 		o.overflow = 0;
 		buf[o.len] = '\0';
 		rdmem_text_add(&o, json ? ",\"rdma\":null,\"rdma_omitted\":\"%s\"" : "rdma: %s\n",
 			       "the session list is longer than a reply may be (--max-value)");
 	}
+	o.cap = cap;
 	if (json)
 		rdmem_text_add(&o, "}\n");
 	return o.overflow ? 0 : o.len;

@@ -435,6 +435,20 @@ static void test_server_stats_fit_a_reply(void)
 				     : "\nrdma: the session list is longer"));
 		if (json)
 			CHECK(n >= 2 && !strcmp(buf + n - 2, "}\n"));
+		/* Lists that end a few bytes either side of the cap: each answers,
+		 * whole (JSON closed), with the list or without it. */
+		list = 0;
+		n = rdmem_stats_format(svc, json, buf, sizeof(buf));
+		REQUIRE(n > 0 && n < sizeof(buf));
+		for (size_t len = sizeof(buf) - n - 6; len < sizeof(buf) - n + 6; len++) {
+			size_t m;
+
+			list = len;
+			m = rdmem_stats_format(svc, json, buf, sizeof(buf));
+			CHECK(m > 0 && m < sizeof(buf));
+			if (json)
+				CHECK(m >= 2 && !strcmp(buf + m - 2, "}\n"));
+		}
 	}
 	rdmem_service_set_stats_hook(svc, NULL, NULL);
 	rdmem_service_destroy(svc);
