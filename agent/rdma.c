@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/frontdoor.h" /* rdmem_frontdoor_flush_wakes */
 #include "fabric/dataplane.h"
 #include "rdmem/util.h"
 
@@ -438,6 +439,10 @@ static int rdmem_rdma_slot_lkey(struct rdmem_rdma *r, const struct rdmem_agent_c
 		r->st.pin_refused++; /* a limit below one slot: no eviction can help */
 		return -ENOMEM;
 	}
+	/* A registration may sleep in the kernel: clients this round already
+	 * answered are woken first (a no-op off the session thread). */
+	if (reg->serial != call->client_serial)
+		rdmem_frontdoor_flush_wakes();
 	ret = rdmem_link_reg_lkey(r->l, call->client, call->slot, call->client_serial, lkey, &over);
 	/* One eviction makes room for one registration (all are one slot's
 	 * size); a few more cover other links charging meanwhile, never a

@@ -340,6 +340,9 @@ static void rdmem_agent_session_link_lost(struct rdmem_agent_session *s, int err
 			s->link_err = err;
 		return;
 	}
+	/* Dropping a link may wait seconds for its queue: whoever this round
+	 * already answered is woken first. */
+	rdmem_frontdoor_flush_wakes();
 	rdmem_warn("rdma: lost the link to %s:%u: %s", s->cfg.server, s->cfg.port, strerror(-err));
 	rdmem_agent_count(&s->cnt.link_losses, 1);
 	rdmem_agent_session_drop_link(s);
