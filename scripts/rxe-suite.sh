@@ -147,13 +147,26 @@ print(next((l.split()[1] for l in text.splitlines() if l.startswith(sys.argv[2] 
 EOF
 }
 server_sessions_open() { server_metric "$1" rdmem_server_sessions; }
+# The server's resources gauges, one read: "QPS CQS MRS BYTES", or "? ? ? ?".
+server_holds() { # METRICS_PORT
+	python3 - "$1" <<'EOF' 2>/dev/null || echo "? ? ? ?"
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+v = {l.split()[0]: l.split()[1] for l in text.splitlines() if l and not l.startswith("#")}
+print(" ".join(v["rdmem_server_resources_" + k] for k in ("qps", "cqs", "mrs", "registered_bytes")))
+EOF
+}
 
 # The pid of the child of PID (the program a `timeout` runs), or PID.
 child_of() { # PID
 	python3 - "$1" <<'EOF' 2>/dev/null || echo "$1"
 import os, sys
-kids = [p for p in os.listdir("/proc") if p.isdigit() and
-        open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1] == sys.argv[1]]
+def ppid(p):
+    try:
+        return open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1]
+    except OSError:  # gone meanwhile
+        return None
+kids = [p for p in os.listdir("/proc") if p.isdigit() and ppid(p) == sys.argv[1]]
 print(kids[0] if len(kids) == 1 else sys.argv[1])
 EOF
 }
@@ -174,7 +187,7 @@ EOF
 
 check_many_sessions() {
 	local port=7480 n=256 log=/tmp/rxe-many.server.log err=/tmp/rxe-many.err spid bpid rc out
-	local dev gauges name srv
+	local dev gauges srv hold=/tmp/rxe-many.hold
 	timeout -k 5 "$T" "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p "$port" --fabric verbs --no-tcp \
 		--ring-slots 16 --objpool-slabs 1 --max-value 4096 --max-sessions $((n + 16)) \
 		--metrics-port $((port + 10)) >"$log" 2>&1 &
@@ -186,23 +199,26 @@ check_many_sessions() {
 		return
 	fi
 	srv=$(child_of "$spid") # the server itself, not its timeout
+	: >"$hold" # scale_bench holds every session open while this exists
 	timeout -k 5 "$T" "$BIN/tests/scale_bench" --fabric verbs --addr "$RXE_DUMMY_IP" \
-		--port "$port" -n "$n" --window 2 --seconds 3 --server-pid "$srv" --pause-ms 5000 \
+		--port "$port" -n "$n" --window 2 --seconds 3 --server-pid "$srv" --hold-file "$hold" \
 		>/tmp/rxe-many.out 2>"$err" &
 	bpid=$!
-	if wait_for_line "$err" "$n sessions open" "$T"; then
+	# Until all are open, or scale_bench gave up (a refused session ends it).
+	while ! grep -q "$n sessions open" "$err" 2>/dev/null && kill -0 "$bpid" 2>/dev/null; do
+		sleep 0.1
+	done
+	if grep -q "$n sessions open" "$err"; then
 		dev=$(device_holds "$srv")
-		gauges=
-		for name in qps cqs mrs registered_bytes; do
-			gauges="$gauges $(server_metric $((port + 10)) rdmem_server_resources_$name)"
-		done
-		gauges=${gauges# }
+		gauges=$(server_holds $((port + 10)))
+		rm -f "$hold"
 		echo "# many_sessions: $n sessions open; the device holds for rdmem-server (QPs CQs MRs bytes): $dev; its gauges: $gauges"
 		[ "$dev" = "$gauges" ] && [ "${dev%% *}" = "$n" ]
 		status_line many_sessions $? "the device holds exactly what the server's resources gauges say ($n QPs)"
 	else
 		echo "not ok - many_sessions: $n sessions never all open"
 	fi
+	rm -f "$hold"
 	wait "$bpid"
 	rc=$?
 	out=$(cat /tmp/rxe-many.out)

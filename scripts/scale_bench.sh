@@ -41,6 +41,10 @@ point() { # DESIGN SESSIONS server options...
 		>"$out/server-$name-$n.log" 2>&1 &
 	server=$!
 	for i in $(seq 200); do grep -q "listening tcp" "$out/server-$name-$n.log" && break; sleep 0.05; done
+	grep -q "listening tcp" "$out/server-$name-$n.log" || {
+		echo "scale_bench: rdmem-server ($name) did not start (see $out/server-$name-$n.log)" >&2
+		exit 1
+	}
 	if line=$(timeout 300 "$B/tests/scale_bench" --port "$port" --stats-port $((port + 1)) \
 		-n "$n" --window 4 --seconds "$secs" --server-pid "$server"); then
 		echo "{\"design\":\"$name\",${line#\{}" >>"$json"
@@ -69,6 +73,11 @@ for r in rows:
     if r["wrong"] or r["errors"]:
         sys.exit("scale_bench: %s at %d sessions: %d wrong, %d errors"
                  % (r["design"], r["sessions"], r["wrong"], r["errors"]))
+    # -1: the server's STATS could not be asked; no figure is made of that.
+    for k in ("registered_bytes", "mrs", "qps_held", "cqs", "recv_wqes"):
+        if r[k] < 0:
+            sys.exit("scale_bench: %s at %d sessions: no %s from the server's STATS"
+                     % (r["design"], r["sessions"], k))
 print("GET 32 B at window 4 per session, shm fabric, git %s; every reply checked." % rev)
 print()
 print("| design | sessions | QPS | p50 µs | p99 µs | server RSS MiB | registered MiB | MRs | QPs | CQs | receive WQEs |")

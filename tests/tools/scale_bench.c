@@ -6,7 +6,7 @@
  *
  *   scale_bench --port P -n SESSIONS [--window W] [--seconds S] [--server-pid PID]
  *               [--flood W] [--fabric shm|verbs] [--addr A] [--stats-port T]
- *               [--pause-ms MS]
+ *               [--hold-file F]
  *
  * --flood W runs session 0 at window W (up to its lease) to show that it
  * cannot starve the others: their p99 is reported on its own.
@@ -15,9 +15,10 @@
  * them (registered_bytes_per_session: mean over the sessions it lists), and
  * what all sessions hold of the device, summed by the server (qps_held, cqs,
  * mrs, registered_bytes, recv_wqes: its "resources" gauges).
- * --pause-ms MS: once every session is open (and the server asked), say so
- * on stderr ("N sessions open") and wait MS before the GETs, for a caller
- * that looks at the device meanwhile (the rxe suite's many_sessions).
+ * --hold-file F: once every session is open (and the server asked), say so
+ * on stderr ("N sessions open") and wait while F exists (at most 5 minutes)
+ * before the GETs, for a caller that looks at the device meanwhile (the rxe
+ * suite's many_sessions) and then removes F.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,8 +35,9 @@
 #include "rdmem/util.h"
 #include "tcp/client.h"
 
-#define VALUE_LEN 32
-#define MAX_WIN	  64
+#define VALUE_LEN   32
+#define MAX_WIN	    64
+#define HOLD_MAX_NS (300ull * 1000000000ull) /* --hold-file: a caller that died */
 
 struct sess {
 	struct rdmem_link *l;
@@ -54,7 +56,8 @@ struct opts {
 	const char *addr;
 	enum rdmem_fab_kind fabric;
 	uint16_t port, stats_port;
-	uint32_t n, window, flood, seconds, pause_ms;
+	uint32_t n, window, flood, seconds;
+	const char *hold_file;
 	int server_pid;
 };
 
@@ -262,15 +265,17 @@ static long rss_kb(int pid)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-		{ "port", 1, NULL, 'p' },     { "window", 1, NULL, 'w' },
-		{ "seconds", 1, NULL, 's' },  { "server-pid", 1, NULL, 'P' },
-		{ "flood", 1, NULL, 'f' },    { "fabric", 1, NULL, 'F' },
-		{ "addr", 1, NULL, 'a' },     { "stats-port", 1, NULL, 'T' },
-		{ "pause-ms", 1, NULL, 'z' }, { NULL, 0, NULL, 0 }
+		{ "port", 1, NULL, 'p' },      { "window", 1, NULL, 'w' },
+		{ "seconds", 1, NULL, 's' },   { "server-pid", 1, NULL, 'P' },
+		{ "flood", 1, NULL, 'f' },     { "fabric", 1, NULL, 'F' },
+		{ "addr", 1, NULL, 'a' },      { "stats-port", 1, NULL, 'T' },
+		{ "hold-file", 1, NULL, 'z' }, { NULL, 0, NULL, 0 }
 	};
 	int c;
 
-	*o = (struct opts){ "127.0.0.1", RDMEM_FAB_SHM, 0, 0, 1, 4, 0, 3, 0, 0 };
+	*o = (struct opts){
+		.addr = "127.0.0.1", .fabric = RDMEM_FAB_SHM, .n = 1, .window = 4, .seconds = 3
+	};
 	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n':
@@ -298,7 +303,7 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->stats_port = (uint16_t)atoi(optarg);
 			break;
 		case 'z':
-			o->pause_ms = (uint32_t)atoi(optarg);
+			o->hold_file = optarg;
 			break;
 		case 'F':
 			if (rdmem_fab_kind_parse(optarg, &o->fabric) < 0)
@@ -385,7 +390,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
 			"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A] "
-			"[--stats-port T] [--pause-ms MS]\n");
+			"[--stats-port T] [--hold-file F]\n");
 		return 2;
 	}
 	rdmem_log_init("scale_bench", 0);
@@ -407,9 +412,13 @@ int main(int argc, char **argv)
 		reach += ss[i].l->w.req.len + ss[i].l->w.objpool.len + ss[i].l->w.ctrl.len;
 	}
 	server_view(&o, &sv);
-	if (o.pause_ms) {
-		fprintf(stderr, "scale_bench: %u sessions open, pausing %u ms\n", o.n, o.pause_ms);
-		usleep(o.pause_ms * 1000u);
+	if (o.hold_file) {
+		uint64_t until = rdmem_now_ns() + HOLD_MAX_NS;
+
+		fprintf(stderr, "scale_bench: %u sessions open, holding while %s exists\n", o.n,
+			o.hold_file);
+		while (access(o.hold_file, F_OK) == 0 && rdmem_now_ns() < until)
+			usleep(10000);
 	}
 	t0 = rdmem_now_ns();
 	run(ss, &o);
