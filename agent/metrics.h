@@ -30,9 +30,7 @@ struct rdmem_call_metrics {
 
 static inline void rdmem_metrics_bump(atomic_uint_fast64_t *c)
 {
-	/* Single writer: a plain load and store is enough, and cheaper than an RMW. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	rdmem_count_single(c, 1); /* the struct's one writer */
 }
 
 /* Records one finished call; called by the struct's one writer thread only. */

@@ -28,6 +28,7 @@
 
 #include "agent/resp_mem.h"
 #include "agent/resp_parse.h"
+#include "common/metrics.h"
 #include "libclient/rdmem.h"
 #include "rdmem/blob.h"
 #include "rdmem/util.h"
@@ -140,9 +141,7 @@ static struct {
 
 static void resp_count(atomic_uint_fast64_t *c, int64_t n)
 {
-	/* Single writer: a plain load and store is enough, and cheaper than an RMW. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint64_t)n,
-			      memory_order_relaxed);
+	rdmem_count_single(c, (uint64_t)n); /* the one writer; n < 0 wraps back */
 }
 
 void rdmem_resp_stats_read(struct rdmem_resp_stats *o)

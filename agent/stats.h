@@ -14,6 +14,7 @@
 #include "agent/session.h"
 #include "agent/tcp_actor.h"
 #include "common/counters.h"
+#include "common/metrics.h"
 
 /* Written by the holder of the session's token only (its actor, or the front
  * door taking calls inline); relaxed atomics so other threads may read. */
@@ -63,13 +64,11 @@ static inline unsigned rdmem_agent_snapshot_mask(const struct rdmem_agent_snapsh
 	return s->have_ctrl ? RDMEM_AGENT_CTR_CTRL : 0;
 }
 
+/* One writer at a time (a session's counters: the holder of its token,
+ * whose acquire orders it after the last one). */
 static inline void rdmem_agent_count(atomic_uint_fast64_t *c, uint64_t n)
 {
-	/* One writer at a time (a session's counters: the holder of its token,
-	 * whose acquire orders it after the last): a load and store is enough,
-	 * and cheaper than an RMW. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
+	rdmem_count_single(c, n);
 }
 
 void rdmem_agent_count_call(struct rdmem_agent_counters *c, uint8_t path);

@@ -34,6 +34,18 @@ struct rdmem_hist_snap {
 	uint64_t count, sum_ns;
 };
 
+/*
+ * Adds n to a counter only one thread writes at a time (the writer's order
+ * with the last one comes from elsewhere: its thread, or a token's
+ * acquire): a relaxed load and store, cheaper than an atomic RMW. Readers
+ * on other threads take relaxed loads and see each value whole.
+ */
+static inline void rdmem_count_single(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 static inline unsigned rdmem_hist_index(uint64_t ns)
 {
 	unsigned bits;
@@ -45,16 +57,11 @@ static inline unsigned rdmem_hist_index(uint64_t ns)
 	return bits < RDMEM_HIST_FINITE ? bits : RDMEM_HIST_FINITE;
 }
 
-/* One writer thread only: a load and a store is cheaper than an atomic RMW. */
+/* One writer thread only (rdmem_count_single). */
 static inline void rdmem_hist_add_single(struct rdmem_hist *h, uint64_t ns)
 {
-	atomic_uint_fast64_t *b = &h->bucket[rdmem_hist_index(ns)];
-
-	atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	atomic_store_explicit(&h->sum_ns,
-			      atomic_load_explicit(&h->sum_ns, memory_order_relaxed) + ns,
-			      memory_order_relaxed);
+	rdmem_count_single(&h->bucket[rdmem_hist_index(ns)], 1);
+	rdmem_count_single(&h->sum_ns, ns);
 }
 
 /* Any number of writer threads. */

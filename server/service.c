@@ -482,7 +482,6 @@ static void svc_count(struct rdmem_service *svc, const struct rdmem_desc *req,
 	if (shared)
 		t = &svc->tally.shared;
 	if (req->path < RDMEM_PATH__COUNT) {
-		rdmem_tally_add(&t->paths[req->path], 1, shared);
 		rdmem_tally_add(&t->op_path[op][req->path], 1, shared);
 		if (shared)
 			rdmem_hist_add_shared(&t->lat[req->path], ns);

@@ -74,13 +74,15 @@ static void rdmem_tally_add_to(struct rdmem_tally *b, struct rdmem_tally_sum *ou
 	for (op = 0; op < RDMEM_OP__COUNT; op++) {
 		out->calls[op] += ld(&b->ops[op].calls);
 		out->errors[op] += ld(&b->ops[op].errors);
-		for (p = 0; p < RDMEM_PATH__COUNT; p++)
-			out->op_path[op][p] += ld(&b->op_path[op][p]);
+		for (p = 0; p < RDMEM_PATH__COUNT; p++) {
+			uint64_t v = ld(&b->op_path[op][p]);
+
+			out->op_path[op][p] += v;
+			out->paths[p] += v;
+		}
 	}
-	for (p = 0; p < RDMEM_PATH__COUNT; p++) {
-		out->paths[p] += ld(&b->paths[p]);
+	for (p = 0; p < RDMEM_PATH__COUNT; p++)
 		rdmem_hist_read(&b->lat[p], &out->lat[p]);
-	}
 	out->bad_request += ld(&b->bad_request);
 	out->bytes_in += ld(&b->bytes_in);
 	out->bytes_out += ld(&b->bytes_out);

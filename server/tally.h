@@ -23,7 +23,7 @@ struct rdmem_op_counters {
 
 struct rdmem_tally {
 	struct rdmem_op_counters ops[RDMEM_OP__COUNT];
-	atomic_uint_fast64_t paths[RDMEM_PATH__COUNT];
+	/* calls by op and path; by path alone is their sum (rdmem_tallies_sum) */
 	atomic_uint_fast64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
 	atomic_uint_fast64_t bad_request;	  /* calls answered BAD_REQUEST by dispatch */
 	atomic_uint_fast64_t bytes_in;		  /* request key + value bytes */
@@ -43,7 +43,7 @@ struct rdmem_tallies {
 /* What the readers get: every block and the shared one added up. */
 struct rdmem_tally_sum {
 	uint64_t calls[RDMEM_OP__COUNT], errors[RDMEM_OP__COUNT];
-	uint64_t paths[RDMEM_PATH__COUNT];
+	uint64_t paths[RDMEM_PATH__COUNT]; /* op_path summed over ops */
 	uint64_t op_path[RDMEM_OP__COUNT][RDMEM_PATH__COUNT];
 	uint64_t bad_request, bytes_in, bytes_out;
 	struct rdmem_hist_snap lat[RDMEM_PATH__COUNT];
@@ -76,8 +76,7 @@ static inline void rdmem_tally_add(atomic_uint_fast64_t *c, uint64_t v, int shar
 	if (shared)
 		atomic_fetch_add_explicit(c, v, memory_order_relaxed);
 	else
-		atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-				      memory_order_relaxed);
+		rdmem_count_single(c, v);
 }
 
 #endif

@@ -24,7 +24,7 @@ static void count_one(struct rdmem_tallies *set, int shared, uint64_t ns)
 	struct rdmem_tally *t = shared ? &set->shared : rdmem_tally_mine(set);
 
 	rdmem_tally_add(&t->ops[RDMEM_OP_KV_GET].calls, 1, shared);
-	rdmem_tally_add(&t->paths[RDMEM_PATH_EAGER], 1, shared);
+	rdmem_tally_add(&t->op_path[RDMEM_OP_KV_GET][RDMEM_PATH_EAGER], 1, shared);
 	rdmem_tally_add(&t->bytes_in, 3, shared);
 	if (shared)
 		rdmem_hist_add_shared(&t->lat[RDMEM_PATH_EAGER], ns);
@@ -115,7 +115,8 @@ static void test_tally_threads(void)
 	run_threads(jobs, THREADS, &r);
 	rdmem_tallies_sum(&a, &s);
 	CHECK_EQ(s.calls[RDMEM_OP_KV_GET], THREADS * CALLS);
-	CHECK_EQ(s.paths[RDMEM_PATH_EAGER], THREADS * CALLS);
+	CHECK_EQ(s.op_path[RDMEM_OP_KV_GET][RDMEM_PATH_EAGER], THREADS * CALLS);
+	CHECK_EQ(s.paths[RDMEM_PATH_EAGER], THREADS * CALLS); /* summed over ops */
 	CHECK_EQ(s.bytes_in, 3ull * THREADS * CALLS);
 	CHECK_EQ(s.lat[RDMEM_PATH_EAGER].count, THREADS * CALLS);
 	CHECK_EQ(s.calls[RDMEM_OP_KV_PUT], 0);
