@@ -84,6 +84,11 @@ struct rdmem_rdma {
 	struct rdmem_wr batch[RDMEM_RDMA_BATCH_WRS];
 	uint32_t batch_n, batch_cap;
 	uint64_t fence_need; /* a timed-out call waits for done_no to reach this */
+	/* No call in a slot has a deadline before this: a lower bound (a call
+	 * that finishes leaves it stale, never too late), so a round with
+	 * nothing due skips the scan of every slot (~80 instructions a call at
+	 * window 32). rdmem_rdma_expire recomputes it when it scans. */
+	uint64_t expire_at;
 	/* Liveness: signs the path works (completions, and READs posted with
 	 * none in flight) are counted, and stamped alive_ns by housekeeping
 	 * (no clock read per completion); READs may go stall_ns without one. */
@@ -558,6 +563,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	r->st.staged += !area && nsge;
 	r->slot[i].from_area = (uint8_t)area;
 	r->slot[i].call = call;
+	r->expire_at = RDMEM_MIN(r->expire_at, call->deadline_ns);
 	r->slot[i].path = path;
 	rdmem_rdma_fill_desc(r, i, &call->req, path);
 	m = rdmem_rdma_msg(r, i, sge, nsge);
@@ -1173,38 +1179,52 @@ int rdmem_rdma_refresh_ctrl(struct rdmem_rdma *r)
 	return r->ctrl_reading ? 0 : rdmem_rdma_read_ctrl(r, rdmem_now_ns());
 }
 
+/* Ends the call in slot s with TIMEOUT when it may go; 0 when it stays. */
+static int rdmem_rdma_expire_slot(struct rdmem_rdma *r, struct rdmem_rdma_slot *s, uint64_t now_ns)
+{
+	struct rdmem_agent_reply rep = { RDMEM_S_TIMEOUT, 0, 0, 0, 0, { 0, 0, 0 } };
+
+	/* A call whose READ is still landing in its slot cannot be let go. */
+	if (s->reading || now_ns < s->call->deadline_ns)
+		return 0;
+	/*
+	 * Nor one whose request WRs may still run and gather from the
+	 * client's slot (a large payload, no copy): a NIC may read it any
+	 * time until the WR completes (RNR and transport retries can go on for
+	 * ever). Once the client has its slot back it writes the next request
+	 * there, which that WR would then send under this call's descriptor.
+	 * Housekeeping posts a READ; its completion proves this post completed
+	 * (RC completes in order). A staged request's bytes stay in the ORPHAN
+	 * ring slot's stride.
+	 */
+	if (s->from_area && s->post_no > r->done_no) {
+		r->fence_need = RDMEM_MAX(r->fence_need, s->post_no);
+		if (!s->held)
+			r->st.timeouts_held++;
+		s->held = 1;
+		return 0;
+	}
+	s->owner = RDMEM_OWN_ORPHAN;
+	r->ops->done(r->ctx, s->call, &rep, s->path);
+	s->call = NULL;
+	return 1;
+}
+
 void rdmem_rdma_expire(struct rdmem_rdma *r, uint64_t now_ns)
 {
 	uint32_t i;
 
+	if (now_ns < r->expire_at)
+		return;
+	/* Lowered again by every call that stays (one held past its deadline
+	 * keeps the bound due, so the scan repeats until it can go), and by
+	 * rdmem_rdma_submit should done() post another call. */
+	r->expire_at = UINT64_MAX;
 	for (i = 0; i < r->l->slots; i++) {
 		struct rdmem_rdma_slot *s = &r->slot[i];
-		struct rdmem_agent_reply rep;
 
-		/* A call whose READ is still landing in its slot cannot be let go. */
-		if (s->owner != RDMEM_OWN_CALL || s->reading || now_ns < s->call->deadline_ns)
-			continue;
-		/*
-		 * Nor one whose request WRs may still run and gather from the
-		 * client's slot (a large payload, no copy): a NIC may read it
-		 * any time until the WR completes (RNR and transport retries
-		 * can go on for ever). Once the client has its slot back it
-		 * writes the next request there, which that WR would then send
-		 * under this call's descriptor. Housekeeping posts a READ; its
-		 * completion proves this post completed (RC completes in order).
-		 * A staged request's bytes stay in the ORPHAN ring slot's stride.
-		 */
-		if (s->from_area && s->post_no > r->done_no) {
-			r->fence_need = RDMEM_MAX(r->fence_need, s->post_no);
-			if (!s->held)
-				r->st.timeouts_held++;
-			s->held = 1;
-			continue;
-		}
-		s->owner = RDMEM_OWN_ORPHAN;
-		rep = (struct rdmem_agent_reply){ RDMEM_S_TIMEOUT, 0, 0, 0, 0, { 0, 0, 0 } };
-		r->ops->done(r->ctx, s->call, &rep, s->path);
-		s->call = NULL;
+		if (s->owner == RDMEM_OWN_CALL && !rdmem_rdma_expire_slot(r, s, now_ns))
+			r->expire_at = RDMEM_MIN(r->expire_at, s->call->deadline_ns);
 	}
 }
 
