@@ -2,7 +2,12 @@
  * stored values.
  *
  * Each shard is a chained hash table behind a rwlock; a key's shard comes from
- * the high bits of its hash, its bucket from the low bits. An entry is one
+ * the high bits of its hash, its bucket from the low bits. The hash is keyed
+ * (SipHash-2-4, libsodium's crypto_shorthash, with a random key per store):
+ * keys come from clients, and with an unkeyed hash one can compute offline
+ * keys that share a bucket and turn every lookup of that bucket into a walk
+ * of thousands of entries (hash flooding). test_kv's test_kv_flood runs that
+ * attack against the old FNV-1a hash. An entry is one
  * allocation holding key and value. A PUT of a large value builds it outside
  * the lock, so the write lock is held only to swap a pointer; a small value
  * (KV_INPLACE_MAX) that replaces one of its size is copied over it under the
@@ -25,6 +30,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sodium.h>
 
 #include "rdmem/wire.h"
 
@@ -58,21 +65,16 @@ struct rdmem_kv {
 	atomic_int_fast64_t keys;
 	atomic_int_fast64_t bytes;
 	struct kv_shard *shards;
+	unsigned char hash_key[crypto_shorthash_KEYBYTES]; /* secret, per store */
 };
 
-static uint64_t kv_hash(const uint8_t *key, uint32_t len)
+static uint64_t kv_hash(const struct rdmem_kv *kv, const uint8_t *key, uint32_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	uint32_t i;
+	unsigned char out[crypto_shorthash_BYTES];
+	uint64_t h;
 
-	for (i = 0; i < len; i++) {
-		h ^= key[i];
-		h *= 0x100000001b3ull;
-	}
-	/* FNV's high bits mix poorly for short keys; the shard index uses them. */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
+	crypto_shorthash(out, key, len, kv->hash_key);
+	memcpy(&h, out, sizeof(h)); /* any byte order: the value never leaves us */
 	return h;
 }
 
@@ -95,9 +97,12 @@ int rdmem_kv_create(unsigned shards, uint32_t max_value, struct rdmem_kv **out)
 		shards = KV_DEFAULT_SHARDS;
 	if (shards > KV_MAX_SHARDS || (shards & (shards - 1)))
 		return -EINVAL;
+	if (sodium_init() < 0) /* randombytes_buf's source */
+		return -EIO;
 	kv = calloc(1, sizeof(*kv));
 	if (!kv)
 		return -ENOMEM;
+	randombytes_buf(kv->hash_key, sizeof(kv->hash_key));
 	kv->shards = aligned_alloc(64, sizeof(*kv->shards) * shards);
 	if (!kv->shards) {
 		free(kv);
@@ -215,7 +220,7 @@ int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const v
 		return -EINVAL;
 	if (vlen > kv->max_value)
 		return -E2BIG;
-	hash = kv_hash(key, klen);
+	hash = kv_hash(kv, key, klen);
 	s = &kv->shards[kv_shard_of(kv, hash)];
 	if (!small && !(e = kv_entry_new(hash, key, klen, val, vlen)))
 		return -ENOMEM;
@@ -257,7 +262,7 @@ int rdmem_kv_del(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen)
 
 	if (!kv_key_ok(klen))
 		return -EINVAL;
-	hash = kv_hash(key, klen);
+	hash = kv_hash(kv, key, klen);
 	s = &kv->shards[kv_shard_of(kv, hash)];
 
 	pthread_rwlock_wrlock(&s->lock);
@@ -304,7 +309,7 @@ static void kv_lock_set(struct rdmem_kv *kv, const uint64_t *set, int lock)
 static int kv_read_one(struct rdmem_kv *kv, const struct rdmem_kv_key *key,
 		       struct rdmem_kv_ref *ref, rdmem_kv_read_fn fn, void *ctx)
 {
-	uint64_t hash = kv_hash(key->key, key->len);
+	uint64_t hash = kv_hash(kv, key->key, key->len);
 	struct kv_shard *s = &kv->shards[kv_shard_of(kv, hash)];
 	struct kv_entry *e;
 	int ret;
@@ -332,12 +337,12 @@ int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t
 
 		if (!kv_key_ok(keys[i].len))
 			return -EINVAL;
-		sh = kv_shard_of(kv, kv_hash(keys[i].key, keys[i].len));
+		sh = kv_shard_of(kv, kv_hash(kv, keys[i].key, keys[i].len));
 		set[sh / 64] |= 1ull << (sh % 64);
 	}
 	kv_lock_set(kv, set, 1);
 	for (i = 0; i < n; i++) {
-		uint64_t hash = kv_hash(keys[i].key, keys[i].len);
+		uint64_t hash = kv_hash(kv, keys[i].key, keys[i].len);
 		struct kv_shard *s = &kv->shards[kv_shard_of(kv, hash)];
 		struct kv_entry *e = *kv_find(s, hash, keys[i].key, keys[i].len);
 
@@ -356,4 +361,25 @@ void rdmem_kv_usage(struct rdmem_kv *kv, uint64_t *keys, uint64_t *bytes)
 
 	*keys = k > 0 ? (uint64_t)k : 0;
 	*bytes = b > 0 ? (uint64_t)b : 0;
+}
+
+uint32_t rdmem_kv_longest_chain(struct rdmem_kv *kv)
+{
+	uint32_t longest = 0, b, n;
+	unsigned i;
+
+	for (i = 0; i < kv->nshards; i++) {
+		struct kv_shard *s = &kv->shards[i];
+
+		pthread_rwlock_rdlock(&s->lock);
+		for (b = 0; b < s->nbuckets; b++) {
+			const struct kv_entry *e = s->buckets[b];
+
+			for (n = 0; e; e = e->next)
+				n++;
+			longest = n > longest ? n : longest;
+		}
+		pthread_rwlock_unlock(&s->lock);
+	}
+	return longest;
 }

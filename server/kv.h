@@ -42,5 +42,8 @@ int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t
 
 /* Live keys and value bytes (approximate while writers run). */
 void rdmem_kv_usage(struct rdmem_kv *kv, uint64_t *keys, uint64_t *bytes);
+/* The longest bucket chain of any shard: a walk of every entry under each
+ * shard's read lock, O(keys) (tests and diagnostics, not a gauge). */
+uint32_t rdmem_kv_longest_chain(struct rdmem_kv *kv);
 
 #endif

@@ -114,6 +114,56 @@ static void test_kv_growth(void)
 	rdmem_kv_destroy(kv);
 }
 
+/* The store's hash before it was keyed: FNV-1a and a finalizer, the same
+ * in every server, so anyone could search keys for it offline. */
+static uint64_t unkeyed_hash(const char *key)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *key; key++) {
+		h ^= (uint8_t)*key;
+		h *= 0x100000001b3ull;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+#define FLOOD_KEYS	1500
+#define FLOOD_BITS	14 /* keys sharing these low bits share a bucket up to 16384 buckets */
+#define FLOOD_MAX_CHAIN 16
+
+/*
+ * Hash flooding: keys a client picked to share one bucket under the unkeyed
+ * hash (found by trying, as an attacker would: ~16k tries a key) must not
+ * build one long chain. With them in one chain every GET of that bucket
+ * walks 1500 entries. A keyed hash spreads them: 1500 keys in >= 2048
+ * buckets give a longest chain of ~6; above 16 happens by chance with a
+ * probability far below 1e-9.
+ */
+static void test_kv_flood(void)
+{
+	struct rdmem_kv *kv;
+	char key[32];
+	uint32_t found = 0, tries = 0, longest, bad = 0;
+
+	REQUIRE(rdmem_kv_create(1, MAXV, &kv) == 0);
+	while (found < FLOOD_KEYS) {
+		snprintf(key, sizeof(key), "flood-%u", tries++);
+		if ((unkeyed_hash(key) & ((1u << FLOOD_BITS) - 1)) != 0)
+			continue;
+		found++;
+		bad += put(kv, key, "v", 1) != 0;
+	}
+	CHECK_EQ(bad, 0);
+	longest = rdmem_kv_longest_chain(kv);
+	printf("# %u keys sharing a bucket under the unkeyed hash (%u tries): longest chain %u\n",
+	       found, tries, longest);
+	CHECK(longest <= FLOOD_MAX_CHAIN);
+	rdmem_kv_destroy(kv);
+}
+
 static int collect(void *ctx, const struct rdmem_kv_ref *refs, uint32_t n)
 {
 	uint32_t *mask = ctx, i;
@@ -316,6 +366,7 @@ int main(void)
 {
 	RUN(test_kv_semantics);
 	RUN(test_kv_growth);
+	RUN(test_kv_flood);
 	RUN(test_kv_multi_read);
 	RUN(test_kv_concurrent);
 	RUN(test_kv_concurrent_inplace);
