@@ -42,6 +42,7 @@ mutations=(
 	"wire-field-unconverted|include/rdmem/wire.h|s/\tRDMEM_LE32_SWAP\(d->val_len\);\n//|test_wire_swap"
 	"wake-skipped|shm/ring.h|s/if \(atomic_load_explicit\(&r->ctl->sleeping, memory_order_relaxed\)\)\n\t\trdmem_ring_bell/if (0)\n\t\trdmem_ring_bell/|test_ring test_frontdoor"
 	"timeout-not-held|agent/rdma.c|s/if \(s->from_area \&\& s->post_no > r->done_no\)/if (0 \&\& s->from_area)/|test_slot_release"
+	"event-check-skipped|server/worker.c|s/\t\tif \(now - w->checked_at > RDMEM_WORKER_CHECK_NS\)\n\t\t\trdmem_worker_check\(w, now\);\n//|test_session_reap"
 	"expire-bound-not-lowered|agent/rdma.c|s/\tr->expire_at = RDMEM_MIN\(r->expire_at, call->deadline_ns\);\n//|test_slot_release"
 	"shed-never-asked|agent/rdma.c|s/\t\trdmem_pin_ask_shed\(r->l->pin\);\n//|test_pin_budget"
 	"read-wait-blocks-queue|agent/rdma.c|s/\t\tif \(ret < 0 && ret != -EBUSY\)\n\t\t\treturn ret;/\t\tif (ret == -EBUSY)\n\t\t\treturn 0;\n\t\tif (ret < 0)\n\t\t\treturn ret;/|test_pin_budget"

@@ -24,7 +24,6 @@
 #define RDMEM_SESSION_CTRL_NS	1000000ull   /* control page refresh while busy */
 #define RDMEM_SESSION_SCAN_NS	100000000ull /* object TTL scan */
 #define RDMEM_SESSION_BATCH_WRS 32	     /* reply WRs posted at once */
-#define RDMEM_SESSION_CHECK_NS	10000000ull  /* connection check: a syscall, not every round */
 
 struct rdmem_session {
 	const struct rdmem_rdma_config *cfg;
@@ -60,7 +59,7 @@ struct rdmem_session {
 	uint32_t yield_us; /* > 0: replies tell the agent to hold new calls */
 	uint32_t group, active_group;
 
-	uint64_t ctrl_seq, ctrl_at, scan_at, check_at;
+	uint64_t ctrl_seq, ctrl_at, scan_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
 	uint64_t ewma_ns[RDMEM_PATH__COUNT];
 	int64_t pool_told[3];	       /* used, size, live as last added to the service's sums */
@@ -550,13 +549,11 @@ static int rdmem_session_unused(struct rdmem_session *s)
 
 static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 {
+	/* No connection check here: the worker checks only connections whose
+	 * event fd is readable, all of them in one epoll_wait
+	 * (rdmem_worker_check), not a syscall per session every few rounds. */
 	if (rdmem_session_unused(s))
 		return -ETIMEDOUT;
-	if (now - s->check_at > RDMEM_SESSION_CHECK_NS) {
-		s->check_at = now;
-		if (rdmem_fab_check(s->conn) < 0)
-			return -ECONNRESET;
-	}
 	if (now - s->scan_at > RDMEM_SESSION_SCAN_NS) {
 		uint32_t n = rdmem_objpool_scan(&s->objects, now);
 
