@@ -554,7 +554,9 @@ static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 	 * (rdmem_worker_check), not a syscall per session every few rounds. */
 	if (rdmem_session_unused(s))
 		return -ETIMEDOUT;
-	if (now - s->scan_at > RDMEM_SESSION_SCAN_NS) {
+	/* now may be older than a stamp taken fresh elsewhere (arm, setup):
+	 * compare without subtracting from it. */
+	if (now > s->scan_at + RDMEM_SESSION_SCAN_NS) {
 		uint32_t n = rdmem_objpool_scan(&s->objects, now);
 
 		if (n)
@@ -562,7 +564,7 @@ static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 			    "session %u: %u unreclaimed objects freed by the TTL scan", s->id, n);
 		s->scan_at = now;
 	}
-	if (now - s->ctrl_at > RDMEM_SESSION_CTRL_NS)
+	if (now > s->ctrl_at + RDMEM_SESSION_CTRL_NS)
 		rdmem_session_publish_ctrl(s, now);
 	return 0;
 }
@@ -574,11 +576,11 @@ int rdmem_session_peek(struct rdmem_session *s)
 	return rdmem_session_reap(s);
 }
 
-int rdmem_session_tick(struct rdmem_session *s)
+int rdmem_session_tick(struct rdmem_session *s, uint64_t now)
 {
 	int ret = rdmem_session_reap(s);
 
-	return ret < 0 ? ret : rdmem_session_housekeeping(s, rdmem_now_ns());
+	return ret < 0 ? ret : rdmem_session_housekeeping(s, now);
 }
 
 uint64_t rdmem_session_timed(const struct rdmem_session *s)
@@ -597,7 +599,7 @@ uint32_t rdmem_session_backlog(const struct rdmem_session *s)
 	return s->ready_count;
 }
 
-int rdmem_session_poll(struct rdmem_session *s, uint32_t budget)
+int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now)
 {
 	uint32_t done = 0;
 	int ret;
@@ -617,8 +619,8 @@ int rdmem_session_poll(struct rdmem_session *s, uint32_t budget)
 		return ret;
 	/* The agent's path selector and stats read it: keep it current. */
 	if (done)
-		rdmem_session_publish_ctrl(s, rdmem_now_ns());
-	if ((ret = rdmem_session_housekeeping(s, rdmem_now_ns())) < 0)
+		rdmem_session_publish_ctrl(s, now);
+	if ((ret = rdmem_session_housekeeping(s, now)) < 0)
 		return ret;
 	return (int)done;
 }

@@ -85,16 +85,20 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, stru
 
 /*
  * One round: reap completions, serve up to budget READY requests, keep the
- * control page and receives current. Returns the requests served, or -errno
- * once the session is over (the agent left, the connection broke).
+ * control page and receives current. now: the worker's clock for the round
+ * (one read per round, not two per session: at 1,024 sessions on this VM
+ * clock reads were 22 % of a worker's perf samples, 14 % after; the rest
+ * time each request). Returns the requests served, or
+ * -errno once the session is over (the agent left, the connection broke).
  */
-int rdmem_session_poll(struct rdmem_session *s, uint32_t budget);
+int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now);
 /* Reaps completions only (a worker peeking at a group that is not active). */
 int rdmem_session_peek(struct rdmem_session *s);
 /* Upkeep of a session the worker may not be polling (another group's): reaps
- * completions, checks the connection, refreshes the control page, runs the
- * object TTL scan. Returns -errno once the session is over. */
-int rdmem_session_tick(struct rdmem_session *s);
+ * completions, refreshes the control page, runs the object TTL scan (its
+ * connection's events are the worker's: rdmem_worker_check). now: the
+ * worker's clock. Returns -errno once the session is over. */
+int rdmem_session_tick(struct rdmem_session *s, uint64_t now);
 /* Requests received and not served yet. */
 uint32_t rdmem_session_backlog(const struct rdmem_session *s);
 /* When the session next has work only a timer brings (its objects' TTL

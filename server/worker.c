@@ -270,12 +270,13 @@ static void rdmem_worker_cut(struct rdmem_worker *w, uint64_t now)
 /* ---- serving -------------------------------------------------------------------- */
 
 /* Polls sessions [first, end) once each; returns requests served. */
-static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint32_t end)
+static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint32_t end,
+				   uint64_t now)
 {
 	uint32_t i, work = 0;
 
 	for (i = first; i < end && i < w->nsess;) {
-		int n = rdmem_session_poll(w->sess[i], w->ws->cfg->batch_budget);
+		int n = rdmem_session_poll(w->sess[i], w->ws->cfg->batch_budget, now);
 
 		if (n < 0) {
 			rdmem_worker_drop(w, i);
@@ -288,20 +289,19 @@ static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint3
 	return work;
 }
 
-static uint32_t rdmem_worker_round(struct rdmem_worker *w)
+static uint32_t rdmem_worker_round(struct rdmem_worker *w, uint64_t now)
 {
-	uint64_t now = rdmem_now_ns();
 	uint32_t first, end, work;
 
 	if (!rdmem_worker_grouping(w)) {
 		atomic_store_explicit(&w->groups, 1, memory_order_relaxed);
-		return rdmem_worker_serve(w, 0, w->nsess);
+		return rdmem_worker_serve(w, 0, w->nsess, now);
 	}
 	if (now >= w->slice_end || w->active >= rdmem_worker_ngroups(w))
 		rdmem_worker_switch(w, now);
 	rdmem_worker_maybe_yield(w, now);
 	rdmem_worker_group_range(w, w->active, &first, &end);
-	work = rdmem_worker_serve(w, first, end);
+	work = rdmem_worker_serve(w, first, end, now);
 	/* The active group ran dry (after a grace for requests still on the way
 	 * at the start of its turn): hand the rest of its slice to a busy one. */
 	if (!work && now > w->slice_start + (uint64_t)w->ws->cfg->slice_us * 200)
@@ -322,7 +322,7 @@ static void rdmem_worker_sweep(struct rdmem_worker *w, uint64_t now)
 	uint32_t i;
 
 	for (i = 0; i < w->nsess;) {
-		if (rdmem_session_tick(w->sess[i]) < 0) {
+		if (rdmem_session_tick(w->sess[i], now) < 0) {
 			rdmem_worker_drop(w, i);
 			continue;
 		}
@@ -469,7 +469,7 @@ static void *rdmem_worker_main(void *arg)
 			rdmem_worker_check(w, now);
 		if (now - w->published_at > RDMEM_WORKER_PUBLISH_NS)
 			rdmem_worker_publish(w, now);
-		if (rdmem_idle_after(&idle, rdmem_worker_round(w) != 0, w->ws->cfg->busy_poll))
+		if (rdmem_idle_after(&idle, rdmem_worker_round(w, now) != 0, w->ws->cfg->busy_poll))
 			rdmem_worker_block(w);
 	}
 	rdmem_worker_adopt(w);
