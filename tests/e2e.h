@@ -30,6 +30,9 @@ struct e2e {
 	/* Set by a test whose agent must NOT get an RDMA session (a refused
 	 * secret): starting the agent then does not fail without one. */
 	int rdma_optional;
+	/* With rdma_optional: the agent's log line that ends the wait for a
+	 * session at once (the refusal the test expects), not after 30 s. */
+	const char *rdma_settled;
 };
 
 /* Where the server listens and the agent dials: RDMEM_TEST_ADDR (an rxe
@@ -98,8 +101,11 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 	if (strcmp(e->fabric, "tcp") != 0) {
 		int i;
 
-		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++)
+		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++) {
+			if (e->rdma_settled && proc_log_has(p, e->rdma_settled))
+				break;
 			proc_sleep_ms(10);
+		}
 		if (!e->rdma_optional && !proc_log_has(p, "rdma: session")) {
 			fprintf(stderr, "  e2e: %s has no RDMA session over %s after 30 s\n", name,
 				e->fabric);

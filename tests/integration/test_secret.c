@@ -66,6 +66,7 @@ static void refused_agent(const char *extra)
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
 	e.rdma_optional = 1; /* refused: no session is the point */
+	e.rdma_settled = "refused the session: authentication failed";
 	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, NULL) == 0);
 	REQUIRE((extra ? e2e_agent(&e, "--secret-file", extra, NULL) : e2e_agent(&e, NULL)) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
@@ -95,6 +96,7 @@ static void test_server_without_the_secret(void)
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
 	e.rdma_optional = 1; /* refused: no session is the point */
+	e.rdma_settled = "did not prove the shared secret";
 	REQUIRE(e2e_server(&e, "shm", NULL) == 0);
 	REQUIRE(e2e_agent(&e, "--secret-file", secret, NULL) == 0);
 	CHECK_EQ(e2e_stat(&e, "link_up"), 0);
