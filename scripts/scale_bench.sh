@@ -14,7 +14,10 @@
 # Columns: QPS, p50/p99, server RSS, and what the server says its sessions
 # hold (STATS resources.*): registered bytes, registrations (MRs), QPs, CQs
 # and receive WQEs posted. Memory windows: none yet (the virtualized mapping
-# is not built). Then the issue's targets, met or not, with the figures.
+# is not built). Then fairness at the largest count: one quiet session
+# (window 1) among flooders (window 16, the whole ring), its p99 against 3
+# slices (--slice-us 500). Then the issue's targets, met or not, with the
+# figures.
 # Prints Markdown; writes OUT/scale.jsonl, OUT/scale.md and, with gnuplot,
 # OUT/scale.png. Timed figures from a shared 2-vCPU host are indicative only.
 #   scripts/scale_bench.sh [OUT] [SECONDS] [SESSION_COUNTS]
@@ -33,6 +36,8 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null || true' 
 
 COMMON=(--fabric shm --ring-slots 16 --objpool-slabs 2 --max-sessions 1040)
 
+SB_LOAD=(--window 4) # scale_bench's load at each point
+
 point() { # DESIGN SESSIONS server options...
 	local name=$1 n=$2 port line i
 	shift 2
@@ -46,7 +51,7 @@ point() { # DESIGN SESSIONS server options...
 		exit 1
 	}
 	if line=$(timeout 300 "$B/tests/scale_bench" --port "$port" --stats-port $((port + 1)) \
-		-n "$n" --window 4 --seconds "$secs" --server-pid "$server"); then
+		-n "$n" "${SB_LOAD[@]}" --seconds "$secs" --server-pid "$server"); then
 		echo "{\"design\":\"$name\",${line#\{}" >>"$json"
 	else
 		echo "scale_bench: $name at $n sessions failed (see $out/server-$name-$n.log)" >&2
@@ -63,13 +68,22 @@ for n in $counts; do
 	point pooled "$n" --shared-pool on --group-threshold 64
 	point classic "$n" --shared-pool off --group-threshold 1048576
 done
+# Fairness: session 0 at window 1, every other at window 16.
+most=$(printf '%s\n' $counts | sort -n | tail -1)
+if [ "$most" -ge 2 ]; then
+	SB_LOAD=(--window 16 --flood 1)
+	point pooled-quiet "$most" --shared-pool on --group-threshold 64
+	point classic-quiet "$most" --shared-pool off --group-threshold 1048576
+fi
 
 python3 - "$json" "$out" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'PY' | tee "$out/scale.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+quiet = [r for r in rows if r["design"].endswith("-quiet")]
+rows = [r for r in rows if not r["design"].endswith("-quiet")]
 rows.sort(key=lambda r: (r["design"] != "pooled", r["sessions"]))
 out, rev = sys.argv[2], sys.argv[3]
-for r in rows:
+for r in rows + quiet:
     if r["wrong"] or r["errors"]:
         sys.exit("scale_bench: %s at %d sessions: %d wrong, %d errors"
                  % (r["design"], r["sessions"], r["wrong"], r["errors"]))
@@ -100,6 +114,14 @@ for d in ("pooled", "classic"):
           f'(target <= 1.1x: {"met" if grow <= 1.1 else "not met"}); QPS at {hi} sessions is '
           f'{100 * b["qps"] / peak:.0f} % of its peak (target >= 80 %: '
           f'{"met" if b["qps"] >= 0.8 * peak else "not met"})')
+for r in quiet:
+    if r["first_ops"] <= 0:
+        sys.exit("scale_bench: %s: the quiet session completed no GET" % r["design"])
+    limit = 3 * 500
+    print(f'- {r["design"][:-6]}, fairness: one session at window 1 among {r["sessions"] - 1} '
+          f'at window 16: its p99 {r["first_p99_us"]:.0f} µs ({r["first_ops"]} GETs; the '
+          f'flooders\' p99 {r["others_p99_us"]:.0f} µs, {r["qps"]:.0f} QPS in all); '
+          f'target <= 3 slices ({limit} µs): {"met" if r["first_p99_us"] <= limit else "not met"}')
 with open(out + "/scale.dat", "w") as f:
     for d in ("pooled", "classic"):
         for r in rows:

@@ -8,8 +8,10 @@
  *               [--flood W] [--fabric shm|verbs] [--addr A] [--stats-port T]
  *               [--hold-file F]
  *
- * --flood W runs session 0 at window W (up to its lease) to show that it
- * cannot starve the others: their p99 is reported on its own.
+ * --flood W runs session 0 at window W (up to its lease): above --window, a
+ * flooder that must not starve the others (their p99 is reported on its
+ * own, others_p99_us); below it, a quiet session among flooders, whose own
+ * p99 is first_p99_us.
  * --stats-port T asks the server's STATS (its TCP port) once every session is
  * open and reports the bytes the server registered per session, as it counts
  * them (registered_bytes_per_session: mean over the sessions it lists), and
@@ -66,7 +68,7 @@ struct samples {
 	size_t n, cap;
 };
 
-static struct samples all, others;
+static struct samples all, others, first; /* first: session 0's */
 static uint64_t wrong, errors, yields, ops;
 
 static void record(struct samples *s, uint64_t x)
@@ -133,6 +135,8 @@ static void take_reply(struct sess *s, uint32_t slot, int is_get)
 	record(&all, now - s->sent_ns[slot]);
 	if (!s->flood)
 		record(&others, now - s->sent_ns[slot]);
+	else
+		record(&first, now - s->sent_ns[slot]);
 }
 
 static int drain(struct sess *s, int is_get)
@@ -425,14 +429,16 @@ int main(int argc, char **argv)
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
 	printf("{\"sessions\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,\"ops\":%llu,"
 	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
-	       "\"others_ops\":%llu,\"server_rss_kb\":%ld,\"reach_bytes_per_session\":%llu,"
+	       "\"others_ops\":%llu,\"first_p99_us\":%.1f,\"first_ops\":%llu,\"server_rss_kb\":%ld,"
+	       "\"reach_bytes_per_session\":%llu,"
 	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
 	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
 	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"wrong\":%llu,\"errors\":"
 	       "%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)ops, (double)ops / secs,
 	       pct_us(&all, 0.5), pct_us(&all, 0.99), pct_us(&others, 0.99),
-	       (unsigned long long)others.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
+	       (unsigned long long)others.n, first.n ? pct_us(&first, 0.99) : -1.0,
+	       (unsigned long long)first.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
 	       (unsigned long long)(reach / o.n), sv.registered_per_session, sv.listed, sv.qps,
 	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, sv.leases_taken,
 	       (unsigned long long)yields, (unsigned long long)wrong, (unsigned long long)errors);
