@@ -196,7 +196,11 @@ uint32_t rdmem_objpool_scan(struct rdmem_objpool *p, uint64_t now_ns)
 
 		if (!o->ready_ns)
 			continue;
-		if (now_ns - o->ready_ns > p->ttl_ns) {
+		/* Not now_ns - ready_ns: the worker's round time may be older
+		 * than the stamp of an object made in this very round (a fresh
+		 * clock read), and the difference would wrap and free it at
+		 * once, to be reused under the agent's READ (wrong bytes, OK). */
+		if (now_ns > o->ready_ns + p->ttl_ns) {
 			rdmem_objpool_free(p, id, 2);
 			freed++;
 		} else if (!next || o->ready_ns + p->ttl_ns + 1 < next) {

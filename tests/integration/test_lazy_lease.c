@@ -22,6 +22,21 @@
  *   forced LAZY: every OK reply byte-exact, every failure -ESTALE, and the
  *     agent counted the expired reads;
  *   AUTO: every call OK and byte-exact: the expired ones came over TCP.
+ *
+ * And no object may be freed before its TTL. A worker runs its sessions'
+ * upkeep with the time it read at the start of its round, while an object
+ * made in that round is stamped with a fresh clock read, newer than the
+ * round's; the TTL scan once took the wrapped difference for an expired
+ * object, freed it at once, and the next reply reused it before the agent
+ * had read it: another key's bytes, status OK (found in review: 444 of
+ * 21,885 LAZY GETs wrong). It fires when a session's scan is out of step
+ * with the worker's sweep, as for a second agent that joins a worker kept
+ * busy by a first one. So, on a second stack (--object-ttl 5000, longer
+ * than the case; one worker): agent 1's clients keep EAGER GETs of
+ * LAZY-sized values going (sent LAZY: over the reply slot), agent 2 joins
+ * and its clients keep forced-LAZY GETs in flight:
+ *   young objects: every OK reply byte-exact on both agents, and the server
+ *     never logs a TTL free.
  */
 #include <errno.h>
 #include <signal.h>
@@ -96,9 +111,9 @@ static void tally(struct lease_tally *t, struct rdmem_rpc *rpc, int k)
 	rdmem_rpc_free(rpc);
 }
 
-/* A client process: GETs of random keys, T_WINDOW in flight, for ms; its
- * tally goes to fd. */
-static void client_gets(uint8_t path, int ms, int fd)
+/* A client process on segment shm: GETs of random keys, T_WINDOW in
+ * flight, for ms; its tally goes to fd. */
+static void client_gets(const char *shm, uint8_t path, int ms, int fd)
 {
 	struct rdmem_rpc rpc[T_WINDOW];
 	struct lease_tally t = { 0 };
@@ -108,7 +123,7 @@ static void client_gets(uint8_t path, int ms, int fd)
 	rdmem_t *h;
 
 	srand((unsigned)getpid());
-	if (rdmem_open(e.shm, &h) < 0)
+	if (rdmem_open(shm, &h) < 0)
 		_exit(2);
 	for (i = 0; i < T_WINDOW; i++)
 		key_of_rpc[i] = -1;
@@ -138,23 +153,26 @@ static void client_gets(uint8_t path, int ms, int fd)
 	_exit(write(fd, &t, sizeof(t)) == sizeof(t) ? 0 : 3);
 }
 
-/* T_PROCS clients (T_PROCS x T_WINDOW calls in flight: more replies than
- * the agent takes in one round, so it sends new requests, which the server
- * may place in freed objects, before it has read every old reply) while the
- * agent is stopped and resumed. */
-static void run_gets(uint8_t path, struct lease_tally *sum)
+/* procs clients on segment shm for ms, summed into sum; with stop, a child
+ * stops and resumes that agent meanwhile. */
+static void run_clients(const char *shm, uint8_t path, int ms, int procs, pid_t stop,
+			struct lease_tally *sum)
 {
 	int fds[2], i, status;
-	pid_t stopper, kids[T_PROCS];
+	pid_t stopper = 0, kids[T_PROCS];
 
 	memset(sum, 0, sizeof(*sum));
-	REQUIRE(pipe(fds) == 0);
-	for (i = 0; i < T_PROCS; i++)
+	if (pipe(fds) != 0) {
+		sum->other++;
+		return;
+	}
+	for (i = 0; i < procs; i++)
 		if ((kids[i] = fork()) == 0)
-			client_gets(path, T_STOPS * (T_STOP_MS + 40) + 100, fds[1]);
-	stopper = start_stopper(e.agent.pid);
+			client_gets(shm, path, ms, fds[1]);
+	if (stop)
+		stopper = start_stopper(stop);
 	close(fds[1]);
-	for (i = 0; i < T_PROCS; i++) {
+	for (i = 0; i < procs; i++) {
 		struct lease_tally t;
 
 		if (read(fds[0], &t, sizeof(t)) != sizeof(t)) {
@@ -165,13 +183,23 @@ static void run_gets(uint8_t path, struct lease_tally *sum)
 		sum->other += t.other, sum->tcp += t.tcp;
 	}
 	close(fds[0]);
-	waitpid(stopper, &status, 0);
-	for (i = 0; i < T_PROCS; i++) {
+	if (stopper)
+		waitpid(stopper, &status, 0);
+	for (i = 0; i < procs; i++) {
 		CHECK(waitpid(kids[i], &status, 0) == kids[i]);
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
 	printf("# %s: %d OK (%d byte-exact, %d over TCP), %d -ESTALE, %d other errors\n",
 	       rdmem_path_name(path), sum->ok, sum->exact, sum->tcp, sum->stale, sum->other);
+}
+
+/* T_PROCS clients (T_PROCS x T_WINDOW calls in flight: more replies than
+ * the agent takes in one round, so it sends new requests, which the server
+ * may place in freed objects, before it has read every old reply) while the
+ * agent is stopped and resumed. */
+static void run_gets(uint8_t path, struct lease_tally *sum)
+{
+	run_clients(e.shm, path, T_STOPS * (T_STOP_MS + 40) + 100, T_PROCS, e.agent.pid, sum);
 }
 
 static void test_forced_lazy(void)
@@ -209,13 +237,13 @@ static void test_auto_retries_on_tcp(void)
 	CHECK(e2e_stat(&e, "paths.lazy.ok") > 0);
 }
 
-static void start_stack(void)
+static void start_stack_ttl(const char *ttl_ms, const char *workers)
 {
 	int k;
 
 	REQUIRE(e2e_init(&e, "shm") == 0);
-	snprintf(e.clients, sizeof(e.clients), "%d", T_PROCS + 1); /* and our own handle */
-	REQUIRE(e2e_server(&e, "shm", "--object-ttl", "10", NULL) == 0);
+	snprintf(e.clients, sizeof(e.clients), "%d", T_PROCS + 3); /* and our own handle */
+	REQUIRE(e2e_server(&e, "shm", "--object-ttl", ttl_ms, "--workers", workers, NULL) == 0);
 	REQUIRE(e2e_agent(&e, "--max-reads", "1", NULL) == 0);
 	for (k = 0; k < T_KEYS; k++) {
 		char key[32];
@@ -224,6 +252,48 @@ static void start_stack(void)
 		key_of(k, key, sizeof(key));
 		REQUIRE(rdmem_put(e.h, key, (uint32_t)strlen(key), vals[k], T_SIZE, NULL) == 0);
 	}
+}
+
+static void start_stack(void)
+{
+	start_stack_ttl("10", "1");
+}
+
+#define T_BUSY_MS 6000 /* agent 1's load: from before agent 2 joins to after its GETs */
+#define T_GETS_MS 3000
+
+static void test_young_objects(void)
+{
+	struct proc agent2 = { 0 };
+	struct lease_tally busy, lazy;
+	char shm2[80];
+	pid_t loader;
+	int fds[2], status;
+
+	start_stack_ttl("5000", "1"); /* one worker: agent 2 joins the one agent 1 keeps busy */
+	REQUIRE(!check_cases_failed);
+	REQUIRE(pipe(fds) == 0);
+	if ((loader = fork()) == 0) { /* agent 1's clients, all along */
+		run_clients(e.shm, RDMEM_PATH_EAGER, T_BUSY_MS, 2, 0, &busy);
+		_exit(write(fds[1], &busy, sizeof(busy)) == sizeof(busy) ? 0 : 3);
+	}
+	close(fds[1]);
+	proc_sleep_ms(500);
+	snprintf(shm2, sizeof(shm2), "%s-b", e.shm);
+	REQUIRE(e2e_second_agent(&e, &agent2, shm2, "--max-reads", "1", NULL) == 0);
+	run_clients(shm2, RDMEM_PATH_LAZY, T_GETS_MS, T_PROCS, 0, &lazy);
+	CHECK(read(fds[0], &busy, sizeof(busy)) == sizeof(busy));
+	close(fds[0]);
+	CHECK(waitpid(loader, &status, 0) == loader && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	CHECK(lazy.ok > 0);
+	CHECK_EQ(lazy.exact, lazy.ok);
+	CHECK_EQ(lazy.other + lazy.stale, 0);
+	CHECK(busy.ok > 0);
+	CHECK_EQ(busy.exact, busy.ok);
+	CHECK(!proc_log_has(&e.server, "freed by the TTL scan"));
+	proc_stop(&agent2, SIGTERM, 5000);
+	e2e_unlink_door(shm2);
 }
 
 int main(void)
@@ -237,6 +307,8 @@ int main(void)
 	}
 	RUN(test_forced_lazy);
 	RUN(test_auto_retries_on_tcp);
+	e2e_fini(&e);
+	RUN(test_young_objects);
 	e2e_fini(&e);
 	return check_done();
 }

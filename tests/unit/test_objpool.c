@@ -94,6 +94,23 @@ static void test_ttl_scan(void)
 	teardown();
 }
 
+/* A scan whose clock is older than an object's stamp (the worker's round
+ * time against a fresh read at allocation) must not take the object for
+ * expired: the wrapped difference once freed it at once, and the next reply
+ * reused it under the agent's READ (another call's bytes, status OK). */
+static void test_scan_older_than_stamp(void)
+{
+	struct rdmem_objref r;
+	void *p;
+
+	setup(4, 10);
+	REQUIRE(rdmem_objpool_alloc(&pool, 10, 5000000000ull, &r, &p) == 0);
+	CHECK_EQ(rdmem_objpool_scan(&pool, 5000000000ull - 1000), 0);
+	CHECK_EQ(pool.st.live, 1);
+	CHECK_EQ(rdmem_objpool_reclaim(&pool, &r), RDMEM_S_OK);
+	teardown();
+}
+
 static void test_pool_full(void)
 {
 	struct rdmem_objref r[4], extra;
@@ -120,6 +137,7 @@ int main(void)
 	RUN(test_classes_and_bounds);
 	RUN(test_reclaim_repeat_stale);
 	RUN(test_ttl_scan);
+	RUN(test_scan_older_than_stamp);
 	RUN(test_pool_full);
 	return check_done();
 }
