@@ -16,9 +16,15 @@
  * with the timed-out ring slot) check the same without the hold: their
  * slot goes back at the timeout.
  *
- *   test_slot_release   (shm only: the delay is the shm fabric's)
+ * Then, on a stack without the delay: two calls in flight to a stopped
+ * server, with different deadlines, both time out at the agent (a scan for
+ * the first must keep the second's deadline: rdmem_rdma_expire's bound).
+ *
+ *   test_timed_out_slot_not_resent   (shm only: the delay is the shm fabric's)
+ *   test_two_deadlines_on_a_stopped_server
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +113,57 @@ static void test_timed_out_slot_not_resent(void)
 	CHECK_EQ(e2e_stat(&e, "link_losses"), 0);
 }
 
+/* One EAGER GET of key "k" with timeout ms, submitted on e2->h. */
+static int submit_get_ms(struct e2e *e2, struct rdmem_rpc *rpc, uint32_t ms)
+{
+	rdmem_rpc_init(rpc, RDMEM_OP_KV_GET);
+	rpc->key = "k";
+	rpc->key_len = 1;
+	rpc->path = RDMEM_PATH_EAGER;
+	rpc->timeout_ms = ms;
+	return rdmem_submit(e2->h, rpc);
+}
+
+static void test_two_deadlines_on_a_stopped_server(void)
+{
+	struct rdmem_rpc a, b;
+	struct e2e e2;
+	long long failed;
+	int done_a = 0, done_b = 0;
+	uint64_t end;
+
+	REQUIRE(e2e_init(&e2, "shm") == 0);
+	REQUIRE(e2e_server(&e2, "shm", NULL) == 0);
+	REQUIRE(e2e_agent(&e2, NULL) == 0);
+	REQUIRE(rdmem_put(e2.h, "k", 1, "v", 1, NULL) == 0);
+	failed = e2e_stat(&e2, "paths.eager.failed");
+	kill(e2.server.pid, SIGSTOP);
+	REQUIRE(submit_get_ms(&e2, &a, 200) == 0);
+	REQUIRE(submit_get_ms(&e2, &b, 600) == 0);
+	end = rdmem_now_ns() + 5000000000ull;
+	while ((!done_a || !done_b) && rdmem_now_ns() < end) {
+		done_a = done_a || rdmem_poll(e2.h, &a) == 1;
+		done_b = done_b || rdmem_poll(e2.h, &b) == 1;
+		proc_sleep_ms(1);
+	}
+	CHECK(done_a && done_b);
+	CHECK(a.rc != 0 && b.rc != 0);
+	/* The client gives up on its own at its deadline; the agent, a little
+	 * before, ends both calls with TIMEOUT and frees their ring slots. */
+	proc_sleep_ms(300);
+	failed = e2e_stat(&e2, "paths.eager.failed") - failed;
+	printf("# calls the agent timed out: %lld of 2\n", failed);
+	CHECK_EQ(failed, 2);
+	/* Their ring slots stay the server's until it answers: then they are free. */
+	kill(e2.server.pid, SIGCONT);
+	for (int i = 0; i < 200 && e2e_stat(&e2, "rdma.slots_in_use") != 0; i++)
+		proc_sleep_ms(10);
+	CHECK_EQ(e2e_stat(&e2, "rdma.slots_in_use"), 0);
+	rdmem_rpc_free(&a);
+	rdmem_rpc_free(&b);
+	e2e_fini(&e2);
+}
+
 int main(void)
 {
 	int ret;
@@ -128,5 +185,6 @@ int main(void)
 	}
 	RUN(test_timed_out_slot_not_resent);
 	e2e_fini(&e);
+	RUN(test_two_deadlines_on_a_stopped_server);
 	return check_done();
 }
