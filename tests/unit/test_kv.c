@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "rdmem/wire.h"
 #include "server/kv.h"
 #include "tests/check.h"
@@ -130,19 +132,31 @@ static uint64_t unkeyed_hash(const char *key)
 	return h;
 }
 
+/* SipHash under a key the attacker knows: the all-zero key, what a store
+ * whose random key was lost (calloc'd) would use. */
+static uint64_t known_key_hash(const char *key)
+{
+	unsigned char k[crypto_shorthash_KEYBYTES] = { 0 }, out[crypto_shorthash_BYTES];
+	uint64_t h;
+
+	crypto_shorthash(out, (const unsigned char *)key, strlen(key), k);
+	memcpy(&h, out, sizeof(h));
+	return h;
+}
+
 #define FLOOD_KEYS	1500
-#define FLOOD_BITS	14 /* keys sharing these low bits share a bucket up to 16384 buckets */
 #define FLOOD_MAX_CHAIN 16
 
 /*
- * Hash flooding: keys a client picked to share one bucket under the unkeyed
- * hash (found by trying, as an attacker would: ~16k tries a key) must not
- * build one long chain. With them in one chain every GET of that bucket
- * walks 1500 entries. A keyed hash spreads them: 1500 keys in >= 2048
- * buckets give a longest chain of ~6; above 16 happens by chance with a
+ * Hash flooding: FLOOD_KEYS keys a client picked to share one bucket (their
+ * hashes agree in the low `bits`: one bucket up to 2^bits buckets), found
+ * by trying, as an attacker would, must not build one long chain. With
+ * them in one chain every GET of that bucket walks 1500 entries. The
+ * store's own hash is keyed with a secret: 1500 keys in >= 2048 buckets
+ * give a longest chain of ~6; above 16 happens by chance with a
  * probability far below 1e-9.
  */
-static void test_kv_flood(void)
+static void flood(uint64_t (*attacker_hash)(const char *), unsigned bits, const char *what)
 {
 	struct rdmem_kv *kv;
 	char key[32];
@@ -151,17 +165,30 @@ static void test_kv_flood(void)
 	REQUIRE(rdmem_kv_create(1, MAXV, &kv) == 0);
 	while (found < FLOOD_KEYS) {
 		snprintf(key, sizeof(key), "flood-%u", tries++);
-		if ((unkeyed_hash(key) & ((1u << FLOOD_BITS) - 1)) != 0)
+		if ((attacker_hash(key) & ((1u << bits) - 1)) != 0)
 			continue;
 		found++;
 		bad += put(kv, key, "v", 1) != 0;
 	}
 	CHECK_EQ(bad, 0);
 	longest = rdmem_kv_longest_chain(kv);
-	printf("# %u keys sharing a bucket under the unkeyed hash (%u tries): longest chain %u\n",
-	       found, tries, longest);
+	printf("# %u keys sharing a bucket under %s (%u tries): longest chain %u\n", found, what,
+	       tries, longest);
 	CHECK(longest <= FLOOD_MAX_CHAIN);
 	rdmem_kv_destroy(kv);
+}
+
+/* Keys for the store's old hash, unkeyed FNV-1a (~16k tries a key). */
+static void test_kv_flood(void)
+{
+	flood(unkeyed_hash, 14, "the old unkeyed hash");
+}
+
+/* Keys for SipHash under a key the attacker knows (~4k tries a key): only
+ * the store's secret key spreads them. */
+static void test_kv_flood_known_key(void)
+{
+	flood(known_key_hash, 12, "SipHash with a known key");
 }
 
 static int collect(void *ctx, const struct rdmem_kv_ref *refs, uint32_t n)
@@ -367,6 +394,7 @@ int main(void)
 	RUN(test_kv_semantics);
 	RUN(test_kv_growth);
 	RUN(test_kv_flood);
+	RUN(test_kv_flood_known_key);
 	RUN(test_kv_multi_read);
 	RUN(test_kv_concurrent);
 	RUN(test_kv_concurrent_inplace);
