@@ -31,7 +31,9 @@ struct e2e {
 	 * secret): starting the agent then does not fail without one. */
 	int rdma_optional;
 	/* With rdma_optional: the agent's log line that ends the wait for a
-	 * session at once (the refusal the test expects), not after 30 s. */
+	 * session (the refusal the test expects) once it has been logged
+	 * twice, a redial included, not after 30 s. Starting the agent fails
+	 * when it never is: a test must not quietly wait on a stale text. */
 	const char *rdma_settled;
 };
 
@@ -102,9 +104,14 @@ static inline int e2e_agent_named(struct e2e *e, struct proc *p, const char *nam
 		int i;
 
 		for (i = 0; i < 3000 && !proc_log_has(p, "rdma: session"); i++) {
-			if (e->rdma_settled && proc_log_has(p, e->rdma_settled))
+			if (e->rdma_settled && proc_log_count(p, e->rdma_settled) >= 2)
 				break;
 			proc_sleep_ms(10);
+		}
+		if (e->rdma_settled && proc_log_count(p, e->rdma_settled) < 2) {
+			fprintf(stderr, "  e2e: %s never logged \"%s\" twice\n", name,
+				e->rdma_settled);
+			return -1;
 		}
 		if (!e->rdma_optional && !proc_log_has(p, "rdma: session")) {
 			fprintf(stderr, "  e2e: %s has no RDMA session over %s after 30 s\n", name,
