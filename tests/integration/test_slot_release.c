@@ -137,7 +137,8 @@ static void test_two_deadlines_on_a_stopped_server(void)
 	REQUIRE(e2e_agent(&e2, NULL) == 0);
 	REQUIRE(rdmem_put(e2.h, "k", 1, "v", 1, NULL) == 0);
 	failed = e2e_stat(&e2, "paths.eager.failed");
-	kill(e2.server.pid, SIGSTOP);
+	/* Stopped for certain before the calls go out: kill() returns first. */
+	REQUIRE(proc_stop_wait(e2.server.pid, 2000) == 0);
 	REQUIRE(submit_get_ms(&e2, &a, 200) == 0);
 	REQUIRE(submit_get_ms(&e2, &b, 600) == 0);
 	end = rdmem_now_ns() + 5000000000ull;
