@@ -6,8 +6,9 @@
  * (SipHash-2-4, libsodium's crypto_shorthash, with a random key per store):
  * keys come from clients, and with an unkeyed hash one can compute offline
  * keys that share a bucket and turn every lookup of that bucket into a walk
- * of thousands of entries (hash flooding). test_kv's test_kv_flood runs that
- * attack against the old FNV-1a hash. An entry is one
+ * of thousands of entries (hash flooding). test_kv runs that attack with
+ * keys found for the old FNV-1a hash and for SipHash under a known key. An
+ * entry is one
  * allocation holding key and value. A PUT of a large value builds it outside
  * the lock, so the write lock is held only to swap a pointer; a small value
  * (KV_INPLACE_MAX) that replaces one of its size is copied over it under the

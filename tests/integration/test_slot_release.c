@@ -150,7 +150,7 @@ static void test_two_deadlines_on_a_stopped_server(void)
 	CHECK(done_a && done_b);
 	CHECK(a.rc != 0 && b.rc != 0);
 	/* The client gives up on its own at its deadline; the agent, a little
-	 * before, ends both calls with TIMEOUT and frees their ring slots. */
+	 * before, must end both calls with TIMEOUT (its failed count). */
 	proc_sleep_ms(300);
 	failed = e2e_stat(&e2, "paths.eager.failed") - failed;
 	printf("# calls the agent timed out: %lld of 2\n", failed);
