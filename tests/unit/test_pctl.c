@@ -1,5 +1,7 @@
 /* test_pctl.c - the one percentile rule (include/rdmem/pctl.h):
  * sorted[round(q * (n - 1))], edges clamped, nothing read for no samples. */
+#include <string.h>
+
 #include "rdmem/pctl.h"
 #include "rdmem/util.h"
 #include "tests/check.h"
@@ -46,8 +48,36 @@ static void test_large(void)
 	CHECK_EQ(rdmem_pctl(v, N, 0.999), 999);
 }
 
+/*
+ * The radix sort against qsort on seeded random samples of every shape a
+ * byte-at-a-time sort can get wrong: all equal (every pass skipped), one
+ * byte differing (only that pass), values in the top byte, duplicates,
+ * and full 64-bit values.
+ */
+static void test_radix_matches_qsort(void)
+{
+	enum { N = 5000 };
+	static uint64_t v[N], want[N];
+	static const uint64_t masks[] = { 0,   0xff,	    0xff00, 0xff00000000000000ull,
+					  0xf, 0xffffffull, ~0ull };
+	uint64_t x = 0x9e3779b97f4a7c15ull; /* xorshift64, fixed seed */
+	size_t m, i, n;
+
+	for (m = 0; m < RDMEM_ARRAY_SIZE(masks); m++) {
+		n = 1 + (size_t)(x % N);
+		for (i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			v[i] = want[i] = (x & masks[m]) | 0x100000000ull * (m == 0);
+		}
+		qsort(want, n, sizeof(*want), rdmem_pctl_cmp);
+		rdmem_pctl_sort(v, n);
+		CHECK(memcmp(v, want, n * sizeof(*v)) == 0);
+	}
+}
+
 int main(void)
 {
+	RUN(test_radix_matches_qsort);
 	RUN(test_rule);
 	RUN(test_empty_and_one);
 	RUN(test_large);
