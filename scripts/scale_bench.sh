@@ -15,8 +15,9 @@
 # hold (STATS resources.*): registered bytes, registrations (MRs), QPs, CQs
 # and receive WQEs posted. Memory windows: none yet (the virtualized mapping
 # is not built). Then fairness at the largest count: one quiet session
-# (window 1) among flooders (window 16, the whole ring), its p99 against 3
-# slices (--slice-us 500). Then the targets, met or not, with the
+# (window 1, on a thread of its own, as a client elsewhere would be) among
+# flooders (window 16, the whole ring), its p99 against 3 slices
+# (--slice-us 500). Then the targets, met or not, with the
 # figures.
 # Prints Markdown; writes OUT/scale.jsonl, OUT/scale.md and, with gnuplot,
 # OUT/scale.png. Timed figures from a shared 2-vCPU host are indicative only.
