@@ -45,6 +45,8 @@ mutations=(
 	"expire-bound-not-relowered|agent/rdma.c|s/\t\tif \(s->owner == RDMEM_OWN_CALL \&\& !rdmem_rdma_expire_slot\(r, s, now_ns\)\)\n\t\t\tr->expire_at = RDMEM_MIN\(r->expire_at, s->call->deadline_ns\);/\t\tif (s->owner == RDMEM_OWN_CALL)\n\t\t\t(void)rdmem_rdma_expire_slot(r, s, now_ns);/|test_slot_release"
 	"ttl-scan-wraps|server/objpool.c|s/if \(now_ns > o->ready_ns \+ p->ttl_ns\)/if (now_ns - o->ready_ns > p->ttl_ns)/|test_objpool test_lazy_lease"
 	"kv-hash-key-fixed|server/kv.c|s/\trandombytes_buf\(kv->hash_key, sizeof\(kv->hash_key\)\);\n//|test_kv"
+	"lane-never-polled|server/worker.c|s/\t\tif \(n \&\& rdmem_lane_note\(/\t\tif (0 \&\& n \&\& rdmem_lane_note(/|test_many_sessions"
+	"lane-burst-stays|server/lane.c|s/\tif \(n > 1 \&\& k < l->n\)/\tif (0 \&\& n > 1 \&\& k < l->n)/|test_lane"
 	"event-check-skipped|server/worker.c|s/\t\tif \(now - w->checked_at > RDMEM_WORKER_CHECK_NS\)/\t\tif (0 \&\& now - w->checked_at > RDMEM_WORKER_CHECK_NS)/|test_session_reap"
 	"expire-bound-not-lowered|agent/rdma.c|s/\tr->expire_at = RDMEM_MIN\(r->expire_at, call->deadline_ns\);\n//|test_slot_release"
 	"shed-never-asked|agent/rdma.c|s/\t\trdmem_pin_ask_shed\(r->l->pin\);\n//|test_pin_budget"

@@ -17,7 +17,7 @@
 # is not built). Then fairness at the largest count: one quiet session
 # (window 1, on a thread of its own, as a client elsewhere would be) among
 # flooders (window 16, the whole ring), its p99 against 3 slices
-# (--slice-us 500). Then the issue's targets, met or not, with the
+# (--slice-us 500), with the server's quiet lane and without it. Then the issue's targets, met or not, with the
 # figures.
 # Prints Markdown; writes OUT/scale.jsonl, OUT/scale.md and, with gnuplot,
 # OUT/scale.png. Timed figures from a shared 2-vCPU host are indicative only.
@@ -69,12 +69,16 @@ for n in $counts; do
 	point pooled "$n" --shared-pool on --group-threshold 64
 	point classic "$n" --shared-pool off --group-threshold 1048576
 done
-# Fairness: session 0 at window 1, every other at window 16.
+# Fairness: session 0 at window 1, every other at window 16; each design
+# with the quiet lane (the default --quiet-lane 8) and without (0).
 most=$(printf '%s\n' $counts | sort -n | tail -1)
 if [ "$most" -ge 2 ]; then
 	SB_LOAD=(--window 16 --flood 1)
 	point pooled-quiet "$most" --shared-pool on --group-threshold 64
+	point pooled-nolane-quiet "$most" --shared-pool on --group-threshold 64 --quiet-lane 0
 	point classic-quiet "$most" --shared-pool off --group-threshold 1048576
+	point classic-nolane-quiet "$most" --shared-pool off --group-threshold 1048576 \
+		--quiet-lane 0
 fi
 
 python3 - "$json" "$out" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'PY' | tee "$out/scale.md"

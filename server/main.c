@@ -13,6 +13,7 @@
 #include "rdmem/wire.h"
 #include "common/metrics_http.h"
 #include "server/dedup.h"
+#include "server/lane.h"
 #include "server/server.h"
 
 #define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
@@ -62,6 +63,9 @@ static const char usage_text[] =
     "      --group-threshold N  group sessions above this many per worker (default 64)\n"
     "      --group-size N       sessions per group (default 32)\n"
     "      --slice-us N         a group's time slice in microseconds (default 500)\n"
+    "      --quiet-lane N       sessions per worker sending one call at a time that\n"
+    "                           are served every 256 requests, whatever their group,\n"
+    "                           0..64 (default 8; 0: none)\n"
     "      --busy-poll          session workers never sleep (dedicated cores)\n"
     "      --secret-file PATH   peers must prove this shared secret (mode 0600 file)\n"
     "      --tls-cert PATH      TLS 1.3 on every TCP connection: this certificate\n"
@@ -107,6 +111,7 @@ enum {
 	OPT_GROUP_THRESHOLD,
 	OPT_GROUP_SIZE,
 	OPT_SLICE_US,
+	OPT_QUIET_LANE,
 	OPT_SECRET_FILE,
 	OPT_DEDUP_WINDOW,
 	OPT_DEDUP_AGENTS,
@@ -150,6 +155,7 @@ static const struct option long_opts[] = {
 	{ "group-threshold", required_argument, NULL, OPT_GROUP_THRESHOLD },
 	{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
 	{ "slice-us", required_argument, NULL, OPT_SLICE_US },
+	{ "quiet-lane", required_argument, NULL, OPT_QUIET_LANE },
 	{ "metrics-port", required_argument, NULL, OPT_METRICS_PORT },
 	{ "metrics-bind", required_argument, NULL, OPT_METRICS_BIND },
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
@@ -190,6 +196,7 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_GROUP_THRESHOLD, "--group-threshold", 1, 1u << 20, rdma.group_threshold),
 	N(OPT_GROUP_SIZE, "--group-size", 1, 4096, rdma.group_size),
 	N(OPT_SLICE_US, "--slice-us", 10, 1000000, rdma.slice_us),
+	N(OPT_QUIET_LANE, "--quiet-lane", 0, RDMEM_LANE_MAX, rdma.quiet_lane),
 	B(OPT_MAX_VALUE, "--max-value", MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, svc.max_value),
 	B(OPT_MAX_IMAGE, "--max-image", 1, 1ull << 30, svc.max_image),
 	N(OPT_UPLOAD_TIMEOUT, "--upload-timeout", 100, 86400000, svc.upload_timeout_ms),
@@ -362,7 +369,8 @@ int main(int argc, char **argv)
 			  .workers = 1,
 			  .group_threshold = 64,
 			  .group_size = 32,
-			  .slice_us = 500 },
+			  .slice_us = 500,
+			  .quiet_lane = 8 },
 		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
 			 .max_image = 64u << 20,
 			 .upload_timeout_ms = 30000 },

@@ -42,6 +42,7 @@ struct rdmem_rdma_config {
 	uint32_t group_threshold; /* above this many sessions a worker groups them */
 	uint32_t group_size;	  /* sessions served together in a time slice */
 	uint32_t slice_us;	  /* a group's time slice */
+	uint32_t quiet_lane;	  /* sessions in a worker's quiet lane (server/lane.h) */
 	int busy_poll;
 	int tcp_up;		 /* the TCP fallback listener runs (not --no-tcp) */
 	uint32_t max_per_addr;	 /* --max-sessions-per-addr */

@@ -15,6 +15,7 @@
 
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
+#include "server/lane.h"
 
 /* A sleeping worker wakes on its sessions' fds and its bell, and when a
  * session's timed work is due (rdmem_session_timed). */
@@ -57,10 +58,14 @@ struct rdmem_worker {
 	uint32_t nsess, cap;
 	uint32_t active, busy_groups;
 	uint64_t slice_start, slice_end, published_at, swept_at, checked_at;
+	struct rdmem_lane lane;
 	atomic_uint load;	  /* sessions owned or handed over: placement, admission */
 	atomic_uint groups;	  /* groups now (1 when grouping is off) */
 	atomic_uint active_group; /* the group being served */
 	atomic_ullong slices;	  /* group switches */
+	/* the lane's figures for STATS, published with the snapshot */
+	atomic_uint lane_size;
+	atomic_ullong lane_polls, lane_served;
 };
 
 struct rdmem_workers {
@@ -127,6 +132,7 @@ static void rdmem_worker_drop(struct rdmem_worker *w, uint32_t i)
 {
 	struct rdmem_session *s = w->sess[i];
 
+	rdmem_lane_forget(&w->lane, s); /* never a closed session in the lane */
 	rdmem_worker_watch(w, s, EPOLL_CTL_DEL);
 	rdmem_session_close(s);
 	w->sess[i] = w->sess[--w->nsess];
@@ -177,7 +183,8 @@ static void rdmem_worker_mark_group(struct rdmem_worker *w, uint32_t g, uint32_t
 
 	rdmem_worker_group_range(w, g, &i, &end);
 	for (; i < end; i++)
-		rdmem_session_set_yield(w->sess[i], yield_us);
+		rdmem_session_set_yield(w->sess[i],
+					rdmem_lane_has(&w->lane, w->sess[i]) ? 0 : yield_us);
 }
 
 /* Moves to the next group with work; an idle group costs no slice. */
@@ -269,14 +276,55 @@ static void rdmem_worker_cut(struct rdmem_worker *w, uint64_t now)
 
 /* ---- serving -------------------------------------------------------------------- */
 
-/* Polls sessions [first, end) once each; returns requests served. */
+static uint32_t rdmem_worker_find(const struct rdmem_worker *w, const struct rdmem_session *s);
+
+/*
+ * Polls the quiet lane's sessions (lane.h), whatever their group, from the
+ * lane's end: a member that leaves is replaced by one already polled. One
+ * that fails is dropped here; the round that called us re-reads its array.
+ * A member is never told to hold its calls: it is served anyway.
+ */
+static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
+{
+	struct rdmem_lane *l = &w->lane;
+	uint32_t k = l->n, work = 0;
+
+	l->since = 0;
+	l->polls++;
+	while (k--) {
+		struct rdmem_session *s = l->s[k];
+		int n;
+
+		rdmem_session_set_yield(s, 0);
+		if ((n = rdmem_session_poll(s, w->ws->cfg->batch_budget, now)) < 0) {
+			uint32_t i = rdmem_worker_find(w, s);
+
+			if (i < w->nsess)
+				rdmem_worker_drop(w, i); /* which takes it out of the lane */
+			else
+				rdmem_lane_forget(l, s);
+			continue;
+		}
+		rdmem_lane_polled(l, k, (uint32_t)n);
+		work += (uint32_t)n;
+	}
+	return work;
+}
+
+/*
+ * Polls sessions [first, end) once each, and the quiet lane after every
+ * RDMEM_LANE_EVERY requests served; returns requests served. A lane drop
+ * may move the array's last session into a slot this pass already passed:
+ * it is polled next round.
+ */
 static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint32_t end,
 				   uint64_t now)
 {
 	uint32_t i, work = 0;
 
 	for (i = first; i < end && i < w->nsess;) {
-		int n = rdmem_session_poll(w->sess[i], w->ws->cfg->batch_budget, now);
+		struct rdmem_session *s = w->sess[i];
+		int n = rdmem_session_poll(s, w->ws->cfg->batch_budget, now);
 
 		if (n < 0) {
 			rdmem_worker_drop(w, i);
@@ -285,6 +333,8 @@ static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint3
 		}
 		work += (uint32_t)n;
 		i++;
+		if (n && rdmem_lane_note(&w->lane, s, (uint32_t)n))
+			work += rdmem_worker_serve_lane(w, now);
 	}
 	return work;
 }
@@ -453,6 +503,10 @@ static void rdmem_worker_publish(struct rdmem_worker *w, uint64_t now)
 	w->snap_cap = cap;
 	w->nsnap = w->nsess;
 	pthread_mutex_unlock(&w->lock);
+	/* Relaxed: figures for STATS, read alone; this thread is their one writer. */
+	atomic_store_explicit(&w->lane_size, w->lane.n, memory_order_relaxed);
+	atomic_store_explicit(&w->lane_polls, w->lane.polls, memory_order_relaxed);
+	atomic_store_explicit(&w->lane_served, w->lane.served, memory_order_relaxed);
 	w->published_at = now;
 }
 
@@ -491,6 +545,7 @@ static int rdmem_worker_init(struct rdmem_workers *ws, struct rdmem_worker *w, u
 
 	w->ws = ws;
 	w->index = i;
+	rdmem_lane_init(&w->lane, ws->cfg->quiet_lane);
 	pthread_mutex_init(&w->lock, NULL);
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->evfd = epoll_create1(EPOLL_CLOEXEC);
@@ -620,16 +675,23 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 {
 	uint32_t i;
 
+	unsigned lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
+	unsigned long long polls = atomic_load_explicit(&w->lane_polls, memory_order_relaxed),
+			   served = atomic_load_explicit(&w->lane_served, memory_order_relaxed);
+
 	if (json)
-		rdmem_text_add(o,
-			       "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
-			       "\"sessions\":[",
-			       w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
-			       (unsigned long long)atomic_load(&w->slices));
+		rdmem_text_add(
+		    o,
+		    "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
+		    "\"lane\":%u,\"lane_polls\":%llu,\"lane_served\":%llu,\"sessions\":[",
+		    w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
+		    (unsigned long long)atomic_load(&w->slices), lane, polls, served);
 	else
-		rdmem_text_add(o, "worker %u: %u groups, active group %u, %llu slices\n", w->index,
-			       atomic_load(&w->groups), atomic_load(&w->active_group),
-			       (unsigned long long)atomic_load(&w->slices));
+		rdmem_text_add(o,
+			       "worker %u: %u groups, active group %u, %llu slices; quiet lane %u "
+			       "sessions, %llu polls served %llu calls\n",
+			       w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
+			       (unsigned long long)atomic_load(&w->slices), lane, polls, served);
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
 		const struct rdmem_session_info *s = &w->snap[i];

@@ -1,6 +1,7 @@
 /* test_many_sessions.c - one server, hundreds of sessions: 256 sessions at
  * once with every reply byte-exact; a session flooding at its full lease
- * does not starve the others; a client killed mid-run gives its leases back;
+ * does not starve the others; a quiet session is served from the quiet lane;
+ * a client killed mid-run gives its leases back;
  * admission beyond --max-sessions is refused with a reason. The sessions are
  * real links driven by tests/tools/scale_bench (one process, many links).
  */
@@ -169,6 +170,87 @@ static void test_flood_does_not_starve(void)
 	proc_stop(&server, SIGTERM, 5000);
 }
 
+/* The server's STATS figure once it is above zero (published every 100 ms
+ * and when the worker sleeps), or what it is after 3 s. */
+static long long server_stat_settled(const char *path)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 150 && (v = server_stat(path)) <= 0; i++)
+		proc_sleep_ms(20);
+	return v;
+}
+
+/* A scale_bench run in the background (argv after the port, NULL-ended). */
+static pid_t scale_spawn(char *const *args)
+{
+	char bin[512], p[16];
+	char *argv[16] = { bin, "--port", p };
+	int n = 3;
+	pid_t pid;
+
+	while (n < 15 && (argv[n] = args[n - 3]))
+		n++;
+	argv[n] = NULL;
+	snprintf(bin, sizeof(bin), "%s/tests/scale_bench", proc_bin());
+	snprintf(p, sizeof(p), "%u", port);
+	if ((pid = fork()) == 0) {
+		execv(bin, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * The quiet lane (server/lane.h, docs/architecture.md "The quiet lane"):
+ * one session at window 1 among 32 flooding at window 16, grouped (groups of
+ * 4, so its group has the turn one slice in nine). Its calls are served from
+ * the lane, whatever the turn, and every reply stays exact; with
+ * --quiet-lane 0 the lane is never polled. A lane member killed mid-run
+ * leaves the lane with its session (under ASan a dangling member is a
+ * use-after-free). What the lane does to latency is a benchmark figure
+ * (scripts/scale_bench.sh), printed here, not asserted.
+ */
+static void test_quiet_lane(void)
+{
+	static char *const forever[] = { "-n", "2",	    "--window", "16", "--flood",
+					 "1",  "--seconds", "60",	NULL };
+	char on[1024], off[1024];
+	const char *load = "-n 33 --window 16 --flood 1 --seconds 2";
+	long long served;
+	pid_t pid;
+
+	REQUIRE(start_server("64", "--group-threshold", "8", "--group-size", "4", NULL) == 0);
+	CHECK_EQ(scale(on, sizeof(on), load), 0);
+	served = server_stat_settled("lane_served");
+	printf("# lane: %s# lane polls %lld served %lld\n", on, server_stat("lane_polls"), served);
+	CHECK(e2e_json_num(on, "first_ops") > 0);
+	CHECK(server_stat("lane_polls") > 0);
+	CHECK(served > 0);
+	/* A member that dies: its session closes and leaves the lane. */
+	pid = scale_spawn(forever);
+	CHECK(pid > 0);
+	CHECK(server_stat_settled("sessions") == 2);
+	CHECK(server_stat_settled("lane") >= 1); /* the quiet one is a member */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	for (int i = 0; i < 250 && server_stat("sessions") != 0; i++)
+		proc_sleep_ms(20);
+	CHECK_EQ(server_stat("sessions"), 0);
+	CHECK_EQ(scale(on, sizeof(on), "-n 4 --window 1 --seconds 1"), 0); /* still serves */
+	proc_stop(&server, SIGTERM, 5000);
+
+	REQUIRE(start_server("64", "--group-threshold", "8", "--group-size", "4", "--quiet-lane",
+			     "0", NULL) == 0);
+	CHECK_EQ(scale(off, sizeof(off), load), 0);
+	printf("# no lane: %s", off);
+	proc_sleep_ms(300); /* a publish (100 ms) after the run */
+	CHECK_EQ(server_stat("lane_polls"), 0);
+	CHECK_EQ(server_stat("lane_served"), 0);
+	proc_stop(&server, SIGTERM, 5000);
+}
+
 /* A client killed mid-run: the server notices and every lease comes back. */
 static void test_killed_client_frees_leases(void)
 {
@@ -237,6 +319,7 @@ int main(void)
 	rdmem_log_init("test_many_sessions", 0);
 	RUN(test_256_sessions_byte_exact);
 	RUN(test_flood_does_not_starve);
+	RUN(test_quiet_lane);
 	RUN(test_killed_client_frees_leases);
 	RUN(test_admission_refused_clearly);
 	RUN(test_stats_past_max_value);

@@ -73,7 +73,7 @@ struct samples {
 /* What one driving thread saw; the quiet session's thread has its own. */
 struct tally {
 	struct samples all, others, first; /* first: session 0's */
-	uint64_t wrong, errors, yields, ops;
+	uint64_t wrong, errors, yields, ops, first_yields;
 };
 
 static struct tally loop_tally, quiet_tally;
@@ -134,6 +134,7 @@ static void take_reply(struct sess *s, uint32_t slot, int is_get, struct tally *
 		/* Our group's slice ends: hold new requests, as the agent does. */
 		s->hold_until = now + (uint64_t)d.hint * 1000;
 		t->yields++;
+		t->first_yields += s->flood;
 	}
 	s->free_slots |= 1ull << slot;
 	if (!is_get)
@@ -321,6 +322,7 @@ static void run(struct sess *ss, const struct opts *o)
 	loop_tally.wrong += quiet_tally.wrong;
 	loop_tally.errors += quiet_tally.errors;
 	loop_tally.yields += quiet_tally.yields;
+	loop_tally.first_yields += quiet_tally.first_yields;
 }
 
 static double pct_us(struct samples *s, double p)
@@ -513,16 +515,16 @@ int main(int argc, char **argv)
 	       "\"reach_bytes_per_session\":%llu,"
 	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
 	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
-	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"wrong\":%llu,\"errors\":"
-	       "%llu}\n",
+	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"first_yields\":%llu,"
+	       "\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.window, o.flood, secs, (unsigned long long)t->ops, (double)t->ops / secs,
 	       pct_us(&t->all, 0.5), pct_us(&t->all, 0.99), pct_us(&t->others, 0.99),
 	       (unsigned long long)t->others.n, t->first.n ? pct_us(&t->first, 0.99) : -1.0,
 	       (unsigned long long)t->first.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
 	       (unsigned long long)(reach / o.n), sv.registered_per_session, sv.listed, sv.qps,
 	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, sv.leases_taken,
-	       (unsigned long long)t->yields, (unsigned long long)t->wrong,
-	       (unsigned long long)t->errors);
+	       (unsigned long long)t->yields, (unsigned long long)t->first_yields,
+	       (unsigned long long)t->wrong, (unsigned long long)t->errors);
 	close_sessions(ss, o.n);
 	return t->wrong || t->errors ? 1 : 0;
 }

@@ -44,6 +44,7 @@ SERVER = {
     # A slice of a second starves the other groups for the whole case: legal,
     # so it is drawn, rarely (the cap keeps most draws under 50 ms).
     "--slice-us": dict(kind="num", lo=10, hi=1000000, default=500, cap=50000),
+    "--quiet-lane": dict(kind="num", lo=0, hi=64, default=8),
     "--busy-poll": dict(kind="bool", p=0.2),
     "--secret-file": dict(kind="harness", p=0.2),
     # TLS on TCP: the harness makes no certificates, so it never sets these

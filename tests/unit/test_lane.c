@@ -1,0 +1,128 @@
+/* test_lane.c - the quiet lane's membership (server/lane.h): who joins,
+ * who leaves, when the lane is due, and that a closed session is gone. */
+#include "server/lane.h"
+#include "rdmem/util.h"
+#include "tests/check.h"
+
+/* Sessions are only compared by address here. */
+static char sess[RDMEM_LANE_MAX + 2];
+#define S(i) ((struct rdmem_session *)(void *)&sess[i])
+
+static void test_one_call_joins_a_burst_leaves(void)
+{
+	struct rdmem_lane l;
+
+	rdmem_lane_init(&l, 8);
+	rdmem_lane_note(&l, S(0), 16); /* a flooder's visit */
+	CHECK(!rdmem_lane_has(&l, S(0)));
+	rdmem_lane_note(&l, S(1), 1); /* one call at a time */
+	CHECK(rdmem_lane_has(&l, S(1)));
+	CHECK_EQ(l.n, 1);
+	rdmem_lane_note(&l, S(1), 1); /* already in: not twice */
+	CHECK_EQ(l.n, 1);
+	rdmem_lane_note(&l, S(1), 2); /* a burst: the round serves it */
+	CHECK(!rdmem_lane_has(&l, S(1)));
+	CHECK_EQ(l.n, 0);
+}
+
+static void test_due_every_lane_every_served(void)
+{
+	struct rdmem_lane l;
+	uint32_t i;
+
+	rdmem_lane_init(&l, 8);
+	/* No members: never due, however much is served. */
+	for (i = 0; i < 4 * RDMEM_LANE_EVERY / 16; i++)
+		CHECK(!rdmem_lane_note(&l, S(0), 16));
+	l.since = 0;
+	CHECK(!rdmem_lane_note(&l, S(1), 1)); /* joins; 1 served */
+	for (i = 1; i + 16 < RDMEM_LANE_EVERY; i += 16)
+		CHECK(!rdmem_lane_note(&l, S(0), 16));
+	CHECK(rdmem_lane_note(&l, S(0), 16)); /* RDMEM_LANE_EVERY reached */
+}
+
+static void test_cap(void)
+{
+	struct rdmem_lane l;
+	uint32_t i;
+
+	rdmem_lane_init(&l, 3);
+	for (i = 0; i < 5; i++)
+		rdmem_lane_note(&l, S(i), 1);
+	CHECK_EQ(l.n, 3);
+	CHECK(!rdmem_lane_has(&l, S(3)));
+	rdmem_lane_init(&l, 0); /* --quiet-lane 0: no lane at all */
+	rdmem_lane_note(&l, S(0), 1);
+	CHECK_EQ(l.n, 0);
+	rdmem_lane_init(&l, 1000); /* clamped to the array */
+	CHECK_EQ(l.cap, RDMEM_LANE_MAX);
+	for (i = 0; i < RDMEM_LANE_MAX + 2; i++)
+		rdmem_lane_note(&l, S(i), 1);
+	CHECK_EQ(l.n, RDMEM_LANE_MAX);
+}
+
+static void test_idle_member_leaves(void)
+{
+	struct rdmem_lane l;
+	uint32_t i;
+
+	rdmem_lane_init(&l, 8);
+	rdmem_lane_note(&l, S(0), 1);
+	for (i = 0; i + 1 < RDMEM_LANE_IDLE; i++)
+		rdmem_lane_polled(&l, 0, 0);
+	CHECK(rdmem_lane_has(&l, S(0)));
+	rdmem_lane_polled(&l, 0, 1); /* a call: the count starts again */
+	for (i = 0; i + 1 < RDMEM_LANE_IDLE; i++)
+		rdmem_lane_polled(&l, 0, 0);
+	CHECK(rdmem_lane_has(&l, S(0)));
+	rdmem_lane_polled(&l, 0, 0);
+	CHECK(!rdmem_lane_has(&l, S(0)));
+	CHECK_EQ(l.served, 1);
+}
+
+/* Members leave from the middle while the lane is walked from its end, as
+ * the worker does: every member is polled once, none twice. */
+static void test_walk_from_the_end(void)
+{
+	struct rdmem_lane l;
+	uint32_t k, polled = 0;
+
+	rdmem_lane_init(&l, 8);
+	for (k = 0; k < 6; k++)
+		rdmem_lane_note(&l, S(k), 1);
+	for (k = l.n; k--;) {
+		polled++;
+		rdmem_lane_polled(&l, k, k % 2 ? 5 : 1); /* odd ones burst */
+	}
+	CHECK_EQ(polled, 6);
+	CHECK_EQ(l.n, 3);
+	for (k = 0; k < 6; k++)
+		CHECK_EQ(rdmem_lane_has(&l, S(k)), k % 2 == 0);
+	rdmem_lane_polled(&l, 7, 1); /* past the end: ignored */
+	CHECK_EQ(l.n, 3);
+}
+
+static void test_forget(void)
+{
+	struct rdmem_lane l;
+
+	rdmem_lane_init(&l, 8);
+	rdmem_lane_note(&l, S(0), 1);
+	rdmem_lane_note(&l, S(1), 1);
+	rdmem_lane_forget(&l, S(0));
+	CHECK(!rdmem_lane_has(&l, S(0)));
+	CHECK(rdmem_lane_has(&l, S(1)));
+	rdmem_lane_forget(&l, S(5)); /* not a member: nothing */
+	CHECK_EQ(l.n, 1);
+}
+
+int main(void)
+{
+	RUN(test_one_call_joins_a_burst_leaves);
+	RUN(test_due_every_lane_every_served);
+	RUN(test_cap);
+	RUN(test_idle_member_leaves);
+	RUN(test_walk_from_the_end);
+	RUN(test_forget);
+	return check_done();
+}
