@@ -46,7 +46,9 @@ mutations=(
 	"ttl-scan-wraps|server/objpool.c|s/if \(now_ns > o->ready_ns \+ p->ttl_ns\)/if (now_ns - o->ready_ns > p->ttl_ns)/|test_objpool test_lazy_lease"
 	"kv-hash-key-fixed|server/kv.c|s/\trandombytes_buf\(kv->hash_key, sizeof\(kv->hash_key\)\);\n//|test_kv"
 	"lane-never-polled|server/worker.c|s/\t\tif \(n \&\& rdmem_lane_note\(/\t\tif (0 \&\& n \&\& rdmem_lane_note(/|test_many_sessions"
-	"lane-burst-stays|server/lane.c|s/\tif \(n > 1 \&\& k < l->n\)/\tif (0 \&\& n > 1 \&\& k < l->n)/|test_lane"
+	"lane-burst-stays|server/lane.c|s/\t\tif \(served \+ left > 1\)\n\t\t\trdmem_lane_remove/\t\tif (0 \&\& served + left > 1)\n\t\t\trdmem_lane_remove/|test_lane"
+	"lane-counts-served|server/lane.c|s/served == 1 \&\& !left \&\&/served == 1 \&\&/|test_lane"
+	"lane-full-no-way|server/lane.c|s/\t\tif \(l->idle\[k\] \&\& /\t\tif (0 \&\& l->idle[k] \&\& /|test_lane"
 	"event-check-skipped|server/worker.c|s/\t\tif \(now - w->checked_at > RDMEM_WORKER_CHECK_NS\)/\t\tif (0 \&\& now - w->checked_at > RDMEM_WORKER_CHECK_NS)/|test_session_reap"
 	"expire-bound-not-lowered|agent/rdma.c|s/\tr->expire_at = RDMEM_MIN\(r->expire_at, call->deadline_ns\);\n//|test_slot_release"
 	"shed-never-asked|agent/rdma.c|s/\t\trdmem_pin_ask_shed\(r->l->pin\);\n//|test_pin_budget"
@@ -81,8 +83,9 @@ rm -rf build
 targets_of() { # TESTS...
 	local t
 	# The CLI too: test_frontdoor's CLI case skips without it, and CI
-	# refuses a skip it does not expect.
-	printf "%s\n" build/rdmem-server build/rdmem-agent build/rdmem
+	# refuses a skip it does not expect. scale_bench: test_many_sessions
+	# drives its sessions with it.
+	printf "%s\n" build/rdmem-server build/rdmem-agent build/rdmem build/tests/scale_bench
 	for t in "$@"; do
 		case $t in
 		tsan:* | asan:*) ;;

@@ -31,28 +31,51 @@ static void rdmem_lane_remove(struct rdmem_lane *l, uint32_t k)
 	l->idle[k] = l->idle[l->n];
 }
 
-int rdmem_lane_note(struct rdmem_lane *l, struct rdmem_session *s, uint32_t n)
+/*
+ * Where a newcomer goes: a free place, else the place of the member idle
+ * longest, if it found nothing at its last lane poll (a member that sends
+ * one call a lane poll is as quiet as the newcomer: it stays). So a session
+ * can hold a place only by using it; whoever holds all of them is served
+ * one call each per lane poll, which is all the lane gives (lane.h).
+ */
+static uint32_t rdmem_lane_place(const struct rdmem_lane *l)
+{
+	uint32_t k, most = l->cap;
+
+	if (l->n < l->cap)
+		return l->n;
+	for (k = 0; k < l->n; k++)
+		if (l->idle[k] && (most == l->cap || l->idle[k] > l->idle[most]))
+			most = k;
+	return most; /* l->cap: no place */
+}
+
+int rdmem_lane_note(struct rdmem_lane *l, struct rdmem_session *s, uint32_t served, uint32_t left)
 {
 	uint32_t k = rdmem_lane_find(l, s);
 
-	if (n > 1 && k < l->n)
-		rdmem_lane_remove(l, k); /* a burst: the round serves it */
-	else if (n == 1 && k == l->n && l->n < l->cap) {
-		l->s[l->n] = s;
-		l->idle[l->n++] = 0;
+	if (k < l->n) {
+		if (served + left > 1)
+			rdmem_lane_remove(l, k); /* a burst: the round serves it */
+		else if (served)
+			l->idle[k] = 0; /* its call came to the round first */
+	} else if (served == 1 && !left && (k = rdmem_lane_place(l)) < l->cap) {
+		l->n += k == l->n;
+		l->s[k] = s;
+		l->idle[k] = 0;
 	}
-	l->since += n;
+	l->since += served;
 	return l->n && l->since >= RDMEM_LANE_EVERY;
 }
 
-void rdmem_lane_polled(struct rdmem_lane *l, uint32_t k, uint32_t n)
+void rdmem_lane_polled(struct rdmem_lane *l, uint32_t k, uint32_t served, uint32_t left)
 {
 	if (k >= l->n)
 		return;
-	l->served += n;
-	if (n > 1 || (n == 0 && ++l->idle[k] >= RDMEM_LANE_IDLE))
+	l->served += served;
+	if (served + left > 1 || (!served && ++l->idle[k] >= RDMEM_LANE_IDLE))
 		rdmem_lane_remove(l, k);
-	else if (n == 1)
+	else if (served)
 		l->idle[k] = 0;
 }
 

@@ -279,10 +279,12 @@ static void rdmem_worker_cut(struct rdmem_worker *w, uint64_t now)
 static uint32_t rdmem_worker_find(const struct rdmem_worker *w, const struct rdmem_session *s);
 
 /*
- * Polls the quiet lane's sessions (lane.h), whatever their group, from the
- * lane's end: a member that leaves is replaced by one already polled. One
- * that fails is dropped here; the round that called us re-reads its array.
- * A member is never told to hold its calls: it is served anyway.
+ * Polls the quiet lane's sessions (lane.h), whatever their group, for one
+ * call each (more would be another group's batch served out of its turn;
+ * a member found with more leaves, and its round serves the rest), from
+ * the lane's end: a member that leaves is replaced by one already polled.
+ * One that fails is dropped here; the round that called us re-reads its
+ * array. A member is never told to hold its calls: it is served anyway.
  */
 static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 {
@@ -296,7 +298,7 @@ static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 		int n;
 
 		rdmem_session_set_yield(s, 0);
-		if ((n = rdmem_session_poll(s, w->ws->cfg->batch_budget, now)) < 0) {
+		if ((n = rdmem_session_poll(s, 1, now)) < 0) {
 			uint32_t i = rdmem_worker_find(w, s);
 
 			if (i < w->nsess)
@@ -305,7 +307,7 @@ static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 				rdmem_lane_forget(l, s);
 			continue;
 		}
-		rdmem_lane_polled(l, k, (uint32_t)n);
+		rdmem_lane_polled(l, k, (uint32_t)n, rdmem_session_backlog(s));
 		work += (uint32_t)n;
 	}
 	return work;
@@ -333,7 +335,7 @@ static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint3
 		}
 		work += (uint32_t)n;
 		i++;
-		if (n && rdmem_lane_note(&w->lane, s, (uint32_t)n))
+		if (n && rdmem_lane_note(&w->lane, s, (uint32_t)n, rdmem_session_backlog(s)))
 			work += rdmem_worker_serve_lane(w, now);
 	}
 	return work;
