@@ -33,10 +33,12 @@ static void rdmem_lane_remove(struct rdmem_lane *l, uint32_t k)
 
 /*
  * Where a newcomer goes: a free place, else the place of the member idle
- * longest, if it found nothing at its last lane poll (a member that sends
- * one call a lane poll is as quiet as the newcomer: it stays). So a session
- * can hold a place only by using it; whoever holds all of them is served
- * one call each per lane poll, which is all the lane gives (lane.h).
+ * longest, if its last RDMEM_LANE_GIVE_WAY lane polls found nothing (one
+ * empty poll is not enough: a full-rate quiet client whose last call the
+ * round took, or that paused, would lose its place to any newcomer). So a
+ * session holds a place only by using it at least that often; whoever
+ * holds all of them is served one call each per lane poll, all the lane
+ * gives (lane.h).
  */
 static uint32_t rdmem_lane_place(const struct rdmem_lane *l)
 {
@@ -45,7 +47,8 @@ static uint32_t rdmem_lane_place(const struct rdmem_lane *l)
 	if (l->n < l->cap)
 		return l->n;
 	for (k = 0; k < l->n; k++)
-		if (l->idle[k] && (most == l->cap || l->idle[k] > l->idle[most]))
+		if (l->idle[k] >= RDMEM_LANE_GIVE_WAY &&
+		    (most == l->cap || l->idle[k] > l->idle[most]))
 			most = k;
 	return most; /* l->cap: no place */
 }
@@ -60,11 +63,14 @@ int rdmem_lane_note(struct rdmem_lane *l, struct rdmem_session *s, uint32_t serv
 		else if (served)
 			l->idle[k] = 0; /* its call came to the round first */
 	} else if (served == 1 && !left && (k = rdmem_lane_place(l)) < l->cap) {
-		l->n += k == l->n;
+		if (k == l->n)
+			l->n++; /* a free place, else a member's taken over */
 		l->s[k] = s;
 		l->idle[k] = 0;
 	}
-	l->since += served;
+	/* Counted only while there are members: a first member is polled
+	 * 256 requests after it joined, not at once. */
+	l->since = l->n ? l->since + served : 0;
 	return l->n && l->since >= RDMEM_LANE_EVERY;
 }
 

@@ -15,6 +15,10 @@
 #define RDMEM_LANE_MAX	 64   /* --quiet-lane's upper bound */
 #define RDMEM_LANE_EVERY 256  /* requests served between lane polls */
 #define RDMEM_LANE_IDLE	 1024 /* empty lane polls in a row before a member leaves */
+/* Empty lane polls in a row before a member may give its place to a
+ * newcomer: a client that pauses between calls for up to ~8 lane polls
+ * (about 2,000 requests served) keeps it. */
+#define RDMEM_LANE_GIVE_WAY 8
 
 struct rdmem_session;
 

@@ -53,7 +53,7 @@ static void test_due_every_lane_every_served(void)
 	/* No members: never due, however much is served. */
 	for (i = 0; i < 4 * RDMEM_LANE_EVERY / 16; i++)
 		CHECK(!rdmem_lane_note(&l, S(0), 16, 0));
-	l.since = 0;
+	CHECK_EQ(l.since, 0);			 /* not counted while the lane is empty */
 	CHECK(!rdmem_lane_note(&l, S(1), 1, 0)); /* joins; 1 served */
 	for (i = 1; i + 16 < RDMEM_LANE_EVERY; i += 16)
 		CHECK(!rdmem_lane_note(&l, S(0), 16, 0));
@@ -80,10 +80,17 @@ static void test_cap(void)
 	CHECK_EQ(l.n, RDMEM_LANE_MAX);
 }
 
-/* A full lane: a newcomer takes the place of the member idle longest, never
- * of one that had a call at every lane poll. A squatter that keeps its
- * place with a call now and then loses it to a session that is quiet for
- * real. */
+/* Lane polls of member k that find nothing. */
+static void empty_polls(struct rdmem_lane *l, uint32_t k, uint32_t n)
+{
+	while (n--)
+		rdmem_lane_polled(l, k, 0, 0);
+}
+
+/* A full lane: a newcomer takes the place of the member idle longest, once
+ * it found nothing RDMEM_LANE_GIVE_WAY lane polls in a row; never of one
+ * that had a call more often. A squatter that keeps its place with a call
+ * now and then loses it to a session that is quiet for real. */
 static void test_full_lane_gives_way(void)
 {
 	struct rdmem_lane l;
@@ -92,11 +99,20 @@ static void test_full_lane_gives_way(void)
 	rdmem_lane_note(&l, S(0), 1, 0);
 	rdmem_lane_note(&l, S(1), 1, 0);
 	rdmem_lane_note(&l, S(2), 1, 0);
-	/* lane polls: 0 and 2 had nothing twice and once, 1 had a call */
-	rdmem_lane_polled(&l, 2, 0, 0);
+	/* One empty lane poll (the round took its call, or it paused): a
+	 * full-rate quiet client keeps its place. */
+	empty_polls(&l, 0, 1);
+	rdmem_lane_note(&l, S(3), 1, 0);
+	CHECK(!rdmem_lane_has(&l, S(3)));
+	/* Nor does a pause shorter than the give-way count lose it. */
+	empty_polls(&l, 0, RDMEM_LANE_GIVE_WAY - 2);
+	rdmem_lane_note(&l, S(3), 1, 0);
+	CHECK(!rdmem_lane_has(&l, S(3)));
+	CHECK(rdmem_lane_has(&l, S(0)));
+	/* lane polls: 0 and 2 idle long enough (0 longest), 1 had a call */
+	empty_polls(&l, 2, RDMEM_LANE_GIVE_WAY);
 	rdmem_lane_polled(&l, 1, 1, 0);
-	rdmem_lane_polled(&l, 0, 0, 0);
-	rdmem_lane_polled(&l, 0, 0, 0);
+	empty_polls(&l, 0, 2);
 	rdmem_lane_note(&l, S(3), 1, 0);
 	CHECK(rdmem_lane_has(&l, S(3)));
 	CHECK(!rdmem_lane_has(&l, S(0))); /* idle longest */
