@@ -675,11 +675,10 @@ uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)
 
 static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rdmem_text *o)
 {
-	uint32_t i;
-
 	unsigned lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
 	unsigned long long polls = atomic_load_explicit(&w->lane_polls, memory_order_relaxed),
 			   served = atomic_load_explicit(&w->lane_served, memory_order_relaxed);
+	uint32_t i;
 
 	if (json)
 		rdmem_text_add(
