@@ -17,8 +17,8 @@
 # is not built). Then fairness at the largest count: one quiet session
 # (window 1, on a thread of its own, as a client elsewhere would be) among
 # flooders (window 16, the whole ring), its p99 against 3 slices
-# (--slice-us 500), with the server's quiet lane and without it. Then the targets, met or not, with the
-# figures.
+# (--slice-us 500), with the server's quiet lane and without it. Then the
+# issue's targets, met or not, with the figures.
 # Prints Markdown; writes OUT/scale.jsonl, OUT/scale.md and, with gnuplot,
 # OUT/scale.png. Timed figures from a shared 2-vCPU host are indicative only.
 #   scripts/scale_bench.sh [OUT] [SECONDS] [SESSION_COUNTS]

@@ -257,21 +257,13 @@ static void test_quiet_lane(void)
 /* A client killed mid-run: the server notices and every lease comes back. */
 static void test_killed_client_frees_leases(void)
 {
-	char cmd[256];
+	static char *const args[] = { "-n", "32", "--window", "4", "--seconds", "60", NULL };
 	pid_t pid;
 	int i;
 
 	REQUIRE(start_server("64", NULL) == 0);
-	snprintf(cmd, sizeof(cmd), "%s/tests/scale_bench", proc_bin());
-	pid = fork();
-	if (pid == 0) {
-		char p[16];
-
-		snprintf(p, sizeof(p), "%u", port);
-		execl(cmd, cmd, "--port", p, "-n", "32", "--window", "4", "--seconds", "60",
-		      (char *)NULL);
-		_exit(127);
-	}
+	pid = scale_spawn(args); /* after the server: it dials the server's port */
+	CHECK(pid > 0);
 	for (i = 0; i < 500 && server_stat("rdma.leases_taken") != 32; i++)
 		proc_sleep_ms(20);
 	CHECK_EQ(server_stat("rdma.leases_taken"), 32);
