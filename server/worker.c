@@ -1,5 +1,6 @@
-/* worker.c - worker threads serving many RDMA sessions each, with
- * connection grouping (see worker.h). */
+/* worker.c - worker threads serving many RDMA sessions each: sessions in
+ * and out, rounds of polls under the slice schedule (group.c) and the quiet
+ * lane (lane.c), sleeping, STATS (see worker.h). */
 #include "server/worker.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include "rdmem/idle.h"
 #include "rdmem/util.h"
+#include "server/group.h"
 #include "server/lane.h"
 
 /* A sleeping worker wakes on its sessions' fds and its bell, and when a
@@ -56,13 +58,10 @@ struct rdmem_worker {
 	/* owned by the worker thread */
 	struct rdmem_session **sess;
 	uint32_t nsess, cap;
-	uint32_t active, busy_groups;
-	uint64_t slice_start, slice_end, published_at, swept_at, checked_at;
+	uint64_t published_at, swept_at, checked_at;
+	struct rdmem_group group;
 	struct rdmem_lane lane;
-	atomic_uint load;	  /* sessions owned or handed over: placement, admission */
-	atomic_uint groups;	  /* groups now (1 when grouping is off) */
-	atomic_uint active_group; /* the group being served */
-	atomic_ullong slices;	  /* group switches */
+	atomic_uint load; /* sessions owned or handed over: placement, admission */
 	/* the lane's figures for STATS, published with the snapshot */
 	atomic_uint lane_size;
 	atomic_ullong lane_polls, lane_served;
@@ -139,141 +138,6 @@ static void rdmem_worker_drop(struct rdmem_worker *w, uint32_t i)
 	atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
 }
 
-/* ---- grouping ----------------------------------------------------------------- */
-
-static int rdmem_worker_grouping(const struct rdmem_worker *w)
-{
-	return w->nsess > w->ws->cfg->group_threshold;
-}
-
-static uint32_t rdmem_worker_ngroups(const struct rdmem_worker *w)
-{
-	uint32_t g = w->ws->cfg->group_size;
-
-	return rdmem_worker_grouping(w) ? (w->nsess + g - 1) / g : 1;
-}
-
-/* Sessions [first, end) of group g. */
-static void rdmem_worker_group_range(const struct rdmem_worker *w, uint32_t g, uint32_t *first,
-				     uint32_t *end)
-{
-	uint32_t size = rdmem_worker_grouping(w) ? w->ws->cfg->group_size : w->nsess;
-
-	*first = RDMEM_MIN(g * size, w->nsess);
-	*end = RDMEM_MIN(*first + size, w->nsess);
-}
-
-/* True when a session of group g has requests waiting (peeks at their CQs). */
-static int rdmem_worker_group_busy(struct rdmem_worker *w, uint32_t g)
-{
-	uint32_t i, end, busy = 0;
-
-	rdmem_worker_group_range(w, g, &i, &end);
-	for (; i < end; i++) {
-		if (rdmem_session_peek(w->sess[i]) < 0)
-			return 1; /* a broken session: the group's poll will close it */
-		busy |= rdmem_session_backlog(w->sess[i]) != 0;
-	}
-	return busy;
-}
-
-static void rdmem_worker_mark_group(struct rdmem_worker *w, uint32_t g, uint32_t yield_us)
-{
-	uint32_t i, end;
-
-	rdmem_worker_group_range(w, g, &i, &end);
-	for (; i < end; i++)
-		rdmem_session_set_yield(w->sess[i],
-					rdmem_lane_has(&w->lane, w->sess[i]) ? 0 : yield_us);
-}
-
-/* Moves to the next group with work; an idle group costs no slice. */
-static void rdmem_worker_switch(struct rdmem_worker *w, uint64_t now)
-{
-	uint32_t n = rdmem_worker_ngroups(w), g, next = w->active, busy = 0, i;
-
-	for (g = 1; g <= n; g++) {
-		uint32_t cand = (w->active + g) % n;
-
-		if (rdmem_worker_group_busy(w, cand)) {
-			if (!busy)
-				next = cand;
-			busy++;
-		}
-	}
-	rdmem_worker_mark_group(w, w->active % n, 0);
-	w->busy_groups = busy;
-	if (next != w->active)
-		atomic_fetch_add_explicit(&w->slices, 1, memory_order_relaxed);
-	w->active = next % n;
-	w->slice_start = now;
-	w->slice_end = now + (uint64_t)w->ws->cfg->slice_us * 1000;
-	for (i = 0; i < w->nsess; i++)
-		rdmem_session_set_group(w->sess[i], i / w->ws->cfg->group_size, w->active);
-	atomic_store_explicit(&w->groups, n, memory_order_relaxed);
-	atomic_store_explicit(&w->active_group, w->active, memory_order_relaxed);
-}
-
-/*
- * In the last quarter of a slice, replies tell agents how long to hold off:
- * until half a slice before their group's next turn, so their requests are
- * already in the ring when it starts (ScaleRPC's warm-up).
- */
-static void rdmem_worker_maybe_yield(struct rdmem_worker *w, uint64_t now)
-{
-	uint32_t slice = w->ws->cfg->slice_us;
-	uint64_t slice_ns = (uint64_t)slice * 1000;
-
-	if (w->busy_groups > 1 && now + slice_ns / 4 >= w->slice_end)
-		rdmem_worker_mark_group(w, w->active, slice * (w->busy_groups - 1) - slice / 2);
-}
-
-/* Groups other than the active one with requests waiting now. */
-static uint32_t rdmem_worker_others_busy(struct rdmem_worker *w)
-{
-	uint32_t n = rdmem_worker_ngroups(w), g, busy = 0;
-
-	for (g = 0; g < n; g++)
-		busy += g != w->active && rdmem_worker_group_busy(w, g);
-	return busy;
-}
-
-/*
- * The active group ran dry before its slice ended. Cutting at once (what
- * this did before) left its agents untold: a yield rides only replies of the
- * slice's last quarter, and only when busy_groups, counted at the switch,
- * was 2 or more; a group cut for running dry is not busy at that switch, so
- * with two groups the count was 1 and no yield ever went out (measured: two
- * agents at window 4 or 16, the default 500 us slice, 0 yields in 200000
- * replies). So when another group waits now (its CQs peeked, once per
- * slice), a dry group keeps a last quarter of its turn, as a busy one does:
- * the requests its agents send meanwhile are answered with the yield, and
- * they hold until their next turn. The price: up to a quarter slice with
- * nothing to serve when a group's agents are slower than that to send again.
- * Nobody else waiting: cut now, nobody needs telling.
- */
-static void rdmem_worker_cut(struct rdmem_worker *w, uint64_t now)
-{
-	uint64_t quarter = (uint64_t)w->ws->cfg->slice_us * 1000 / 4;
-	uint32_t others;
-
-	if (now + quarter >= w->slice_end) {
-		/* In a last quarter already: it was granted (and the yield set)
-		 * if anyone waited when it began; else end the turn. */
-		if (w->busy_groups <= 1)
-			w->slice_end = now;
-		return;
-	}
-	others = rdmem_worker_others_busy(w);
-	if (!others) {
-		w->slice_end = now;
-		return;
-	}
-	w->busy_groups = others + 1;
-	w->slice_end = now + quarter;
-	rdmem_worker_maybe_yield(w, now);
-}
-
 /* ---- serving -------------------------------------------------------------------- */
 
 static uint32_t rdmem_worker_find(const struct rdmem_worker *w, const struct rdmem_session *s);
@@ -343,21 +207,15 @@ static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint3
 
 static uint32_t rdmem_worker_round(struct rdmem_worker *w, uint64_t now)
 {
+	struct rdmem_group_view v = { w->sess, w->nsess, &w->lane };
 	uint32_t first, end, work;
 
-	if (!rdmem_worker_grouping(w)) {
-		atomic_store_explicit(&w->groups, 1, memory_order_relaxed);
-		return rdmem_worker_serve(w, 0, w->nsess, now);
-	}
-	if (now >= w->slice_end || w->active >= rdmem_worker_ngroups(w))
-		rdmem_worker_switch(w, now);
-	rdmem_worker_maybe_yield(w, now);
-	rdmem_worker_group_range(w, w->active, &first, &end);
+	rdmem_group_turn(&w->group, &v, now, &first, &end);
 	work = rdmem_worker_serve(w, first, end, now);
-	/* The active group ran dry (after a grace for requests still on the way
-	 * at the start of its turn): hand the rest of its slice to a busy one. */
-	if (!work && now > w->slice_start + (uint64_t)w->ws->cfg->slice_us * 200)
-		rdmem_worker_cut(w, now);
+	if (!work) {
+		v.n = w->nsess; /* serve may have dropped sessions */
+		rdmem_group_dry(&w->group, &v, now);
+	}
 	return work;
 }
 
@@ -547,6 +405,7 @@ static int rdmem_worker_init(struct rdmem_workers *ws, struct rdmem_worker *w, u
 
 	w->ws = ws;
 	w->index = i;
+	rdmem_group_init(&w->group, ws->cfg);
 	rdmem_lane_init(&w->lane, ws->cfg->quiet_lane);
 	pthread_mutex_init(&w->lock, NULL);
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -675,7 +534,11 @@ uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)
 
 static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rdmem_text *o)
 {
-	unsigned lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
+	/* Relaxed: figures the worker thread stores alone (group.c, publish). */
+	unsigned groups = atomic_load_explicit(&w->group.groups, memory_order_relaxed),
+		 active = atomic_load_explicit(&w->group.active_group, memory_order_relaxed),
+		 lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
+	unsigned long long slices = atomic_load_explicit(&w->group.slices, memory_order_relaxed);
 	unsigned long long polls = atomic_load_explicit(&w->lane_polls, memory_order_relaxed),
 			   served = atomic_load_explicit(&w->lane_served, memory_order_relaxed);
 	uint32_t i;
@@ -685,14 +548,12 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 		    o,
 		    "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
 		    "\"lane\":%u,\"lane_polls\":%llu,\"lane_served\":%llu,\"sessions\":[",
-		    w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
-		    (unsigned long long)atomic_load(&w->slices), lane, polls, served);
+		    w->index, groups, active, slices, lane, polls, served);
 	else
 		rdmem_text_add(o,
 			       "worker %u: %u groups, active group %u, %llu slices; quiet lane %u "
 			       "sessions, %llu polls served %llu calls\n",
-			       w->index, atomic_load(&w->groups), atomic_load(&w->active_group),
-			       (unsigned long long)atomic_load(&w->slices), lane, polls, served);
+			       w->index, groups, active, slices, lane, polls, served);
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
 		const struct rdmem_session_info *s = &w->snap[i];

@@ -2,15 +2,9 @@
  * driving many sessions, so hundreds of agents cost hundreds of sessions,
  * not hundreds of threads on two cores.
  *
- * Connection grouping (ScaleRPC): above --group-threshold sessions, a worker
- * splits its sessions into groups of --group-size and serves one group for a
- * time slice (--slice-us) before moving to the next group that has work; an
- * idle group costs no slice. Near the end of a slice (its last quarter, or
- * the quarter a group that ran dry gets while another waits), replies carry
- * RDMEM_F_YIELD with how long the agent should hold new calls, so agents of
- * other groups do not keep the NIC busy with requests nobody serves yet. On a
- * real NIC this keeps the set of active QPs (and their cached state) to one
- * group at a time.
+ * Each round polls the sessions the slice schedule picks (group.h: above
+ * --group-threshold sessions, one group per --slice-us) and, every so many
+ * requests, the quiet lane's members (lane.h).
  */
 #ifndef RDMEM_SERVER_WORKER_H
 #define RDMEM_SERVER_WORKER_H

@@ -7,7 +7,7 @@
  * the fix goes: the grouping stays open-loop (issue 14), so the bounds are a
  * few per cent of replies, not all of them.
  *
- * Before the fix in rdmem_worker_cut (server/worker.c) this failed: a group
+ * Before the fix in rdmem_group_cut (server/group.c) this failed: a group
  * that ran dry was cut at once, slices ended long before their last quarter
  * (the only time replies carry the yield, and only if another group was
  * busy at the switch), and real agents got 0-12 yields in 20000 replies
