@@ -1,0 +1,312 @@
+/* test_worker.c - a worker's wiring (server/worker.c) of the quiet lane and
+ * the slice schedule, over scripted sessions: every rdmem_session_* the
+ * worker calls is a fake here (the real session.o is never linked in), so
+ * what each poll finds is exact and the test needs no fabric, no agent and
+ * no timing luck. test_lane checks the lane's rules alone; this checks that
+ * the worker feeds them what a poll found, polls a member for one call and
+ * never tells a member to hold (docs/architecture.md, "The quiet lane"). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/worker.h"
+#include "tests/check.h"
+
+/* A flooder always has more than a batch waiting. A quiet session's next
+ * call has arrived by every poll or peek, and nothing behind it: a poll
+ * serves it and leaves none. */
+enum fake_kind { FAKE_FLOOD, FAKE_QUIET };
+#define FAKE_FLOOD_BACKLOG 1000
+
+struct rdmem_session {
+	enum fake_kind kind;
+	int comp, event;		 /* eventfds: the worker's epoll needs real fds */
+	atomic_int dead;		 /* set by the test: the next poll fails */
+	atomic_int closed;		 /* rdmem_session_close ran */
+	atomic_ullong polls, one_polls;	 /* all polls; polls with a budget of one */
+	atomic_ullong holds;		 /* set_yield calls with a hold */
+	atomic_uint group;		 /* the last set_group */
+	atomic_uint pending;		 /* quiet: its call waits (seen by a peek) */
+};
+
+/* ---- the fake session: the worker thread calls these ------------------------ */
+
+int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now)
+{
+	(void)now;
+	if (atomic_load(&s->dead))
+		return -EPIPE;
+	atomic_fetch_add(&s->polls, 1);
+	if (budget == 1)
+		atomic_fetch_add(&s->one_polls, 1);
+	atomic_store(&s->pending, 0);
+	return s->kind == FAKE_FLOOD ? (int)budget : 1;
+}
+
+uint32_t rdmem_session_backlog(const struct rdmem_session *s)
+{
+	return s->kind == FAKE_FLOOD ? FAKE_FLOOD_BACKLOG : atomic_load(&s->pending);
+}
+
+int rdmem_session_peek(struct rdmem_session *s)
+{
+	atomic_store(&s->pending, 1);
+	return atomic_load(&s->dead) ? -EPIPE : 0;
+}
+
+int rdmem_session_tick(struct rdmem_session *s, uint64_t now)
+{
+	(void)now;
+	return atomic_load(&s->dead) ? -EPIPE : 0;
+}
+
+uint64_t rdmem_session_timed(const struct rdmem_session *s)
+{
+	(void)s;
+	return 0;
+}
+
+int rdmem_session_arm(struct rdmem_session *s)
+{
+	(void)s;
+	return 1; /* scripted sessions always have work: never sleep */
+}
+
+int rdmem_session_woke(struct rdmem_session *s, int comp_ready, int event_ready)
+{
+	(void)comp_ready;
+	(void)event_ready;
+	return atomic_load(&s->dead) ? -EPIPE : 0;
+}
+
+int rdmem_session_comp_fd(struct rdmem_session *s)
+{
+	return s->comp;
+}
+
+int rdmem_session_event_fd(struct rdmem_session *s)
+{
+	return s->event;
+}
+
+void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
+{
+	if (hold_us)
+		atomic_fetch_add(&s->holds, 1);
+}
+
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active)
+{
+	(void)active;
+	atomic_store(&s->group, group);
+}
+
+void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->backlog = rdmem_session_backlog(s);
+}
+
+void rdmem_session_close(struct rdmem_session *s)
+{
+	atomic_store(&s->closed, 1);
+}
+
+/* ---- the harness ---------------------------------------------------------------- */
+
+#define MAX_FAKES 4
+
+struct bench {
+	struct rdmem_rdma_config cfg;
+	struct rdmem_workers *ws;
+	struct rdmem_session s[MAX_FAKES];
+	int n;
+};
+
+static void bench_cfg(struct bench *b, uint32_t batch_budget)
+{
+	memset(b, 0, sizeof(*b));
+	b->cfg.workers = 1;
+	b->cfg.batch_budget = batch_budget;
+	b->cfg.quiet_lane = 8;
+	b->cfg.group_threshold = 64; /* off unless a case turns it on */
+	b->cfg.group_size = 1;
+	b->cfg.slice_us = 200;
+}
+
+static int bench_start(struct bench *b, const enum fake_kind *kinds, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		b->s[i].kind = kinds[i];
+		b->s[i].comp = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		b->s[i].event = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (b->s[i].comp < 0 || b->s[i].event < 0)
+			return -errno;
+	}
+	b->n = n;
+	if (rdmem_workers_start(&b->cfg, &b->ws) < 0)
+		return -1;
+	/* One worker: it adopts them in this order, so they sit in its array
+	 * (and, grouped at group size 1, in groups) 0, 1, 2. */
+	for (i = 0; i < n; i++)
+		rdmem_workers_add(b->ws, &b->s[i]);
+	return 0;
+}
+
+static void bench_stop(struct bench *b)
+{
+	int i;
+
+	rdmem_workers_stop(b->ws);
+	for (i = 0; i < b->n; i++) {
+		CHECK(atomic_load(&b->s[i].closed)); /* the worker closes what it owns */
+		close(b->s[i].comp);
+		close(b->s[i].event);
+	}
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A worker figure as STATS shows it, or -1. */
+static long stats_field(struct bench *b, const char *name)
+{
+	char buf[4096], key[64];
+	const char *p;
+
+	if (rdmem_workers_format(b->ws, 1, buf, sizeof(buf)) < 0)
+		return -1;
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	p = strstr(buf, key);
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+/* Waits up to 5 s for STATS to show `want` in field `name` (the worker
+ * publishes its figures every 100 ms); returns the last value seen. */
+static long wait_stat(struct bench *b, const char *name, long want)
+{
+	long v = stats_field(b, name);
+	int i;
+
+	for (i = 0; i < 500 && v != want; i++) {
+		sleep_ms(10);
+		v = stats_field(b, name);
+	}
+	return v;
+}
+
+/* Waits up to 5 s for s to have had `polls` polls. */
+static int wait_polls(struct rdmem_session *s, unsigned long long polls)
+{
+	int i;
+
+	for (i = 0; i < 500 && atomic_load(&s->polls) < polls; i++)
+		sleep_ms(10);
+	return atomic_load(&s->polls) >= polls;
+}
+
+/* ---- cases ---------------------------------------------------------------------- */
+
+/* A quiet session next to a flooder joins the lane, and the lane polls it
+ * for one call (a poll with budget 1; the round's are --batch-budget 16).
+ * The flooder is never polled so: it is not a member. */
+static void test_lane_polls_a_member_for_one_call(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_QUIET };
+	struct bench b;
+
+	bench_cfg(&b, 16);
+	REQUIRE(bench_start(&b, kinds, 2) == 0);
+	/* A lane poll is due every 256 requests served: 16 flooder polls. */
+	CHECK(wait_polls(&b.s[0], 20000));
+	sleep_ms(250); /* a publish of the lane's figures */
+	CHECK(atomic_load(&b.s[1].one_polls) > 100);
+	CHECK_EQ(atomic_load(&b.s[0].one_polls), 0);
+	CHECK_EQ(wait_stat(&b, "lane", 1), 1);
+	CHECK(stats_field(&b, "lane_served") > 100);
+	bench_stop(&b);
+}
+
+/* What a poll found decides membership, not what it served: with
+ * --batch-budget 1 every poll serves one, and the flooder, with 1,000
+ * behind it, must stay out. */
+static void test_lane_counts_what_a_poll_found(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_QUIET };
+	struct bench b;
+
+	bench_cfg(&b, 1);
+	REQUIRE(bench_start(&b, kinds, 2) == 0);
+	CHECK(wait_polls(&b.s[0], 20000));
+	sleep_ms(250);
+	CHECK_EQ(wait_stat(&b, "lane", 1), 1);
+	bench_stop(&b);
+}
+
+/* Grouped (group size 1: flooder, quiet, flooder in groups 0, 1, 2), the
+ * flooders are told to hold at the end of their slices, the quiet member
+ * never: it is served whatever the group. */
+static void test_grouped_member_never_holds(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_QUIET, FAKE_FLOOD };
+	struct bench b;
+
+	bench_cfg(&b, 16);
+	b.cfg.group_threshold = 1;
+	REQUIRE(bench_start(&b, kinds, 3) == 0);
+	CHECK(wait_polls(&b.s[0], 20000));
+	CHECK(wait_polls(&b.s[2], 20000));
+	sleep_ms(250);
+	CHECK_EQ(wait_stat(&b, "groups", 3), 3);
+	CHECK(stats_field(&b, "slices") > 10);
+	CHECK_EQ(atomic_load(&b.s[1].group), 1);
+	CHECK(atomic_load(&b.s[0].holds) > 0);
+	CHECK(atomic_load(&b.s[2].holds) > 0);
+	CHECK_EQ(atomic_load(&b.s[1].holds), 0);
+	CHECK(atomic_load(&b.s[1].one_polls) > 100);
+	bench_stop(&b);
+}
+
+/* A member whose connection fails is closed and leaves the lane; the
+ * worker goes on serving the rest. */
+static void test_failed_member_leaves(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_QUIET };
+	struct bench b;
+	unsigned long long before;
+	int i;
+
+	bench_cfg(&b, 16);
+	REQUIRE(bench_start(&b, kinds, 2) == 0);
+	CHECK(wait_polls(&b.s[1], 1000));
+	atomic_store(&b.s[1].dead, 1);
+	for (i = 0; i < 500 && !atomic_load(&b.s[1].closed); i++)
+		sleep_ms(10);
+	CHECK(atomic_load(&b.s[1].closed));
+	CHECK_EQ(rdmem_workers_sessions(b.ws), 1);
+	before = atomic_load(&b.s[0].polls);
+	CHECK(wait_polls(&b.s[0], before + 10000));
+	sleep_ms(250);
+	CHECK_EQ(wait_stat(&b, "lane", 0), 0);
+	bench_stop(&b);
+}
+
+int main(void)
+{
+	RUN(test_lane_polls_a_member_for_one_call);
+	RUN(test_lane_counts_what_a_poll_found);
+	RUN(test_grouped_member_never_holds);
+	RUN(test_failed_member_leaves);
+	return check_done();
+}
