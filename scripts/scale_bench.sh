@@ -17,8 +17,9 @@
 # is not built). Then fairness at the largest count: one quiet session
 # (window 1, on a thread of its own, as a client elsewhere would be) among
 # flooders (window 16, the whole ring), its p99 against 3 slices
-# (--slice-us 500), with the server's quiet lane and without it. Then the
-# issue's targets, met or not, with the figures.
+# (--slice-us 500), with the server's quiet lane and without it. Then a
+# partial load at the largest count: an eighth of the sessions busy, the
+# rest idle, both designs. Then the issue's targets, met or not.
 # Prints Markdown; writes OUT/scale.jsonl, OUT/scale.md and, with gnuplot,
 # OUT/scale.png. Timed figures from a shared 2-vCPU host are indicative only.
 #   scripts/scale_bench.sh [OUT] [SECONDS] [SESSION_COUNTS]
@@ -80,15 +81,23 @@ if [ "$most" -ge 2 ]; then
 	point classic-nolane-quiet "$most" --shared-pool off --group-threshold 1048576 \
 		--quiet-lane 0
 fi
+# Partial load: an eighth of the sessions busy (window 4), the rest open and
+# idle: groups are made of busy sessions, so the idle must cost nothing.
+if [ "$most" -ge 8 ]; then
+	SB_LOAD=(--window 4 --busy $((most / 8)))
+	point pooled-partial "$most" --shared-pool on --group-threshold 64
+	point classic-partial "$most" --shared-pool off --group-threshold 1048576
+fi
 
 python3 - "$json" "$out" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'PY' | tee "$out/scale.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 quiet = [r for r in rows if r["design"].endswith("-quiet")]
-rows = [r for r in rows if not r["design"].endswith("-quiet")]
+partial = [r for r in rows if r["design"].endswith("-partial")]
+rows = [r for r in rows if not r["design"].endswith(("-quiet", "-partial"))]
 rows.sort(key=lambda r: (r["design"] != "pooled", r["sessions"]))
 out, rev = sys.argv[2], sys.argv[3]
-for r in rows + quiet:
+for r in rows + quiet + partial:
     if r["wrong"] or r["errors"]:
         sys.exit("scale_bench: %s at %d sessions: %d wrong, %d errors"
                  % (r["design"], r["sessions"], r["wrong"], r["errors"]))
@@ -127,6 +136,10 @@ for r in quiet:
           f'at window 16: its p99 {r["first_p99_us"]:.0f} µs ({r["first_ops"]} GETs; the '
           f'flooders\' p99 {r["others_p99_us"]:.0f} µs, {r["qps"]:.0f} QPS in all); '
           f'target <= 3 slices ({limit} µs): {"met" if r["first_p99_us"] <= limit else "not met"}')
+for r in partial:
+    print(f'- {r["design"][:-8]}, partial load: {r["busy"]} of {r["sessions"]} sessions busy '
+          f'(window 4), the rest idle: {r["qps"]:.0f} QPS, p50 {r["p50_us"]:.0f} µs, '
+          f'p99 {r["p99_us"]:.0f} µs')
 with open(out + "/scale.dat", "w") as f:
     for d in ("pooled", "classic"):
         for r in rows:

@@ -1,143 +1,151 @@
 /* group.c - a worker's slice schedule (see group.h). */
 #include "server/group.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "rdmem/util.h"
 
-void rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg)
+int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg)
 {
 	g->threshold = cfg->group_threshold;
-	g->size = cfg->group_size;
+	g->size = RDMEM_MAX(1u, cfg->group_size);
 	g->slice_us = cfg->slice_us;
-	g->active = g->busy = 0;
+	g->members = g->cursor = g->busy = 0;
 	g->slice_start = g->slice_end = 0;
 	atomic_init(&g->groups, 1);
-	atomic_init(&g->active_group, 0);
+	atomic_init(&g->group_members, 0);
 	atomic_init(&g->slices, 0);
+	g->member = calloc(g->size, sizeof(*g->member));
+	return g->member ? 0 : -ENOMEM;
 }
 
-static uint32_t rdmem_group_count(const struct rdmem_group *g, uint32_t n)
+void rdmem_group_fini(struct rdmem_group *g)
 {
-	return rdmem_group_on(g, n) ? (n + g->size - 1) / g->size : 1;
+	free(g->member);
+	g->member = NULL;
 }
 
-/* Sessions [first, end) of group k. */
-static void rdmem_group_range(const struct rdmem_group *g, uint32_t n, uint32_t k,
-			      uint32_t *first, uint32_t *end)
+/* Requests waiting (its completions reaped first), or a broken connection,
+ * which the group's poll then closes. */
+static int rdmem_group_has_work(struct rdmem_session *s)
 {
-	uint32_t size = rdmem_group_on(g, n) ? g->size : n;
-
-	*first = RDMEM_MIN(k * size, n);
-	*end = RDMEM_MIN(*first + size, n);
+	return rdmem_session_peek(s) < 0 || rdmem_session_backlog(s) != 0;
 }
 
-/* True when a session of group k has requests waiting (peeks at their CQs). */
-static int rdmem_group_busy(const struct rdmem_group *g, const struct rdmem_group_view *v,
-			    uint32_t k)
+static uint32_t rdmem_group_count(const struct rdmem_group *g, uint32_t busy)
 {
-	uint32_t i, end, busy = 0;
-
-	rdmem_group_range(g, v->n, k, &i, &end);
-	for (; i < end; i++) {
-		if (rdmem_session_peek(v->sess[i]) < 0)
-			return 1; /* a broken session: the group's poll will close it */
-		busy |= rdmem_session_backlog(v->sess[i]) != 0;
-	}
-	return busy;
+	return (busy + g->size - 1) / g->size;
 }
 
+/* Sets every member's hold on its next replies (a lane member's to none). */
 static void rdmem_group_mark(const struct rdmem_group *g, const struct rdmem_group_view *v,
-			     uint32_t k, uint32_t yield_us)
+			     uint32_t yield_us)
 {
-	uint32_t i, end;
+	uint32_t k;
 
-	rdmem_group_range(g, v->n, k, &i, &end);
-	for (; i < end; i++)
-		rdmem_session_set_yield(v->sess[i],
-					rdmem_lane_has(v->lane, v->sess[i]) ? 0 : yield_us);
+	for (k = 0; k < g->members; k++) {
+		struct rdmem_session *s;
+
+		if (g->member[k] == RDMEM_GROUP_LEFT)
+			continue;
+		s = v->sess[g->member[k]];
+		rdmem_session_set_yield(s, rdmem_lane_has(v->lane, s) ? 0 : yield_us);
+	}
 }
 
-/* Moves to the next group with work; an idle group costs no slice. */
+/*
+ * The next group: the first --group-size sessions with requests waiting,
+ * looking from the one after the last group's last member, so busy sessions
+ * take turns whatever their place in the array. Every session is peeked
+ * (what the fixed groups this replaced did too, to skip idle ones), and
+ * told the slice number, for its control page.
+ */
 static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_view *v,
 			       uint64_t now)
 {
-	uint32_t n = rdmem_group_count(g, v->n), k, next = g->active, busy = 0, i;
+	uint32_t slice = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
+	uint32_t j, busy = 0, last = g->cursor;
 
-	for (k = 1; k <= n; k++) {
-		uint32_t cand = (g->active + k) % n;
+	rdmem_group_mark(g, v, 0); /* the last group's holds end with its turn */
+	g->members = 0;
+	for (j = 0; j < v->n; j++) {
+		uint32_t i = (g->cursor + j) % v->n;
+		int join = rdmem_group_has_work(v->sess[i]);
 
-		if (rdmem_group_busy(g, v, cand)) {
-			if (!busy)
-				next = cand;
-			busy++;
+		busy += join;
+		join = join && g->members < g->size;
+		if (join) {
+			g->member[g->members++] = i;
+			last = i;
 		}
+		rdmem_session_set_group(v->sess[i], join, slice);
 	}
-	rdmem_group_mark(g, v, g->active % n, 0);
-	g->busy = busy;
-	if (next != g->active)
-		atomic_fetch_add_explicit(&g->slices, 1, memory_order_relaxed);
-	g->active = next % n;
+	g->cursor = g->members ? last + 1 : g->cursor;
+	g->busy = rdmem_group_count(g, busy);
 	g->slice_start = now;
 	g->slice_end = now + (uint64_t)g->slice_us * 1000;
-	for (i = 0; i < v->n; i++)
-		rdmem_session_set_group(v->sess[i], i / g->size, g->active);
 	/* Relaxed: figures for STATS, read alone; this thread is their one writer. */
-	atomic_store_explicit(&g->groups, n, memory_order_relaxed);
-	atomic_store_explicit(&g->active_group, g->active, memory_order_relaxed);
+	if (g->members)
+		atomic_store_explicit(&g->slices, slice, memory_order_relaxed);
+	atomic_store_explicit(&g->groups, g->busy, memory_order_relaxed);
+	atomic_store_explicit(&g->group_members, g->members, memory_order_relaxed);
 }
 
 /*
  * In the last quarter of a slice, replies tell agents how long to hold off:
- * until half a slice before their group's next turn, so their requests are
- * already in the ring when it starts (ScaleRPC's warm-up).
+ * until half a slice before their next turn (after the other busy groups'
+ * slices), so their requests are already in the ring when it starts
+ * (ScaleRPC's warm-up).
  */
-static void rdmem_group_maybe_yield(const struct rdmem_group *g,
-				    const struct rdmem_group_view *v, uint64_t now)
+static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rdmem_group_view *v,
+				    uint64_t now)
 {
 	uint64_t slice_ns = (uint64_t)g->slice_us * 1000;
 
 	if (g->busy > 1 && now + slice_ns / 4 >= g->slice_end)
-		rdmem_group_mark(g, v, g->active, g->slice_us * (g->busy - 1) - g->slice_us / 2);
+		rdmem_group_mark(g, v, g->slice_us * (g->busy - 1) - g->slice_us / 2);
 }
 
-void rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now,
-		      uint32_t *first, uint32_t *end)
+int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
 	if (!rdmem_group_on(g, v->n)) {
 		atomic_store_explicit(&g->groups, 1, memory_order_relaxed); /* STATS */
-		*first = 0;
-		*end = v->n;
-		return;
+		return 0;
 	}
-	if (now >= g->slice_end || g->active >= rdmem_group_count(g, v->n))
+	if (now >= g->slice_end)
 		rdmem_group_switch(g, v, now);
 	rdmem_group_maybe_yield(g, v, now);
-	rdmem_group_range(g, v->n, g->active, first, end);
+	return 1;
 }
 
-/* Groups other than the active one with requests waiting now. */
+/* Sessions outside the active group with requests waiting now. Members
+ * first: between the two passes a backlog only grows and a broken session
+ * stays broken, so the difference cannot wrap. */
 static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
 					const struct rdmem_group_view *v)
 {
-	uint32_t n = rdmem_group_count(g, v->n), k, busy = 0;
+	uint32_t i, k, mine = 0, busy = 0;
 
-	for (k = 0; k < n; k++)
-		busy += k != g->active && rdmem_group_busy(g, v, k);
-	return busy;
+	for (k = 0; k < g->members; k++)
+		mine +=
+		    g->member[k] != RDMEM_GROUP_LEFT && rdmem_group_has_work(v->sess[g->member[k]]);
+	for (i = 0; i < v->n; i++)
+		busy += rdmem_group_has_work(v->sess[i]);
+	return busy - mine;
 }
 
 /*
- * The active group ran dry before its slice ended. Cutting at once (what
- * this did before) left its agents untold: a yield rides only replies of the
- * slice's last quarter, and only when busy, counted at the switch, was 2 or
- * more; a group cut for running dry is not busy at that switch, so with two
- * groups the count was 1 and no yield ever went out (measured: two agents
- * at window 4 or 16, the default 500 us slice, 0 yields in 200000 replies).
- * So when another group waits now (its CQs peeked, once per slice), a dry
- * group keeps a last quarter of its turn, as a busy one does: the requests
- * its agents send meanwhile are answered with the yield, and they hold until
- * their next turn. The price: up to a quarter slice with nothing to serve
- * when a group's agents are slower than that to send again. Nobody else
- * waiting: cut now, nobody needs telling.
+ * The active group ran dry before its slice ended. Cutting at once left its
+ * agents untold: a yield rides only replies of the slice's last quarter
+ * (measured, with the fixed groups before: two agents at window 4 or 16,
+ * the default 500 us slice, 0 yields in 200000 replies). So when other
+ * sessions wait now (peeked, once per slice), a dry group keeps a last
+ * quarter of its turn, as a busy one does: the requests its agents send
+ * meanwhile are answered with the yield, and they hold until their next
+ * turn. The price: up to a quarter slice with nothing to serve when a
+ * group's agents are slower than that to send again. Nobody else waiting:
+ * cut now, nobody needs telling.
  */
 static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
@@ -156,7 +164,7 @@ static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view
 		g->slice_end = now;
 		return;
 	}
-	g->busy = others + 1;
+	g->busy = rdmem_group_count(g, others) + 1;
 	g->slice_end = now + quarter;
 	rdmem_group_maybe_yield(g, v, now);
 }
@@ -167,4 +175,16 @@ void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, ui
 	 * start of the turn. */
 	if (rdmem_group_on(g, v->n) && now > g->slice_start + (uint64_t)g->slice_us * 200)
 		rdmem_group_cut(g, v, now);
+}
+
+void rdmem_group_dropped(struct rdmem_group *g, uint32_t i, uint32_t last)
+{
+	uint32_t k;
+
+	for (k = 0; k < g->members; k++) {
+		if (g->member[k] == i)
+			g->member[k] = RDMEM_GROUP_LEFT;
+		else if (g->member[k] == last)
+			g->member[k] = i;
+	}
 }

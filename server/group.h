@@ -1,11 +1,14 @@
 /* group.h - a worker's slice schedule (connection grouping, ScaleRPC):
- * above --group-threshold sessions, the worker's sessions are split into
- * groups of --group-size in the order of its array, and one group is served
- * for a slice of --slice-us before the next group with work; an idle group
- * costs no slice. In a slice's last quarter (or the quarter a group that ran
- * dry gets while another waits), replies carry RDMEM_F_YIELD with how long
- * the agent should hold new calls. Owned by the worker thread; the counters
- * are read by STATS (docs/architecture.md, "Yields today"). */
+ * above --group-threshold sessions, the worker serves one group of at most
+ * --group-size sessions for a slice of --slice-us. A group is made at each
+ * switch from the sessions that have requests waiting, taken round robin
+ * from where the last group ended: an idle session costs a peek at its
+ * completions per switch and is never in a group, and a busy one gets a
+ * slice in its turn, whatever the others do. In a slice's last quarter (or
+ * the quarter a group that ran dry gets while other sessions wait), replies
+ * carry RDMEM_F_YIELD with how long the agent should hold new calls.
+ * Owned by the worker thread; the counters are read by STATS
+ * (docs/architecture.md, "Groups of busy sessions"). */
 #ifndef RDMEM_SERVER_GROUP_H
 #define RDMEM_SERVER_GROUP_H
 
@@ -23,29 +26,37 @@ struct rdmem_group_view {
 	const struct rdmem_lane *lane;
 };
 
+#define RDMEM_GROUP_LEFT UINT32_MAX /* a member whose session was dropped */
+
 struct rdmem_group {
 	uint32_t threshold, size, slice_us; /* --group-threshold, -size, --slice-us */
-	uint32_t active, busy;		    /* the group served; groups busy at its switch */
+	uint32_t *member;		    /* the active group: indices into the array */
+	uint32_t members;
+	uint32_t cursor; /* where the next switch starts looking */
+	uint32_t busy;	 /* groups' worth of busy sessions, counted at the switch */
 	uint64_t slice_start, slice_end;
-	atomic_uint groups;	  /* STATS: groups now (1 when grouping is off) */
-	atomic_uint active_group; /* STATS: the group being served */
-	atomic_ullong slices;	  /* STATS: group switches */
+	atomic_uint groups;	   /* STATS: busy groups at the last switch (1 ungrouped) */
+	atomic_uint group_members; /* STATS: sessions in the active group */
+	atomic_ullong slices;	   /* STATS: slices that served a group */
 };
 
-void rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg);
+int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg);
+void rdmem_group_fini(struct rdmem_group *g);
 /* True when n sessions are grouped (more than --group-threshold). */
 static inline int rdmem_group_on(const struct rdmem_group *g, uint32_t n)
 {
 	return n > g->threshold;
 }
-/* The start of a round at `now`: switches to the next group with work when
- * the slice is over, sets the yield on replies in its last quarter, and
- * returns the sessions [*first, *end) to poll. Grouping off: all of them. */
-void rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now,
-		      uint32_t *first, uint32_t *end);
+/* The start of a round at `now`. Grouping off: returns 0, poll them all.
+ * Else switches to the next group when the slice is over, sets the yield on
+ * replies in its last quarter, and returns 1: poll g->member[0, members),
+ * skipping RDMEM_GROUP_LEFT. */
+int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The round found no work: after a grace at the start of the slice, the
- * active group's turn ends, or gets a last quarter to tell its agents when
- * another group waits. */
+ * group's turn ends, or gets a last quarter to tell its agents when other
+ * sessions wait. */
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
+/* The worker dropped session i and moved its last, `last`, into i. */
+void rdmem_group_dropped(struct rdmem_group *g, uint32_t i, uint32_t last);
 
 #endif

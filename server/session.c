@@ -663,10 +663,11 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
 	s->yield_us = hold_us;
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active)
+void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)
 {
-	s->group = group;
-	s->active_group = active;
+	if (member)
+		s->group = slice;
+	s->active_group = slice;
 }
 
 static uint64_t rdmem_session_registered_bytes(const struct rdmem_session *s)

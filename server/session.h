@@ -119,7 +119,9 @@ int rdmem_session_event_fd(struct rdmem_session *s);
 /* Replies sent from now on tell the agent to hold new calls for hold_us
  * (its group's slice is ending); 0 stops that. */
 void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us);
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active);
+/* Slice `slice` starts; the session is in its group when member is set
+ * (the control page's group equals active_group while it is). */
+void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice);
 
 struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;

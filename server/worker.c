@@ -135,6 +135,7 @@ static void rdmem_worker_drop(struct rdmem_worker *w, uint32_t i)
 	rdmem_worker_watch(w, s, EPOLL_CTL_DEL);
 	rdmem_session_close(s);
 	w->sess[i] = w->sess[--w->nsess];
+	rdmem_group_dropped(&w->group, i, w->nsess); /* nor in the active group */
 	atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
 }
 
@@ -178,43 +179,49 @@ static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 }
 
 /*
- * Polls sessions [first, end) once each, and the quiet lane after every
- * RDMEM_LANE_EVERY requests served; returns requests served. A lane drop
- * may move the array's last session into a slot this pass already passed:
- * it is polled next round.
+ * Polls session i for a batch, and the quiet lane when it is due (after
+ * every RDMEM_LANE_EVERY requests served); adds the requests served to
+ * *work. Returns -1 when session i failed and was dropped (the array's last
+ * session is in its place now).
  */
-static uint32_t rdmem_worker_serve(struct rdmem_worker *w, uint32_t first, uint32_t end,
-				   uint64_t now)
+static int rdmem_worker_visit(struct rdmem_worker *w, uint32_t i, uint64_t now, uint32_t *work)
 {
-	uint32_t i, work = 0;
+	struct rdmem_session *s = w->sess[i];
+	int n = rdmem_session_poll(s, w->ws->cfg->batch_budget, now);
 
-	for (i = first; i < end && i < w->nsess;) {
-		struct rdmem_session *s = w->sess[i];
-		int n = rdmem_session_poll(s, w->ws->cfg->batch_budget, now);
-
-		if (n < 0) {
-			rdmem_worker_drop(w, i);
-			end--;
-			continue;
-		}
-		work += (uint32_t)n;
-		i++;
-		if (n && rdmem_lane_note(&w->lane, s, (uint32_t)n, rdmem_session_backlog(s)))
-			work += rdmem_worker_serve_lane(w, now);
+	if (n < 0) {
+		rdmem_worker_drop(w, i);
+		return -1;
 	}
-	return work;
+	*work += (uint32_t)n;
+	if (n && rdmem_lane_note(&w->lane, s, (uint32_t)n, rdmem_session_backlog(s)))
+		*work += rdmem_worker_serve_lane(w, now);
+	return 0;
 }
 
+/*
+ * One round: every session, or, grouped, the active group's members; returns
+ * requests served. A lane drop may move the array's last session into a
+ * place this round already passed: it is polled next round.
+ */
 static uint32_t rdmem_worker_round(struct rdmem_worker *w, uint64_t now)
 {
 	struct rdmem_group_view v = { w->sess, w->nsess, &w->lane };
-	uint32_t first, end, work;
+	struct rdmem_group *g = &w->group;
+	uint32_t i, k, work = 0;
 
-	rdmem_group_turn(&w->group, &v, now, &first, &end);
-	work = rdmem_worker_serve(w, first, end, now);
+	if (!rdmem_group_turn(g, &v, now)) {
+		for (i = 0; i < w->nsess;)
+			i += rdmem_worker_visit(w, i, now, &work) == 0;
+		return work;
+	}
+	/* A drop marks the member that left and renumbers the one moved. */
+	for (k = 0; k < g->members; k++)
+		if (g->member[k] != RDMEM_GROUP_LEFT)
+			rdmem_worker_visit(w, g->member[k], now, &work);
 	if (!work) {
-		v.n = w->nsess; /* serve may have dropped sessions */
-		rdmem_group_dry(&w->group, &v, now);
+		v.n = w->nsess; /* a visit may have dropped sessions */
+		rdmem_group_dry(g, &v, now);
 	}
 	return work;
 }
@@ -399,26 +406,6 @@ static void *rdmem_worker_main(void *arg)
 
 /* ---- the pool of workers ---------------------------------------------------------- */
 
-static int rdmem_worker_init(struct rdmem_workers *ws, struct rdmem_worker *w, uint32_t i)
-{
-	struct epoll_event ev = { EPOLLIN, { .u64 = 0 } };
-
-	w->ws = ws;
-	w->index = i;
-	rdmem_group_init(&w->group, ws->cfg);
-	rdmem_lane_init(&w->lane, ws->cfg->quiet_lane);
-	pthread_mutex_init(&w->lock, NULL);
-	w->epfd = epoll_create1(EPOLL_CLOEXEC);
-	w->evfd = epoll_create1(EPOLL_CLOEXEC);
-	w->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->epfd < 0 || w->evfd < 0 || w->bell < 0 ||
-	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->bell, &ev) < 0) {
-		rdmem_err("worker %u: epoll/eventfd: %s", i, strerror(errno));
-		return -errno;
-	}
-	return -pthread_create(&w->thread, NULL, rdmem_worker_main, w);
-}
-
 static void rdmem_worker_fini(struct rdmem_worker *w)
 {
 	if (w->epfd >= 0)
@@ -428,10 +415,41 @@ static void rdmem_worker_fini(struct rdmem_worker *w)
 	if (w->bell >= 0)
 		close(w->bell);
 	pthread_mutex_destroy(&w->lock);
+	rdmem_group_fini(&w->group);
 	free(w->inbox);
 	free(w->snap);
 	free(w->spare);
 	free(w->sess);
+}
+
+static int rdmem_worker_init(struct rdmem_workers *ws, struct rdmem_worker *w, uint32_t i)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = 0 } };
+	int ret;
+
+	w->ws = ws;
+	w->index = i;
+	rdmem_lane_init(&w->lane, ws->cfg->quiet_lane);
+	pthread_mutex_init(&w->lock, NULL);
+	if ((ret = rdmem_group_init(&w->group, ws->cfg)) < 0) {
+		rdmem_err("worker %u: no memory for a group of %u", i, ws->cfg->group_size);
+		goto fail;
+	}
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->evfd = epoll_create1(EPOLL_CLOEXEC);
+	w->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->epfd < 0 || w->evfd < 0 || w->bell < 0 ||
+	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->bell, &ev) < 0) {
+		ret = -errno;
+		rdmem_err("worker %u: epoll/eventfd: %s", i, strerror(-ret));
+		goto fail;
+	}
+	if ((ret = -pthread_create(&w->thread, NULL, rdmem_worker_main, w)) == 0)
+		return 0;
+	rdmem_err("worker %u: pthread_create: %s", i, strerror(-ret));
+fail:
+	rdmem_worker_fini(w); /* not joined: rdmem_workers_start stops at it */
+	return ret;
 }
 
 int rdmem_workers_start(const struct rdmem_rdma_config *cfg, struct rdmem_workers **out)
@@ -536,7 +554,7 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 {
 	/* Relaxed: figures the worker thread stores alone (group.c, publish). */
 	unsigned groups = atomic_load_explicit(&w->group.groups, memory_order_relaxed),
-		 active = atomic_load_explicit(&w->group.active_group, memory_order_relaxed),
+		 members = atomic_load_explicit(&w->group.group_members, memory_order_relaxed),
 		 lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
 	unsigned long long slices = atomic_load_explicit(&w->group.slices, memory_order_relaxed);
 	unsigned long long polls = atomic_load_explicit(&w->lane_polls, memory_order_relaxed),
@@ -546,14 +564,16 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 	if (json)
 		rdmem_text_add(
 		    o,
-		    "{\"worker\":%u,\"groups\":%u,\"active_group\":%u,\"slices\":%llu,"
+		    "{\"worker\":%u,\"groups\":%u,\"group_members\":%u,\"slices\":%llu,"
 		    "\"lane\":%u,\"lane_polls\":%llu,\"lane_served\":%llu,\"sessions\":[",
-		    w->index, groups, active, slices, lane, polls, served);
+		    w->index, groups, members, slices, lane, polls, served);
 	else
-		rdmem_text_add(o,
-			       "worker %u: %u groups, active group %u, %llu slices; quiet lane %u "
-			       "sessions, %llu polls served %llu calls\n",
-			       w->index, groups, active, slices, lane, polls, served);
+		rdmem_text_add(
+		    o,
+		    "worker %u: %u busy groups, %u sessions in the active one, %llu slices; "
+		    "quiet lane %u "
+		    "sessions, %llu polls served %llu calls\n",
+		    w->index, groups, members, slices, lane, polls, served);
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
 		const struct rdmem_session_info *s = &w->snap[i];

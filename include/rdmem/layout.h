@@ -152,8 +152,8 @@ struct rdmem_ctrl {
 	uint32_t rdma_state; /* 1 = serving */
 	uint32_t tcp_state;  /* 1 = TCP listener up */
 	uint32_t session_id;
-	uint32_t group;	       /* connection grouping: this session's group */
-	uint32_t active_group; /* the group being served when this was written */
+	uint32_t group;	       /* grouping: the last slice whose group held this session */
+	uint32_t active_group; /* the slice being served when this was written */
 	uint64_t completed;
 	uint64_t failed;		     /* replies with a non-OK status */
 	uint64_t bad_requests;		     /* refused descriptors */

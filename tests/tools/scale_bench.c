@@ -6,7 +6,7 @@
  *
  *   scale_bench --port P -n SESSIONS [--window W] [--seconds S] [--server-pid PID]
  *               [--flood W] [--fabric shm|verbs] [--addr A] [--stats-port T]
- *               [--hold-file F]
+ *               [--hold-file F] [--busy B]
  *
  * --flood W runs session 0 at window W (up to its lease): above --window, a
  * flooder that must not starve the others (their p99 is reported on its
@@ -17,6 +17,8 @@
  * them (registered_bytes_per_session: mean over the sessions it lists), and
  * what all sessions hold of the device, summed by the server (qps_held, cqs,
  * mrs, registered_bytes, recv_wqes: its "resources" gauges).
+ * --busy B: only B sessions send, spread evenly through the rest (which stay
+ * open and idle), for grouping that must cost nothing for an idle session.
  * --hold-file F: once every session is open (and the server asked), say so
  * on stderr ("N sessions open") and wait while F exists (at most 5 minutes)
  * before the GETs, for a caller that looks at the device meanwhile (the rxe
@@ -60,7 +62,7 @@ struct opts {
 	const char *addr;
 	enum rdmem_fab_kind fabric;
 	uint16_t port, stats_port;
-	uint32_t n, window, flood, seconds;
+	uint32_t n, window, flood, seconds, busy;
 	const char *hold_file;
 	int server_pid;
 };
@@ -304,8 +306,13 @@ static void run(struct sess *ss, const struct opts *o)
 	uint32_t i;
 
 	for (i = 0; i < o->n; i++) {
+		/* With --busy B, session i sends when i * B / n steps: B of them,
+		 * evenly spread (session 0 always). */
+		int idle = o->busy && (uint64_t)i * o->busy % o->n >= o->busy;
+
 		ss[i].flood = i == 0 && o->flood;
-		ss[i].window = RDMEM_MIN(ss[i].flood ? o->flood : o->window, ss[i].l->slots);
+		ss[i].window =
+		    idle ? 0 : RDMEM_MIN(ss[i].flood ? o->flood : o->window, ss[i].l->slots);
 	}
 	if (threaded && pthread_create(&tid, NULL, quiet_main, &q) != 0) {
 		fprintf(stderr, "scale_bench: pthread_create for the quiet session failed\n");
@@ -349,13 +356,17 @@ static long rss_kb(int pid)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "port", 1, NULL, 'p' },      { "window", 1, NULL, 'w' },
-		{ "seconds", 1, NULL, 's' },   { "server-pid", 1, NULL, 'P' },
-		{ "flood", 1, NULL, 'f' },     { "fabric", 1, NULL, 'F' },
-		{ "addr", 1, NULL, 'a' },      { "stats-port", 1, NULL, 'T' },
-		{ "hold-file", 1, NULL, 'z' }, { NULL, 0, NULL, 0 }
-	};
+	static const struct option lo[] = { { "port", 1, NULL, 'p' },
+					    { "window", 1, NULL, 'w' },
+					    { "seconds", 1, NULL, 's' },
+					    { "server-pid", 1, NULL, 'P' },
+					    { "flood", 1, NULL, 'f' },
+					    { "busy", 1, NULL, 'b' },
+					    { "fabric", 1, NULL, 'F' },
+					    { "addr", 1, NULL, 'a' },
+					    { "stats-port", 1, NULL, 'T' },
+					    { "hold-file", 1, NULL, 'z' },
+					    { NULL, 0, NULL, 0 } };
 	int c;
 
 	*o = (struct opts){
@@ -381,6 +392,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'f':
 			o->flood = (uint32_t)atoi(optarg);
 			break;
+		case 'b':
+			o->busy = (uint32_t)atoi(optarg);
+			break;
 		case 'a':
 			o->addr = optarg;
 			break;
@@ -398,7 +412,10 @@ static int parse(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 	}
-	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN ? 0 : -1;
+	return o->port && o->n && o->window && o->window <= MAX_WIN && o->flood <= MAX_WIN &&
+		       o->busy <= o->n
+		   ? 0
+		   : -1;
 }
 
 /* What the server says it holds, from its STATS JSON: the mean of the
@@ -476,7 +493,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"usage: scale_bench --port P -n SESSIONS [--window W] [--seconds S] "
 			"[--server-pid PID] [--flood W] [--fabric shm|verbs] [--addr A] "
-			"[--stats-port T] [--hold-file F]\n");
+			"[--stats-port T] [--hold-file F] [--busy B (<= SESSIONS)]\n");
 		return 2;
 	}
 	rdmem_log_init("scale_bench", 0);
@@ -509,7 +526,8 @@ int main(int argc, char **argv)
 	t0 = rdmem_now_ns();
 	run(ss, &o);
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
-	printf("{\"sessions\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,\"ops\":%llu,"
+	printf("{\"sessions\":%u,\"busy\":%u,\"window\":%u,\"flood\":%u,\"seconds\":%.2f,"
+	       "\"ops\":%llu,"
 	       "\"qps\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"others_p99_us\":%.1f,"
 	       "\"others_ops\":%llu,\"first_p99_us\":%.1f,\"first_ops\":%llu,\"server_rss_kb\":%ld,"
 	       "\"reach_bytes_per_session\":%llu,"
@@ -517,14 +535,15 @@ int main(int argc, char **argv)
 	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
 	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"first_yields\":%llu,"
 	       "\"wrong\":%llu,\"errors\":%llu}\n",
-	       o.n, o.window, o.flood, secs, (unsigned long long)t->ops, (double)t->ops / secs,
-	       pct_us(&t->all, 0.5), pct_us(&t->all, 0.99), pct_us(&t->others, 0.99),
-	       (unsigned long long)t->others.n, t->first.n ? pct_us(&t->first, 0.99) : -1.0,
-	       (unsigned long long)t->first.n, o.server_pid ? rss_kb(o.server_pid) : -1L,
-	       (unsigned long long)(reach / o.n), sv.registered_per_session, sv.listed, sv.qps,
-	       sv.cqs, sv.mrs, sv.registered_bytes, sv.recv_wqes, sv.leases_taken,
-	       (unsigned long long)t->yields, (unsigned long long)t->first_yields,
-	       (unsigned long long)t->wrong, (unsigned long long)t->errors);
+	       o.n, o.busy ? o.busy : o.n, o.window, o.flood, secs, (unsigned long long)t->ops,
+	       (double)t->ops / secs, pct_us(&t->all, 0.5), pct_us(&t->all, 0.99),
+	       pct_us(&t->others, 0.99), (unsigned long long)t->others.n,
+	       t->first.n ? pct_us(&t->first, 0.99) : -1.0, (unsigned long long)t->first.n,
+	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
+	       sv.registered_per_session, sv.listed, sv.qps, sv.cqs, sv.mrs, sv.registered_bytes,
+	       sv.recv_wqes, sv.leases_taken, (unsigned long long)t->yields,
+	       (unsigned long long)t->first_yields, (unsigned long long)t->wrong,
+	       (unsigned long long)t->errors);
 	close_sessions(ss, o.n);
 	return t->wrong || t->errors ? 1 : 0;
 }

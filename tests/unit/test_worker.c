@@ -1,10 +1,12 @@
-/* test_worker.c - a worker's wiring (server/worker.c) of the quiet lane and
- * the slice schedule, over scripted sessions: every rdmem_session_* the
- * worker calls is a fake here (the real session.o is never linked in), so
- * what each poll finds is exact and the test needs no fabric, no agent and
- * no timing luck. test_lane checks the lane's rules alone; this checks that
- * the worker feeds them what a poll found, polls a member for one call and
- * never tells a member to hold (docs/architecture.md, "The quiet lane"). */
+/* test_worker.c - a worker (server/worker.c) with its slice schedule
+ * (group.c) and quiet lane (lane.c), over scripted sessions: every
+ * rdmem_session_* the worker calls is a fake here (the real session.o is
+ * never linked in), so what each poll finds is exact and the test needs no
+ * fabric and no agent. test_lane checks the lane's rules alone; this checks
+ * that the worker feeds them what a poll found, polls a member for one call
+ * and never tells a member to hold (docs/architecture.md, "The quiet
+ * lane"), and that groups are made of busy sessions only, taking turns, and
+ * survive a member's drop ("Groups of busy sessions"). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,19 +21,20 @@
 
 /* A flooder always has more than a batch waiting. A quiet session's next
  * call has arrived by every poll or peek, and nothing behind it: a poll
- * serves it and leaves none. */
-enum fake_kind { FAKE_FLOOD, FAKE_QUIET };
+ * serves it and leaves none. An idle one never has a call. */
+enum fake_kind { FAKE_FLOOD, FAKE_QUIET, FAKE_IDLE };
 #define FAKE_FLOOD_BACKLOG 1000
 
 struct rdmem_session {
 	enum fake_kind kind;
-	int comp, event;		 /* eventfds: the worker's epoll needs real fds */
-	atomic_int dead;		 /* set by the test: the next poll fails */
-	atomic_int closed;		 /* rdmem_session_close ran */
-	atomic_ullong polls, one_polls;	 /* all polls; polls with a budget of one */
-	atomic_ullong holds;		 /* set_yield calls with a hold */
-	atomic_uint group;		 /* the last set_group */
-	atomic_uint pending;		 /* quiet: its call waits (seen by a peek) */
+	int comp, event;		/* eventfds: the worker's epoll needs real fds */
+	atomic_int dead;		/* set by the test: the next poll fails */
+	atomic_int closed;		/* rdmem_session_close calls */
+	atomic_int polled_closed;	/* polls after it was closed */
+	atomic_ullong polls, one_polls; /* all polls; polls with a budget of one */
+	atomic_ullong holds;		/* set_yield calls with a hold */
+	atomic_ullong joins;		/* slices whose group it was in */
+	atomic_uint pending;		/* quiet: its call waits (seen by a peek) */
 };
 
 /* ---- the fake session: the worker thread calls these ------------------------ */
@@ -39,13 +42,15 @@ struct rdmem_session {
 int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now)
 {
 	(void)now;
+	if (atomic_load(&s->closed))
+		atomic_fetch_add(&s->polled_closed, 1);
 	if (atomic_load(&s->dead))
 		return -EPIPE;
 	atomic_fetch_add(&s->polls, 1);
 	if (budget == 1)
 		atomic_fetch_add(&s->one_polls, 1);
 	atomic_store(&s->pending, 0);
-	return s->kind == FAKE_FLOOD ? (int)budget : 1;
+	return s->kind == FAKE_FLOOD ? (int)budget : s->kind == FAKE_QUIET;
 }
 
 uint32_t rdmem_session_backlog(const struct rdmem_session *s)
@@ -55,7 +60,7 @@ uint32_t rdmem_session_backlog(const struct rdmem_session *s)
 
 int rdmem_session_peek(struct rdmem_session *s)
 {
-	atomic_store(&s->pending, 1);
+	atomic_store(&s->pending, s->kind == FAKE_QUIET);
 	return atomic_load(&s->dead) ? -EPIPE : 0;
 }
 
@@ -100,10 +105,11 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
 		atomic_fetch_add(&s->holds, 1);
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t group, uint32_t active)
+void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)
 {
-	(void)active;
-	atomic_store(&s->group, group);
+	(void)slice;
+	if (member)
+		atomic_fetch_add(&s->joins, 1);
 }
 
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out)
@@ -114,12 +120,12 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 
 void rdmem_session_close(struct rdmem_session *s)
 {
-	atomic_store(&s->closed, 1);
+	atomic_fetch_add(&s->closed, 1);
 }
 
 /* ---- the harness ---------------------------------------------------------------- */
 
-#define MAX_FAKES 4
+#define MAX_FAKES 8
 
 struct bench {
 	struct rdmem_rdma_config cfg;
@@ -137,6 +143,15 @@ static void bench_cfg(struct bench *b, uint32_t batch_budget)
 	b->cfg.group_threshold = 64; /* off unless a case turns it on */
 	b->cfg.group_size = 1;
 	b->cfg.slice_us = 200;
+}
+
+/* Grouped from 2 sessions on, groups of `size`, no lane. */
+static void bench_grouped(struct bench *b, uint32_t size)
+{
+	bench_cfg(b, 16);
+	b->cfg.group_threshold = 1;
+	b->cfg.group_size = size;
+	b->cfg.quiet_lane = 0;
 }
 
 static int bench_start(struct bench *b, const enum fake_kind *kinds, int n)
@@ -166,7 +181,8 @@ static void bench_stop(struct bench *b)
 
 	rdmem_workers_stop(b->ws);
 	for (i = 0; i < b->n; i++) {
-		CHECK(atomic_load(&b->s[i].closed)); /* the worker closes what it owns */
+		CHECK_EQ(atomic_load(&b->s[i].closed), 1); /* once, by its owner */
+		CHECK_EQ(atomic_load(&b->s[i].polled_closed), 0);
 		close(b->s[i].comp);
 		close(b->s[i].event);
 	}
@@ -270,7 +286,7 @@ static void test_grouped_member_never_holds(void)
 	sleep_ms(250);
 	CHECK_EQ(wait_stat(&b, "groups", 3), 3);
 	CHECK(stats_field(&b, "slices") > 10);
-	CHECK_EQ(atomic_load(&b.s[1].group), 1);
+	CHECK(atomic_load(&b.s[1].joins) > 0);
 	CHECK(atomic_load(&b.s[0].holds) > 0);
 	CHECK(atomic_load(&b.s[2].holds) > 0);
 	CHECK_EQ(atomic_load(&b.s[1].holds), 0);
@@ -302,11 +318,72 @@ static void test_failed_member_leaves(void)
 	bench_stop(&b);
 }
 
+/* Grouped at group size 2, three flooders among three idle sessions make
+ * groups of two busy ones: the idle are never polled nor in a group (fixed
+ * groups of neighbours would poll each in its group's turn), and the busy
+ * take turns, each in about two slices of three. */
+static void test_groups_hold_busy_sessions_only(void)
+{
+	const enum fake_kind kinds[] = { FAKE_IDLE,  FAKE_FLOOD, FAKE_IDLE,
+					 FAKE_FLOOD, FAKE_IDLE,	 FAKE_FLOOD };
+	struct bench b;
+	unsigned long long lo = ~0ull, hi = 0;
+	int i;
+
+	bench_grouped(&b, 2);
+	REQUIRE(bench_start(&b, kinds, 6) == 0);
+	for (i = 1; i < 6; i += 2)
+		CHECK(wait_polls(&b.s[i], 20000));
+	CHECK_EQ(wait_stat(&b, "groups", 2), 2);
+	CHECK_EQ(wait_stat(&b, "group_members", 2), 2);
+	CHECK(stats_field(&b, "slices") > 10);
+	for (i = 0; i < 6; i += 2) {
+		CHECK_EQ(atomic_load(&b.s[i].polls), 0);
+		CHECK_EQ(atomic_load(&b.s[i].joins), 0);
+	}
+	for (i = 1; i < 6; i += 2) {
+		unsigned long long j = atomic_load(&b.s[i].joins);
+
+		lo = j < lo ? j : lo;
+		hi = j > hi ? j : hi;
+	}
+	/* Round robin: joins differ by at most one between busy sessions. */
+	CHECK(lo > 10);
+	CHECK(hi - lo <= 1);
+	bench_stop(&b);
+}
+
+/* The array's last session fails while it is in the active group: the
+ * group forgets it, and no later poll reaches it (it is closed once) or
+ * drops a live session in its place. */
+static void test_member_dropped_mid_slice(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD };
+	struct bench b;
+	int i;
+
+	bench_grouped(&b, 3);
+	REQUIRE(bench_start(&b, kinds, 4) == 0);
+	for (i = 0; i < 4; i++)
+		CHECK(wait_polls(&b.s[i], 1000));
+	atomic_store(&b.s[3].dead, 1);
+	for (i = 0; i < 500 && !atomic_load(&b.s[3].closed); i++)
+		sleep_ms(10);
+	for (i = 0; i < 3; i++)
+		CHECK(wait_polls(&b.s[i], atomic_load(&b.s[i].polls) + 20000));
+	CHECK_EQ(rdmem_workers_sessions(b.ws), 3);
+	for (i = 0; i < 3; i++)
+		CHECK_EQ(atomic_load(&b.s[i].closed), 0);
+	bench_stop(&b);
+}
+
 int main(void)
 {
 	RUN(test_lane_polls_a_member_for_one_call);
 	RUN(test_lane_counts_what_a_poll_found);
 	RUN(test_grouped_member_never_holds);
 	RUN(test_failed_member_leaves);
+	RUN(test_groups_hold_busy_sessions_only);
+	RUN(test_member_dropped_mid_slice);
 	return check_done();
 }
