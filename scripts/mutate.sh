@@ -52,6 +52,7 @@ mutations=(
 	"group-drop-unseen|server/worker.c|s/\trdmem_group_dropped\(&w->group, i, w->nsess\);[^\n]*\n//|test_worker"
 	"group-idle-joins|server/group.c|s/int join = rdmem_group_has_work\(v->sess\[i\]\);/int join = 1;/|test_worker"
 	"group-no-turns|server/group.c|s/g->cursor = g->members \? last \+ 1 : g->cursor;/g->cursor = g->members ? 0 * last : g->cursor;/|test_worker"
+	"group-off-holds-stay|server/group.c|s/\t\trdmem_group_mark\(g, v, 0\);\n\t\tg->members = 0;/\t\tg->members = 0;/|test_worker"
 	"lane-burst-stays|server/lane.c|s/\t\tif \(served \+ left > 1\)\n\t\t\trdmem_lane_remove/\t\tif (0 \&\& served + left > 1)\n\t\t\trdmem_lane_remove/|test_lane"
 	"lane-counts-served|server/lane.c|s/served == 1 \&\& !left \&\&/served == 1 \&\&/|test_lane"
 	"lane-full-no-way|server/lane.c|s/\t\tif \(l->idle\[k\] >= RDMEM_LANE_GIVE_WAY \&\&/\t\tif (0 \&\&/|test_lane"

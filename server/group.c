@@ -102,14 +102,21 @@ static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rd
 				    uint64_t now)
 {
 	uint64_t slice_ns = (uint64_t)g->slice_us * 1000;
+	/* 64-bit: a million-microsecond slice times thousands of groups; the
+	 * reply carries at most 65535 us anyway (rdmem_session_set_yield). */
+	uint64_t hold = (uint64_t)g->slice_us * (g->busy - 1) - g->slice_us / 2;
 
 	if (g->busy > 1 && now + slice_ns / 4 >= g->slice_end)
-		rdmem_group_mark(g, v, g->slice_us * (g->busy - 1) - g->slice_us / 2);
+		rdmem_group_mark(g, v, (uint32_t)RDMEM_MIN(hold, (uint64_t)UINT32_MAX));
 }
 
 int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
 	if (!rdmem_group_on(g, v->n)) {
+		/* Sessions left and grouping is off: the last group's holds end. */
+		rdmem_group_mark(g, v, 0);
+		g->members = 0;
+		g->slice_end = 0; /* on again: a new group at once */
 		atomic_store_explicit(&g->groups, 1, memory_order_relaxed); /* STATS */
 		return 0;
 	}

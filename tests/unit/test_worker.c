@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/group.h"
 #include "server/worker.h"
 #include "tests/check.h"
 
@@ -33,6 +34,7 @@ struct rdmem_session {
 	atomic_int polled_closed;	/* polls after it was closed */
 	atomic_ullong polls, one_polls; /* all polls; polls with a budget of one */
 	atomic_ullong holds;		/* set_yield calls with a hold */
+	atomic_uint hold_now;		/* the hold its replies carry now */
 	atomic_ullong joins;		/* slices whose group it was in */
 	atomic_uint pending;		/* quiet: its call waits (seen by a peek) */
 };
@@ -103,6 +105,7 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
 {
 	if (hold_us)
 		atomic_fetch_add(&s->holds, 1);
+	atomic_store(&s->hold_now, hold_us);
 }
 
 void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)
@@ -377,6 +380,42 @@ static void test_member_dropped_mid_slice(void)
 	bench_stop(&b);
 }
 
+/* The schedule alone, driven by hand on this thread (group.c, no worker):
+ * three flooders grouped one at a time are told to hold in the last
+ * quarter of a slice; when one leaves and grouping turns off (2 sessions,
+ * threshold 2), every hold ends at the next round, and grouping on again
+ * makes a new group at once. */
+static void test_grouping_off_ends_holds(void)
+{
+	struct rdmem_session s[3] = { { .kind = FAKE_FLOOD },
+				      { .kind = FAKE_FLOOD },
+				      { .kind = FAKE_FLOOD } };
+	struct rdmem_session *arr[3] = { &s[0], &s[1], &s[2] };
+	struct rdmem_rdma_config cfg = { .group_threshold = 2, .group_size = 1, .slice_us = 200 };
+	struct rdmem_lane lane;
+	struct rdmem_group g;
+	struct rdmem_group_view v = { arr, 3, &lane };
+	uint64_t t = 1000000;
+
+	rdmem_lane_init(&lane, 0);
+	REQUIRE(rdmem_group_init(&g, &cfg) == 0);
+	CHECK(rdmem_group_turn(&g, &v, t));
+	CHECK_EQ(g.members, 1);
+	CHECK_EQ(g.busy, 3);
+	CHECK_EQ(atomic_load(&arr[g.member[0]]->hold_now), 0); /* not yet: the first 3/4 */
+	CHECK(rdmem_group_turn(&g, &v, t + 160000));	       /* the last quarter */
+	CHECK_EQ(atomic_load(&arr[g.member[0]]->hold_now), 200 * 2 - 100);
+	v.n = 2; /* the worker dropped the third */
+	rdmem_group_dropped(&g, 2, 2);
+	CHECK(!rdmem_group_turn(&g, &v, t + 170000));
+	CHECK_EQ(atomic_load(&s[0].hold_now), 0);
+	CHECK_EQ(atomic_load(&s[1].hold_now), 0);
+	v.n = 3;
+	CHECK(rdmem_group_turn(&g, &v, t + 171000)); /* mid-slice, but a new group */
+	CHECK_EQ(g.members, 1);
+	rdmem_group_fini(&g);
+}
+
 int main(void)
 {
 	RUN(test_lane_polls_a_member_for_one_call);
@@ -385,5 +424,6 @@ int main(void)
 	RUN(test_failed_member_leaves);
 	RUN(test_groups_hold_busy_sessions_only);
 	RUN(test_member_dropped_mid_slice);
+	RUN(test_grouping_off_ends_holds);
 	return check_done();
 }
