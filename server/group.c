@@ -127,8 +127,9 @@ int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, ui
 }
 
 /* Sessions outside the active group with requests waiting now. Members
- * first: between the two passes a backlog only grows and a broken session
- * stays broken, so the difference cannot wrap. */
+ * first: between the two passes a backlog only grows, but a broken session
+ * reports its error to one peek only (the reap that saw it), so the count
+ * is clamped rather than trusted not to wrap. */
 static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
 					const struct rdmem_group_view *v)
 {
@@ -139,7 +140,7 @@ static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
 		    g->member[k] != RDMEM_GROUP_LEFT && rdmem_group_has_work(v->sess[g->member[k]]);
 	for (i = 0; i < v->n; i++)
 		busy += rdmem_group_has_work(v->sess[i]);
-	return busy - mine;
+	return busy > mine ? busy - mine : 0;
 }
 
 /*
@@ -176,11 +177,31 @@ static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view
 	rdmem_group_maybe_yield(g, v, now);
 }
 
+/* True when a member is left to serve (or tell). */
+static int rdmem_group_live(const struct rdmem_group *g)
+{
+	uint32_t k;
+
+	for (k = 0; k < g->members; k++)
+		if (g->member[k] != RDMEM_GROUP_LEFT)
+			return 1;
+	return 0;
+}
+
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
+	if (!rdmem_group_on(g, v->n))
+		return;
+	/* Nobody in the group (none was busy at the switch, or all left): a
+	 * request that came since waits for no grace and no quarter; the
+	 * next round makes a group. */
+	if (!rdmem_group_live(g)) {
+		g->slice_end = now;
+		return;
+	}
 	/* The grace, a fifth of the slice: requests still on the way at the
 	 * start of the turn. */
-	if (rdmem_group_on(g, v->n) && now > g->slice_start + (uint64_t)g->slice_us * 200)
+	if (now > g->slice_start + (uint64_t)g->slice_us * 200)
 		rdmem_group_cut(g, v, now);
 }
 

@@ -10,8 +10,9 @@
  *
  * --flood W runs session 0 at window W (up to its lease): above --window, a
  * flooder that must not starve the others (their p99 is reported on its
- * own, others_p99_us); below it, a quiet session among flooders, whose own
- * p99 is first_p99_us, driven by a thread of its own (quiet_main).
+ * own, others_p99_us, -1 when there are none); below it, a quiet session
+ * among flooders, whose own p99 is first_p99_us, driven by a thread of its
+ * own (quiet_main).
  * --stats-port T asks the server's STATS (its TCP port) once every session is
  * open and reports the bytes the server registered per session, as it counts
  * them (registered_bytes_per_session: mean over the sessions it lists), and
@@ -70,6 +71,7 @@ struct opts {
 struct samples {
 	uint64_t *v;
 	size_t n, cap;
+	size_t sorted; /* n when they were last sorted: each report sorts once */
 };
 
 /* What one driving thread saw; the quiet session's thread has its own. */
@@ -334,7 +336,9 @@ static void run(struct sess *ss, const struct opts *o)
 
 static double pct_us(struct samples *s, double p)
 {
-	rdmem_pctl_sort(s->v, s->n);
+	if (s->sorted != s->n)
+		rdmem_pctl_sort(s->v, s->n);
+	s->sorted = s->n;
 	return rdmem_pctl_us(s->v, s->n, p);
 }
 
@@ -537,7 +541,7 @@ int main(int argc, char **argv)
 	       "\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.busy ? o.busy : o.n, o.window, o.flood, secs, (unsigned long long)t->ops,
 	       (double)t->ops / secs, pct_us(&t->all, 0.5), pct_us(&t->all, 0.99),
-	       pct_us(&t->others, 0.99), (unsigned long long)t->others.n,
+	       t->others.n ? pct_us(&t->others, 0.99) : -1.0, (unsigned long long)t->others.n,
 	       t->first.n ? pct_us(&t->first, 0.99) : -1.0, (unsigned long long)t->first.n,
 	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
 	       sv.registered_per_session, sv.listed, sv.qps, sv.cqs, sv.mrs, sv.registered_bytes,

@@ -148,11 +148,13 @@ static void bench_cfg(struct bench *b, uint32_t batch_budget)
 	b->cfg.slice_us = 200;
 }
 
-/* Grouped from 2 sessions on, groups of `size`, no lane. */
+/* Grouped from the first session on (threshold 0, below the flag's range:
+ * a worker that adopted only the first yet groups it already), groups of
+ * `size`, no lane. */
 static void bench_grouped(struct bench *b, uint32_t size)
 {
 	bench_cfg(b, 16);
-	b->cfg.group_threshold = 1;
+	b->cfg.group_threshold = 0;
 	b->cfg.group_size = size;
 	b->cfg.quiet_lane = 0;
 }
@@ -225,6 +227,21 @@ static long wait_stat(struct bench *b, const char *name, long want)
 	return v;
 }
 
+/* The largest value field `name` shows over `ms` milliseconds (ten
+ * publishes a second). */
+static long max_stat(struct bench *b, const char *name, int ms)
+{
+	long v, most = -1;
+	int i;
+
+	for (i = 0; i < ms / 10; i++) {
+		v = stats_field(b, name);
+		most = v > most ? v : most;
+		sleep_ms(10);
+	}
+	return most;
+}
+
 /* Waits up to 5 s for s to have had `polls` polls. */
 static int wait_polls(struct rdmem_session *s, unsigned long long polls)
 {
@@ -270,6 +287,9 @@ static void test_lane_counts_what_a_poll_found(void)
 	CHECK(wait_polls(&b.s[0], 20000));
 	sleep_ms(250);
 	CHECK_EQ(wait_stat(&b, "lane", 1), 1);
+	/* and stays so: a flooder let in would be in nearly every snapshot
+	 * (it leaves at each lane poll, and its next poll lets it in again) */
+	CHECK_EQ(max_stat(&b, "lane", 600), 1);
 	bench_stop(&b);
 }
 
@@ -282,7 +302,7 @@ static void test_grouped_member_never_holds(void)
 	struct bench b;
 
 	bench_cfg(&b, 16);
-	b.cfg.group_threshold = 1;
+	b.cfg.group_threshold = 0; /* grouped however many are adopted yet */
 	REQUIRE(bench_start(&b, kinds, 3) == 0);
 	CHECK(wait_polls(&b.s[0], 20000));
 	CHECK(wait_polls(&b.s[2], 20000));
@@ -344,6 +364,7 @@ static void test_groups_hold_busy_sessions_only(void)
 		CHECK_EQ(atomic_load(&b.s[i].polls), 0);
 		CHECK_EQ(atomic_load(&b.s[i].joins), 0);
 	}
+	bench_stop(&b); /* then the counts hold still */
 	for (i = 1; i < 6; i += 2) {
 		unsigned long long j = atomic_load(&b.s[i].joins);
 
@@ -353,7 +374,6 @@ static void test_groups_hold_busy_sessions_only(void)
 	/* Round robin: joins differ by at most one between busy sessions. */
 	CHECK(lo > 10);
 	CHECK(hi - lo <= 1);
-	bench_stop(&b);
 }
 
 /* The array's last session fails while it is in the active group: the
@@ -380,40 +400,94 @@ static void test_member_dropped_mid_slice(void)
 	bench_stop(&b);
 }
 
-/* The schedule alone, driven by hand on this thread (group.c, no worker):
+/* The schedule alone, driven by hand on this thread (group.c, no worker),
+ * over three scripted sessions. */
+struct hand {
+	struct rdmem_session s[3];
+	struct rdmem_session *arr[3];
+	struct rdmem_lane lane; /* none: cap 0 */
+	struct rdmem_group g;
+	struct rdmem_group_view v;
+};
+
+static int hand_init(struct hand *h, const enum fake_kind kinds[3], uint32_t threshold,
+		     uint32_t size)
+{
+	struct rdmem_rdma_config cfg = { .group_threshold = threshold,
+					 .group_size = size,
+					 .slice_us = 200 };
+	int i;
+
+	memset(h, 0, sizeof(*h));
+	for (i = 0; i < 3; i++) {
+		h->s[i].kind = kinds[i];
+		h->arr[i] = &h->s[i];
+	}
+	rdmem_lane_init(&h->lane, 0);
+	h->v = (struct rdmem_group_view){ h->arr, 3, &h->lane };
+	return rdmem_group_init(&h->g, &cfg);
+}
+
+/* By hand:
  * three flooders grouped one at a time are told to hold in the last
  * quarter of a slice; when one leaves and grouping turns off (2 sessions,
  * threshold 2), every hold ends at the next round, and grouping on again
  * makes a new group at once. */
 static void test_grouping_off_ends_holds(void)
 {
-	struct rdmem_session s[3] = { { .kind = FAKE_FLOOD },
-				      { .kind = FAKE_FLOOD },
-				      { .kind = FAKE_FLOOD } };
-	struct rdmem_session *arr[3] = { &s[0], &s[1], &s[2] };
-	struct rdmem_rdma_config cfg = { .group_threshold = 2, .group_size = 1, .slice_us = 200 };
-	struct rdmem_lane lane;
-	struct rdmem_group g;
-	struct rdmem_group_view v = { arr, 3, &lane };
+	const enum fake_kind kinds[3] = { FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD };
+	struct hand h;
+	struct rdmem_group_view *v = &h.v;
+	struct rdmem_group *g = &h.g;
 	uint64_t t = 1000000;
 
-	rdmem_lane_init(&lane, 0);
-	REQUIRE(rdmem_group_init(&g, &cfg) == 0);
-	CHECK(rdmem_group_turn(&g, &v, t));
-	CHECK_EQ(g.members, 1);
-	CHECK_EQ(g.busy, 3);
-	CHECK_EQ(atomic_load(&arr[g.member[0]]->hold_now), 0); /* not yet: the first 3/4 */
-	CHECK(rdmem_group_turn(&g, &v, t + 160000));	       /* the last quarter */
-	CHECK_EQ(atomic_load(&arr[g.member[0]]->hold_now), 200 * 2 - 100);
-	v.n = 2; /* the worker dropped the third */
-	rdmem_group_dropped(&g, 2, 2);
-	CHECK(!rdmem_group_turn(&g, &v, t + 170000));
-	CHECK_EQ(atomic_load(&s[0].hold_now), 0);
-	CHECK_EQ(atomic_load(&s[1].hold_now), 0);
-	v.n = 3;
-	CHECK(rdmem_group_turn(&g, &v, t + 171000)); /* mid-slice, but a new group */
-	CHECK_EQ(g.members, 1);
-	rdmem_group_fini(&g);
+	REQUIRE(hand_init(&h, kinds, 2, 1) == 0);
+	CHECK(rdmem_group_turn(g, v, t));
+	CHECK_EQ(g->members, 1);
+	CHECK_EQ(g->busy, 3);
+	CHECK_EQ(atomic_load(&h.arr[g->member[0]]->hold_now), 0); /* not yet: the first 3/4 */
+	CHECK(rdmem_group_turn(g, v, t + 160000));		  /* the last quarter */
+	CHECK_EQ(atomic_load(&h.arr[g->member[0]]->hold_now), 200 * 2 - 100);
+	v->n = 2; /* the worker dropped the third */
+	rdmem_group_dropped(g, 2, 2);
+	CHECK(!rdmem_group_turn(g, v, t + 170000));
+	CHECK_EQ(atomic_load(&h.s[0].hold_now), 0);
+	CHECK_EQ(atomic_load(&h.s[1].hold_now), 0);
+	v->n = 3;
+	CHECK(rdmem_group_turn(g, v, t + 171000)); /* mid-slice, but a new group */
+	CHECK_EQ(g->members, 1);
+	rdmem_group_fini(g);
+}
+
+/* By hand: idle, busy, busy at group size 2 make the group {1, 2}; the
+ * worker drops session 1 and moves its last, 2, into place 1: the group
+ * skips the one that left and follows the one that moved. Then a group
+ * with nobody left in it ends at the round that finds it dry, with no
+ * grace: a request that came since waits for a new group, not a slice. */
+static void test_group_follows_a_moved_member(void)
+{
+	const enum fake_kind kinds[3] = { FAKE_IDLE, FAKE_FLOOD, FAKE_FLOOD };
+	struct hand h;
+	struct rdmem_group_view *v = &h.v;
+	struct rdmem_group *g = &h.g;
+	uint64_t t = 1000000;
+
+	REQUIRE(hand_init(&h, kinds, 0, 2) == 0);
+	CHECK(rdmem_group_turn(g, v, t));
+	REQUIRE(g->members == 2);
+	CHECK_EQ(g->member[0], 1);
+	CHECK_EQ(g->member[1], 2);
+	h.arr[1] = h.arr[2]; /* what rdmem_worker_drop(w, 1) does */
+	v->n = 2;
+	rdmem_group_dropped(g, 1, 2);
+	CHECK_EQ(g->member[0], RDMEM_GROUP_LEFT);
+	CHECK_EQ(g->member[1], 1);
+	v->n = 1;
+	rdmem_group_dropped(g, 1, 1); /* and now the last, in place */
+	CHECK_EQ(g->member[1], RDMEM_GROUP_LEFT);
+	rdmem_group_dry(g, v, t + 1000); /* well within the grace */
+	CHECK_EQ(g->slice_end, t + 1000);
+	rdmem_group_fini(g);
 }
 
 int main(void)
@@ -425,5 +499,6 @@ int main(void)
 	RUN(test_groups_hold_busy_sessions_only);
 	RUN(test_member_dropped_mid_slice);
 	RUN(test_grouping_off_ends_holds);
+	RUN(test_group_follows_a_moved_member);
 	return check_done();
 }
