@@ -12,6 +12,7 @@ int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg)
 	g->size = RDMEM_MAX(1u, cfg->group_size);
 	g->slice_us = cfg->slice_us;
 	g->members = g->cursor = g->busy = 0;
+	g->grouped = 0;
 	g->slice_start = g->slice_end = 0;
 	atomic_init(&g->groups, 1);
 	atomic_init(&g->group_members, 0);
@@ -59,7 +60,11 @@ static void rdmem_group_mark(const struct rdmem_group *g, const struct rdmem_gro
  * looking from the one after the last group's last member, so busy sessions
  * take turns whatever their place in the array. Every session is peeked
  * (what the fixed groups this replaced did too, to skip idle ones), and
- * told the slice number, for its control page.
+ * told the slice number, for its control page. A session whose agent is
+ * holding on our hint has nothing waiting, but it is busy for the count the
+ * next hints are made of: left out, each slice would count one group fewer
+ * than there are, and the hints shrink until the last group of a rotation
+ * is never told to hold (found by review).
  */
 static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_view *v,
 			       uint64_t now)
@@ -73,7 +78,7 @@ static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_v
 		uint32_t i = (g->cursor + j) % v->n;
 		int join = rdmem_group_has_work(v->sess[i]);
 
-		busy += join;
+		busy += join || rdmem_session_holding(v->sess[i], now);
 		join = join && g->members < g->size;
 		if (join) {
 			g->member[g->members++] = i;
@@ -110,16 +115,35 @@ static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rd
 		rdmem_group_mark(g, v, (uint32_t)RDMEM_MIN(hold, (uint64_t)UINT32_MAX));
 }
 
+/*
+ * Grouping just turned off (sessions left, the count fell to the
+ * threshold): the last group's holds end (left set, its agents would be
+ * told to hold on every reply), and every session's control page stops
+ * showing it in the active group.
+ */
+static void rdmem_group_off(struct rdmem_group *g, const struct rdmem_group_view *v)
+{
+	uint32_t slice = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
+	uint32_t i;
+
+	rdmem_group_mark(g, v, 0);
+	for (i = 0; i < v->n; i++)
+		rdmem_session_set_group(v->sess[i], 0, slice);
+	g->members = 0;
+	g->grouped = 0;
+	g->slice_end = 0; /* on again: a new group at once */
+	atomic_store_explicit(&g->groups, 1, memory_order_relaxed); /* STATS */
+	atomic_store_explicit(&g->group_members, 0, memory_order_relaxed);
+}
+
 int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
 	if (!rdmem_group_on(g, v->n)) {
-		/* Sessions left and grouping is off: the last group's holds end. */
-		rdmem_group_mark(g, v, 0);
-		g->members = 0;
-		g->slice_end = 0; /* on again: a new group at once */
-		atomic_store_explicit(&g->groups, 1, memory_order_relaxed); /* STATS */
+		if (g->grouped)
+			rdmem_group_off(g, v);
 		return 0;
 	}
+	g->grouped = 1;
 	if (now >= g->slice_end)
 		rdmem_group_switch(g, v, now);
 	rdmem_group_maybe_yield(g, v, now);
@@ -162,7 +186,8 @@ static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view
 
 	if (now + quarter >= g->slice_end) {
 		/* In a last quarter already: it was granted (and the yield set)
-		 * if anyone waited when it began; else end the turn. */
+		 * when other sessions were busy at the switch; else end the
+		 * turn. */
 		if (g->busy <= 1)
 			g->slice_end = now;
 		return;
@@ -203,6 +228,14 @@ void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, ui
 	 * start of the turn. */
 	if (now > g->slice_start + (uint64_t)g->slice_us * 200)
 		rdmem_group_cut(g, v, now);
+}
+
+void rdmem_group_idle(struct rdmem_group *g, const struct rdmem_group_view *v)
+{
+	rdmem_group_mark(g, v, 0);
+	g->members = 0;
+	g->slice_end = 0;
+	atomic_store_explicit(&g->group_members, 0, memory_order_relaxed); /* STATS */
 }
 
 void rdmem_group_dropped(struct rdmem_group *g, uint32_t i, uint32_t last)

@@ -61,7 +61,7 @@ static const char usage_text[] =
     "                           response slot; bigger go LAZY (default 16k, max 1m)\n"
     "      --workers N          threads serving sessions (default 1)\n"
     "      --group-threshold N  group sessions above this many per worker (default 64)\n"
-    "      --group-size N       sessions per group (default 32)\n"
+    "      --group-size N       at most N sessions with work per group (default 32)\n"
     "      --slice-us N         a group's time slice in microseconds (default 500)\n"
     "      --quiet-lane N       places per worker for sessions sending one call at a\n"
     "                           time, polled every 256 requests whatever their group,\n"

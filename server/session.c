@@ -55,8 +55,9 @@ struct rdmem_session {
 	struct rdmem_wr batch[RDMEM_SESSION_BATCH_WRS];
 	uint32_t batch_n, batch_cap;
 	uint64_t doorbells;
-	uint64_t wqes;	   /* reply WRs built (posted now or with the next post): one a reply */
-	uint32_t yield_us; /* > 0: replies tell the agent to hold new calls */
+	uint64_t wqes;	     /* reply WRs built (posted now or with the next post): one a reply */
+	uint32_t yield_us;   /* > 0: replies tell the agent to hold new calls */
+	uint64_t hold_until; /* when the agent's last hold ends, as far as we know */
 	uint32_t group, active_group;
 
 	uint64_t ctrl_seq, ctrl_at, scan_at;
@@ -606,6 +607,10 @@ int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now)
 
 	if ((ret = rdmem_session_reap(s)) < 0)
 		return ret;
+	/* The agent holds for the hint from when it reads a reply carrying
+	 * it: the schedule counts it busy till then (rdmem_session_holding). */
+	if (s->ready_count && s->yield_us)
+		s->hold_until = now + (uint64_t)RDMEM_MIN(s->yield_us, UINT16_MAX) * 1000;
 	while (s->ready_count && done < budget) {
 		uint32_t slot = s->ready[s->ready_head];
 
@@ -661,6 +666,11 @@ int rdmem_session_event_fd(struct rdmem_session *s)
 void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
 {
 	s->yield_us = hold_us;
+}
+
+int rdmem_session_holding(const struct rdmem_session *s, uint64_t now)
+{
+	return s->hold_until > now;
 }
 
 void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)

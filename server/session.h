@@ -93,7 +93,7 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, stru
  * -errno once the session is over (the agent left, the connection broke).
  */
 int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now);
-/* Reaps completions only (a worker peeking at a group that is not active). */
+/* Reaps completions only (a worker looking for sessions with work). */
 int rdmem_session_peek(struct rdmem_session *s);
 /* Upkeep of a session the worker may not be polling (another group's): reaps
  * completions, refreshes the control page, runs the object TTL scan (its
@@ -119,6 +119,9 @@ int rdmem_session_event_fd(struct rdmem_session *s);
 /* Replies sent from now on tell the agent to hold new calls for hold_us
  * (its group's slice is ending); 0 stops that. */
 void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us);
+/* True while the agent is holding its calls on a hint we sent (its last
+ * reply with one was built less than the hint ago). */
+int rdmem_session_holding(const struct rdmem_session *s, uint64_t now);
 /* Slice `slice` starts; the session is in its group when member is set
  * (the control page's group equals active_group while it is). */
 void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice);

@@ -178,6 +178,12 @@ static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 	return work;
 }
 
+/* What the slice schedule looks at: the sessions now, and the lane. */
+static struct rdmem_group_view rdmem_worker_view(struct rdmem_worker *w)
+{
+	return (struct rdmem_group_view){ w->sess, w->nsess, &w->lane };
+}
+
 /*
  * Polls session i for a batch, and the quiet lane when it is due (after
  * every RDMEM_LANE_EVERY requests served); adds the requests served to
@@ -206,7 +212,7 @@ static int rdmem_worker_visit(struct rdmem_worker *w, uint32_t i, uint64_t now, 
  */
 static uint32_t rdmem_worker_round(struct rdmem_worker *w, uint64_t now)
 {
-	struct rdmem_group_view v = { w->sess, w->nsess, &w->lane };
+	struct rdmem_group_view v = rdmem_worker_view(w);
 	struct rdmem_group *g = &w->group;
 	uint32_t i, k, work = 0;
 
@@ -219,6 +225,10 @@ static uint32_t rdmem_worker_round(struct rdmem_worker *w, uint64_t now)
 	for (k = 0; k < g->members; k++)
 		if (g->member[k] != RDMEM_GROUP_LEFT)
 			rdmem_worker_visit(w, g->member[k], now, &work);
+	/* The group ran dry: the lane is not due (nothing served), but its
+	 * members must not wait for the next switch (found by review). */
+	if (!work && w->lane.n)
+		work = rdmem_worker_serve_lane(w, now);
 	if (!work) {
 		v.n = w->nsess; /* a visit may have dropped sessions */
 		rdmem_group_dry(g, &v, now);
@@ -306,6 +316,7 @@ static int rdmem_worker_block_ms(const struct rdmem_worker *w, uint64_t now)
 static void rdmem_worker_block(struct rdmem_worker *w)
 {
 	struct epoll_event ev[RDMEM_WORKER_MAX_EVENTS];
+	struct rdmem_group_view view;
 	uint64_t now;
 	uint32_t i;
 	int n, k;
@@ -321,6 +332,8 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		}
 		i++;
 	}
+	view = rdmem_worker_view(w);
+	rdmem_group_idle(&w->group, &view);
 	/* STATS reads the snapshot while we sleep: nothing changes until we wake. */
 	now = rdmem_now_ns();
 	rdmem_worker_publish(w, now);

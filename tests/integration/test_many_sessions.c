@@ -130,9 +130,9 @@ static void test_256_sessions_byte_exact(void)
 
 /*
  * Session 0 floods at its full lease; the other 15 keep their p99 and their
- * share. Grouping is on (--group-threshold 8: 16 sessions are 4 groups of 4
- * taking turns), so the turns are what is tested, and the flood run must
- * show yields.
+ * share. Grouping is on (--group-threshold 8: groups of at most 4 busy
+ * sessions taking turns), so the turns are what is tested, and the flood
+ * run must show yields.
  */
 static void test_flood_does_not_starve(void)
 {
@@ -205,7 +205,7 @@ static pid_t scale_spawn(char *const *args)
 /*
  * The quiet lane (server/lane.h, docs/architecture.md "The quiet lane"):
  * one session at window 1 among 32 flooding at window 16, grouped (groups of
- * 4, so its group has the turn one slice in nine). Its calls are served from
+ * 4 busy sessions, so its turn comes about one slice in nine). Its calls are served from
  * the lane, whatever the turn, and every reply stays exact; with
  * --quiet-lane 0 the lane is never polled. A lane member killed mid-run
  * leaves the lane with its session (under ASan a dangling member is a

@@ -27,7 +27,7 @@ enum fake_kind { FAKE_FLOOD, FAKE_QUIET, FAKE_IDLE };
 #define FAKE_FLOOD_BACKLOG 1000
 
 struct rdmem_session {
-	enum fake_kind kind;
+	_Atomic int kind;		/* enum fake_kind; a case may change it */
 	int comp, event;		/* eventfds: the worker's epoll needs real fds */
 	atomic_int dead;		/* set by the test: the next poll fails */
 	atomic_int closed;		/* rdmem_session_close calls */
@@ -35,6 +35,7 @@ struct rdmem_session {
 	atomic_ullong polls, one_polls; /* all polls; polls with a budget of one */
 	atomic_ullong holds;		/* set_yield calls with a hold */
 	atomic_uint hold_now;		/* the hold its replies carry now */
+	atomic_int holding;		/* its agent holds on a hint (set by a case) */
 	atomic_ullong joins;		/* slices whose group it was in */
 	atomic_uint pending;		/* quiet: its call waits (seen by a peek) */
 };
@@ -72,6 +73,12 @@ int rdmem_session_tick(struct rdmem_session *s, uint64_t now)
 	return atomic_load(&s->dead) ? -EPIPE : 0;
 }
 
+int rdmem_session_holding(const struct rdmem_session *s, uint64_t now)
+{
+	(void)now;
+	return atomic_load(&s->holding);
+}
+
 uint64_t rdmem_session_timed(const struct rdmem_session *s)
 {
 	(void)s;
@@ -80,8 +87,7 @@ uint64_t rdmem_session_timed(const struct rdmem_session *s)
 
 int rdmem_session_arm(struct rdmem_session *s)
 {
-	(void)s;
-	return 1; /* scripted sessions always have work: never sleep */
+	return s->kind != FAKE_IDLE; /* work waits: no sleep */
 }
 
 int rdmem_session_woke(struct rdmem_session *s, int comp_ready, int event_ready)
@@ -174,7 +180,7 @@ static int bench_start(struct bench *b, const enum fake_kind *kinds, int n)
 	if (rdmem_workers_start(&b->cfg, &b->ws) < 0)
 		return -1;
 	/* One worker: it adopts them in this order, so they sit in its array
-	 * (and, grouped at group size 1, in groups) 0, 1, 2. */
+	 * (and in the order a group switch looks at them) 0, 1, 2. */
 	for (i = 0; i < n; i++)
 		rdmem_workers_add(b->ws, &b->s[i]);
 	return 0;
@@ -293,7 +299,7 @@ static void test_lane_counts_what_a_poll_found(void)
 	bench_stop(&b);
 }
 
-/* Grouped (group size 1: flooder, quiet, flooder in groups 0, 1, 2), the
+/* Grouped (group size 1: flooder, quiet, flooder take turns), the
  * flooders are told to hold at the end of their slices, the quiet member
  * never: it is served whatever the group. */
 static void test_grouped_member_never_holds(void)
@@ -490,6 +496,86 @@ static void test_group_follows_a_moved_member(void)
 	rdmem_group_fini(g);
 }
 
+/* By hand: three flooders at group size 1; the first is told to hold in
+ * its slice's last quarter, and obeys (nothing waiting). It still counts
+ * for the next hint: the next group is told to hold for two slices less
+ * half, as the first was, not for one less half. */
+static void test_holding_sessions_count(void)
+{
+	const enum fake_kind kinds[3] = { FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD };
+	struct hand h;
+	struct rdmem_group_view *v = &h.v;
+	struct rdmem_group *g = &h.g;
+	uint64_t t = 1000000;
+
+	REQUIRE(hand_init(&h, kinds, 0, 1) == 0);
+	CHECK(rdmem_group_turn(g, v, t));
+	CHECK(rdmem_group_turn(g, v, t + 160000));
+	CHECK_EQ(atomic_load(&h.s[0].hold_now), 200 * 2 - 100);
+	h.s[0].kind = FAKE_IDLE; /* its agent holds: nothing waiting */
+	atomic_store(&h.s[0].holding, 1);
+	CHECK(rdmem_group_turn(g, v, t + 200000)); /* the next slice */
+	CHECK_EQ(g->member[0], 1);
+	CHECK_EQ(g->busy, 3);
+	CHECK(rdmem_group_turn(g, v, t + 360000));
+	CHECK_EQ(atomic_load(&h.s[1].hold_now), 200 * 2 - 100);
+	rdmem_group_fini(g);
+}
+
+/* A worker goes to sleep with a group whose member went quiet, in a
+ * one-second slice; a request from another session wakes it and is served
+ * at once, not after the old group's grace (200 ms) and last quarter
+ * (250 ms): going to sleep ends the group. */
+static void test_sleep_ends_the_group(void)
+{
+	const enum fake_kind kinds[] = { FAKE_FLOOD, FAKE_IDLE };
+	struct bench b;
+	uint64_t one = 1, t0, waited_ms;
+	int i;
+
+	bench_grouped(&b, 1);
+	b.cfg.slice_us = 1000000;
+	REQUIRE(bench_start(&b, kinds, 2) == 0);
+	CHECK(wait_polls(&b.s[0], 1000));
+	b.s[0].kind = FAKE_IDLE; /* the group's one member runs dry */
+	sleep_ms(50);		 /* the worker spins a little, then sleeps */
+	t0 = rdmem_now_ns();
+	b.s[1].kind = FAKE_FLOOD;
+	CHECK(write(b.s[1].comp, &one, sizeof(one)) == sizeof(one)); /* its completion */
+	for (i = 0; i < 2000 && atomic_load(&b.s[1].polls) == 0; i++)
+		sleep_ms(1);
+	waited_ms = (rdmem_now_ns() - t0) / 1000000;
+	printf("# served after %llu ms\n", (unsigned long long)waited_ms);
+	CHECK(atomic_load(&b.s[1].polls) > 0);
+	CHECK(waited_ms < 150);
+	bench_stop(&b);
+}
+
+/* Grouped at size 1 with one-second slices: a quiet session joins the
+ * lane in its own slice, then a flooder gets the next; when the flooder
+ * goes quiet its group is dry, and the lane member goes on being served at
+ * once, not after the dry group's grace (200 ms) and last quarter. */
+static void test_dry_group_serves_the_lane(void)
+{
+	const enum fake_kind kinds[] = { FAKE_IDLE, FAKE_QUIET };
+	struct bench b;
+	unsigned long long before;
+
+	bench_grouped(&b, 1);
+	b.cfg.quiet_lane = 8;
+	b.cfg.slice_us = 1000000;
+	REQUIRE(bench_start(&b, kinds, 2) == 0);
+	CHECK_EQ(wait_stat(&b, "lane", 1), 1);
+	b.s[0].kind = FAKE_FLOOD; /* its group comes when the quiet one's slice ends */
+	CHECK(wait_polls(&b.s[0], 10000));
+	b.s[0].kind = FAKE_IDLE; /* and now its group is dry */
+	sleep_ms(10);
+	before = atomic_load(&b.s[1].polls);
+	sleep_ms(100);
+	CHECK(atomic_load(&b.s[1].polls) > before + 10);
+	bench_stop(&b);
+}
+
 int main(void)
 {
 	RUN(test_lane_polls_a_member_for_one_call);
@@ -500,5 +586,8 @@ int main(void)
 	RUN(test_member_dropped_mid_slice);
 	RUN(test_grouping_off_ends_holds);
 	RUN(test_group_follows_a_moved_member);
+	RUN(test_holding_sessions_count);
+	RUN(test_sleep_ends_the_group);
+	RUN(test_dry_group_serves_the_lane);
 	return check_done();
 }
