@@ -52,7 +52,7 @@ mutations=(
 	"group-drop-unseen|server/worker.c|s/\trdmem_group_dropped\(&w->group, i, w->nsess\);[^\n]*\n//|test_worker"
 	"group-idle-joins|server/group.c|s/int join = rdmem_group_has_work\(v->sess\[i\]\);/int join = 1;/|test_worker"
 	"group-no-turns|server/group.c|s/g->cursor = g->members \? last \+ 1 : g->cursor;/g->cursor = g->members ? 0 * last : g->cursor;/|test_worker"
-	"group-off-holds-stay|server/group.c|s/\t\trdmem_group_mark\(g, v, 0\);\n\t\tg->members = 0;/\t\tg->members = 0;/|test_worker"
+	"group-off-holds-stay|server/group.c|s/\trdmem_group_mark\(g, v, 0\);\n\tfor \(i = 0; i < v->n; i\+\+\)/\tfor (i = 0; i < v->n; i++)/|test_worker"
 	"group-moved-unfollowed|server/group.c|s/\t\telse if \(g->member\[k\] == last\)\n\t\t\tg->member\[k\] = i;/\t\telse if (g->member[k] == last)\n\t\t\tg->member[k] = last;/|test_worker"
 	"group-empty-waits|server/group.c|s/if \(!rdmem_group_live\(g\)\) \{/if (0 \&\& !rdmem_group_live(g)) {/|test_worker"
 	"group-holders-not-busy|server/group.c|s/busy \+= join \S\S rdmem_session_holding\(v->sess\[i\], now\);/busy += join;/|test_worker"
