@@ -104,11 +104,12 @@ static uint64_t rdmem_link_nonce(void)
 	return (uint64_t)time(NULL) << 32 | r;
 }
 
-/* The agent region: response slots (resp), then descriptor staging,
- * control page snapshot, RECLAIM buffers and payload staging (local). */
+/* The agent region: response slots and the turn word (resp), then
+ * descriptor staging, control page snapshot, RECLAIM buffers and payload
+ * staging (local). */
 static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
-	uint64_t resp = rdmem_link_page_up((uint64_t)slots * rdmem_slot_stride(resp_bytes));
+	uint64_t resp = rdmem_link_page_up(rdmem_turn_off(slots, resp_bytes) + RDMEM_TURN_BYTES);
 	uint64_t stage = rdmem_link_page_up((uint64_t)slots * RDMEM_DESC_SIZE);
 	uint64_t reclaim = (uint64_t)RDMEM_LINK_RECLAIM_BUFS * RDMEM_LINK_RECLAIM_REFS *
 			   sizeof(struct rdmem_objref);
@@ -151,6 +152,8 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	if (!l->region)
 		return -ENOMEM;
 	l->resp = l->region;
+	/* Where our hello's slots end: the server serves fewer if it must. */
+	l->turn = (uint64_t *)(l->region + rdmem_turn_off(l->slots, l->resp_bytes));
 	l->stage = (struct rdmem_desc *)(l->region + resp);
 	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
 	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;

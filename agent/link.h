@@ -15,6 +15,7 @@
 #ifndef RDMEM_AGENT_LINK_H
 #define RDMEM_AGENT_LINK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,7 +68,8 @@ struct rdmem_link {
 	uint32_t max_reads;   /* READs the agent keeps in flight: agreed depth, capped by config */
 	uint8_t *region;
 	uint64_t region_len;
-	uint8_t *resp; /* response slot i at i * w.resp_stride: descriptor, then payload */
+	uint8_t *resp;	/* response slot i at i * w.resp_stride: descriptor, then payload */
+	uint64_t *turn; /* the turn word the server writes (layout.h) */
 	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
 	uint8_t *stage_payload;	  /* RDMEM_LINK_STAGE_BYTES per slot: small request payloads */
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */
@@ -91,6 +93,43 @@ struct rdmem_link_reg {
 	uint64_t serial;    /* the attach registered (call->client_serial); 0: none */
 	uint64_t last_post; /* the RDMA actor's post number of the last WR that used mr */
 };
+
+/* The turn word as we last saw it (connection grouping; layout.h). */
+struct rdmem_turn_view {
+	uint64_t look_ns; /* a clock read taken no later than our last look */
+	uint16_t seq;
+};
+
+enum { RDMEM_TURN_SAME, RDMEM_TURN_HOLD, RDMEM_TURN_GO };
+
+/*
+ * Looks at the turn word: RDMEM_TURN_SAME when it is as last seen (or torn:
+ * a write is landing, and a later look sees it whole), RDMEM_TURN_HOLD with
+ * *until when the server tells us to hold new calls, RDMEM_TURN_GO when it
+ * gives us our turn. No clock read here (the send path calls it): the
+ * caller sets v->look_ns when it has one. The word was written at some
+ * time after that stamp, which we did not see, so the hold counts from the
+ * stamp: a word seen late never holds longer than the server meant (an
+ * agent sending sees it within a round; one idle for longer than the hold
+ * is not held at all).
+ */
+static inline int rdmem_link_turn_look(const struct rdmem_link *l, struct rdmem_turn_view *v,
+				       uint64_t *until)
+{
+	/* Relaxed: the word stands alone, nothing else rides on it; its one
+	 * store is the server's WRITE (a NIC's placement, or the shm peer's
+	 * copy), which no fence of ours can pair with anyway. */
+	uint64_t w = atomic_load_explicit((_Atomic uint64_t *)l->turn, memory_order_relaxed);
+	uint16_t seq, hold_us;
+
+	if (rdmem_turn_decode(w, &seq, &hold_us) < 0 || seq == v->seq)
+		return RDMEM_TURN_SAME;
+	v->seq = seq;
+	if (!hold_us)
+		return RDMEM_TURN_GO;
+	*until = v->look_ns + (uint64_t)hold_us * 1000;
+	return RDMEM_TURN_HOLD;
+}
 
 /* Slot's registration of client, or NULL when the link has no front door or
  * either is out of range. */

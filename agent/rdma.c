@@ -94,8 +94,9 @@ struct rdmem_rdma {
 	 * (no clock read per completion); READs may go stall_ns without one. */
 	uint64_t signs, signs_seen;
 	uint64_t alive_ns, stall_ns;
-	uint64_t hold_until_ns; /* the server's group is not being served before this */
-	uint64_t held_for;	/* the hold_until_ns that yield_holds counted last */
+	uint64_t hold_until_ns;	     /* the server's group is not being served before this */
+	uint64_t held_for;	     /* the hold_until_ns that yield_holds counted last */
+	struct rdmem_turn_view turn; /* the turn word as last seen */
 	uint32_t calls_since_ctrl;
 	uint8_t reclaim_fault;	       /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
 	uint8_t withheld_n;	       /* 1: withheld holds a reference not given back */
@@ -524,6 +525,24 @@ void rdmem_rdma_may_register(struct rdmem_rdma *r, int yes)
 	r->no_register = !yes;
 }
 
+/* The server's turn word (layout.h): a hold it tells us, or our turn, which
+ * ends any hold. */
+static void rdmem_rdma_look_turn(struct rdmem_rdma *r)
+{
+	uint64_t until = 0;
+
+	switch (rdmem_link_turn_look(r->l, &r->turn, &until)) {
+	case RDMEM_TURN_HOLD:
+		r->hold_until_ns = until;
+		r->st.yields++;
+		break;
+	case RDMEM_TURN_GO:
+		r->hold_until_ns = 0;
+		r->st.turns++;
+		break;
+	}
+}
+
 int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8_t path)
 {
 	uint64_t bytes = rdmem_desc_payload_len(&call->req);
@@ -537,6 +556,7 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	if (bytes > r->l->max_request || span > r->l->slots ||
 	    call->req.val_len > r->l->w.max_value)
 		return -E2BIG;
+	rdmem_rdma_look_turn(r);
 	if (r->hold_until_ns && rdmem_now_ns() < r->hold_until_ns) {
 		/* Counted once per yield: proof a call really waited for our turn. */
 		if (r->held_for != r->hold_until_ns) {
@@ -934,11 +954,6 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 		r->st.bad_replies++;
 		d.status = RDMEM_S_IO;
 	}
-	/* Connection grouping: our group's slice ends; hold new requests a while. */
-	if (d.flags & RDMEM_F_YIELD) {
-		r->hold_until_ns = rdmem_now_ns() + (uint64_t)d.hint * 1000;
-		r->st.yields++;
-	}
 	switch (s->owner) {
 	case RDMEM_OWN_RECLAIM:
 		rdmem_rdma_reclaim_reply(r, i, &d);
@@ -1138,6 +1153,8 @@ int rdmem_rdma_housekeeping(struct rdmem_rdma *r, uint64_t now_ns)
 	 * waits too: a RECLAIM is a request like any other, and the periodic
 	 * control-page read touches the server's QP all the same. A fence read
 	 * (a timed-out call's client waits on it) does not wait. */
+	rdmem_rdma_look_turn(r);
+	r->turn.look_ns = now_ns; /* read before this look: a bound for the next */
 	held = r->hold_until_ns && now_ns < r->hold_until_ns;
 	while (!held && r->reclaim_n && (ret = rdmem_rdma_send_reclaim(r)) > 0)
 		;

@@ -47,7 +47,8 @@ struct rdmem_rdma_stats {
 	    lazy_expired; /* LAZY READs done too late to trust: the object's TTL may have run out */
 	uint32_t reads_peak;   /* most READs in flight at once */
 	uint32_t reads_max;    /* the READ depth: agreed by the connection, capped by config */
-	uint64_t yields;       /* replies telling us our group's slice is ending */
+	uint64_t yields;       /* turn words telling us to hold (our group's slice ends) */
+	uint64_t turns;	       /* turn words telling us our group's turn has come */
 	uint64_t yield_holds;  /* yields that held back at least one new call */
 	uint64_t staged;       /* requests copied to the link's staging, not gathered */
 	uint64_t area_regs;    /* client slots registered (rdmem_link_reg_lkey) */

@@ -5,9 +5,12 @@
  * from where the last group ended: an idle session is never in a group
  * and costs a peek at its completions per switch (two when a dry group
  * looks for others waiting; while the worker spins idle, a switch a
- * round), and a busy one gets a slice in its turn, whatever the others do. In a slice's last quarter (or
- * the quarter a group that ran dry gets while other sessions wait), replies
- * carry RDMEM_F_YIELD with how long the agent should hold new calls.
+ * round), and a busy one gets a slice in its turn, whatever the others do.
+ * In a slice's last quarter (or the quarter a group that ran dry gets while
+ * other sessions wait), each member's agent is told once, in its turn word
+ * (layout.h), how long to hold new calls; a member told to hold is told
+ * its turn at the switch that makes it one again, and every hold ends when
+ * the worker goes idle or grouping turns off.
  * Owned by the worker thread; the counters are read by STATS
  * (docs/architecture.md, "Groups of busy sessions"). */
 #ifndef RDMEM_SERVER_GROUP_H
@@ -40,6 +43,10 @@ struct rdmem_group {
 	atomic_uint groups;	   /* STATS: busy groups at the last switch (1 ungrouped) */
 	atomic_uint group_members; /* STATS: sessions in the active group */
 	atomic_ullong slices;	   /* STATS: slices that served a group */
+	/* STATS: sessions a switch found with requests waiting while a hold we
+	 * told them ran: requests already on the way when the turn word
+	 * landed, or an agent that does not honour it. */
+	atomic_ullong held_arrivals;
 };
 
 int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg);
@@ -59,10 +66,10 @@ int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, ui
  * sessions wait. */
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The worker is about to sleep, every session armed and none with work:
- * the group's turn and holds end, so the request that wakes it is served
+ * the group's turn and every hold end, so the request that wakes it is served
  * by a new group at once, not after the old one's grace and last quarter
  * (found by review: up to 0.45 of a slice with the worker idle). */
-void rdmem_group_idle(struct rdmem_group *g, const struct rdmem_group_view *v);
+void rdmem_group_idle(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The worker dropped session i and moved its last, `last`, into i. */
 void rdmem_group_dropped(struct rdmem_group *g, uint32_t i, uint32_t last);
 

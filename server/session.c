@@ -55,9 +55,16 @@ struct rdmem_session {
 	struct rdmem_wr batch[RDMEM_SESSION_BATCH_WRS];
 	uint32_t batch_n, batch_cap;
 	uint64_t doorbells;
-	uint64_t wqes;	     /* reply WRs built (posted now or with the next post): one a reply */
-	uint32_t yield_us;   /* > 0: replies tell the agent to hold new calls */
-	uint64_t hold_until; /* when the agent's last hold ends, as far as we know */
+	uint64_t wqes; /* reply WRs built (posted now or with the next post): one a reply */
+	/* The turn word (layout.h): where it is in the agent's region, the
+	 * sequence of our last write, and when the hold it told ends (0: none
+	 * running). turn_err: a turn write that could not be posted, which
+	 * ends the session at its next reap. */
+	uint64_t turn_addr;
+	uint16_t turn_seq;
+	uint64_t hold_until;
+	uint64_t turns; /* turn words written */
+	int turn_err;
 	uint32_t group, active_group;
 
 	uint64_t ctrl_seq, ctrl_at, scan_at;
@@ -139,7 +146,7 @@ int rdmem_session_check_hello(const struct rdmem_xchg_hello *h, size_t len, stru
 		return RDMEM_S_BAD_REQUEST;
 	if (h->resp_bytes < RDMEM_DESC_SIZE || h->resp_bytes > RDMEM_MAX_RESP_BYTES)
 		return RDMEM_S_BAD_REQUEST;
-	need = (uint64_t)h->ring_slots * rdmem_slot_stride(h->resp_bytes);
+	need = rdmem_turn_off(h->ring_slots, h->resp_bytes) + RDMEM_TURN_BYTES;
 	if (h->resp.len < RDMEM_MIN(need, RDMEM_REMOTE_LEN_MAX))
 		return RDMEM_S_BAD_REQUEST;
 	snprintf(why, why_len, "authentication failed");
@@ -315,10 +322,6 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 	};
 	int ret;
 
-	if (s->yield_us) {
-		rep->flags |= RDMEM_F_YIELD;
-		rep->hint = (uint16_t)RDMEM_MIN(s->yield_us, UINT16_MAX);
-	}
 	memcpy(stage, rep, RDMEM_DESC_SIZE);
 	if (s->batch_n + RDMEM_DP_MAX_WRS > s->batch_cap && (ret = rdmem_session_flush(s)) < 0)
 		return ret;
@@ -436,9 +439,11 @@ static void rdmem_session_ready_push(struct rdmem_session *s, uint32_t slot)
 static int rdmem_session_reap(struct rdmem_session *s)
 {
 	struct rdmem_wc wc[32];
-	int n = rdmem_fab_poll(s->conn, wc, 32), i;
+	int n, i;
 
-	if (n < 0)
+	if (s->turn_err)
+		return s->turn_err;
+	if ((n = rdmem_fab_poll(s->conn, wc, 32)) < 0)
 		return n;
 	for (i = 0; i < n; i++) {
 		if (wc[i].status != RDMEM_WC_SUCCESS) {
@@ -607,10 +612,6 @@ int rdmem_session_poll(struct rdmem_session *s, uint32_t budget, uint64_t now)
 
 	if ((ret = rdmem_session_reap(s)) < 0)
 		return ret;
-	/* The agent holds for the hint from when it reads a reply carrying
-	 * it: the schedule counts it busy till then (rdmem_session_holding). */
-	if (s->ready_count && s->yield_us)
-		s->hold_until = now + (uint64_t)RDMEM_MIN(s->yield_us, UINT16_MAX) * 1000;
 	while (s->ready_count && done < budget) {
 		uint32_t slot = s->ready[s->ready_head];
 
@@ -663,9 +664,55 @@ int rdmem_session_event_fd(struct rdmem_session *s)
 	return rdmem_fab_event_fd(s->conn);
 }
 
-void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us)
+/* The source of a turn WRITE when the device cannot inline 8 bytes: the
+ * control page's last 64 bytes, which the page never uses. */
+#define RDMEM_SESSION_TURN_SRC (RDMEM_CTRL_BYTES - 64)
+_Static_assert(sizeof(struct rdmem_ctrl) <= RDMEM_SESSION_TURN_SRC, "turn source is spare");
+
+/* Writes the turn word now, in order behind the replies already posted
+ * (one RC send queue). */
+static int rdmem_session_post_turn(struct rdmem_session *s, uint16_t hold_us)
 {
-	s->yield_us = hold_us;
+	uint64_t *src = (uint64_t *)((uint8_t *)s->ctrl + RDMEM_SESSION_TURN_SRC);
+	struct rdmem_wr *wr;
+	int ret;
+
+	if (s->batch_n + 1 > s->batch_cap && (ret = rdmem_session_flush(s)) < 0)
+		return ret;
+	/* Inline, the bytes are copied at post. Else the WR reads src when it
+	 * runs, and a later turn may have rewritten it by then: that WR then
+	 * carries the later word early, and its own WR carries it again after
+	 * it. Either way the agent is left with the last word we wrote. */
+	*src = rdmem_turn_encode(++s->turn_seq, hold_us);
+	wr = &s->batch[s->batch_n++];
+	*wr = (struct rdmem_wr){
+		.op = RDMEM_WR_WRITE,
+		.flags = RDMEM_WR_INLINE,
+		.nsge = 1,
+		.remote_addr = s->turn_addr,
+		.rkey = s->resp.rkey,
+		.sge = { { (uintptr_t)src, sizeof(*src), s->mr_ctrl.lkey } },
+	};
+	s->turns++;
+	return rdmem_session_flush(s);
+}
+
+void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t now)
+{
+	int holding = s->hold_until > now;
+	int ret;
+
+	/* Told once per hold: a hold running is not told again, and a turn is
+	 * given only to an agent that may still be holding. */
+	if (s->turn_err || (hold_us ? holding : !holding))
+		return;
+	hold_us = RDMEM_MIN(hold_us, UINT16_MAX);
+	s->hold_until = hold_us ? now + (uint64_t)hold_us * 1000 : 0;
+	if ((ret = rdmem_session_post_turn(s, (uint16_t)hold_us)) < 0) {
+		rdmem_err_limited("session %u (%s): turn word not posted: %s", s->id,
+				  rdmem_fab_peer(s->conn), strerror(-ret));
+		s->turn_err = ret;
+	}
 }
 
 int rdmem_session_holding(const struct rdmem_session *s, uint64_t now)
@@ -711,6 +758,7 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->completed = s->completed;
 	out->doorbells = s->doorbells;
 	out->wqes = s->wqes;
+	out->turns = s->turns;
 	out->registered_bytes = rdmem_session_registered_bytes(s);
 }
 
@@ -825,6 +873,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	s->resp_bytes = hello->resp_bytes;
 	s->resp_stride = (uint32_t)rdmem_slot_stride(hello->resp_bytes);
 	s->resp = hello->resp;
+	s->turn_addr = hello->resp.addr + rdmem_turn_off(hello->ring_slots, hello->resp_bytes);
 	ret = rdmem_session_setup(s, hello);
 	if (ret < 0) {
 		rdmem_err_limited("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),

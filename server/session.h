@@ -116,11 +116,17 @@ int rdmem_session_arm(struct rdmem_session *s);
 int rdmem_session_woke(struct rdmem_session *s, int comp_ready, int event_ready);
 int rdmem_session_comp_fd(struct rdmem_session *s);
 int rdmem_session_event_fd(struct rdmem_session *s);
-/* Replies sent from now on tell the agent to hold new calls for hold_us
- * (its group's slice is ending); 0 stops that. */
-void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us);
-/* True while the agent is holding its calls on a hint we sent (its last
- * reply with one was built less than the hint ago). */
+/*
+ * Connection grouping's turn word (layout.h), written to the agent's region
+ * at once: hold_us > 0 tells it to hold new calls that long (its group's
+ * slice is ending), unless a hold we told is still running; 0 tells it its
+ * turn has come, if a hold we told may still be running (else nothing is
+ * written). A write that cannot be posted ends the session at its next
+ * poll, peek or tick.
+ */
+void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t now);
+/* True while the agent may be holding its calls on a turn word we wrote
+ * (its hold has not run out and no turn was given since). */
 int rdmem_session_holding(const struct rdmem_session *s, uint64_t now);
 /* Slice `slice` starts; the session is in its group when member is set
  * (the control page's group equals active_group while it is). */
@@ -131,6 +137,7 @@ struct rdmem_session_info {
 	uint64_t completed, registered_bytes;
 	uint64_t doorbells; /* reply posts: one per poll under load */
 	uint64_t wqes;	    /* reply WRs built for those posts: one a reply */
+	uint64_t turns;	    /* turn words written (holds and turns) */
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 

@@ -162,7 +162,7 @@ static uint32_t rdmem_worker_serve_lane(struct rdmem_worker *w, uint64_t now)
 		struct rdmem_session *s = l->s[k];
 		int n;
 
-		rdmem_session_set_yield(s, 0);
+		rdmem_session_set_yield(s, 0, now);
 		if ((n = rdmem_session_poll(s, 1, now)) < 0) {
 			uint32_t i = rdmem_worker_find(w, s);
 
@@ -333,9 +333,9 @@ static void rdmem_worker_block(struct rdmem_worker *w)
 		i++;
 	}
 	view = rdmem_worker_view(w);
-	rdmem_group_idle(&w->group, &view);
-	/* STATS reads the snapshot while we sleep: nothing changes until we wake. */
 	now = rdmem_now_ns();
+	rdmem_group_idle(&w->group, &view, now);
+	/* STATS reads the snapshot while we sleep: nothing changes until we wake. */
 	rdmem_worker_publish(w, now);
 	n = epoll_wait(w->epfd, ev, RDMEM_WORKER_MAX_EVENTS, rdmem_worker_block_ms(w, now));
 	for (k = 0; k < n; k++) {
@@ -569,24 +569,26 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 	unsigned groups = atomic_load_explicit(&w->group.groups, memory_order_relaxed),
 		 members = atomic_load_explicit(&w->group.group_members, memory_order_relaxed),
 		 lane = atomic_load_explicit(&w->lane_size, memory_order_relaxed);
-	unsigned long long slices = atomic_load_explicit(&w->group.slices, memory_order_relaxed);
+	unsigned long long slices = atomic_load_explicit(&w->group.slices, memory_order_relaxed),
+			   held =
+			       atomic_load_explicit(&w->group.held_arrivals, memory_order_relaxed);
 	unsigned long long polls = atomic_load_explicit(&w->lane_polls, memory_order_relaxed),
 			   served = atomic_load_explicit(&w->lane_served, memory_order_relaxed);
 	uint32_t i;
 
 	if (json)
-		rdmem_text_add(
-		    o,
-		    "{\"worker\":%u,\"groups\":%u,\"group_members\":%u,\"slices\":%llu,"
-		    "\"lane\":%u,\"lane_polls\":%llu,\"lane_served\":%llu,\"sessions\":[",
-		    w->index, groups, members, slices, lane, polls, served);
+		rdmem_text_add(o,
+			       "{\"worker\":%u,\"groups\":%u,\"group_members\":%u,\"slices\":%llu,"
+			       "\"held_arrivals\":%llu,\"lane\":%u,\"lane_polls\":%llu,"
+			       "\"lane_served\":%llu,\"sessions\":[",
+			       w->index, groups, members, slices, held, lane, polls, served);
 	else
 		rdmem_text_add(
 		    o,
-		    "worker %u: %u busy groups, %u sessions in the active one, %llu slices; "
-		    "quiet lane %u "
+		    "worker %u: %u busy groups, %u sessions in the active one, %llu slices "
+		    "(%llu found with requests while told to hold); quiet lane %u "
 		    "sessions, %llu polls served %llu calls\n",
-		    w->index, groups, members, slices, lane, polls, served);
+		    w->index, groups, members, slices, held, lane, polls, served);
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < w->nsnap && i < RDMEM_WORKER_LIST_MAX; i++) {
 		const struct rdmem_session_info *s = &w->snap[i];
@@ -596,20 +598,22 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 			    o,
 			    "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
 			    "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
-			    "\"doorbells\":%llu,\"wqes\":%llu,\"registered_bytes\":%llu}",
+			    "\"doorbells\":%llu,\"wqes\":%llu,\"turns\":%llu,"
+			    "\"registered_bytes\":%llu}",
 			    i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
 			    s->objects_live, (unsigned long long)s->completed,
 			    (unsigned long long)s->doorbells, (unsigned long long)s->wqes,
-			    (unsigned long long)s->registered_bytes);
+			    (unsigned long long)s->turns, (unsigned long long)s->registered_bytes);
 		else
 			rdmem_text_add(
 			    o,
 			    "  session %u: lease %u, group %u, %u slots, backlog %u, "
 			    "%u objects live, %llu calls in %llu reply posts (%llu WQEs), "
-			    "%llu B registered\n",
+			    "%llu turn words, %llu B registered\n",
 			    s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
 			    (unsigned long long)s->completed, (unsigned long long)s->doorbells,
-			    (unsigned long long)s->wqes, (unsigned long long)s->registered_bytes);
+			    (unsigned long long)s->wqes, (unsigned long long)s->turns,
+			    (unsigned long long)s->registered_bytes);
 	}
 	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
 		rdmem_text_add(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);

@@ -7,6 +7,7 @@
  *   control page   4 KiB               remote read   ctrl
  *   agent region
  *   response slots slots x resp_stride remote write  resp
+ *   turn word      64 B after them     remote write  resp
  *
  * Every slot, request or response, is its 64-byte descriptor followed by
  * its payload: slot i starts at i * stride, its payload at i * stride + 64
@@ -40,8 +41,11 @@
 /* 2: welcome carries the negotiated geometry; 64-bit object offsets.
  * 3: welcome carries the object TTL (LAZY reads check their lease).
  * 4: descriptor and payload share a slot (one WQE a message); the welcome's
- *    req replaces req_ring + req_payload, resp_stride is the whole slot. */
-#define RDMEM_LAYOUT_VERSION 4
+ *    req replaces req_ring + req_payload, resp_stride is the whole slot.
+ * 5: the turn word after the response slots (the server tells the agent
+ *    when to hold new calls and when its turn comes); replies no longer
+ *    carry RDMEM_F_YIELD. */
+#define RDMEM_LAYOUT_VERSION 5
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
@@ -77,6 +81,46 @@ static inline uint64_t rdmem_slot_data_off(uint32_t slot, uint32_t payload_bytes
 	return (uint64_t)slot * rdmem_slot_stride(payload_bytes) + RDMEM_DESC_SIZE;
 }
 
+/*
+ * The turn word (connection grouping; docs/architecture.md, "The turn
+ * word"): RDMEM_TURN_BYTES at the end of the agent's response region, at
+ * ring_slots x rdmem_slot_stride(resp_bytes) of its hello (the agent's
+ * layout, whatever the server serves of it), written by the server with a
+ * plain RDMA WRITE, read by the agent from its own memory before it sends.
+ * Its first 8 bytes are one 32-bit value twice, little-endian: the high 16
+ * bits a sequence that changes with every write, the low 16 how long to
+ * hold new calls in microseconds (0: your turn, send now). RDMA does not
+ * promise that an 8-byte write lands whole, nor does the shm backend's
+ * copy: a read whose halves differ is torn, and the agent looks again
+ * later.
+ */
+#define RDMEM_TURN_BYTES 64u
+
+static inline uint64_t rdmem_turn_encode(uint16_t seq, uint16_t hold_us)
+{
+	uint64_t half = (uint64_t)seq << 16 | hold_us;
+
+	return rdmem_le64(half << 32 | half);
+}
+
+/* 0 and the word's parts, or -1 for a torn read. */
+static inline int rdmem_turn_decode(uint64_t wire, uint16_t *seq, uint16_t *hold_us)
+{
+	uint64_t v = rdmem_le64(wire);
+
+	if ((v >> 32) != (v & 0xffffffffu))
+		return -1;
+	*seq = (uint16_t)(v >> 16);
+	*hold_us = (uint16_t)v;
+	return 0;
+}
+
+/* Where the turn word is in an agent region of ring_slots response slots. */
+static inline uint64_t rdmem_turn_off(uint32_t ring_slots, uint32_t resp_bytes)
+{
+	return (uint64_t)ring_slots * rdmem_slot_stride(resp_bytes);
+}
+
 /* Object pool size classes: 64 KiB slabs, then larger classes up to max_value. */
 #define RDMEM_OBJ_CLASSES 3
 
@@ -87,7 +131,7 @@ struct rdmem_xchg_hello {
 	uint16_t flags;
 	uint32_t ring_slots;		     /* slots of our response ring */
 	uint32_t resp_bytes;		     /* payload bytes per response slot */
-	struct rdmem_remote resp;	     /* the response slots */
+	struct rdmem_remote resp;	     /* the response slots, then the turn word */
 	uint64_t nonce;			     /* fresh per connect: high half = the agent's clock */
 	uint8_t proof[RDMEM_AUTH_HELLO_MAC]; /* with --secret-file; see auth.h */
 };

@@ -82,8 +82,8 @@ enum rdmem_flag {
 	RDMEM_F_OBJREF = 1u << 2, /* reply: payload is in the server object pool, see args.obj */
 	RDMEM_F_JSON = 1u << 3,	  /* STATS: ask for JSON instead of text */
 	RDMEM_F_WANT_OBJREF = 1u << 4, /* request: reply through the object pool (forced LAZY) */
-	RDMEM_F_YIELD = 1u << 5,       /* reply: this session's time slice is ending; hold new
-					* calls for desc.hint microseconds (connection grouping) */
+	RDMEM_F_YIELD = 1u << 5,       /* layout 4's hold on a reply; reserved: since layout 5
+					* the turn word tells the agent (layout.h) */
 	RDMEM_F_CALL_ID = 1u << 6,     /* request of PUT, DEL, IMAGE_CHUNK or RECLAIM: aux is the
 				    * agent's call id; a retry with the same id runs once */
 };
@@ -148,7 +148,7 @@ struct rdmem_desc {
 	uint8_t path;	 /* enum rdmem_path the call is travelling on */
 	uint8_t reserved0;
 	uint16_t key_len;  /* key bytes at the start of the payload */
-	uint16_t hint;	   /* reply with RDMEM_F_YIELD: microseconds to hold new calls */
+	uint16_t hint;	   /* reserved, 0 (layout 4: RDMEM_F_YIELD's hold) */
 	uint32_t val_len;  /* value bytes after the key */
 	uint32_t data_off; /* RDMA: payload offset in the receiver's request slots */
 	uint32_t aux;	   /* op-specific small argument */

@@ -87,7 +87,8 @@ out:
 	free(region);
 }
 
-/* The server accepts a hello, then answers slot i at resp.addr + i * slot_stride(resp_bytes). */
+/* The server accepts a hello, then answers slot i at resp.addr + i * slot_stride(resp_bytes)
+ * and writes the turn word after the hello's slots. */
 static void fuzz_hello(struct fz *in, uint32_t server_slots)
 {
 	struct rdmem_xchg_hello h;
@@ -107,6 +108,8 @@ static void fuzz_hello(struct fz *in, uint32_t server_slots)
 	slots = RDMEM_MIN(h.ring_slots, server_slots);
 	for (i = 0; i < slots; i++) /* reply slot i, descriptor and payload, from resp.addr */
 		FUZZ_CHECK((i + 1) * rdmem_slot_stride(h.resp_bytes) <= h.resp.len);
+	/* The turn word, after the hello's slots (not the served ones). */
+	FUZZ_CHECK(rdmem_turn_off(h.ring_slots, h.resp_bytes) + RDMEM_TURN_BYTES <= h.resp.len);
 }
 
 /* The agent accepts a welcome, then writes request slot i at req.addr + i * slot_stride(slot_bytes). */

@@ -221,11 +221,11 @@ static void desc_seed(const char *name, uint8_t slots, uint16_t slot_bytes, uint
 	h.version = RDMEM_LAYOUT_VERSION;
 	h.ring_slots = 64;
 	h.resp_bytes = RDMEM_DEFAULT_RESP_BYTES;
-	h.resp =
-	    (struct rdmem_remote){ 0x7f0000001000ull, 0x1234,
-				   (uint32_t)(64 * rdmem_slot_stride(RDMEM_DEFAULT_RESP_BYTES)) };
+	h.resp = (struct rdmem_remote){ 0x7f0000001000ull, 0x1234,
+					(uint32_t)(rdmem_turn_off(64, RDMEM_DEFAULT_RESP_BYTES) +
+						   RDMEM_TURN_BYTES) };
 	if (hello_bad)
-		h.resp.len -= 1; /* one byte short of the last slot */
+		h.resp.len -= 1; /* one byte short of the turn word's end */
 	h.nonce = 0x6000000000000001ull;
 	u16(&s, 31);
 	u8(&s, sizeof(h));

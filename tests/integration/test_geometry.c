@@ -529,7 +529,7 @@ static void test_version_mismatch(void)
 	h.version = RDMEM_LAYOUT_VERSION - 1;
 	h.ring_slots = 1;
 	h.resp_bytes = 64;
-	h.resp.len = 128;
+	h.resp.len = 128 + RDMEM_TURN_BYTES;
 	CHECK_EQ(rdmem_session_check_hello(&h, sizeof(h), NULL, why, sizeof(why)),
 		 RDMEM_S_BAD_REQUEST);
 	snprintf(want, sizeof(want), "layout v%u, server speaks v%u", RDMEM_LAYOUT_VERSION - 1,
@@ -537,8 +537,9 @@ static void test_version_mismatch(void)
 	CHECK(strcmp(why, want) == 0);
 	h.version = RDMEM_LAYOUT_VERSION;
 	CHECK_EQ(rdmem_session_check_hello(&h, sizeof(h), NULL, why, sizeof(why)), RDMEM_S_OK);
-	/* Layout 4: one response slot is the descriptor and its payload (128 B). */
-	h.resp.len = 127;
+	/* Layout 5: one response slot is the descriptor and its payload (128 B),
+	 * and the turn word's 64 bytes follow it. */
+	h.resp.len = 128 + RDMEM_TURN_BYTES - 1;
 	CHECK_EQ(rdmem_session_check_hello(&h, sizeof(h), NULL, why, sizeof(why)),
 		 RDMEM_S_BAD_REQUEST);
 	/* A welcome of another layout, or one that moves our response stride. */

@@ -55,6 +55,7 @@ struct sess {
 	uint32_t seq[MAX_WIN];
 	uint64_t sent_ns[MAX_WIN];
 	uint64_t hold_until;
+	struct rdmem_turn_view turn;
 	uint8_t want[VALUE_LEN];
 	int flood;
 };
@@ -134,12 +135,6 @@ static void take_reply(struct sess *s, uint32_t slot, int is_get, struct tally *
 	else if (is_get && (d.val_len != VALUE_LEN ||
 			    memcmp(resp + RDMEM_DESC_SIZE, s->want, VALUE_LEN) != 0))
 		t->wrong++;
-	if (d.flags & RDMEM_F_YIELD) {
-		/* Our group's slice ends: hold new requests, as the agent does. */
-		s->hold_until = now + (uint64_t)d.hint * 1000;
-		t->yields++;
-		t->first_yields += s->flood;
-	}
 	s->free_slots |= 1ull << slot;
 	if (!is_get)
 		return;
@@ -212,9 +207,29 @@ static void close_sessions(struct sess *ss, uint32_t n)
 	free(ss);
 }
 
+/* The server's turn word, as the agent reads it (agent/rdma.c): a hold
+ * (our group's slice ends), or our turn. now was read before this look. */
+static void look_turn(struct sess *s, uint64_t now, struct tally *t)
+{
+	uint64_t until = 0;
+
+	switch (rdmem_link_turn_look(s->l, &s->turn, &until)) {
+	case RDMEM_TURN_HOLD:
+		s->hold_until = until;
+		t->yields++;
+		t->first_yields += s->flood;
+		break;
+	case RDMEM_TURN_GO:
+		s->hold_until = 0;
+		break;
+	}
+	s->turn.look_ns = now;
+}
+
 /* Fills the session's free slots with GETs, unless the server asked to hold. */
 static void refill(struct sess *s, uint64_t now, struct tally *t)
 {
+	look_turn(s, now, t);
 	while (s->hold_until <= now) {
 		uint64_t usable =
 		    s->free_slots & ((s->window >= 64) ? ~0ull : (1ull << s->window) - 1);
