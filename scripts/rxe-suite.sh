@@ -18,7 +18,8 @@
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
 #                  then server, under a low `ulimit -l`), many_sessions (256, the
-#                  device's resource table against the server's gauges),
+#                  device's resource table against the server's gauges;
+#                  grouped, so the turn word is written over verbs),
 #                  session_flood (a hog holding sessions that never send),
 #                  lease_hygiene, session_reap
 #   mw             tests/mw_probe on rxe0: what the device says of memory
@@ -190,7 +191,8 @@ check_many_sessions() {
 	local dev gauges srv hold=/tmp/rxe-many.hold
 	timeout -k 5 "$T" "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p "$port" --fabric verbs --no-tcp \
 		--ring-slots 16 --objpool-slabs 1 --max-value 4096 --max-sessions $((n + 16)) \
-		--metrics-port $((port + 10)) >"$log" 2>&1 &
+		--group-threshold 16 --group-size 16 --slice-us 20000 --metrics-port $((port + 10)) \
+		>"$log" 2>&1 &
 	spid=$!
 	if ! wait_for_line "$log" 'listening verbs' 60; then
 		echo "not ok - many_sessions: rdmem-server did not start"
@@ -225,6 +227,14 @@ check_many_sessions() {
 	echo "# many_sessions: $out"
 	grep -v ': info: ' "$err" | sed 's/^/#   many_sessions: /'
 	status_line many_sessions "$rc" "$n sessions connect, run GETs with every reply checked, disconnect"
+	# Grouped (groups of 16; slices of 20 ms, so that a round under TCG,
+	# which takes milliseconds, can fall in a slice's last quarter): the
+	# turn word, an RDMA WRITE into each session's region, reached them
+	# over verbs and they held.
+	local yields
+	yields=$(sed -n 's/.*"yields":\([0-9]*\).*/\1/p' /tmp/rxe-many.out)
+	[ "${yields:-0}" -gt 0 ]
+	status_line many_sessions $? "grouped: sessions were told to hold in their turn words ($yields holds)"
 	# The closes reach the server: every session ends (no lease, no worker
 	# slot held). Read from its sessions gauge: the "closed" log line is
 	# rate-limited (a peer can provoke it), so its count is not the number.
