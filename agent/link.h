@@ -103,7 +103,7 @@ struct rdmem_turn_view {
 enum { RDMEM_TURN_SAME, RDMEM_TURN_HOLD, RDMEM_TURN_GO };
 
 /*
- * Looks at the turn word: RDMEM_TURN_SAME when it is as last seen (or torn:
+ * Looks at the turn word: RDMEM_TURN_SAME when it is as last seen or older (or torn:
  * a write is landing, and a later look sees it whole), RDMEM_TURN_HOLD with
  * *until when the server tells us to hold new calls, RDMEM_TURN_GO when it
  * gives us our turn. No clock read here (the send path calls it): the
@@ -122,7 +122,9 @@ static inline int rdmem_link_turn_look(const struct rdmem_link *l, struct rdmem_
 	uint64_t w = atomic_load_explicit((_Atomic uint64_t *)l->turn, memory_order_relaxed);
 	uint16_t seq, hold_us;
 
-	if (rdmem_turn_decode(w, &seq, &hold_us) < 0 || seq == v->seq)
+	/* Only a newer word, in serial-number order: a NIC that places out of
+	 * order (multipath) may land a retried older write after a newer one. */
+	if (rdmem_turn_decode(w, &seq, &hold_us) < 0 || (int16_t)(uint16_t)(seq - v->seq) <= 0)
 		return RDMEM_TURN_SAME;
 	v->seq = seq;
 	if (!hold_us)

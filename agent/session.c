@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/link.h"
 #include "agent/metrics.h"
@@ -880,9 +881,11 @@ static int rdmem_agent_session_poll_rdma(struct rdmem_agent_session *s)
  * pending or outstanding, until an event: a call (the queue's eventfd, also
  * rung by the connector with a new link), a completion, or the link's
  * connection event (a peer that died or disconnected), so an idle agent
- * does not wake at all (-1).
+ * does not wake at all (-1). Nanoseconds: a grouping hold is a fraction of
+ * a 500 us slice, and a sleep rounded up to a millisecond missed the
+ * warm-up it ends at and most of the turn (found by review).
  */
-static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
+static int64_t rdmem_agent_session_block_ns(const struct rdmem_agent_session *s)
 {
 	uint64_t now = rdmem_now_ns(), first = now + RDMEM_SESSION_BLOCK_MS * 1000000ull;
 	const struct rdmem_agent_call *call;
@@ -896,7 +899,7 @@ static int rdmem_agent_session_block_ms(const struct rdmem_agent_session *s)
 	 * grouping go out when the hold ends. */
 	if (s->rdma && rdmem_rdma_hold_until(s->rdma) > now)
 		first = RDMEM_MIN(first, rdmem_rdma_hold_until(s->rdma));
-	return first <= now ? 0 : (int)((first - now + 999999) / 1000000);
+	return first <= now ? 0 : (int64_t)(first - now);
 }
 
 static void rdmem_agent_session_publish(struct rdmem_agent_session *s, uint64_t now, int force);
@@ -910,10 +913,10 @@ static int rdmem_agent_session_round(struct rdmem_agent_session *s);
  * round found work, or the front door holds the token and is taking calls
  * whose completions may be ours to reap).
  */
-static int rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, struct pollfd *pfd,
-					     int *nfd)
+static int64_t rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, struct pollfd *pfd,
+						 int *nfd)
 {
-	int ms = -2;
+	int64_t ns = -2;
 
 	if (!rdmem_agent_session_actor_try_own(s, RDMEM_SESSION_WANT_MISSES))
 		return -2;
@@ -927,20 +930,22 @@ static int rdmem_agent_session_prepare_block(struct rdmem_agent_session *s, stru
 		pfd[2].fd = rdmem_fab_event_fd(s->link->conn);
 		*nfd = 3;
 	}
-	ms = rdmem_agent_session_block_ms(s);
+	ns = rdmem_agent_session_block_ns(s);
 	/* Read by a front door that takes calls while we sleep: it rings
 	 * in.efd, since nothing else would make us look at their deadlines or
 	 * at those it left pending. */
 	s->asleep = 1;
 out:
 	rdmem_agent_session_disown(s);
-	return ms;
+	return ns;
 }
 
 static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 {
 	struct pollfd pfd[3] = { { s->in.efd, POLLIN, 0 }, { -1, POLLIN, 0 }, { -1, POLLIN, 0 } };
-	int nfd = 1, ms;
+	struct timespec ts;
+	int nfd = 1;
+	int64_t ns;
 
 	if (!rdmem_queue_prepare_sleep(&s->in))
 		return;
@@ -949,14 +954,16 @@ static void rdmem_agent_session_block(struct rdmem_agent_session *s)
 		rdmem_queue_woke(&s->in);
 		return;
 	}
-	ms = rdmem_agent_session_prepare_block(s, pfd, &nfd);
-	if (ms == -2) {
+	ns = rdmem_agent_session_prepare_block(s, pfd, &nfd);
+	if (ns == -2) {
 		rdmem_queue_woke(&s->in);
 		return;
 	}
 	/* s->link and s->rdma change on this thread only (adopt, link_lost):
 	 * the front door never replaces them, so they are read here unowned. */
-	if (poll(pfd, (nfds_t)nfd, ms) < 0 && errno != EINTR)
+	ts.tv_sec = ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	if (ppoll(pfd, (nfds_t)nfd, ns < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
 		rdmem_err("session actor poll: %s", strerror(errno));
 	if (s->rdma && (pfd[1].revents || pfd[2].revents)) {
 		rdmem_agent_session_own(s);

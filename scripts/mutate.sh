@@ -65,6 +65,8 @@ mutations=(
 	"turn-told-every-round|server/session.c|s/if \(s->turn_err \S\S \(hold_us \? holding : !holding\)\)/if (s->turn_err + 0 * holding)/|test_group_yield"
 	"turn-hold-ignored|agent/link.h|s/\*until = v->look_ns \+ \(uint64_t\)hold_us \* 1000;/*until = 0;/|test_turn_word test_group_yield"
 	"turn-torn-trusted|include/rdmem/layout.h|s/if \(\(v >> 32\) != \(v & 0xffffffffu\)\)\n\t\treturn -1;/if (0)\n\t\treturn -1;/|test_turn_word"
+	"group-cut-told-for-holders|server/group.c|s/\t\tbusy \+= rdmem_group_has_work\(v->sess\[i\]\);/\t\tbusy += rdmem_group_has_work(v->sess[i]) + rdmem_session_holding(v->sess[i], 0);/|test_worker"
+	"turn-older-taken|agent/link.h|s/\(int16_t\)\(uint16_t\)\(seq - v->seq\) <= 0/seq == v->seq/|test_turn_word"
 	"group-dry-lane-waits|server/worker.c|s/if \(!work \&\& w->lane.n\)/if (0 \&\& !work \&\& w->lane.n)/|test_worker"
 	"lane-burst-stays|server/lane.c|s/\t\tif \(served \+ left > 1\)\n\t\t\trdmem_lane_remove/\t\tif (0 \&\& served + left > 1)\n\t\t\trdmem_lane_remove/|test_lane"
 	"lane-counts-served|server/lane.c|s/served == 1 \&\& !left \&\&/served == 1 \&\&/|test_lane"

@@ -193,16 +193,21 @@ static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
 
 /*
  * The active group ran dry before its slice ended: its turn ends now. When
- * other sessions wait (peeked, once per slice), its agents are told to hold
- * first, as a slice's last quarter tells them: their next requests belong
- * to their next turn. Before the turn word the hold rode on replies, so a
- * dry group kept a last quarter of its turn to answer with it (measured
- * then, with the fixed groups: two agents at window 4 or 16, the default
- * 500 us slice, 0 yields in 200000 replies without it); the word reaches
- * every member at once, and that quarter only kept the worker idle while
- * other groups waited (measured: with 128 of 1,024 sessions busy, 1.38 and
- * 1.24 M QPS with it against 1.74 and 1.69 M for replies carrying the hold,
- * whose slices the agents that heard nothing kept busy).
+ * other sessions have requests waiting (peeked, once per slice), its agents
+ * are told to hold first, as a slice's last quarter tells them: their next
+ * requests belong to their next turn. Holders alone are no reason to tell
+ * (nobody competes for the NIC now), nor do they lengthen the hold, though
+ * they come back before this group's next turn: a review asked for that,
+ * and it cost throughput without a better tail (1,024 sessions, window 4,
+ * two rounds each: all busy 1.07 and 1.17 M QPS against 1.91 and 1.84 M,
+ * p99 4.6 and 3.1 ms against 3.5 and 3.8 ms; 128 busy 1.45 and 1.52 M
+ * against 1.92 and 1.90 M).
+ *
+ * Before the turn word the hold rode on replies, so a dry group kept a last
+ * quarter of its turn to answer with it; the word reaches every member at
+ * once, and that quarter only kept the worker idle while other groups
+ * waited (measured: with 128 of 1,024 sessions busy, 1.38 and 1.24 M QPS
+ * with it against 1.74 and 1.69 M for replies carrying the hold).
  */
 static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {

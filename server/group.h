@@ -6,11 +6,14 @@
  * and costs a peek at its completions per switch (two when a dry group
  * looks for others waiting; while the worker spins idle, a switch a
  * round), and a busy one gets a slice in its turn, whatever the others do.
- * In a slice's last quarter (or the quarter a group that ran dry gets while
- * other sessions wait), each member's agent is told once, in its turn word
- * (layout.h), how long to hold new calls; a member told to hold is told
- * its turn at the switch that makes it one again, and every hold ends when
- * the worker goes idle or grouping turns off.
+ * In a slice's last quarter, or when the group runs dry while others wait
+ * (its turn then ends at once), each member's agent is told once, in its
+ * turn word (layout.h), how long to hold new calls: until half a slice
+ * before its next turn as predicted, at most 65,535 us. A member told to
+ * hold that has requests waiting when its group comes round is told its
+ * turn; a holding agent with none waits out its hold (the word wakes
+ * nobody). Every hold ends when the worker goes idle or grouping turns
+ * off.
  * Owned by the worker thread; the counters are read by STATS
  * (docs/architecture.md, "Groups of busy sessions"). */
 #ifndef RDMEM_SERVER_GROUP_H
@@ -57,18 +60,19 @@ static inline int rdmem_group_on(const struct rdmem_group *g, uint32_t n)
 	return n > g->threshold;
 }
 /* The start of a round at `now`. Grouping off: returns 0, poll them all.
- * Else switches to the next group when the slice is over, sets the yield on
- * replies in its last quarter, and returns 1: poll g->member[0, members),
- * skipping RDMEM_GROUP_LEFT. */
+ * Else switches to the next group when the slice is over, tells its
+ * members to hold in its last quarter, and returns 1: poll
+ * g->member[0, members), skipping RDMEM_GROUP_LEFT. */
 int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The round found no work: after a grace at the start of the slice, the
- * group's turn ends, or gets a last quarter to tell its agents when other
- * sessions wait. */
+ * group's turn ends, its agents told to hold when other sessions are
+ * busy. */
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The worker is about to sleep, every session armed and none with work:
  * the group's turn and every hold end, so the request that wakes it is served
- * by a new group at once, not after the old one's grace and last quarter
- * (found by review: up to 0.45 of a slice with the worker idle). */
+ * by a new group at once, not after the old one's grace (found by review:
+ * with the dry quarter of then, up to 0.45 of a slice with the worker
+ * idle). */
 void rdmem_group_idle(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The worker dropped session i and moved its last, `last`, into i. */
 void rdmem_group_dropped(struct rdmem_group *g, uint32_t i, uint32_t last);

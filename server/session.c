@@ -707,7 +707,10 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t
 	if (s->turn_err || (hold_us ? holding : !holding))
 		return;
 	hold_us = RDMEM_MIN(hold_us, UINT16_MAX);
-	s->hold_until = hold_us ? now + (uint64_t)hold_us * 1000 : 0;
+	/* A fresh clock, not the round's: a long dispatch since (an image's
+	 * commit) would end our view of the hold before the agent's, and the
+	 * turn that ends it at idle would be skipped (found by review). */
+	s->hold_until = hold_us ? rdmem_now_ns() + (uint64_t)hold_us * 1000 : 0;
 	if ((ret = rdmem_session_post_turn(s, (uint16_t)hold_us)) < 0) {
 		rdmem_err_limited("session %u (%s): turn word not posted: %s", s->id,
 				  rdmem_fab_peer(s->conn), strerror(-ret));

@@ -99,16 +99,17 @@ static void real_agents_receive_and_honour_yields(void)
 		       "call; told its turn %lld times\n",
 		       i, replies, yields, holds, turns);
 		CHECK(replies >= 20000);
-		/* The turn word: 65-66 holds and as many holds that held a call
-		 * per agent (plain build). */
+		/* The turn word: 45-253 holds per agent, nearly all of which held
+		 * a call (plain build). */
 		CHECK(yields >= GY_MIN_YIELDS);
 		CHECK(holds >= GY_MIN_HOLDS);
 		/* Told once a slice at most: a hold running is not told again;
-		 * and a turn only ends a hold we told (plain build: 1-5 turns;
-		 * written at every switch and sleep, 700-1,600). A few turns may
-		 * come without their hold seen: both landed between two looks. */
+		 * and a turn only ends a hold we told (plain build: 1-125 turns
+		 * for 45-253 holds; written at every switch and sleep, 700-1,600
+		 * for about 60). Some turns come without their hold seen: both
+		 * landed between two looks, hence the slack. */
 		CHECK(yields <= slices);
-		CHECK(turns <= yields + 10);
+		CHECK(turns <= 2 * yields + 10);
 		held_told += yields;
 	}
 	{
@@ -117,9 +118,8 @@ static void real_agents_receive_and_honour_yields(void)
 		printf("# server: %lld group switches, %lld found a held session with requests\n",
 		       slices, held);
 		CHECK(slices > 0);
-		CHECK(held >= 0);
 		/* Agents send nothing while held: what arrives was on the way. */
-		CHECK(held * 2 <= held_told);
+		CHECK(held >= 0 && held * 2 <= held_told);
 	}
 }
 

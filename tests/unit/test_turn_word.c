@@ -1,7 +1,7 @@
 /* test_turn_word.c - the turn word the server writes into an agent's region
  * (include/rdmem/layout.h) and how the agent reads it (agent/link.h,
  * rdmem_link_turn_look): its bytes on the wire, a torn read, a hold seen
- * late, and a turn. */
+ * late, a turn, and an older word landing after a newer one. */
 #include <string.h>
 
 #include "agent/link.h"
@@ -72,6 +72,14 @@ static void test_agent_reads_the_word(void)
 		CHECK_EQ(rdmem_link_turn_look(&l, &v, &until), RDMEM_TURN_GO);
 		CHECK_EQ(v.seq, 3);
 	}
+	/* An older word landing late (a NIC placing out of order) is not news;
+	 * the sequence wraps in serial-number order. */
+	word = rdmem_turn_encode(2, 750);
+	CHECK_EQ(rdmem_link_turn_look(&l, &v, &until), RDMEM_TURN_SAME);
+	v.seq = 65535;
+	word = rdmem_turn_encode(0, 0);
+	CHECK_EQ(rdmem_link_turn_look(&l, &v, &until), RDMEM_TURN_GO);
+	CHECK_EQ(v.seq, 0);
 }
 
 int main(void)

@@ -592,6 +592,28 @@ static void test_dry_group_ends_at_once(void)
 	rdmem_group_fini(g);
 }
 
+/* By hand: the first's group runs dry after the grace while the others'
+ * agents hold on our word, none with requests waiting: nobody competes,
+ * so it is not told to hold (a hold would idle the worker until theirs
+ * end), and its turn ends. */
+static void test_dry_cut_among_holders(void)
+{
+	struct hand h;
+	struct rdmem_group_view *v = &h.v;
+	struct rdmem_group *g = &h.g;
+	int i;
+
+	REQUIRE(hand_floods(&h) == 0);
+	for (i = 0; i < 3; i++)
+		h.s[i].kind = FAKE_IDLE;
+	atomic_store(&h.s[1].holding, 1);
+	atomic_store(&h.s[2].holding, 1);
+	rdmem_group_dry(g, v, HAND_T0 + 50000);
+	CHECK_EQ(g->slice_end, HAND_T0 + 50000);
+	CHECK_EQ(atomic_load(&h.s[0].hold_now), 0);
+	rdmem_group_fini(g);
+}
+
 /* A worker goes to sleep with a group whose member went quiet, in a
  * one-second slice; a request from another session wakes it and is served
  * at once, not after the old group's grace (200 ms): going to sleep ends
@@ -659,6 +681,7 @@ int main(void)
 	RUN(test_grouping_off_ends_holds);
 	RUN(test_holds_stand_until_the_turn);
 	RUN(test_dry_group_ends_at_once);
+	RUN(test_dry_cut_among_holders);
 	RUN(test_group_follows_a_moved_member);
 	RUN(test_holding_sessions_count);
 	RUN(test_sleep_ends_the_group);
