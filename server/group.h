@@ -65,8 +65,8 @@ static inline int rdmem_group_on(const struct rdmem_group *g, uint32_t n)
  * g->member[0, members), skipping RDMEM_GROUP_LEFT. */
 int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The round found no work: after a grace at the start of the slice, the
- * group's turn ends, its agents told to hold when other sessions are
- * busy. */
+ * group's turn ends, its agents told to hold when other sessions have
+ * requests waiting. */
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now);
 /* The worker is about to sleep, every session armed and none with work:
  * the group's turn and every hold end, so the request that wakes it is served
