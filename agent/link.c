@@ -349,9 +349,9 @@ static void rdmem_link_fit_queues(struct rdmem_link *l)
 	fit = max_send > RDMEM_LINK_WR_SPARE
 		  ? (max_send - RDMEM_LINK_WR_SPARE) / RDMEM_LINK_WRS_PER_SLOT
 		  : 0;
-	/* slots + RDMEM_LINK_RECV_BATCH receives stay posted */
-	fit =
-	    RDMEM_MIN(fit, max_recv > RDMEM_LINK_RECV_BATCH ? max_recv - RDMEM_LINK_RECV_BATCH : 0);
+	/* slots + RDMEM_LINK_RECVS_SPARE receives stay posted */
+	fit = RDMEM_MIN(fit,
+			max_recv > RDMEM_LINK_RECVS_SPARE ? max_recv - RDMEM_LINK_RECVS_SPARE : 0);
 	if (fit >= l->slots)
 		return;
 	rdmem_warn("rdma: %s gives a send queue of %u and a receive queue of %u: %u ring slots "
@@ -366,7 +366,7 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 	 * control-page reads and RECLAIMs. */
 	struct rdmem_fab_attr attr = { .max_send_wr = RDMEM_LINK_WRS_PER_SLOT * cfg->ring_slots +
 						      RDMEM_LINK_WR_SPARE,
-				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECV_BATCH,
+				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECVS_SPARE,
 				       .max_inline = RDMEM_DP_INLINE,
 				       .signal_every = 64,
 				       .src_addr = cfg->src_addr };
@@ -383,9 +383,10 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 		rdmem_link_fit_queues(l);
 	if (ret == 0)
 		ret = rdmem_link_regions(l, cfg);
-	/* One receive per response slot, plus the batch that may be owed. */
+	/* One receive per response slot, the batch that may be owed, and one
+	 * for a turn that wakes us (layout.h, RDMEM_TURN_RECVS). */
 	if (ret == 0)
-		ret = rdmem_fab_post_recv(l->conn, (int)(l->slots + RDMEM_LINK_RECV_BATCH));
+		ret = rdmem_fab_post_recv(l->conn, (int)(l->slots + RDMEM_LINK_RECVS_SPARE));
 	if (ret == 0)
 		ret = rdmem_link_handshake(l, cfg);
 	if (ret < 0) {

@@ -26,6 +26,9 @@
 #define RDMEM_LINK_RECLAIM_BUFS 8
 #define RDMEM_LINK_RECLAIM_REFS 32 /* object refs per RECLAIM message */
 #define RDMEM_LINK_RECV_BATCH	32 /* receives reposted at a time */
+/* Receives posted beyond one per slot: the batch that may be owed, and the
+ * one a turn that wakes takes (layout.h). */
+#define RDMEM_LINK_RECVS_SPARE (RDMEM_LINK_RECV_BATCH + RDMEM_TURN_RECVS)
 /* Request payloads up to this size are copied into the agent's own
  * registered memory (one stride per ring slot) instead of gathered from the
  * client's area: a client that moves only small payloads never has its area

@@ -97,6 +97,7 @@ struct rdmem_rdma {
 	uint64_t hold_until_ns;	     /* the server's group is not being served before this */
 	uint64_t held_for;	     /* the hold_until_ns that yield_holds counted last */
 	struct rdmem_turn_view turn; /* the turn word as last seen */
+	uint16_t wakes_taken;	     /* turns with RDMEM_TURN_IMM this link took (hint) */
 	uint32_t calls_since_ctrl;
 	uint8_t reclaim_fault;	       /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
 	uint8_t withheld_n;	       /* 1: withheld holds a reference not given back */
@@ -272,6 +273,10 @@ static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct 
 	d->data_off = (uint32_t)rdmem_slot_data_off(i, r->l->slot_bytes);
 	d->req_id = i;
 	d->status = 0;
+	/* The turns with an immediate we took (and whose receive is owed or
+	 * reposted: the link keeps one for it beyond the batch): the server
+	 * sends the next only after this (layout.h, RDMEM_TURN_IMM). */
+	d->hint = r->wakes_taken;
 	if (path == RDMEM_PATH_LAZY)
 		d->flags |= RDMEM_F_WANT_OBJREF;
 }
@@ -1051,6 +1056,23 @@ static void rdmem_rdma_ctrl_done(struct rdmem_rdma *r)
 
 /* ---- progress ------------------------------------------------------------ */
 
+/* A turn that woke us (layout.h, RDMEM_TURN_IMM): the word is in place (RC
+ * places a WR's bytes before its completion), and unless a newer hold has
+ * replaced it, its turn ends our hold now. */
+static int rdmem_rdma_wake(struct rdmem_rdma *r)
+{
+	uint64_t until = r->hold_until_ns, now = rdmem_now_ns();
+	int held_a_call = r->held_for == until;
+
+	r->wakes_taken++;
+	r->st.turn_wakes++;
+	rdmem_rdma_look_turn(r);
+	/* What the wake saved: the rest of a hold that held a call. */
+	if (!r->hold_until_ns && until > now && held_a_call)
+		r->st.wake_saved_us += (until - now) / 1000;
+	return 0;
+}
+
 static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc)
 {
 	if (wc->status != RDMEM_WC_SUCCESS) {
@@ -1062,6 +1084,8 @@ static int rdmem_rdma_completion(struct rdmem_rdma *r, const struct rdmem_wc *wc
 	switch (wc->op) {
 	case RDMEM_WC_RECV_IMM:
 		r->recv_owed++;
+		if (wc->imm == RDMEM_TURN_IMM)
+			return rdmem_rdma_wake(r);
 		return rdmem_rdma_response(r, wc->imm);
 	case RDMEM_WC_READ:
 		if (wc->wr_id == RDMEM_WRID_CTRL) {

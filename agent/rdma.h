@@ -45,20 +45,22 @@ struct rdmem_rdma_stats {
 	uint64_t read_waits; /* LAZY READs that waited for the READ depth or send queue */
 	uint64_t
 	    lazy_expired; /* LAZY READs done too late to trust: the object's TTL may have run out */
-	uint32_t reads_peak;   /* most READs in flight at once */
-	uint32_t reads_max;    /* the READ depth: agreed by the connection, capped by config */
-	uint64_t yields;       /* turn words telling us to hold (our group's slice ends) */
-	uint64_t turns;	       /* turn words telling us our group's turn has come */
-	uint64_t yield_holds;  /* yields that held back at least one new call */
-	uint64_t staged;       /* requests copied to the link's staging, not gathered */
-	uint64_t area_regs;    /* client slots registered (rdmem_link_reg_lkey) */
-	uint64_t area_drops;   /* ... and let go: attach over, or evicted */
-	uint64_t area_refused; /* reply READs not issued: the slot could not be registered */
-	uint64_t pin_evicted;  /* idle registrations let go to stay within the budget */
-	uint64_t pin_refused;  /* registrations the budget refused with none idle */
-	uint64_t pin_waits;    /* calls told to wait for a registration to become idle */
-	uint64_t reg_deferred; /* registrations left to a caller that may block */
-	uint32_t areas_live;   /* client slots registered now */
+	uint32_t reads_peak;	/* most READs in flight at once */
+	uint32_t reads_max;	/* the READ depth: agreed by the connection, capped by config */
+	uint64_t yields;	/* turn words telling us to hold (our group's slice ends) */
+	uint64_t turns;		/* turn words telling us our group's turn has come */
+	uint64_t turn_wakes;	/* turns that came with RDMEM_TURN_IMM (acknowledged in hint) */
+	uint64_t wake_saved_us; /* rest of holds that held a call when a wake ended them */
+	uint64_t yield_holds;	/* yields that held back at least one new call */
+	uint64_t staged;	/* requests copied to the link's staging, not gathered */
+	uint64_t area_regs;	/* client slots registered (rdmem_link_reg_lkey) */
+	uint64_t area_drops;	/* ... and let go: attach over, or evicted */
+	uint64_t area_refused;	/* reply READs not issued: the slot could not be registered */
+	uint64_t pin_evicted;	/* idle registrations let go to stay within the budget */
+	uint64_t pin_refused;	/* registrations the budget refused with none idle */
+	uint64_t pin_waits;	/* calls told to wait for a registration to become idle */
+	uint64_t reg_deferred;	/* registrations left to a caller that may block */
+	uint32_t areas_live;	/* client slots registered now */
 	uint32_t inflight;
 	uint32_t slots;
 };

@@ -21,7 +21,8 @@
 #                  device's resource table against the server's gauges;
 #                  grouped, so the turn word is written over verbs),
 #                  session_flood (a hog holding sessions that never send),
-#                  lease_hygiene, session_reap
+#                  lease_hygiene, session_reap, group_yield (two real agents
+#                  grouped: turn words and turns that wake, over verbs)
 #   mw             tests/mw_probe on rxe0: what the device says of memory
 #                  windows, and type-2 windows bound, read through, invalidated
 #                  (LOCAL_INV and SEND_WITH_INV) and refused after (issue 14)
@@ -41,7 +42,7 @@ T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget inline_calls rdma_server clients link_cycles
  rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
- mw torture"
+ group_yield mw torture"
 export RDMEM_BIN=$BIN
 
 # Prefixes a program's case lines with the check's name; the rest become comments.
@@ -323,6 +324,15 @@ check_rdma_server() {
 # memory); the control page's tcp_state with and without --no-tcp.
 check_lease_hygiene() {
 	run_test lease_hygiene $(dummy_env) -- "$BIN/tests/test_lease_hygiene" verbs
+}
+
+# Two real agents in two groups of one, over verbs: told to hold in their
+# turn words, and woken by turns that carry an immediate (layout 6), whose
+# credit must be exact: a wake with no receive is retried forever (RNR)
+# and stalls the session, and calls fail.
+check_group_yield() {
+	run_test group_yield $(dummy_env) -- "$BIN/tests/test_group_yield" verbs
+	run_test turn_wake $(dummy_env) -- "$BIN/tests/test_turn_wake" verbs
 }
 
 # A kill -9'd agent's session closes within 1 s (CM DISCONNECTED, read by the

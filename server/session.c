@@ -62,8 +62,10 @@ struct rdmem_session {
 	 * ends the session at its next reap. */
 	uint64_t turn_addr;
 	uint16_t turn_seq;
+	uint16_t wakes_sent, wakes_acked; /* turns written with RDMEM_TURN_IMM; acknowledged */
 	uint64_t hold_until;
 	uint64_t turns; /* turn words written */
+	uint64_t wakes; /* of them, with an immediate that wakes the agent */
 	int turn_err;
 	uint32_t group, active_group;
 
@@ -435,6 +437,21 @@ static void rdmem_session_ready_push(struct rdmem_session *s, uint32_t slot)
 	s->ready_count++;
 }
 
+/* The wakes the request in slot acknowledges (layout.h, RDMEM_TURN_IMM),
+ * read as it arrives, not when served: a switch that finds the session
+ * with requests waiting tells it its turn before serving them, and that
+ * turn should wake it. The agent may rewrite the slot at any time; only
+ * a hint naming the wake we sent counts (rdmem_turn_ack). */
+static void rdmem_session_take_ack(struct rdmem_session *s, uint32_t slot)
+{
+	const struct rdmem_desc *d =
+	    (const struct rdmem_desc *)(s->req + (uint64_t)slot * s->req_stride);
+	uint16_t hint;
+
+	memcpy(&hint, &d->hint, sizeof(hint));
+	s->wakes_acked = rdmem_turn_ack(s->wakes_sent, s->wakes_acked, rdmem_le16(hint));
+}
+
 /* Returns completions handled, or -ECONNRESET when the connection broke. */
 static int rdmem_session_reap(struct rdmem_session *s)
 {
@@ -464,6 +481,7 @@ static int rdmem_session_reap(struct rdmem_session *s)
 			continue;
 		}
 		s->heard = 1; /* only an in-range request exempts it from the grace reclaim */
+		rdmem_session_take_ack(s, wc[i].imm);
 		rdmem_session_ready_push(s, wc[i].imm);
 	}
 	/* Batched, and here (every path that reaps): slots + batch were posted,
@@ -693,6 +711,15 @@ static int rdmem_session_post_turn(struct rdmem_session *s, uint16_t hold_us)
 		.rkey = s->resp.rkey,
 		.sge = { { (uintptr_t)src, sizeof(*src), s->mr_ctrl.lkey } },
 	};
+	/* A turn wakes an agent asleep on its hold, if the one receive it keeps
+	 * for that is free (layout.h); else it finds the word at its next look
+	 * or when its hold runs out, as every hold does. */
+	if (!hold_us && rdmem_turn_may_wake(s->wakes_sent, s->wakes_acked)) {
+		wr->op = RDMEM_WR_WRITE_IMM;
+		wr->imm = RDMEM_TURN_IMM;
+		s->wakes_sent++;
+		s->wakes++;
+	}
 	s->turns++;
 	return rdmem_session_flush(s);
 }
@@ -762,6 +789,7 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->doorbells = s->doorbells;
 	out->wqes = s->wqes;
 	out->turns = s->turns;
+	out->wakes = s->wakes;
 	out->registered_bytes = rdmem_session_registered_bytes(s);
 }
 

@@ -138,6 +138,7 @@ struct rdmem_session_info {
 	uint64_t doorbells; /* reply posts: one per poll under load */
 	uint64_t wqes;	    /* reply WRs built for those posts: one a reply */
 	uint64_t turns;	    /* turn words written (holds and turns) */
+	uint64_t wakes;	    /* of them, turns with an immediate that wakes the agent */
 };
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out);
 

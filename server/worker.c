@@ -598,22 +598,23 @@ static void rdmem_workers_format_one(struct rdmem_worker *w, int json, struct rd
 			    o,
 			    "%s{\"id\":%u,\"lease\":%u,\"group\":%u,\"slots\":%u,"
 			    "\"backlog\":%u,\"objects_live\":%u,\"completed\":%llu,"
-			    "\"doorbells\":%llu,\"wqes\":%llu,\"turns\":%llu,"
+			    "\"doorbells\":%llu,\"wqes\":%llu,\"turns\":%llu,\"wakes\":%llu,"
 			    "\"registered_bytes\":%llu}",
 			    i ? "," : "", s->id, s->lease, s->group, s->slots, s->backlog,
 			    s->objects_live, (unsigned long long)s->completed,
 			    (unsigned long long)s->doorbells, (unsigned long long)s->wqes,
-			    (unsigned long long)s->turns, (unsigned long long)s->registered_bytes);
+			    (unsigned long long)s->turns, (unsigned long long)s->wakes,
+			    (unsigned long long)s->registered_bytes);
 		else
 			rdmem_text_add(
 			    o,
 			    "  session %u: lease %u, group %u, %u slots, backlog %u, "
 			    "%u objects live, %llu calls in %llu reply posts (%llu WQEs), "
-			    "%llu turn words, %llu B registered\n",
+			    "%llu turn words (%llu woke the agent), %llu B registered\n",
 			    s->id, s->lease, s->group, s->slots, s->backlog, s->objects_live,
 			    (unsigned long long)s->completed, (unsigned long long)s->doorbells,
 			    (unsigned long long)s->wqes, (unsigned long long)s->turns,
-			    (unsigned long long)s->registered_bytes);
+			    (unsigned long long)s->wakes, (unsigned long long)s->registered_bytes);
 	}
 	if (w->nsnap > RDMEM_WORKER_LIST_MAX && !json)
 		rdmem_text_add(o, "  ... and %u more sessions\n", w->nsnap - RDMEM_WORKER_LIST_MAX);

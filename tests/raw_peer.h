@@ -4,6 +4,7 @@
 #ifndef RDMEM_TEST_RAW_PEER_H
 #define RDMEM_TEST_RAW_PEER_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,47 @@ struct raw_peer {
 
 /* The server the peers connect to: the test sets fabric, host, port, src_addr. */
 static struct rdmem_link_config raw_peer_target = { .fabric = RDMEM_FAB_SHM, .host = "127.0.0.1" };
+
+/* The fabric (shm or verbs, as named) and the address the peers use:
+ * RDMEM_TEST_ADDR (the server's), RDMEM_TEST_SOURCE (ours), as the rxe
+ * suite sets them. Prints why and returns -1 for an unknown fabric. */
+static inline int raw_peer_target_from(const char *fabric)
+{
+	const char *env;
+
+	if (rdmem_fab_kind_parse(fabric, &raw_peer_target.fabric) < 0) {
+		printf("not ok - fabric '%s': shm or verbs\n", fabric);
+		return -1;
+	}
+	if ((env = getenv("RDMEM_TEST_ADDR")) && *env)
+		raw_peer_target.host = env;
+	if ((env = getenv("RDMEM_TEST_SOURCE")) && *env)
+		raw_peer_target.src_addr = env;
+	return 0;
+}
+
+/* What a test's rdmem-server command line needs: the binary and a fresh
+ * port pair (the peers' in raw_peer_target.port, TCP the next). */
+struct raw_peer_server {
+	char bin[512], port[16], tcp_port[16];
+};
+
+static inline void raw_peer_server_init(struct raw_peer_server *sv)
+{
+	raw_peer_target.port = (uint16_t)proc_free_port_pair();
+	snprintf(sv->bin, sizeof(sv->bin), "%s/rdmem-server", proc_bin());
+	snprintf(sv->port, sizeof(sv->port), "%u", raw_peer_target.port);
+	snprintf(sv->tcp_port, sizeof(sv->tcp_port), "%u", raw_peer_target.port + 1);
+}
+
+/* Starts argv (made with raw_peer_server_init) and waits until it listens. */
+static inline int raw_peer_server_start(struct proc *p, char **argv, const char *fabric)
+{
+	char ready[64];
+
+	snprintf(ready, sizeof(ready), "listening %s", fabric);
+	return proc_start(p, "server", argv, ready, RAW_PEER_TIMEOUT_MS);
+}
 
 /* Connects with ring_slots slots, trying `tries` times 50 ms apart (a server
  * may still hold the previous session's lease). */

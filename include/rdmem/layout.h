@@ -44,8 +44,10 @@
  *    req replaces req_ring + req_payload, resp_stride is the whole slot.
  * 5: the turn word after the response slots (the server tells the agent
  *    when to hold new calls and when its turn comes); replies no longer
- *    carry RDMEM_F_YIELD. */
-#define RDMEM_LAYOUT_VERSION 5
+ *    carry RDMEM_F_YIELD.
+ * 6: a turn may come as a WRITE WITH IMMEDIATE that wakes the agent
+ *    (RDMEM_TURN_IMM); requests acknowledge those taken in desc.hint. */
+#define RDMEM_LAYOUT_VERSION 6
 #define RDMEM_XCHG_MAGIC     0x58444d52u /* "RMDX" */
 
 /* Slot state words (desc.state on the RDMA paths). */
@@ -85,8 +87,9 @@ static inline uint64_t rdmem_slot_data_off(uint32_t slot, uint32_t payload_bytes
  * The turn word (connection grouping; docs/architecture.md, "The turn
  * word"): RDMEM_TURN_BYTES at the end of the agent's response region, at
  * ring_slots x rdmem_slot_stride(resp_bytes) of its hello (the agent's
- * layout, whatever the server serves of it), written by the server with a
- * plain RDMA WRITE, read by the agent from its own memory before it sends.
+ * layout, whatever the server serves of it), written by the server with an
+ * RDMA WRITE (a turn may carry an immediate: RDMEM_TURN_IMM below), read
+ * by the agent from its own memory before it sends.
  * Its first 8 bytes are one 32-bit value twice, little-endian: the high 16
  * bits a sequence that changes with every write, the low 16 how long to
  * hold new calls in microseconds (0: your turn, send now). RDMA does not
@@ -113,6 +116,36 @@ static inline int rdmem_turn_decode(uint64_t wire, uint16_t *seq, uint16_t *hold
 	*seq = (uint16_t)(v >> 16);
 	*hold_us = (uint16_t)v;
 	return 0;
+}
+
+/*
+ * A turn that wakes (layout 6): the server writes a turn (hold 0) as a
+ * WRITE WITH IMMEDIATE of the word, immediate RDMEM_TURN_IMM, so an agent
+ * asleep on a hold wakes to its completion instead of sleeping the hold
+ * out. Each takes a receive, and how many the agent has to spare must be
+ * exact (a WRITE WITH IMMEDIATE that finds none breaks the connection), so
+ * credit is one: the agent keeps RDMEM_TURN_RECVS receive beyond its reply
+ * receives and says in every request's desc.hint how many such turns it
+ * has taken (mod 2^16); the server sends one only when every earlier one
+ * is acknowledged, and writes every other word plainly.
+ */
+#define RDMEM_TURN_IMM	 0xffffffffu /* never a slot index (at most 4096 slots) */
+#define RDMEM_TURN_RECVS 1u
+
+/* May a turn wake now: every wake sent acknowledged. */
+static inline int rdmem_turn_may_wake(uint16_t sent, uint16_t acked)
+{
+	return sent == acked;
+}
+
+/* The acknowledgement a request's hint makes, or the last one when the
+ * hint claims a wake never sent (a hostile or confused agent: believing
+ * it would let the server send a wake with no receive for it, and that
+ * breaks only that agent's connection, but the count stays honest). With
+ * credit one, a hint is either the last acknowledgement or the wake after. */
+static inline uint16_t rdmem_turn_ack(uint16_t sent, uint16_t acked, uint16_t hint)
+{
+	return hint == sent ? hint : acked;
 }
 
 /* Where the turn word is in an agent region of ring_slots response slots. */

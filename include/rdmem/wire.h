@@ -148,7 +148,7 @@ struct rdmem_desc {
 	uint8_t path;	 /* enum rdmem_path the call is travelling on */
 	uint8_t reserved0;
 	uint16_t key_len;  /* key bytes at the start of the payload */
-	uint16_t hint;	   /* reserved, 0 (layout 4: RDMEM_F_YIELD's hold) */
+	uint16_t hint;	   /* request: turn wakes taken (layout.h, RDMEM_TURN_IMM); reply: 0 */
 	uint32_t val_len;  /* value bytes after the key */
 	uint32_t data_off; /* RDMA: payload offset in the receiver's request slots */
 	uint32_t aux;	   /* op-specific small argument */

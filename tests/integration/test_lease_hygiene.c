@@ -32,14 +32,14 @@ static const char *fab_name = "shm";
 
 static int start_server(const char *shared_pool, int no_tcp)
 {
-	char bin[512], p[16], tp[16], ready[64];
-	char *argv[24] = { bin,
+	struct raw_peer_server sv;
+	char *argv[24] = { sv.bin,
 			   "-b",
 			   (char *)raw_peer_target.host,
 			   "-p",
-			   p,
+			   sv.port,
 			   "--tcp-port",
-			   tp,
+			   sv.tcp_port,
 			   "--fabric",
 			   (char *)fab_name,
 			   "--max-sessions",
@@ -54,12 +54,8 @@ static int start_server(const char *shared_pool, int no_tcp)
 
 	if (no_tcp)
 		argv[17] = "--no-tcp";
-	raw_peer_target.port = (uint16_t)proc_free_port_pair();
-	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
-	snprintf(p, sizeof(p), "%u", raw_peer_target.port);
-	snprintf(tp, sizeof(tp), "%u", raw_peer_target.port + 1);
-	snprintf(ready, sizeof(ready), "listening %s", fab_name);
-	return proc_start(&server, "server", argv, ready, T_TIMEOUT_MS);
+	raw_peer_server_init(&sv);
+	return raw_peer_server_start(&server, argv, fab_name);
 }
 
 /* Retries while the server still holds the previous session's lease. */
@@ -233,19 +229,11 @@ static void test_ctrl_tcp_state_with_tcp(void)
 
 int main(int argc, char **argv)
 {
-	const char *env;
-
 	rdmem_log_init("test_lease_hygiene", 0);
 	if (argc > 1)
 		fab_name = argv[1];
-	if (rdmem_fab_kind_parse(fab_name, &raw_peer_target.fabric) < 0) {
-		printf("not ok - fabric '%s': shm or verbs\n", fab_name);
+	if (raw_peer_target_from(fab_name) < 0)
 		return 1;
-	}
-	if ((env = getenv("RDMEM_TEST_ADDR")) && *env)
-		raw_peer_target.host = env;
-	if ((env = getenv("RDMEM_TEST_SOURCE")) && *env)
-		raw_peer_target.src_addr = env;
 	RUN(test_reused_lease_shared_pool);
 	RUN(test_reused_lease_private_pool);
 	RUN(test_ctrl_tcp_state_no_tcp);

@@ -168,8 +168,8 @@ static void test_queue_fit(void)
 	REQUIRE(rdmem_link_open(&cfg, &l) == 0);
 	rdmem_fab_queue_caps(l->conn, &max_send, &max_recv);
 	fit = (max_send - 64) / 3; /* agent/link.c: RDMEM_LINK_WRS_PER_SLOT */
-	if (fit > max_recv - RDMEM_LINK_RECV_BATCH)
-		fit = max_recv - RDMEM_LINK_RECV_BATCH;
+	if (fit > max_recv - RDMEM_LINK_RECVS_SPARE)
+		fit = max_recv - RDMEM_LINK_RECVS_SPARE;
 	printf("# asked %u slots: send queue %u, receive queue %u granted, %u slots used\n",
 	       RDMEM_MAX_RING_SLOTS, max_send, max_recv, l->slots);
 	CHECK_EQ(l->slots, fit < RDMEM_MAX_RING_SLOTS ? fit : RDMEM_MAX_RING_SLOTS);

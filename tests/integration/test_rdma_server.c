@@ -247,21 +247,16 @@ static void test_sessions_isolated(void)
 int main(int argc, char **argv_main)
 {
 	char bin[512], port_s[16], ready[64];
-	const char *fab = argc > 1 ? argv_main[1] : "shm", *env;
+	const char *fab = argc > 1 ? argv_main[1] : "shm";
 	char *argv[] = { bin,	      "-b",	      (char *)raw_peer_target.host,
 			 "-p",	      port_s,	      "--fabric",
 			 (char *)fab, "--object-ttl", "300",
 			 NULL };
 
 	rdmem_log_init("test_rdma_server", 0);
-	if (rdmem_fab_kind_parse(fab, &raw_peer_target.fabric) < 0) {
-		printf("not ok - fabric '%s': shm or verbs\n", fab);
+	if (raw_peer_target_from(fab) < 0)
 		return 1;
-	}
-	if ((env = getenv("RDMEM_TEST_ADDR")) && *env)
-		argv[2] = (char *)(raw_peer_target.host = env);
-	if ((env = getenv("RDMEM_TEST_SOURCE")) && *env)
-		raw_peer_target.src_addr = env;
+	argv[2] = (char *)raw_peer_target.host;
 	snprintf(ready, sizeof(ready), "listening %s", fab);
 	raw_peer_target.port = (uint16_t)proc_free_port_pair();
 	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());

@@ -56,6 +56,7 @@ struct sess {
 	uint64_t sent_ns[MAX_WIN];
 	uint64_t hold_until;
 	struct rdmem_turn_view turn;
+	uint16_t wakes; /* turns that came with RDMEM_TURN_IMM: told in every hint */
 	uint8_t want[VALUE_LEN];
 	int flood;
 };
@@ -78,7 +79,7 @@ struct samples {
 /* What one driving thread saw; the quiet session's thread has its own. */
 struct tally {
 	struct samples all, others, first; /* first: session 0's */
-	uint64_t wrong, errors, yields, ops, first_yields;
+	uint64_t wrong, errors, yields, ops, first_yields, wakes;
 };
 
 static struct tally loop_tally, quiet_tally;
@@ -114,6 +115,7 @@ static int send_req(struct sess *s, uint32_t slot, uint16_t op, uint32_t val_len
 	d->seq = ++s->seq[slot];
 	d->data_off = (uint32_t)rdmem_slot_data_off(slot, s->l->slot_bytes);
 	d->req_id = slot;
+	d->hint = s->wakes;
 	s->sent_ns[slot] = rdmem_now_ns();
 	s->free_slots &= ~(1ull << slot);
 	return rdmem_dp_publish(s->l->conn, &m);
@@ -157,6 +159,11 @@ static int drain(struct sess *s, int is_get, struct tally *t)
 			continue;
 		if (rdmem_fab_post_recv(s->l->conn, 1) < 0)
 			return -EIO;
+		if (wc[i].imm == RDMEM_TURN_IMM) { /* the word is in place: refill looks */
+			s->wakes++;
+			t->wakes++;
+			continue;
+		}
 		take_reply(s, wc[i].imm, is_get, t);
 	}
 	return n;
@@ -347,6 +354,7 @@ static void run(struct sess *ss, const struct opts *o)
 	loop_tally.errors += quiet_tally.errors;
 	loop_tally.yields += quiet_tally.yields;
 	loop_tally.first_yields += quiet_tally.first_yields;
+	loop_tally.wakes += quiet_tally.wakes;
 }
 
 static double pct_us(struct samples *s, double p)
@@ -553,7 +561,7 @@ int main(int argc, char **argv)
 	       "\"registered_bytes_per_session\":%lld,\"registered_sessions_listed\":%u,"
 	       "\"qps_held\":%lld,\"cqs\":%lld,\"mrs\":%lld,\"registered_bytes\":%lld,"
 	       "\"recv_wqes\":%lld,\"leases_taken\":%lld,\"yields\":%llu,\"first_yields\":%llu,"
-	       "\"wrong\":%llu,\"errors\":%llu}\n",
+	       "\"wakes\":%llu,\"wrong\":%llu,\"errors\":%llu}\n",
 	       o.n, o.busy ? o.busy : o.n, o.window, o.flood, secs, (unsigned long long)t->ops,
 	       (double)t->ops / secs, pct_us(&t->all, 0.5), pct_us(&t->all, 0.99),
 	       t->others.n ? pct_us(&t->others, 0.99) : -1.0, (unsigned long long)t->others.n,
@@ -561,8 +569,8 @@ int main(int argc, char **argv)
 	       o.server_pid ? rss_kb(o.server_pid) : -1L, (unsigned long long)(reach / o.n),
 	       sv.registered_per_session, sv.listed, sv.qps, sv.cqs, sv.mrs, sv.registered_bytes,
 	       sv.recv_wqes, sv.leases_taken, (unsigned long long)t->yields,
-	       (unsigned long long)t->first_yields, (unsigned long long)t->wrong,
-	       (unsigned long long)t->errors);
+	       (unsigned long long)t->first_yields, (unsigned long long)t->wakes,
+	       (unsigned long long)t->wrong, (unsigned long long)t->errors);
 	close_sessions(ss, o.n);
 	return t->wrong || t->errors ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 /* test_turn_word.c - the turn word the server writes into an agent's region
  * (include/rdmem/layout.h) and how the agent reads it (agent/link.h,
  * rdmem_link_turn_look): its bytes on the wire, a torn read, a hold seen
- * late, a turn, and an older word landing after a newer one. */
+ * late, a turn, an older word landing after a newer one, and the credit of
+ * a turn that wakes. */
 #include <string.h>
 
 #include "agent/link.h"
@@ -82,10 +83,43 @@ static void test_agent_reads_the_word(void)
 	CHECK_EQ(v.seq, 0);
 }
 
+/* A turn that wakes (layout 6) takes the one receive the agent keeps for
+ * it: the server may send the next only once the agent's hint says it
+ * took the last. A hint that claims more, or an old one, changes nothing
+ * (else the server would send a wake with no receive, breaking the
+ * agent's connection); the counts wrap. */
+static void test_wake_credit_is_one(void)
+{
+	uint16_t sent = 0, acked = 0;
+
+	CHECK(rdmem_turn_may_wake(sent, acked));
+	sent++; /* a wake goes out */
+	CHECK(!rdmem_turn_may_wake(sent, acked));
+	acked = rdmem_turn_ack(sent, acked, 0); /* a request sent before it landed */
+	CHECK_EQ(acked, 0);
+	acked = rdmem_turn_ack(sent, acked, 7); /* a hint for wakes never sent */
+	CHECK_EQ(acked, 0);
+	CHECK(!rdmem_turn_may_wake(sent, acked));
+	acked = rdmem_turn_ack(sent, acked, 1); /* took it */
+	CHECK_EQ(acked, 1);
+	CHECK(rdmem_turn_may_wake(sent, acked));
+	acked = rdmem_turn_ack(sent, acked, 0); /* an older request, served after */
+	CHECK_EQ(acked, 1);
+	sent = 65535, acked = 65535;
+	sent++;
+	CHECK(!rdmem_turn_may_wake(sent, acked));
+	acked = rdmem_turn_ack(sent, acked, 0);
+	CHECK_EQ(acked, 0);
+	CHECK(rdmem_turn_may_wake(sent, acked));
+	/* Never a slot index: the agent tells a wake from a reply by it. */
+	CHECK(RDMEM_TURN_IMM >= RDMEM_MAX_RING_SLOTS);
+}
+
 int main(void)
 {
 	RUN(test_turn_bytes);
 	RUN(test_torn_read_is_ignored);
 	RUN(test_agent_reads_the_word);
+	RUN(test_wake_credit_is_one);
 	return check_done();
 }

@@ -1,0 +1,186 @@
+/* test_turn_wake.c - the server's side of a turn that wakes (layout 6;
+ * include/rdmem/layout.h, RDMEM_TURN_IMM), driven by two raw peers (tests/
+ * raw_peer.h) against a real rdmem-server in two groups of one. The credit
+ * is one: a turn comes with the immediate only when the peer's requests
+ * acknowledged (desc.hint) every earlier one; otherwise it is a plain
+ * WRITE of the word. A wake the server sent without a receive for it would
+ * break the connection (shm) or stall it (verbs).
+ *
+ * Each round: both peers keep calls in flight until peer B's turn word
+ * tells it to hold; then both stop, take their replies, and wait for B's
+ * word to turn (the worker goes idle, or B's requests still waiting make it
+ * a member: either way the server tells it its turn). The round reports
+ * whether that turn came as a wake. The hint B sends decides:
+ *   1. nothing sent yet: a wake;
+ *   2. hint 0 (the wake not acknowledged): plain;
+ *   3. hint 1 (acknowledged): a wake;
+ *   4. hint 9 (claims wakes never sent): plain.
+ * Slices are 100 ms, so a hold (half of one here) outlasts the drain. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "raw_peer.h"
+
+#define TW_SLOTS  8
+#define TW_WINDOW 4
+#define TW_SLICE  "100000"
+
+static struct proc server;
+static const char *fab_name = "shm";
+
+static int start_server(void)
+{
+	struct raw_peer_server sv;
+	char *argv[] = { sv.bin,	"-b",	      (char *)raw_peer_target.host,
+			 "-p",		sv.port,      "--tcp-port",
+			 sv.tcp_port,	"--fabric",   (char *)fab_name,
+			 "--workers",	"1",	      "--group-threshold",
+			 "1",		"--group-size", "1",
+			 "--slice-us",	TW_SLICE,     "--quiet-lane",
+			 "0",		NULL };
+
+	raw_peer_server_init(&sv);
+	return raw_peer_server_start(&server, argv, fab_name);
+}
+
+/* A peer with its calls in flight and what its completions said. */
+struct tw_peer {
+	struct raw_peer p;
+	uint32_t busy;	   /* bit i: a call in slot i */
+	uint16_t hint;	   /* what its requests say of wakes taken */
+	unsigned wakes;	   /* completions with RDMEM_TURN_IMM */
+	unsigned bad;	   /* anything else unexpected */
+	uint16_t seen_seq; /* the turn word's sequence last seen */
+};
+
+static int tw_send(struct tw_peer *t, uint32_t i)
+{
+	struct rdmem_desc d = raw_peer_desc(RDMEM_OP_PING, 0, 0, 0);
+
+	d.seq = ++t->p.seq[i];
+	d.data_off = raw_peer_data_off(&t->p, i);
+	d.req_id = i;
+	d.hint = t->hint;
+	if (raw_peer_send(&t->p, i, &d, 0) < 0)
+		return -1;
+	t->busy |= 1u << i;
+	return 0;
+}
+
+/* Takes what completed: replies free their slot, wakes are counted. */
+static int tw_poll(struct tw_peer *t)
+{
+	struct rdmem_wc wc[16];
+	struct rdmem_desc rep;
+	int n = rdmem_fab_poll(t->p.l->conn, wc, 16), i;
+
+	for (i = 0; i < n; i++) {
+		if (wc[i].status != RDMEM_WC_SUCCESS)
+			return -1;
+		if (wc[i].op != RDMEM_WC_RECV_IMM)
+			continue;
+		if (rdmem_fab_post_recv(t->p.l->conn, 1) < 0)
+			return -1;
+		if (wc[i].imm == RDMEM_TURN_IMM)
+			t->wakes++;
+		else if (wc[i].imm >= TW_SLOTS || !(t->busy & (1u << wc[i].imm)) ||
+			 rdmem_dp_take(raw_peer_resp(&t->p, wc[i].imm), &rep) < 0 ||
+			 rep.status != RDMEM_S_OK)
+			t->bad++;
+		else
+			t->busy &= ~(1u << wc[i].imm);
+	}
+	return n < 0 ? -1 : 0;
+}
+
+/* The turn word: 1 and its hold when it changed since last seen, else 0. */
+static int tw_word(struct tw_peer *t, uint16_t *hold)
+{
+	uint64_t w;
+	uint16_t seq;
+
+	memcpy(&w, (const void *)t->p.l->turn, sizeof(w));
+	if (rdmem_turn_decode(w, &seq, hold) < 0 || seq == t->seen_seq)
+		return 0;
+	t->seen_seq = seq;
+	return 1;
+}
+
+/* Keeps both peers' windows full until b is told to hold. */
+static int tw_until_hold(struct tw_peer *a, struct tw_peer *b)
+{
+	uint64_t end = rdmem_now_ns() + 10000000000ull;
+	uint16_t hold;
+	uint32_t i;
+
+	while (rdmem_now_ns() < end) {
+		if (tw_poll(a) < 0 || tw_poll(b) < 0)
+			return -1;
+		if (tw_word(b, &hold) && hold)
+			return 0;
+		for (i = 0; i < TW_WINDOW; i++) {
+			if (!(a->busy & (1u << i)) && tw_send(a, i) < 0)
+				return -1;
+			if (!(b->busy & (1u << i)) && tw_send(b, i) < 0)
+				return -1;
+		}
+	}
+	return -1;
+}
+
+/* After b's hold: both stop sending, take their replies, and b's word
+ * turns. Returns the wakes b got meanwhile, or -1. */
+static int tw_round(struct tw_peer *a, struct tw_peer *b, uint16_t hint)
+{
+	uint64_t end;
+	unsigned before;
+	uint16_t hold = 1;
+
+	b->hint = hint;
+	if (tw_until_hold(a, b) < 0)
+		return -1;
+	before = b->wakes;
+	for (end = rdmem_now_ns() + 5000000000ull; rdmem_now_ns() < end;) {
+		if (tw_poll(a) < 0 || tw_poll(b) < 0)
+			return -1;
+		if (tw_word(b, &hold) && !hold)
+			break;
+	}
+	if (hold)
+		return -1;
+	/* A wake lands with its word: take its completion, if it came. */
+	for (end = rdmem_now_ns() + 50000000ull; rdmem_now_ns() < end;)
+		if (tw_poll(b) < 0)
+			return -1;
+	return (int)(b->wakes - before);
+}
+
+static void test_a_wake_needs_the_last_acknowledged(void)
+{
+	struct tw_peer a = { 0 }, b = { 0 };
+
+	REQUIRE(raw_peer_open(&a.p, TW_SLOTS, 20) == 0);
+	REQUIRE(raw_peer_open(&b.p, TW_SLOTS, 20) == 0);
+	CHECK_EQ(tw_round(&a, &b, 0), 1);  /* credit: a wake */
+	CHECK_EQ(tw_round(&a, &b, 0), 0);  /* not acknowledged: plain */
+	CHECK_EQ(tw_round(&a, &b, 1), 1);  /* acknowledged: a wake */
+	CHECK_EQ(tw_round(&a, &b, 9), 0);  /* a claim of wakes never sent: plain */
+	CHECK_EQ(a.bad + b.bad, 0);
+	printf("# peer b: %u wakes; peer a: %u\n", b.wakes, a.wakes);
+	raw_peer_close(&a.p);
+	raw_peer_close(&b.p);
+}
+
+int main(int argc, char **argv)
+{
+	rdmem_log_init("test_turn_wake", 0);
+	fab_name = argc > 1 ? argv[1] : fab_name;
+	if (raw_peer_target_from(fab_name) < 0 || start_server() < 0) {
+		printf("not ok - start rdmem-server over %s\n", fab_name);
+		return 1;
+	}
+	RUN(test_a_wake_needs_the_last_acknowledged);
+	proc_stop(&server, SIGTERM, 5000);
+	return check_done();
+}
