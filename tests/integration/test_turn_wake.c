@@ -32,13 +32,26 @@ static const char *fab_name = "shm";
 static int start_server(void)
 {
 	struct raw_peer_server sv;
-	char *argv[] = { sv.bin,	"-b",	      (char *)raw_peer_target.host,
-			 "-p",		sv.port,      "--tcp-port",
-			 sv.tcp_port,	"--fabric",   (char *)fab_name,
-			 "--workers",	"1",	      "--group-threshold",
-			 "1",		"--group-size", "1",
-			 "--slice-us",	TW_SLICE,     "--quiet-lane",
-			 "0",		NULL };
+	char *argv[] = { sv.bin,
+			 "-b",
+			 (char *)raw_peer_target.host,
+			 "-p",
+			 sv.port,
+			 "--tcp-port",
+			 sv.tcp_port,
+			 "--fabric",
+			 (char *)fab_name,
+			 "--workers",
+			 "1",
+			 "--group-threshold",
+			 "1",
+			 "--group-size",
+			 "1",
+			 "--slice-us",
+			 TW_SLICE,
+			 "--quiet-lane",
+			 "0",
+			 NULL };
 
 	raw_peer_server_init(&sv);
 	return raw_peer_server_start(&server, argv, fab_name);
@@ -162,10 +175,10 @@ static void test_a_wake_needs_the_last_acknowledged(void)
 
 	REQUIRE(raw_peer_open(&a.p, TW_SLOTS, 20) == 0);
 	REQUIRE(raw_peer_open(&b.p, TW_SLOTS, 20) == 0);
-	CHECK_EQ(tw_round(&a, &b, 0), 1);  /* credit: a wake */
-	CHECK_EQ(tw_round(&a, &b, 0), 0);  /* not acknowledged: plain */
-	CHECK_EQ(tw_round(&a, &b, 1), 1);  /* acknowledged: a wake */
-	CHECK_EQ(tw_round(&a, &b, 9), 0);  /* a claim of wakes never sent: plain */
+	CHECK_EQ(tw_round(&a, &b, 0), 1); /* credit: a wake */
+	CHECK_EQ(tw_round(&a, &b, 0), 0); /* not acknowledged: plain */
+	CHECK_EQ(tw_round(&a, &b, 1), 1); /* acknowledged: a wake */
+	CHECK_EQ(tw_round(&a, &b, 9), 0); /* a claim of wakes never sent: plain */
 	CHECK_EQ(a.bad + b.bad, 0);
 	printf("# peer b: %u wakes; peer a: %u\n", b.wakes, a.wakes);
 	raw_peer_close(&a.p);
