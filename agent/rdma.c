@@ -1067,7 +1067,8 @@ static int rdmem_rdma_wake(struct rdmem_rdma *r)
 	r->wakes_taken++;
 	r->st.turn_wakes++;
 	rdmem_rdma_look_turn(r);
-	/* What the wake saved: the rest of a hold that held a call. */
+	/* At most what the wake saved: the rest of a hold that held a call
+	 * (a later look, or the call's deadline, might have ended it sooner). */
 	if (!r->hold_until_ns && until > now && held_a_call)
 		r->st.wake_saved_us += (until - now) / 1000;
 	return 0;

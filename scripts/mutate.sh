@@ -71,6 +71,7 @@ mutations=(
 	"turn-wake-as-reply|agent/rdma.c|s/if \(wc->imm == RDMEM_TURN_IMM\)\n/if (0)\n/|test_group_yield"
 	"turn-wake-no-credit|server/session.c|s/if \(!hold_us && rdmem_turn_may_wake\(s->wakes_sent, s->wakes_acked\)\) \{/if (!hold_us) {/|test_turn_wake"
 	"turn-ack-never-taken|server/session.c|s/\t\trdmem_session_take_ack\(s, wc\[i\]\.imm\);/\t\t(void)rdmem_session_take_ack;/|test_turn_wake"
+	"turn-ack-at-serve|server/session.c|s/\t\trdmem_session_take_ack\(s, wc\[i\]\.imm\);\n//; s/\tst = rdmem_session_check_req\(&req, slot/\trdmem_session_take_ack(s, slot);\n\tst = rdmem_session_check_req(&req, slot/|test_turn_wake"
 	"turn-ack-trusts-hint|include/rdmem/layout.h|s/return hint == sent \? hint : acked;/(void)sent, (void)acked;\n\treturn hint;/|test_turn_word"
 	"group-dry-lane-waits|server/worker.c|s/if \(!work \&\& w->lane.n\)/if (0 \&\& !work \&\& w->lane.n)/|test_worker"
 	"lane-burst-stays|server/lane.c|s/\t\tif \(served \+ left > 1\)\n\t\t\trdmem_lane_remove/\t\tif (0 \&\& served + left > 1)\n\t\t\trdmem_lane_remove/|test_lane"

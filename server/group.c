@@ -57,13 +57,24 @@ static void rdmem_group_mark(const struct rdmem_group *g, const struct rdmem_gro
 	}
 }
 
-/* Every hold we told ends: nobody waits for a turn any more. */
+/* Every hold we told ends: nobody waits for a turn any more. A holder's
+ * completions are reaped first: a request that came since the last reap
+ * (the worker armed its CQ to sleep) may acknowledge the wake this turn
+ * needs, and read after it, the turn goes plain and the agent sleeps its
+ * hold out (found by test_turn_wake). What the reap finds is served when
+ * the armed CQ wakes the worker; an error it finds, the next round's poll
+ * or the connection's event does (as a switch's peek leaves them). */
 static void rdmem_group_go_all(const struct rdmem_group_view *v, uint64_t now)
 {
 	uint32_t i;
 
-	for (i = 0; i < v->n; i++)
-		rdmem_session_set_yield(v->sess[i], 0, now);
+	for (i = 0; i < v->n; i++) {
+		struct rdmem_session *s = v->sess[i];
+
+		if (rdmem_session_holding(s, now))
+			(void)rdmem_session_peek(s);
+		rdmem_session_set_yield(s, 0, now);
+	}
 }
 
 /*

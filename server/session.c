@@ -365,6 +365,21 @@ uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, ui
 	return RDMEM_S_OK;
 }
 
+/* The wakes the request in slot acknowledges (layout.h, RDMEM_TURN_IMM),
+ * read as it arrives, not when served: a switch that finds the session
+ * with requests waiting tells it its turn before serving them, and that
+ * turn should wake it. The agent may rewrite the slot at any time; only
+ * a hint naming the wake we sent counts (rdmem_turn_ack). */
+static void rdmem_session_take_ack(struct rdmem_session *s, uint32_t slot)
+{
+	const struct rdmem_desc *d =
+	    (const struct rdmem_desc *)(s->req + (uint64_t)slot * s->req_stride);
+	uint16_t hint;
+
+	memcpy(&hint, &d->hint, sizeof(hint));
+	s->wakes_acked = rdmem_turn_ack(s->wakes_sent, s->wakes_acked, rdmem_le16(hint));
+}
+
 static void rdmem_session_ewma(struct rdmem_session *s, unsigned path, uint64_t ns)
 {
 	uint64_t *e = &s->ewma_ns[path < RDMEM_PATH__COUNT ? path : 0];
@@ -435,21 +450,6 @@ static void rdmem_session_ready_push(struct rdmem_session *s, uint32_t slot)
 {
 	s->ready[(s->ready_head + s->ready_count) % s->slots] = slot;
 	s->ready_count++;
-}
-
-/* The wakes the request in slot acknowledges (layout.h, RDMEM_TURN_IMM),
- * read as it arrives, not when served: a switch that finds the session
- * with requests waiting tells it its turn before serving them, and that
- * turn should wake it. The agent may rewrite the slot at any time; only
- * a hint naming the wake we sent counts (rdmem_turn_ack). */
-static void rdmem_session_take_ack(struct rdmem_session *s, uint32_t slot)
-{
-	const struct rdmem_desc *d =
-	    (const struct rdmem_desc *)(s->req + (uint64_t)slot * s->req_stride);
-	uint16_t hint;
-
-	memcpy(&hint, &d->hint, sizeof(hint));
-	s->wakes_acked = rdmem_turn_ack(s->wakes_sent, s->wakes_acked, rdmem_le16(hint));
 }
 
 /* Returns completions handled, or -ECONNRESET when the connection broke. */

@@ -139,10 +139,12 @@ static inline int rdmem_turn_may_wake(uint16_t sent, uint16_t acked)
 }
 
 /* The acknowledgement a request's hint makes, or the last one when the
- * hint claims a wake never sent (a hostile or confused agent: believing
- * it would let the server send a wake with no receive for it, and that
- * breaks only that agent's connection, but the count stays honest). With
- * credit one, a hint is either the last acknowledgement or the wake after. */
+ * hint names anything but the wake we sent last (an old request, or a
+ * hostile or confused agent). With credit one, a hint is either the last
+ * acknowledgement or the wake after. Safety comes from
+ * rdmem_turn_may_wake's equality; this keeps the count honest. An agent
+ * can always acknowledge a wake it never took: that costs only its own
+ * connection. */
 static inline uint16_t rdmem_turn_ack(uint16_t sent, uint16_t acked, uint16_t hint)
 {
 	return hint == sent ? hint : acked;

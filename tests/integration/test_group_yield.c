@@ -170,9 +170,11 @@ static void real_agents_receive_and_honour_yields(void)
 		CHECK(slices > 0);
 		/* Agents send nothing while held: what arrives was on the way
 		 * when the word landed (shm, plain build: 9-36 of 300-480
-		 * holds told). Under qemu's TCG a verbs operation takes tens
-		 * of microseconds and far more is on the way (456 of 846). */
-		CHECK(held >= 0 && held * (verbs ? 1 : 2) <= held_told);
+		 * holds told). Not checked on verbs: under qemu's TCG an
+		 * operation takes tens of microseconds to milliseconds, the
+		 * order of a slice, and what is on the way varies with the
+		 * host (371-948 for 834-855 holds told in four runs). */
+		CHECK(held >= 0 && (verbs || held * 2 <= held_told));
 		/* More than one wake to one agent: acknowledgements travel
 		 * (without them, one a session ever). Plain build: the agent
 		 * woken most got 5-21 (shm), 412-440 (verbs). */

@@ -85,9 +85,8 @@ static void test_agent_reads_the_word(void)
 
 /* A turn that wakes (layout 6) takes the one receive the agent keeps for
  * it: the server may send the next only once the agent's hint says it
- * took the last. A hint that claims more, or an old one, changes nothing
- * (else the server would send a wake with no receive, breaking the
- * agent's connection); the counts wrap. */
+ * took the last. A hint that claims more, or an old one, changes nothing:
+ * the count stays honest; the counts wrap. */
 static void test_wake_credit_is_one(void)
 {
 	uint16_t sent = 0, acked = 0;
