@@ -123,7 +123,8 @@ static inline int rdmem_turn_decode(uint64_t wire, uint16_t *seq, uint16_t *hold
  * WRITE WITH IMMEDIATE of the word, immediate RDMEM_TURN_IMM, so an agent
  * asleep on a hold wakes to its completion instead of sleeping the hold
  * out. Each takes a receive, and how many the agent has to spare must be
- * exact (a WRITE WITH IMMEDIATE that finds none breaks the connection), so
+ * exact (one that finds none is refused, RNR: the shm fabric breaks the
+ * connection, verbs retries it for ever and the session stalls), so
  * credit is one: the agent keeps RDMEM_TURN_RECVS receive beyond its reply
  * receives and says in every request's desc.hint how many such turns it
  * has taken (mod 2^16); the server sends one only when every earlier one
