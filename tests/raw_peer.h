@@ -44,25 +44,26 @@ static inline int raw_peer_target_from(const char *fabric)
 	return 0;
 }
 
-/* What a test's rdmem-server command line needs: the binary and a fresh
- * port pair (the peers' in raw_peer_target.port, TCP the next). */
-struct raw_peer_server {
-	char bin[512], port[16], tcp_port[16];
-};
-
-static inline void raw_peer_server_init(struct raw_peer_server *sv)
+/* Starts rdmem-server over fabric on a fresh port pair (the peers' in
+ * raw_peer_target.port, its TCP port the next), with the flags in extra
+ * (NULL-terminated) after the address ones, and waits until it listens. */
+static inline int raw_peer_server_start(struct proc *p, const char *fabric, char *const *extra)
 {
+	char bin[512], port[16], tcp_port[16], ready[64];
+	char *argv[48] = { bin,	     "-b",	 (char *)raw_peer_target.host,
+			   "-p",     port,	 "--tcp-port",
+			   tcp_port, "--fabric", (char *)fabric };
+	size_t n = 9;
+
+	for (; *extra; extra++) {
+		if (n + 1 >= RDMEM_ARRAY_SIZE(argv))
+			return -1;
+		argv[n++] = *extra;
+	}
 	raw_peer_target.port = (uint16_t)proc_free_port_pair();
-	snprintf(sv->bin, sizeof(sv->bin), "%s/rdmem-server", proc_bin());
-	snprintf(sv->port, sizeof(sv->port), "%u", raw_peer_target.port);
-	snprintf(sv->tcp_port, sizeof(sv->tcp_port), "%u", raw_peer_target.port + 1);
-}
-
-/* Starts argv (made with raw_peer_server_init) and waits until it listens. */
-static inline int raw_peer_server_start(struct proc *p, char **argv, const char *fabric)
-{
-	char ready[64];
-
+	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
+	snprintf(port, sizeof(port), "%u", raw_peer_target.port);
+	snprintf(tcp_port, sizeof(tcp_port), "%u", raw_peer_target.port + 1);
 	snprintf(ready, sizeof(ready), "listening %s", fabric);
 	return proc_start(p, "server", argv, ready, RAW_PEER_TIMEOUT_MS);
 }

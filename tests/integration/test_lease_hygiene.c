@@ -32,30 +32,11 @@ static const char *fab_name = "shm";
 
 static int start_server(const char *shared_pool, int no_tcp)
 {
-	struct raw_peer_server sv;
-	char *argv[24] = { sv.bin,
-			   "-b",
-			   (char *)raw_peer_target.host,
-			   "-p",
-			   sv.port,
-			   "--tcp-port",
-			   sv.tcp_port,
-			   "--fabric",
-			   (char *)fab_name,
-			   "--max-sessions",
-			   "1",
-			   "--shared-pool",
-			   (char *)shared_pool,
-			   "--objpool-slabs",
-			   "8",
-			   "--object-ttl",
-			   "60000",
-			   NULL };
+	char *flags[] = { "--max-sessions",	      "1", "--shared-pool", (char *)shared_pool,
+			  "--objpool-slabs",	      "8", "--object-ttl",  "60000",
+			  no_tcp ? "--no-tcp" : NULL, NULL };
 
-	if (no_tcp)
-		argv[17] = "--no-tcp";
-	raw_peer_server_init(&sv);
-	return raw_peer_server_start(&server, argv, fab_name);
+	return raw_peer_server_start(&server, fab_name, flags);
 }
 
 /* Retries while the server still holds the previous session's lease. */

@@ -39,30 +39,19 @@ static const char *fab_name = "shm";
 
 static int start_server(void)
 {
-	struct raw_peer_server sv;
-	char *argv[] = { sv.bin,
-			 "-b",
-			 (char *)raw_peer_target.host,
-			 "-p",
-			 sv.port,
-			 "--tcp-port",
-			 sv.tcp_port,
-			 "--fabric",
-			 (char *)fab_name,
-			 "--workers",
-			 "1",
-			 "--group-threshold",
-			 "1",
-			 "--group-size",
-			 "1",
-			 "--slice-us",
-			 TW_SLICE,
-			 "--quiet-lane",
-			 "0",
-			 NULL };
+	char *flags[] = { "--workers",
+			  "1",
+			  "--group-threshold",
+			  "1",
+			  "--group-size",
+			  "1",
+			  "--slice-us",
+			  TW_SLICE,
+			  "--quiet-lane",
+			  "0",
+			  NULL };
 
-	raw_peer_server_init(&sv);
-	return raw_peer_server_start(&server, argv, fab_name);
+	return raw_peer_server_start(&server, fab_name, flags);
 }
 
 /* A peer with its calls in flight and what its completions said. */
