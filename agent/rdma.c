@@ -97,7 +97,6 @@ struct rdmem_rdma {
 	uint64_t hold_until_ns;	     /* the server's group is not being served before this */
 	uint64_t held_for;	     /* the hold_until_ns that yield_holds counted last */
 	struct rdmem_turn_view turn; /* the turn word as last seen */
-	uint16_t wakes_taken;	     /* turns with RDMEM_TURN_IMM this link took (hint) */
 	uint32_t calls_since_ctrl;
 	uint8_t reclaim_fault;	       /* enum rdmem_rdma_reclaim_fault, armed by agent-ctl */
 	uint8_t withheld_n;	       /* 1: withheld holds a reference not given back */
@@ -276,7 +275,7 @@ static void rdmem_rdma_fill_desc(struct rdmem_rdma *r, uint32_t i, const struct 
 	/* The turns with an immediate we took (and whose receive is owed or
 	 * reposted: the link keeps one for it beyond the batch): the server
 	 * sends the next only after this (layout.h, RDMEM_TURN_IMM). */
-	d->hint = r->wakes_taken;
+	d->hint = (uint16_t)r->st.turn_wakes; /* r and its counters are this link's */
 	if (path == RDMEM_PATH_LAZY)
 		d->flags |= RDMEM_F_WANT_OBJREF;
 }
@@ -1064,7 +1063,6 @@ static int rdmem_rdma_wake(struct rdmem_rdma *r)
 	uint64_t until = r->hold_until_ns, now = rdmem_now_ns();
 	int held_a_call = r->held_for == until;
 
-	r->wakes_taken++;
 	r->st.turn_wakes++;
 	rdmem_rdma_look_turn(r);
 	/* At most what the wake saved: the rest of a hold that held a call

@@ -62,10 +62,10 @@ struct rdmem_session {
 	 * ends the session at its next reap. */
 	uint64_t turn_addr;
 	uint16_t turn_seq;
-	uint16_t wakes_sent, wakes_acked; /* turns written with RDMEM_TURN_IMM; acknowledged */
+	uint16_t wakes_acked; /* of the wakes below, as the agent's hint counts them */
 	uint64_t hold_until;
 	uint64_t turns; /* turn words written */
-	uint64_t wakes; /* of them, with an immediate that wakes the agent */
+	uint64_t wakes; /* of them, with an immediate (RDMEM_TURN_IMM); mod 2^16 in hints */
 	int turn_err;
 	uint32_t group, active_group;
 
@@ -377,7 +377,7 @@ static void rdmem_session_take_ack(struct rdmem_session *s, uint32_t slot)
 	uint16_t hint;
 
 	memcpy(&hint, &d->hint, sizeof(hint));
-	s->wakes_acked = rdmem_turn_ack(s->wakes_sent, s->wakes_acked, rdmem_le16(hint));
+	s->wakes_acked = rdmem_turn_ack((uint16_t)s->wakes, s->wakes_acked, rdmem_le16(hint));
 }
 
 static void rdmem_session_ewma(struct rdmem_session *s, unsigned path, uint64_t ns)
@@ -714,10 +714,9 @@ static int rdmem_session_post_turn(struct rdmem_session *s, uint16_t hold_us)
 	/* A turn wakes an agent asleep on its hold, if the one receive it keeps
 	 * for that is free (layout.h); else it finds the word at its next look
 	 * or when its hold runs out, as every hold does. */
-	if (!hold_us && rdmem_turn_may_wake(s->wakes_sent, s->wakes_acked)) {
+	if (!hold_us && rdmem_turn_may_wake((uint16_t)s->wakes, s->wakes_acked)) {
 		wr->op = RDMEM_WR_WRITE_IMM;
 		wr->imm = RDMEM_TURN_IMM;
-		s->wakes_sent++;
 		s->wakes++;
 	}
 	s->turns++;
