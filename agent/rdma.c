@@ -36,6 +36,7 @@ struct rdmem_rdma_slot {
 	struct rdmem_objref ref;
 	uint64_t post_no; /* rdmem_rdma.posts when the request went out */
 	uint64_t read_no; /* the same for the LAZY READ in flight */
+	uint64_t sent_ns; /* a clock read no later than the request went out */
 	uint32_t seq;
 	uint16_t span; /* slots in the run starting here */
 	uint8_t owner;
@@ -587,6 +588,10 @@ int rdmem_rdma_submit(struct rdmem_rdma *r, struct rdmem_agent_call *call, uint8
 	r->st.staged += !area && nsge;
 	r->slot[i].from_area = (uint8_t)area;
 	r->slot[i].call = call;
+	/* The object's lease counts from here (rdmem_rdma_lease_held): both are
+	 * clock reads taken before the request goes out, and the round's is
+	 * the later one for a call the turn or a full ring held back. */
+	r->slot[i].sent_ns = RDMEM_MAX(call->start_ns, r->turn.look_ns);
 	r->expire_at = RDMEM_MIN(r->expire_at, call->deadline_ns);
 	r->slot[i].path = path;
 	rdmem_rdma_fill_desc(r, i, &call->req, path);
@@ -977,20 +982,23 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
 /*
  * The object's lease. The server frees an object not RECLAIMed within its
  * --object-ttl of being made, and made it after this call's request arrived,
- * so after call->start_ns here. A READ that completed (seen now) sooner than
- * the TTL after start_ns read the object before anything could free or reuse
- * it; a later one may hold another reply's bytes and is not trusted. Only
+ * so after s->sent_ns here: a clock read before the request went out. (It
+ * was the call's start, and a call that waited in the agent, for a ring
+ * slot or up to 65 ms for its turn, lost the wait from its lease.) A READ
+ * that completed (seen now) sooner than the TTL after sent_ns read the
+ * object before anything could free or reuse it; a later one may hold
+ * another reply's bytes and is not trusted. Only
  * elapsed times are compared, each on its own host's clock; the server
  * frees a quarter past the TTL (server/objpool.c), which covers the two
  * clocks' rates differing while NTP or chrony slews them (chrony up to
  * 8.3 % each way), and 1/1024 here is spare. A host that suspends stops
  * CLOCK_MONOTONIC: not covered (the RC connection rarely survives it).
  */
-static int rdmem_rdma_lease_held(const struct rdmem_rdma *r, const struct rdmem_agent_call *call)
+static int rdmem_rdma_lease_held(const struct rdmem_rdma *r, const struct rdmem_rdma_slot *s)
 {
 	uint64_t ttl_ns = (uint64_t)r->l->w.object_ttl_ms * 1000000ull;
 
-	return rdmem_now_ns() - call->start_ns < ttl_ns - ttl_ns / 1024;
+	return rdmem_now_ns() - s->sent_ns < ttl_ns - ttl_ns / 1024;
 }
 
 static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
@@ -1000,7 +1008,7 @@ static void rdmem_rdma_read_done(struct rdmem_rdma *r, uint32_t i)
 	if (i >= r->l->slots || !s->reading)
 		return;
 	s->reading = 0;
-	if (s->ref.length && !rdmem_rdma_lease_held(r, s->call)) {
+	if (s->ref.length && !rdmem_rdma_lease_held(r, s)) {
 		/* The session retries a read-only call on TCP, or fails it -ESTALE. */
 		r->st.lazy_expired++;
 		s->rep.status = RDMEM_S_STALE;
