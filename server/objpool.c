@@ -70,7 +70,8 @@ int rdmem_objpool_init(struct rdmem_objpool *p, const struct rdmem_objpool_confi
 	p->area_bytes = off;
 	/*
 	 * Freed a quarter later than the TTL the welcome announces: an agent
-	 * trusts a LAZY READ that completed within the TTL of its call's start,
+	 * trusts a LAZY READ that completed within the TTL of its request going
+	 * out,
 	 * timed on its own clock, and clocks on two hosts run at rates NTP or
 	 * chrony may slew apart (chrony by up to 8.3 % each way). The quarter
 	 * covers that; an unreclaimed object merely lives a little longer.

@@ -194,7 +194,8 @@ struct rdmem_xchg_welcome {
 	uint32_t srv_stage_bytes; /* --stage-bytes */
 	/* --object-ttl: an object may be freed this long after the request that
 	 * made it arrived, so a LAZY READ is trusted only if it completed
-	 * sooner than this after the call started (docs/architecture.md, "Paths"). */
+	 * sooner than this after its request went out (docs/architecture.md,
+	 * "Paths"). */
 	uint32_t object_ttl_ms;
 	uint32_t reserved;	 /* 0 */
 	struct rdmem_remote req; /* the request slots */

@@ -259,7 +259,7 @@ int main(int argc, char **argv)
 	snprintf(shm2, sizeof(shm2), "%s-b", e.shm);
 	snprintf(e.clients, sizeof(e.clients), "2");
 	if (e2e_server(&e, fabric, "--workers", "1", "--group-threshold", "1", "--group-size", "1",
-		       "--slice-us", slice, "--ring-slots", "64", "--objpool-slabs", "8",
+		       "--slice-us", slice, "--ring-slots", "64", "--objpool-slabs", "64",
 		       NULL) < 0 ||
 	    e2e_agent(&e, NULL) < 0 || e2e_second_agent(&e, &agent2, shm2, NULL) < 0) {
 		printf("not ok - set up a server with two groups of one agent each\n");
