@@ -84,8 +84,6 @@ static int gy_bench_wait(struct proc *p)
 	return 0;
 }
 
-static long long gy_agent_stat(const char *shm, const char *path);
-
 /* Both agents under the same load at once; each bench checks every value. */
 static void gy_load_both(const char *const shm[2], const struct gy_load *load)
 {

@@ -7,8 +7,8 @@
  * --object-ttl 10): ECHO, LARGE_GET and PROFILE replies with another call's
  * bytes, status ok. The agent now trusts a READ only if it completed within
  * the TTL of its request going out (docs/architecture.md, "Paths": the
- * object's lease); a later one is sent again over TCP (AUTO, read-only calls) or
- * fails -ESTALE (a forced path).
+ * object's lease); a later one is sent again over TCP (AUTO, read-only
+ * calls) or fails -ESTALE (a forced path).
  *
  * Here the agent is stopped (SIGSTOP) for longer than the TTL and the
  * server's scan period, again and again, while four client processes keep
@@ -335,12 +335,13 @@ static void test_young_objects(void)
  * one in the ring waits in the agent for longer than the 10 ms TTL. The
  * call in the ring (its slot is held through its READ) went out before the
  * stop and is rightly read "too late"; the others go out after the stop.
- * One a stop, so the bound is two a stop: the other for scheduling slack. Counted from the call's start, they failed -ESTALE
- * too: 12,156-26,070 of 40,000 in 26-28 stops (and 4,772 of 8,000 GETs
- * through one slot with no stop at all, in another run); now 6-12 in 23-30
- * stops (TSan: 52-56 in 131-135). The benches block
- * while they wait: clients that spin, as the cases above do, starve the
- * agent of the two CPUs.
+ * That is one a stop; the bound is two, the other for scheduling slack.
+ * Counted from the call's start, they failed -ESTALE too: 12,156-26,070 of
+ * 40,000 in 26-28 stops (and 4,772 of 8,000 GETs through one slot with no
+ * stop at all, in another run); now 6-12 in 23-31 stops (ASan: 11-12 in
+ * 38-41; TSan: 52-56 in 131-135). The benches block while they wait:
+ * clients that spin, as the cases above do, starve the agent of the two
+ * CPUs.
  */
 static void test_waiting_calls_keep_their_lease(void)
 {
