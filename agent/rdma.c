@@ -987,11 +987,11 @@ static int rdmem_rdma_response(struct rdmem_rdma *r, uint32_t i)
  * slot or up to 65 ms for its turn, lost the wait from its lease.) A READ
  * that completed (seen now) sooner than the TTL after sent_ns read the
  * object before anything could free or reuse it; a later one may hold
- * another reply's bytes and is not trusted. Only
- * elapsed times are compared, each on its own host's clock; the server
- * frees a quarter past the TTL (server/objpool.c), which covers the two
- * clocks' rates differing while NTP or chrony slews them (chrony up to
- * 8.3 % each way), and 1/1024 here is spare. A host that suspends stops
+ * another reply's bytes and is not trusted. Only elapsed times are
+ * compared, each on its own host's clock; the server frees a quarter past
+ * the TTL (server/objpool.c), which covers the two clocks' rates differing
+ * while NTP or chrony slews them (chrony up to 8.3 % each way), and 1/1024
+ * here is spare. A host that suspends stops
  * CLOCK_MONOTONIC: not covered (the RC connection rarely survives it).
  */
 static int rdmem_rdma_lease_held(const struct rdmem_rdma *r, const struct rdmem_rdma_slot *s)

@@ -71,9 +71,8 @@ int rdmem_objpool_init(struct rdmem_objpool *p, const struct rdmem_objpool_confi
 	/*
 	 * Freed a quarter later than the TTL the welcome announces: an agent
 	 * trusts a LAZY READ that completed within the TTL of its request going
-	 * out,
-	 * timed on its own clock, and clocks on two hosts run at rates NTP or
-	 * chrony may slew apart (chrony by up to 8.3 % each way). The quarter
+	 * out, timed on its own clock, and clocks on two hosts run at rates NTP
+	 * or chrony may slew apart (chrony by up to 8.3 % each way). The quarter
 	 * covers that; an unreclaimed object merely lives a little longer.
 	 */
 	p->ttl_ns = (uint64_t)cfg->ttl_ms * 1000000ull;
