@@ -12,6 +12,7 @@ int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg)
 	g->size = RDMEM_MAX(1u, cfg->group_size);
 	g->slice_us = cfg->slice_us;
 	g->members = g->cursor = g->busy = 0;
+	g->seen = g->seen_busy = g->rotation_busy = g->rotation_n = g->serving = 0;
 	g->grouped = 0;
 	g->slice_start = g->slice_end = 0;
 	atomic_init(&g->groups, 1);
@@ -77,43 +78,72 @@ static void rdmem_group_go_all(const struct rdmem_group_view *v, uint64_t now)
 	}
 }
 
+/* One more place looked at by a switch: a rotation ends when as many were
+ * looked at as there are sessions (the array may change meanwhile: the
+ * count is a prediction's input, not an invariant). */
+static void rdmem_group_seen(struct rdmem_group *g, uint32_t n, int busy)
+{
+	g->seen_busy += busy;
+	if (++g->seen >= n) {
+		g->rotation_busy = g->seen_busy;
+		g->rotation_n = g->seen;
+		g->seen = g->seen_busy = 0;
+	}
+}
+
+/* Busy sessions now: those this rotation found, and for the places it has
+ * not looked at yet, the share the last rotation found busy (in the first
+ * rotation, the share this one found so far), rounded up. */
+static uint32_t rdmem_group_busy_now(const struct rdmem_group *g, uint32_t n)
+{
+	uint64_t rest = n > g->seen ? n - g->seen : 0, share = 0;
+
+	if (g->rotation_n)
+		share = (rest * g->rotation_busy + g->rotation_n - 1) / g->rotation_n;
+	else if (g->seen)
+		share = (rest * g->seen_busy + g->seen - 1) / g->seen;
+	return (uint32_t)RDMEM_MIN((uint64_t)n, g->seen_busy + share);
+}
+
 /*
  * The next group: the first --group-size sessions with requests waiting,
  * looking from the one after the last group's last member, so busy sessions
- * take turns whatever their place in the array. Every session is peeked
- * (what the fixed groups this replaced did too, to skip idle ones), and
- * told the slice number, for its control page. A session whose agent is
- * holding on our hint has nothing waiting, but it is busy for the count the
- * next hints are made of: left out, each slice would count one group fewer
- * than there are, and the hints shrink until the last group of a rotation
- * is never told to hold (found by review). The last group's holds stand;
- * the new group's members that were told to hold are told their turn has
- * come, so they send what they held now, not when their hold runs out.
+ * take turns whatever their place in the array, and no further than it
+ * takes to fill the group: each place looked at costs a peek at the
+ * session's completions, and a peek of every session at every switch was
+ * most of a worker's time at 1,024 sessions (docs/architecture.md, "Groups
+ * of busy sessions"). A session whose agent is holding on our hint has
+ * nothing waiting, but it is busy for the count the next hints are made
+ * of: left out, each slice would count one group fewer than there are, and
+ * the hints shrink until the last group of a rotation is never told to hold
+ * (found by review). The last group's holds stand; the new group's members
+ * that were told to hold are told their turn has come, so they send what
+ * they held now, not when their hold runs out.
  */
 static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_view *v,
 			       uint64_t now)
 {
 	uint32_t slice = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
-	uint32_t j, busy = 0, held = 0, last = g->cursor;
+	uint32_t j, held = 0, last = g->cursor;
 
 	g->members = 0;
-	for (j = 0; j < v->n; j++) {
+	for (j = 0; j < v->n && g->members < g->size; j++) {
 		uint32_t i = (g->cursor + j) % v->n;
 		int join = rdmem_group_has_work(v->sess[i]);
 		int holding = rdmem_session_holding(v->sess[i], now);
 
-		busy += join || holding;
+		rdmem_group_seen(g, v->n, join || holding);
 		held += join && holding;
-		join = join && g->members < g->size;
 		if (join) {
 			g->member[g->members++] = i;
+			rdmem_session_set_group(v->sess[i], slice);
 			last = i;
 		}
-		rdmem_session_set_group(v->sess[i], join, slice);
 	}
 	g->cursor = g->members ? last + 1 : g->cursor;
+	g->serving = slice;
 	rdmem_group_mark(g, v, 0, now);
-	g->busy = rdmem_group_count(g, busy);
+	g->busy = rdmem_group_count(g, rdmem_group_busy_now(g, v->n));
 	g->slice_start = now;
 	g->slice_end = now + (uint64_t)g->slice_us * 1000;
 	/* Relaxed: figures for STATS, read alone; this thread is their one writer. */
@@ -158,12 +188,8 @@ static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rd
  */
 static void rdmem_group_off(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
-	uint32_t slice = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
-	uint32_t i;
-
 	rdmem_group_go_all(v, now);
-	for (i = 0; i < v->n; i++)
-		rdmem_session_set_group(v->sess[i], 0, slice);
+	g->serving = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
 	g->members = 0;
 	g->grouped = 0;
 	g->slice_end = 0; /* on again: a new group at once */
@@ -185,26 +211,40 @@ int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, ui
 	return 1;
 }
 
-/* Sessions outside the active group with requests waiting now. Members
- * first: between the two passes a backlog only grows, but a broken session
- * reports its error to one peek only (the reap that saw it), so the count
- * is clamped rather than trusted not to wrap. */
-static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
-					const struct rdmem_group_view *v)
+static int rdmem_group_is_member(const struct rdmem_group *g, uint32_t i)
 {
-	uint32_t i, k, mine = 0, busy = 0;
+	uint32_t k;
 
-	for (k = 0; k < g->members; k++)
-		mine +=
-		    g->member[k] != RDMEM_GROUP_LEFT && rdmem_group_has_work(v->sess[g->member[k]]);
-	for (i = 0; i < v->n; i++)
-		busy += rdmem_group_has_work(v->sess[i]);
-	return busy > mine ? busy - mine : 0;
+	for (k = 0; k < g->members && g->member[k] != i; k++)
+		;
+	return k < g->members;
+}
+
+/* Sessions outside the active group with requests waiting now: looked for
+ * where the next groups come from, from the cursor, wrapping, until a
+ * group's worth is found; the places not looked at are counted at the
+ * share found so far (under load most slices end in a dry group's cut, and
+ * a peek of every session at each was the other half of the cost
+ * rdmem_group_switch no longer pays). A member has work here only if a
+ * request came since the round found the group dry: only then is it
+ * looked up in the group. */
+static uint32_t rdmem_group_others_waiting(const struct rdmem_group *g,
+					   const struct rdmem_group_view *v)
+{
+	uint32_t i, j, found = 0;
+
+	for (j = 0; j < v->n && found < g->size; j++) {
+		i = (g->cursor + j) % v->n;
+		found += rdmem_group_has_work(v->sess[i]) && !rdmem_group_is_member(g, i);
+	}
+	if (j == v->n || v->n <= g->members)
+		return found;
+	return (uint32_t)((uint64_t)found * (v->n - g->members) / j);
 }
 
 /*
  * The active group ran dry before its slice ended: its turn ends now. When
- * other sessions have requests waiting (peeked, once per slice), its agents
+ * other sessions have requests waiting (rdmem_group_others_waiting), its agents
  * are told to hold first, as a slice's last quarter tells them: their next
  * requests belong to their next turn. Holders alone are no reason to tell
  * (nobody competes for the NIC now), nor do they lengthen the hold, though
@@ -222,7 +262,7 @@ static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
  */
 static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
-	uint32_t others = rdmem_group_others_busy(g, v);
+	uint32_t others = rdmem_group_others_waiting(g, v);
 
 	if (others) {
 		g->busy = rdmem_group_count(g, others) + 1;

@@ -67,7 +67,8 @@ struct rdmem_session {
 	uint64_t turns; /* turn words written */
 	uint64_t wakes; /* of them, with an immediate (RDMEM_TURN_IMM); mod 2^16 in hints */
 	int turn_err;
-	uint32_t group, active_group;
+	uint32_t group;		 /* the last slice whose group held it */
+	const uint32_t *serving; /* the worker's slice now (group.h), or NULL */
 
 	uint64_t ctrl_seq, ctrl_at, scan_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
@@ -533,7 +534,7 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	    rdmem_le32(s->cfg->tcp_up ? 1 : 0); /* the agent's TCP fallback exists or not */
 	c->session_id = rdmem_le32(s->id);
 	c->group = rdmem_le32(s->group);
-	c->active_group = rdmem_le32(s->active_group);
+	c->active_group = rdmem_le32(s->serving ? *s->serving : 0);
 	c->completed = rdmem_le64(s->completed);
 	c->failed = rdmem_le64(s->failed);
 	c->bad_requests = rdmem_le64(s->bad);
@@ -749,11 +750,14 @@ int rdmem_session_holding(const struct rdmem_session *s, uint64_t now)
 	return s->hold_until > now;
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice)
 {
-	if (member)
-		s->group = slice;
-	s->active_group = slice;
+	s->group = slice;
+}
+
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving)
+{
+	s->serving = serving;
 }
 
 static uint64_t rdmem_session_registered_bytes(const struct rdmem_session *s)

@@ -128,9 +128,12 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t
 /* True while the agent may be holding its calls on a turn word we wrote
  * (its hold has not run out and no turn was given since). */
 int rdmem_session_holding(const struct rdmem_session *s, uint64_t now);
-/* Slice `slice` starts; the session is in its group when member is set
- * (the control page's group equals active_group while it is). */
-void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice);
+/* Slice `slice` starts with the session in its group (the control page's
+ * group equals active_group while it is). */
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice);
+/* Where the control page's active_group comes from: the worker's slice now,
+ * which the worker thread alone writes and reads (group.h). */
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving);
 
 struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;

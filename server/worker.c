@@ -122,6 +122,7 @@ static void rdmem_worker_adopt(struct rdmem_worker *w)
 			atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
 			continue;
 		}
+		rdmem_session_follow_slices(in[i], &w->group.serving);
 		w->sess[w->nsess++] = in[i];
 	}
 	free(in);

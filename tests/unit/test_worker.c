@@ -38,6 +38,7 @@ struct rdmem_session {
 	atomic_int holding;		/* its agent holds on a hint (set by a case) */
 	atomic_ullong joins;		/* slices whose group it was in */
 	atomic_uint pending;		/* quiet: its call waits (seen by a peek) */
+	atomic_ullong peeks;		/* rdmem_session_peek calls */
 };
 
 /* ---- the fake session: the worker thread calls these ------------------------ */
@@ -63,6 +64,7 @@ uint32_t rdmem_session_backlog(const struct rdmem_session *s)
 
 int rdmem_session_peek(struct rdmem_session *s)
 {
+	atomic_fetch_add(&s->peeks, 1);
 	atomic_store(&s->pending, s->kind == FAKE_QUIET);
 	return atomic_load(&s->dead) ? -EPIPE : 0;
 }
@@ -115,11 +117,16 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t
 	atomic_store(&s->hold_now, hold_us);
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, int member, uint32_t slice)
+void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice)
 {
 	(void)slice;
-	if (member)
-		atomic_fetch_add(&s->joins, 1);
+	atomic_fetch_add(&s->joins, 1);
+}
+
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving)
+{
+	(void)s;
+	(void)serving;
 }
 
 void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_info *out)
@@ -510,6 +517,81 @@ static void test_group_follows_a_moved_member(void)
 	rdmem_group_fini(g);
 }
 
+/* The peeks each of sessions [0, n) took since the last call. */
+static void peeks_taken(struct rdmem_session *s, uint32_t n, unsigned long long *out)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		out[i] = atomic_exchange(&s[i].peeks, 0);
+}
+
+/* By hand, eight sessions, the first and the fourth idle, at group size 2:
+ * a switch looks no further than it takes to fill its group (one place
+ * looked at is one peek at a session's completions, and all of them at
+ * every switch was most of a worker's time at 1,024 sessions), and a dry
+ * group's cut looks ahead from the cursor until a group's worth waits.
+ * What they did not look at is counted at the share they found busy; a
+ * full rotation makes the count exact. */
+static void test_switch_looks_no_further_than_its_group(void)
+{
+	struct rdmem_session s[8];
+	struct rdmem_session *arr[8];
+	struct rdmem_lane lane;
+	struct rdmem_group g;
+	struct rdmem_group_view v = { arr, 8, &lane };
+	struct rdmem_rdma_config cfg = { .group_threshold = 0, .group_size = 2, .slice_us = 200 };
+	unsigned long long peeks[8];
+	uint64_t t = HAND_T0;
+	int i;
+
+	memset(s, 0, sizeof(s));
+	for (i = 0; i < 8; i++) {
+		s[i].kind = i == 0 || i == 3 ? FAKE_IDLE : FAKE_FLOOD;
+		arr[i] = &s[i];
+	}
+	rdmem_lane_init(&lane, 0);
+	REQUIRE(rdmem_group_init(&g, &cfg) == 0);
+	CHECK(rdmem_group_turn(&g, &v, t));
+	CHECK_EQ(g.members, 2);
+	CHECK_EQ(g.member[0], 1);
+	CHECK_EQ(g.member[1], 2);
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], i < 3); /* 0 (idle), 1 and 2, no further */
+	/* two busy of three looked at, and 5 * 2 / 3 (rounded up) of the
+	 * rest: 6 busy, 3 groups (exactly so here) */
+	CHECK_EQ(g.busy, 3);
+	/* Dry after the grace: ahead are 3 (idle), 4 and 5, a group's worth;
+	 * the 6 non-members are counted at that share (2 of 3 looked at: 4),
+	 * so the members hold for the others' two groups less half a slice. */
+	rdmem_group_dry(&g, &v, t + 50000);
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], i >= 3 && i <= 5);
+	CHECK_EQ(atomic_load(&s[1].hold_now), 200 * 2 - 100);
+	CHECK(rdmem_group_turn(&g, &v, t + 50000)); /* 3 (idle), 4 and 5 */
+	CHECK_EQ(g.member[0], 4);
+	CHECK(rdmem_group_turn(&g, &v, t + 250000)); /* 6 and 7: a rotation */
+	CHECK_EQ(g.member[0], 6);
+	CHECK_EQ(g.busy, 3);
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], i >= 3);
+	s[7].kind = FAKE_IDLE;			     /* now 5 busy: the next rotation counts them */
+	CHECK(rdmem_group_turn(&g, &v, t + 450000)); /* 0 (idle), 1, 2 */
+	CHECK(rdmem_group_turn(&g, &v, t + 650000)); /* 3 (idle), 4, 5 */
+	/* 6, 7 (idle): a rotation that found 5 busy; then round to 0 (idle)
+	 * and 1: 1 busy of 2 looked at, and 6 * 5 / 8 (rounded up) of the
+	 * rest, 5 in 3 groups */
+	CHECK(rdmem_group_turn(&g, &v, t + 850000));
+	CHECK_EQ(g.members, 2);
+	CHECK_EQ(g.member[0], 6);
+	CHECK_EQ(g.member[1], 1);
+	CHECK_EQ(g.busy, 3);
+	rdmem_group_fini(&g);
+}
+
 /* By hand: three flooders at group size 1; the first is told to hold in
  * its slice's last quarter, and obeys (nothing waiting). It still counts
  * for the next hint: the next group is told to hold for two slices less
@@ -531,6 +613,12 @@ static void test_holding_sessions_count(void)
 	CHECK_EQ(g->busy, 3);
 	CHECK(rdmem_group_turn(g, v, t + 360000));
 	CHECK_EQ(atomic_load(&h.s[1].hold_now), 200 * 2 - 100);
+	/* A rotation on, the switch looks at the holder again (its count
+	 * was its flooding one till now): still busy. */
+	CHECK(rdmem_group_turn(g, v, t + 400000)); /* s2 */
+	CHECK(rdmem_group_turn(g, v, t + 600000)); /* s0 holds: s1 */
+	CHECK_EQ(g->member[0], 1);
+	CHECK_EQ(g->busy, 3);
 	rdmem_group_fini(g);
 }
 
@@ -684,6 +772,7 @@ int main(void)
 	RUN(test_dry_cut_among_holders);
 	RUN(test_group_follows_a_moved_member);
 	RUN(test_holding_sessions_count);
+	RUN(test_switch_looks_no_further_than_its_group);
 	RUN(test_sleep_ends_the_group);
 	RUN(test_dry_group_serves_the_lane);
 	return check_done();
