@@ -444,13 +444,27 @@ static int hand_init(struct hand *h, const enum fake_kind kinds[3], uint32_t thr
 
 #define HAND_T0 1000000 /* the clock of a hand-driven schedule's first turn */
 
-/* Three flooders, threshold 0 and group size 1, the first group made at
- * HAND_T0: session 0 alone. */
+/* Three slices of a 200 us slice from `from`, at group size 1 one
+ * rotation: the schedule has then looked at every session once, and its
+ * busy count is whole (group.c counts what it has looked at). Returns the
+ * clock of the next slice. */
+static uint64_t hand_rotation(struct hand *h, uint64_t from)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		rdmem_group_turn(&h->g, &h->v, from + (uint64_t)i * 200000);
+	return from + 600000;
+}
+
+/* Three flooders, threshold 0 and group size 1, a rotation, then the group
+ * made at HAND_T0: session 0 alone. */
 static int hand_floods(struct hand *h)
 {
 	const enum fake_kind kinds[3] = { FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD };
 
-	if (hand_init(h, kinds, 0, 1) < 0 || !rdmem_group_turn(&h->g, &h->v, HAND_T0))
+	if (hand_init(h, kinds, 0, 1) < 0 || hand_rotation(h, HAND_T0 - 600000) != HAND_T0 ||
+	    !rdmem_group_turn(&h->g, &h->v, HAND_T0))
 		return -1;
 	return h->g.member[0] == 0 ? 0 : -1;
 }
@@ -466,9 +480,10 @@ static void test_grouping_off_ends_holds(void)
 	struct hand h;
 	struct rdmem_group_view *v = &h.v;
 	struct rdmem_group *g = &h.g;
-	uint64_t t = 1000000;
+	uint64_t t;
 
 	REQUIRE(hand_init(&h, kinds, 2, 1) == 0);
+	t = hand_rotation(&h, 1000000);
 	CHECK(rdmem_group_turn(g, v, t));
 	CHECK_EQ(g->members, 1);
 	CHECK_EQ(g->busy, 3);
@@ -526,13 +541,22 @@ static void peeks_taken(struct rdmem_session *s, uint32_t n, unsigned long long 
 		out[i] = atomic_exchange(&s[i].peeks, 0);
 }
 
-/* By hand, eight sessions, the first and the fourth idle, at group size 2:
- * a switch looks no further than it takes to fill its group (one place
- * looked at is one peek at a session's completions, and all of them at
- * every switch was most of a worker's time at 1,024 sessions), and a dry
- * group's cut looks ahead from the cursor until a group's worth waits.
- * What they did not look at is counted at the share they found busy; a
- * full rotation makes the count exact. */
+/* Session kinds by letter: f flooding, i idle. */
+static void kinds_set(struct rdmem_session *s, const char *k)
+{
+	int i;
+
+	for (i = 0; k[i]; i++)
+		s[i].kind = k[i] == 'f' ? FAKE_FLOOD : FAKE_IDLE;
+}
+
+/* By hand, eight sessions at group size 2: a switch looks no further than
+ * it takes to fill its group (a place looked at is a peek at a session's
+ * completions, and all of them at every switch was a third of a worker's
+ * time at 1,024 sessions), so a rotation peeks each session once. The busy
+ * count is what the first rotation has seen, then the last rotation's (or
+ * this one's if larger), exact when a switch looked at every session, and
+ * started afresh when the worker sleeps. */
 static void test_switch_looks_no_further_than_its_group(void)
 {
 	struct rdmem_session s[8];
@@ -546,49 +570,55 @@ static void test_switch_looks_no_further_than_its_group(void)
 	int i;
 
 	memset(s, 0, sizeof(s));
-	for (i = 0; i < 8; i++) {
-		s[i].kind = i == 0 || i == 3 ? FAKE_IDLE : FAKE_FLOOD;
+	for (i = 0; i < 8; i++)
 		arr[i] = &s[i];
-	}
+	kinds_set(s, "iffiffff");
 	rdmem_lane_init(&lane, 0);
 	REQUIRE(rdmem_group_init(&g, &cfg) == 0);
-	CHECK(rdmem_group_turn(&g, &v, t));
-	CHECK_EQ(g.members, 2);
+	CHECK(rdmem_group_turn(&g, &v, t)); /* 0 (idle), 1, 2 */
 	CHECK_EQ(g.member[0], 1);
 	CHECK_EQ(g.member[1], 2);
 	peeks_taken(s, 8, peeks);
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(peeks[i], i < 3); /* 0 (idle), 1 and 2, no further */
-	/* two busy of three looked at, and 5 * 2 / 3 (rounded up) of the
-	 * rest: 6 busy, 3 groups (exactly so here) */
-	CHECK_EQ(g.busy, 3);
-	/* Dry after the grace: ahead are 3 (idle), 4 and 5, a group's worth;
-	 * the 6 non-members are counted at that share (2 of 3 looked at: 4),
-	 * so the members hold for the others' two groups less half a slice. */
-	rdmem_group_dry(&g, &v, t + 50000);
-	peeks_taken(s, 8, peeks);
-	for (i = 0; i < 8; i++)
-		CHECK_EQ(peeks[i], i >= 3 && i <= 5);
-	CHECK_EQ(atomic_load(&s[1].hold_now), 200 * 2 - 100);
-	CHECK(rdmem_group_turn(&g, &v, t + 50000)); /* 3 (idle), 4 and 5 */
-	CHECK_EQ(g.member[0], 4);
-	CHECK(rdmem_group_turn(&g, &v, t + 250000)); /* 6 and 7: a rotation */
+		CHECK_EQ(peeks[i], i < 3);
+	CHECK_EQ(g.busy, 1);			     /* 2 busy seen so far */
+	CHECK(rdmem_group_turn(&g, &v, t + 200000)); /* 3 (idle), 4, 5 */
+	CHECK_EQ(g.busy, 2);
+	CHECK(rdmem_group_turn(&g, &v, t + 400000)); /* 6, 7: the rotation ends */
 	CHECK_EQ(g.member[0], 6);
 	CHECK_EQ(g.busy, 3);
 	peeks_taken(s, 8, peeks);
 	for (i = 0; i < 8; i++)
 		CHECK_EQ(peeks[i], i >= 3);
-	s[7].kind = FAKE_IDLE;			     /* now 5 busy: the next rotation counts them */
-	CHECK(rdmem_group_turn(&g, &v, t + 450000)); /* 0 (idle), 1, 2 */
-	CHECK(rdmem_group_turn(&g, &v, t + 650000)); /* 3 (idle), 4, 5 */
-	/* 6, 7 (idle): a rotation that found 5 busy; then round to 0 (idle)
-	 * and 1: 1 busy of 2 looked at, and 6 * 5 / 8 (rounded up) of the
-	 * rest, 5 in 3 groups */
-	CHECK(rdmem_group_turn(&g, &v, t + 850000));
-	CHECK_EQ(g.members, 2);
-	CHECK_EQ(g.member[0], 6);
-	CHECK_EQ(g.member[1], 1);
+	/* Load grows to 7: the last rotation's 6 stand until this one's pass
+	 * them, and its end counts 7. */
+	s[3].kind = FAKE_FLOOD;
+	CHECK(rdmem_group_turn(&g, &v, t + 600000)); /* 0 (idle), 1, 2 */
 	CHECK_EQ(g.busy, 3);
+	CHECK(rdmem_group_turn(&g, &v, t + 800000));  /* 3, 4 */
+	CHECK(rdmem_group_turn(&g, &v, t + 1000000)); /* 5, 6 */
+	CHECK(rdmem_group_turn(&g, &v, t + 1200000)); /* 7, the end; 0 (idle), 1 */
+	CHECK_EQ(g.member[0], 7);
+	CHECK_EQ(g.member[1], 1);
+	CHECK_EQ(g.busy, 4);
+	/* The worker sleeps; it wakes to 2 and 3 busy: the 7 of before the
+	 * sleep are forgotten, the 2 seen count. */
+	rdmem_group_idle(&g, &v, t + 1300000);
+	kinds_set(s, "iiffiiii");
+	CHECK(rdmem_group_turn(&g, &v, t + 1400000)); /* 2, 3 */
+	CHECK_EQ(g.member[0], 2);
+	CHECK_EQ(g.busy, 1);
+	/* Only 1 busy: the switch looks at every session, and its count is
+	 * exact, not the rotation that ended on the way (2 and 3 in it). */
+	kinds_set(s, "ifiiiiii");
+	peeks_taken(s, 8, peeks);
+	CHECK(rdmem_group_turn(&g, &v, t + 1600000)); /* 4 .. 7, 0, 1, 2, 3 */
+	CHECK_EQ(g.members, 1);
+	CHECK_EQ(g.member[0], 1);
+	CHECK_EQ(g.busy, 1);
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], 1);
 	rdmem_group_fini(&g);
 }
 
@@ -614,10 +644,12 @@ static void test_holding_sessions_count(void)
 	CHECK(rdmem_group_turn(g, v, t + 360000));
 	CHECK_EQ(atomic_load(&h.s[1].hold_now), 200 * 2 - 100);
 	/* A rotation on, the switch looks at the holder again (its count
-	 * was its flooding one till now): still busy. */
+	 * was its flooding one till now): still busy, in the rotation that
+	 * ends at s2 too. */
 	CHECK(rdmem_group_turn(g, v, t + 400000)); /* s2 */
 	CHECK(rdmem_group_turn(g, v, t + 600000)); /* s0 holds: s1 */
 	CHECK_EQ(g->member[0], 1);
+	CHECK(rdmem_group_turn(g, v, t + 800000)); /* s2: the rotation ends */
 	CHECK_EQ(g->busy, 3);
 	rdmem_group_fini(g);
 }
