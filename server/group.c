@@ -12,7 +12,8 @@ int rdmem_group_init(struct rdmem_group *g, const struct rdmem_rdma_config *cfg)
 	g->size = RDMEM_MAX(1u, cfg->group_size);
 	g->slice_us = cfg->slice_us;
 	g->members = g->cursor = g->busy = 0;
-	g->seen = g->seen_busy = g->rotation_busy = g->rotation_n = g->serving = 0;
+	g->serving = 0;
+	g->told = 0;
 	g->grouped = 0;
 	g->slice_start = g->slice_end = 0;
 	atomic_init(&g->groups, 1);
@@ -78,91 +79,41 @@ static void rdmem_group_go_all(const struct rdmem_group_view *v, uint64_t now)
 	}
 }
 
-/* One more place looked at by a switch: a rotation ends when as many were
- * looked at as there are sessions (the array may change meanwhile: the
- * count is a prediction's input, not an invariant). */
-static void rdmem_group_seen(struct rdmem_group *g, uint32_t n, int busy)
-{
-	g->seen_busy += busy;
-	if (++g->seen >= n) {
-		g->rotation_busy = g->seen_busy;
-		g->rotation_n = g->seen;
-		g->seen = g->seen_busy = 0;
-	}
-}
-
-/* The count starts afresh: the worker slept or grouping turned off, and
- * the last rotation's says nothing of what comes. */
-static void rdmem_group_forget(struct rdmem_group *g)
-{
-	g->seen = g->seen_busy = g->rotation_busy = g->rotation_n = 0;
-}
-
-/*
- * Busy sessions now: the last full rotation's count, or this rotation's so
- * far when it already found more (load grew); in the first rotation (after
- * the worker slept or grouping was off), what it found so far. Never a
- * share of what was found spread over the places not looked at yet: busy
- * sessions together in the array (it is in connection order) would be
- * counted twice (found by review). A count too high tells agents to hold
- * past their turn, and one with nothing waiting when its group comes round
- * is not told its turn: it waits for the next rotation. Too low, its
- * requests wait in the server's ring instead of its agent's memory, and
- * are served in its turn. So the count errs low, and is exact wherever a
- * switch looks at every session.
- */
-static uint32_t rdmem_group_busy_now(const struct rdmem_group *g, uint32_t n)
-{
-	uint32_t busy = g->rotation_n ? RDMEM_MAX(g->rotation_busy, g->seen_busy) : g->seen_busy;
-
-	return RDMEM_MIN(n, busy);
-}
-
 /*
  * The next group: the first --group-size sessions with requests waiting,
  * looking from the one after the last group's last member, so busy sessions
  * take turns whatever their place in the array, and no further than it
  * takes to fill the group: each place looked at costs a peek at the
  * session's completions, and a peek of every session at every switch was
- * most of a worker's time at 1,024 sessions (docs/architecture.md, "Groups
- * of busy sessions"). A session whose agent is holding on our hint has
- * nothing waiting, but it is busy for the count the next hints are made
- * of: left out, each slice would count one group fewer than there are, and
- * the hints shrink until the last group of a rotation is never told to hold
- * (found by review). The last group's holds stand; the new group's members
- * that were told to hold are told their turn has come, so they send what
- * they held now, not when their hold runs out.
+ * 18 % of a worker's time at 1,024 sessions (docs/architecture.md, "Groups
+ * of busy sessions"). How many are busy is counted when a hint is told
+ * (rdmem_group_maybe_yield, rdmem_group_cut), not here. The last group's
+ * holds stand; the new group's members that were told to hold are told
+ * their turn has come, so they send what they held now, not when their
+ * hold runs out.
  */
 static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_view *v,
 			       uint64_t now)
 {
-	uint32_t slice = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
-	uint32_t j, busy = 0, held = 0, last = g->cursor;
+	uint64_t slice = atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
+	uint32_t j, held = 0, last = g->cursor;
 
 	g->members = 0;
 	for (j = 0; j < v->n && g->members < g->size; j++) {
 		uint32_t i = (g->cursor + j) % v->n;
 		int join = rdmem_group_has_work(v->sess[i]);
-		int holding = rdmem_session_holding(v->sess[i], now);
 
-		rdmem_group_seen(g, v->n, join || holding);
-		busy += join || holding;
-		held += join && holding;
+		held += join && rdmem_session_holding(v->sess[i], now);
 		if (join) {
 			g->member[g->members++] = i;
 			rdmem_session_set_group(v->sess[i], slice);
 			last = i;
 		}
 	}
-	if (j == v->n) { /* every session looked at: the count is exact */
-		g->rotation_busy = busy;
-		g->rotation_n = v->n;
-		g->seen = g->seen_busy = 0;
-	}
 	g->cursor = g->members ? last + 1 : g->cursor;
 	g->serving = slice;
 	rdmem_group_mark(g, v, 0, now);
-	g->busy = rdmem_group_count(g, rdmem_group_busy_now(g, v->n));
+	g->told = 0;
 	g->slice_start = now;
 	g->slice_end = now + (uint64_t)g->slice_us * 1000;
 	/* Relaxed: figures for STATS, read alone; this thread is their one writer. */
@@ -170,8 +121,53 @@ static void rdmem_group_switch(struct rdmem_group *g, const struct rdmem_group_v
 		atomic_store_explicit(&g->slices, slice, memory_order_relaxed);
 	if (held)
 		atomic_fetch_add_explicit(&g->held_arrivals, held, memory_order_relaxed);
-	atomic_store_explicit(&g->groups, g->busy, memory_order_relaxed);
 	atomic_store_explicit(&g->group_members, g->members, memory_order_relaxed);
+}
+
+/* Members not dropped since the switch: 0 when none is left to serve (or
+ * tell). */
+static uint32_t rdmem_group_live(const struct rdmem_group *g)
+{
+	uint32_t k, live = 0;
+
+	for (k = 0; k < g->members; k++)
+		live += g->member[k] != RDMEM_GROUP_LEFT;
+	return live;
+}
+
+/*
+ * Busy sessions outside the active group, every one looked at: with
+ * requests waiting (peeked), or, with holders set, holding on a hold we
+ * told. Exact, as the hold a hint tells must not outlast the turn: told
+ * too long, an agent with nothing waiting when its group comes round is not
+ * told its turn, and waits a whole rotation more. A count kept over a
+ * rotation, one switch's part at a time, was tried (f70b834): it ran high
+ * for up to two rotations when load fell (found by review). So each hint
+ * peeks every session once: at 1,024 sessions 15-19 % of the worker, in
+ * the dry groups' cuts; a cheaper exact count needs all sessions'
+ * completions in one place (a CQ shared by the worker's sessions).
+ */
+static uint32_t rdmem_group_others(const struct rdmem_group *g, const struct rdmem_group_view *v,
+				   int holders, uint64_t now)
+{
+	uint32_t i, busy = 0;
+
+	for (i = 0; i < v->n; i++) {
+		struct rdmem_session *s = v->sess[i];
+
+		if (rdmem_session_group(s) == g->serving)
+			continue; /* a member */
+		busy += rdmem_group_has_work(s) || (holders && rdmem_session_holding(s, now));
+	}
+	return busy;
+}
+
+/* The hint's count: busy sessions, in groups' worth, rounded up. */
+static void rdmem_group_set_busy(struct rdmem_group *g, uint32_t busy)
+{
+	g->busy = rdmem_group_count(g, busy);
+	/* Relaxed: a figure for STATS, read alone; this thread is its one writer. */
+	atomic_store_explicit(&g->groups, g->busy, memory_order_relaxed);
 }
 
 /*
@@ -192,11 +188,23 @@ static void rdmem_group_tell(const struct rdmem_group *g, const struct rdmem_gro
 		rdmem_group_mark(g, v, (uint32_t)RDMEM_MIN(hold, (uint64_t)UINT32_MAX), now);
 }
 
-static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rdmem_group_view *v,
+/*
+ * In the slice's last quarter, once: the members and every session busy
+ * outside the group, counted now. A session whose agent is holding on our
+ * hint has nothing waiting, but it is busy for the count: left out, each
+ * slice would count one group fewer than there are, and the hints shrink
+ * until the last group of a rotation is never told to hold (found by
+ * review). Once is enough: a hold told is at least half a slice, longer
+ * than the quarter left, and is not told again while it runs.
+ */
+static void rdmem_group_maybe_yield(struct rdmem_group *g, const struct rdmem_group_view *v,
 				    uint64_t now)
 {
-	if (now + (uint64_t)g->slice_us * 1000 / 4 >= g->slice_end)
-		rdmem_group_tell(g, v, now);
+	if (g->told || now + (uint64_t)g->slice_us * 1000 / 4 < g->slice_end)
+		return;
+	g->told = 1;
+	rdmem_group_set_busy(g, rdmem_group_live(g) + rdmem_group_others(g, v, 1, now));
+	rdmem_group_tell(g, v, now);
 }
 
 /*
@@ -208,8 +216,7 @@ static void rdmem_group_maybe_yield(const struct rdmem_group *g, const struct rd
 static void rdmem_group_off(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
 	rdmem_group_go_all(v, now);
-	rdmem_group_forget(g);
-	g->serving = (uint32_t)atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
+	g->serving = atomic_load_explicit(&g->slices, memory_order_relaxed) + 1;
 	g->members = 0;
 	g->grouped = 0;
 	g->slice_end = 0; /* on again: a new group at once */
@@ -231,31 +238,9 @@ int rdmem_group_turn(struct rdmem_group *g, const struct rdmem_group_view *v, ui
 	return 1;
 }
 
-/* Sessions outside the active group with requests waiting now, every one
- * peeked: the cut's count is exact, as the hold it tells must not outlast
- * the turn (rdmem_group_busy_now). That is a peek of every session at
- * each cut, and most slices end in one under load: at 1,024 sessions,
- * 14-18 % of the worker's time; a cheaper exact count needs the
- * completions of all sessions in one place (a CQ shared by the worker's
- * sessions). Members first: between the two passes a backlog only grows,
- * but a broken session reports its error to one peek only (the reap that
- * saw it), so the count is clamped rather than trusted not to wrap. */
-static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
-					const struct rdmem_group_view *v)
-{
-	uint32_t i, k, mine = 0, busy = 0;
-
-	for (k = 0; k < g->members; k++)
-		mine +=
-		    g->member[k] != RDMEM_GROUP_LEFT && rdmem_group_has_work(v->sess[g->member[k]]);
-	for (i = 0; i < v->n; i++)
-		busy += rdmem_group_has_work(v->sess[i]);
-	return busy > mine ? busy - mine : 0;
-}
-
 /*
  * The active group ran dry before its slice ended: its turn ends now. When
- * other sessions have requests waiting (rdmem_group_others_busy), its agents
+ * other sessions have requests waiting (rdmem_group_others), its agents
  * are told to hold first, as a slice's last quarter tells them: their next
  * requests belong to their next turn. Holders alone are no reason to tell
  * (nobody competes for the NIC now), nor do they lengthen the hold, though
@@ -273,24 +258,13 @@ static uint32_t rdmem_group_others_busy(const struct rdmem_group *g,
  */
 static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
 {
-	uint32_t others = rdmem_group_others_busy(g, v);
+	uint32_t others = rdmem_group_others(g, v, 0, now);
 
 	if (others) {
-		g->busy = rdmem_group_count(g, others) + 1;
+		rdmem_group_set_busy(g, g->size + others); /* this group, then theirs */
 		rdmem_group_tell(g, v, now);
 	}
 	g->slice_end = now;
-}
-
-/* True when a member is left to serve (or tell). */
-static int rdmem_group_live(const struct rdmem_group *g)
-{
-	uint32_t k;
-
-	for (k = 0; k < g->members; k++)
-		if (g->member[k] != RDMEM_GROUP_LEFT)
-			return 1;
-	return 0;
 }
 
 void rdmem_group_dry(struct rdmem_group *g, const struct rdmem_group_view *v, uint64_t now)
@@ -314,7 +288,6 @@ void rdmem_group_idle(struct rdmem_group *g, const struct rdmem_group_view *v, u
 {
 	rdmem_group_go_all(v, now);
 	g->members = 0;
-	rdmem_group_forget(g);
 	g->slice_end = 0;
 	atomic_store_explicit(&g->group_members, 0, memory_order_relaxed); /* STATS */
 }

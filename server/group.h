@@ -4,12 +4,11 @@
  * switch from the sessions that have requests waiting, taken round robin
  * from where the last group ended, looking only as far as it takes to fill
  * the group: an idle session is never in a group and costs a peek at its
- * completions per rotation, one per dry group's cut (which counts the
- * others waiting exactly), and, while fewer are busy than a group holds, one
- * per switch (while the worker spins idle, a switch a round); a busy one
- * gets a slice in its turn, whatever the others do. The busy count the
- * holds are made of is kept over a rotation, one switch's part at a time,
- * and errs low (group.c, rdmem_group_busy_now).
+ * completions per rotation at a switch, one per hint (a slice's last
+ * quarter, a dry group's cut: each counts the sessions busy, exactly), and,
+ * while fewer are busy than a group holds, one per switch (while the
+ * worker spins idle, a switch a round); a busy one gets a slice in its
+ * turn, whatever the others do.
  * In a slice's last quarter, or when the group runs dry while others wait
  * (its turn then ends at once), each member's agent is told once, in its
  * turn word (layout.h), how long to hold new calls: until half a slice
@@ -45,14 +44,13 @@ struct rdmem_group {
 	uint32_t members;
 	uint32_t cursor; /* where the next switch starts looking */
 	int grouped;	 /* the last round was grouped */
-	uint32_t busy;	 /* groups' worth of busy sessions, as the last switch or cut counted */
-	/* Busy sessions (requests waiting, or holding on our word) among the
-	 * places looked at this rotation; the last full rotation's count and
-	 * size (rotation_n 0 before the first ends, and after a sleep). */
-	uint32_t seen, seen_busy, rotation_busy, rotation_n;
-	uint32_t serving; /* the slice now: every session's control page shows it */
+	uint32_t busy;	 /* groups' worth of busy sessions, counted for the last hint */
+	int told;	 /* this slice's last quarter has told its hint */
+	/* The slice now (a member's rdmem_session_group equals it); every
+	 * session's control page shows it. */
+	uint64_t serving;
 	uint64_t slice_start, slice_end;
-	atomic_uint groups;	   /* STATS: busy groups as the last switch counted (1 ungrouped) */
+	atomic_uint groups;	   /* STATS: busy groups at the last hint (1 ungrouped) */
 	atomic_uint group_members; /* STATS: sessions in the active group */
 	atomic_ullong slices;	   /* STATS: slices that served a group */
 	/* STATS: sessions a switch found with requests waiting while a hold we

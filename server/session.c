@@ -67,8 +67,8 @@ struct rdmem_session {
 	uint64_t turns; /* turn words written */
 	uint64_t wakes; /* of them, with an immediate (RDMEM_TURN_IMM); mod 2^16 in hints */
 	int turn_err;
-	uint32_t group;		 /* the last slice whose group held it */
-	const uint32_t *serving; /* the worker's slice now (group.h), or NULL */
+	uint64_t group;		 /* the last slice whose group held it */
+	const uint64_t *serving; /* the worker's slice now (group.h), or NULL */
 
 	uint64_t ctrl_seq, ctrl_at, scan_at;
 	uint64_t completed, failed, bad, eager_to_lazy, bulk_requests, bulk_bytes;
@@ -533,8 +533,9 @@ static void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	c->tcp_state =
 	    rdmem_le32(s->cfg->tcp_up ? 1 : 0); /* the agent's TCP fallback exists or not */
 	c->session_id = rdmem_le32(s->id);
-	c->group = rdmem_le32(s->group);
-	c->active_group = rdmem_le32(s->serving ? *s->serving : 0);
+	/* The page carries slices mod 2^32. */
+	c->group = rdmem_le32((uint32_t)s->group);
+	c->active_group = rdmem_le32((uint32_t)(s->serving ? *s->serving : 0));
 	c->completed = rdmem_le64(s->completed);
 	c->failed = rdmem_le64(s->failed);
 	c->bad_requests = rdmem_le64(s->bad);
@@ -750,12 +751,17 @@ int rdmem_session_holding(const struct rdmem_session *s, uint64_t now)
 	return s->hold_until > now;
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice)
+void rdmem_session_set_group(struct rdmem_session *s, uint64_t slice)
 {
 	s->group = slice;
 }
 
-void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving)
+uint64_t rdmem_session_group(const struct rdmem_session *s)
+{
+	return s->group;
+}
+
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint64_t *serving)
 {
 	s->serving = serving;
 }
@@ -787,7 +793,7 @@ void rdmem_session_get_info(const struct rdmem_session *s, struct rdmem_session_
 	out->slots = s->slots;
 	out->backlog = s->ready_count;
 	out->objects_live = s->objects.st.live;
-	out->group = s->group;
+	out->group = (uint32_t)s->group;
 	out->completed = s->completed;
 	out->doorbells = s->doorbells;
 	out->wqes = s->wqes;

@@ -130,10 +130,12 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t
 int rdmem_session_holding(const struct rdmem_session *s, uint64_t now);
 /* Slice `slice` starts with the session in its group (the control page's
  * group equals active_group while it is). */
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice);
+void rdmem_session_set_group(struct rdmem_session *s, uint64_t slice);
+/* The last slice whose group held the session (0: none yet). */
+uint64_t rdmem_session_group(const struct rdmem_session *s);
 /* Where the control page's active_group comes from: the worker's slice now,
  * which the worker thread alone writes and reads (group.h). */
-void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving);
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint64_t *serving);
 
 struct rdmem_session_info {
 	uint32_t id, lease, slots, backlog, objects_live, group;

@@ -203,20 +203,23 @@ static void real_agents_receive_and_honour_yields(void)
 		CHECK(held >= 0 && (verbs || held * 2 <= held_told));
 	}
 	/* More than one wake to one agent: acknowledgements travel (without
-	 * them, one a session ever). A turn wakes only when it ends a hold
-	 * early (a dry group's cut before the hold ran out): the agent woken
-	 * most got 1-37 a run (shm, plain build, 2026-12-05; 412-440 on
-	 * verbs), and 1 in about 30 runs, before and after the change of that
-	 * day, left each agent at one. So a run that did is followed by up to
-	 * four more; an agent whose acknowledgements never reach the server
-	 * stays at one however many. */
+	 * them, one a session ever). A turn goes only to an agent that may
+	 * still be holding (a switch that makes it a member, the worker going
+	 * idle), so wakes are few here: the agent woken most got 1-37 a run
+	 * (shm, plain build, 2026-12-05; 412-440 on verbs), and 1 run in about
+	 * 30, before and after the change of that day, left each agent at one.
+	 * So such a run is followed by up to four more (the agents' sessions
+	 * last, their counts add up); an agent whose acknowledgements never
+	 * reach the server stays at one however many. */
 	for (i = 0; i < 4 && most_wakes < 2; i++) {
 		int k;
 
 		gy_load_both(shm, &pings);
-		for (k = 0; k < 2; k++)
-			most_wakes =
-			    RDMEM_MAX(most_wakes, gy_agent_stat(shm[k], "rdma.turn_wakes"));
+		for (k = 0; k < 2; k++) {
+			long long wakes = gy_agent_stat(shm[k], "rdma.turn_wakes");
+
+			most_wakes = RDMEM_MAX(most_wakes, wakes);
+		}
 	}
 	printf("# the agent woken most: %lld wakes, %d more runs\n", most_wakes, i);
 	CHECK(most_wakes >= 2);

@@ -39,6 +39,7 @@ struct rdmem_session {
 	atomic_ullong joins;		/* slices whose group it was in */
 	atomic_uint pending;		/* quiet: its call waits (seen by a peek) */
 	atomic_ullong peeks;		/* rdmem_session_peek calls */
+	atomic_ullong group;		/* the last slice whose group it was in */
 };
 
 /* ---- the fake session: the worker thread calls these ------------------------ */
@@ -117,13 +118,18 @@ void rdmem_session_set_yield(struct rdmem_session *s, uint32_t hold_us, uint64_t
 	atomic_store(&s->hold_now, hold_us);
 }
 
-void rdmem_session_set_group(struct rdmem_session *s, uint32_t slice)
+void rdmem_session_set_group(struct rdmem_session *s, uint64_t slice)
 {
-	(void)slice;
+	atomic_store(&s->group, slice);
 	atomic_fetch_add(&s->joins, 1);
 }
 
-void rdmem_session_follow_slices(struct rdmem_session *s, const uint32_t *serving)
+uint64_t rdmem_session_group(const struct rdmem_session *s)
+{
+	return atomic_load(&s->group);
+}
+
+void rdmem_session_follow_slices(struct rdmem_session *s, const uint64_t *serving)
 {
 	(void)s;
 	(void)serving;
@@ -444,27 +450,13 @@ static int hand_init(struct hand *h, const enum fake_kind kinds[3], uint32_t thr
 
 #define HAND_T0 1000000 /* the clock of a hand-driven schedule's first turn */
 
-/* Three slices of a 200 us slice from `from`, at group size 1 one
- * rotation: the schedule has then looked at every session once, and its
- * busy count is whole (group.c counts what it has looked at). Returns the
- * clock of the next slice. */
-static uint64_t hand_rotation(struct hand *h, uint64_t from)
-{
-	int i;
-
-	for (i = 0; i < 3; i++)
-		rdmem_group_turn(&h->g, &h->v, from + (uint64_t)i * 200000);
-	return from + 600000;
-}
-
-/* Three flooders, threshold 0 and group size 1, a rotation, then the group
- * made at HAND_T0: session 0 alone. */
+/* Three flooders, threshold 0 and group size 1, the first group made at
+ * HAND_T0: session 0 alone. */
 static int hand_floods(struct hand *h)
 {
 	const enum fake_kind kinds[3] = { FAKE_FLOOD, FAKE_FLOOD, FAKE_FLOOD };
 
-	if (hand_init(h, kinds, 0, 1) < 0 || hand_rotation(h, HAND_T0 - 600000) != HAND_T0 ||
-	    !rdmem_group_turn(&h->g, &h->v, HAND_T0))
+	if (hand_init(h, kinds, 0, 1) < 0 || !rdmem_group_turn(&h->g, &h->v, HAND_T0))
 		return -1;
 	return h->g.member[0] == 0 ? 0 : -1;
 }
@@ -480,15 +472,14 @@ static void test_grouping_off_ends_holds(void)
 	struct hand h;
 	struct rdmem_group_view *v = &h.v;
 	struct rdmem_group *g = &h.g;
-	uint64_t t;
+	uint64_t t = 1000000;
 
 	REQUIRE(hand_init(&h, kinds, 2, 1) == 0);
-	t = hand_rotation(&h, 1000000);
 	CHECK(rdmem_group_turn(g, v, t));
 	CHECK_EQ(g->members, 1);
-	CHECK_EQ(g->busy, 3);
 	CHECK_EQ(atomic_load(&h.arr[g->member[0]]->hold_now), 0); /* not yet: the first 3/4 */
 	CHECK(rdmem_group_turn(g, v, t + 160000));		  /* the last quarter */
+	CHECK_EQ(g->busy, 3);
 	CHECK_EQ(atomic_load(&h.arr[g->member[0]]->hold_now), 200 * 2 - 100);
 	v->n = 2; /* the worker dropped the third */
 	rdmem_group_dropped(g, 2, 2);
@@ -552,11 +543,11 @@ static void kinds_set(struct rdmem_session *s, const char *k)
 
 /* By hand, eight sessions at group size 2: a switch looks no further than
  * it takes to fill its group (a place looked at is a peek at a session's
- * completions, and all of them at every switch was a third of a worker's
- * time at 1,024 sessions), so a rotation peeks each session once. The busy
- * count is what the first rotation has seen, then the last rotation's (or
- * this one's if larger), exact when a switch looked at every session, and
- * started afresh when the worker sleeps. */
+ * completions; all of them at every switch was 18 % of a worker's time at
+ * 1,024 sessions). A hint counts exactly, looking at every session outside
+ * the group once: the slice's last quarter (members, and the others busy
+ * or holding) once a slice, a dry group's cut (others with requests
+ * waiting). */
 static void test_switch_looks_no_further_than_its_group(void)
 {
 	struct rdmem_session s[8];
@@ -581,44 +572,34 @@ static void test_switch_looks_no_further_than_its_group(void)
 	peeks_taken(s, 8, peeks);
 	for (i = 0; i < 8; i++)
 		CHECK_EQ(peeks[i], i < 3);
-	CHECK_EQ(g.busy, 1);			     /* 2 busy seen so far */
-	CHECK(rdmem_group_turn(&g, &v, t + 200000)); /* 3 (idle), 4, 5 */
-	CHECK_EQ(g.busy, 2);
-	CHECK(rdmem_group_turn(&g, &v, t + 400000)); /* 6, 7: the rotation ends */
-	CHECK_EQ(g.member[0], 6);
+	/* The last quarter: 2 members and 4 others busy, 3 groups; s7 holds
+	 * on an earlier word, with nothing waiting: busy too. */
+	s[7].kind = FAKE_IDLE;
+	atomic_store(&s[7].holding, 1);
+	CHECK(rdmem_group_turn(&g, &v, t + 160000));
+	CHECK_EQ(g.busy, 3);
+	CHECK_EQ(atomic_load(&s[1].hold_now), 200 * 2 - 100);
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], i != 1 && i != 2);
+	CHECK(rdmem_group_turn(&g, &v, t + 170000)); /* told once a slice */
+	peeks_taken(s, 8, peeks);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(peeks[i], 0);
+	/* Dry: others with requests waiting only (4, 5, 6), the holder not. */
+	kinds_set(s, "iiiifffi");
+	rdmem_group_dry(&g, &v, t + 180000);
+	CHECK_EQ(g.slice_end, t + 180000);
 	CHECK_EQ(g.busy, 3);
 	peeks_taken(s, 8, peeks);
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(peeks[i], i >= 3);
-	/* Load grows to 7: the last rotation's 6 stand until this one's pass
-	 * them, and its end counts 7. */
-	s[3].kind = FAKE_FLOOD;
-	CHECK(rdmem_group_turn(&g, &v, t + 600000)); /* 0 (idle), 1, 2 */
-	CHECK_EQ(g.busy, 3);
-	CHECK(rdmem_group_turn(&g, &v, t + 800000));  /* 3, 4 */
-	CHECK(rdmem_group_turn(&g, &v, t + 1000000)); /* 5, 6 */
-	CHECK(rdmem_group_turn(&g, &v, t + 1200000)); /* 7, the end; 0 (idle), 1 */
-	CHECK_EQ(g.member[0], 7);
-	CHECK_EQ(g.member[1], 1);
-	CHECK_EQ(g.busy, 4);
-	/* The worker sleeps; it wakes to 2 and 3 busy: the 7 of before the
-	 * sleep are forgotten, the 2 seen count. */
-	rdmem_group_idle(&g, &v, t + 1300000);
-	kinds_set(s, "iiffiiii");
-	CHECK(rdmem_group_turn(&g, &v, t + 1400000)); /* 2, 3 */
-	CHECK_EQ(g.member[0], 2);
-	CHECK_EQ(g.busy, 1);
-	/* Only 1 busy: the switch looks at every session, and its count is
-	 * exact, not the rotation that ended on the way (2 and 3 in it). */
-	kinds_set(s, "ifiiiiii");
-	peeks_taken(s, 8, peeks);
-	CHECK(rdmem_group_turn(&g, &v, t + 1600000)); /* 4 .. 7, 0, 1, 2, 3 */
-	CHECK_EQ(g.members, 1);
-	CHECK_EQ(g.member[0], 1);
-	CHECK_EQ(g.busy, 1);
+		CHECK_EQ(peeks[i], i != 1 && i != 2);
+	CHECK(rdmem_group_turn(&g, &v, t + 180000)); /* 3 (idle), 4, 5 */
+	CHECK_EQ(g.member[0], 4);
+	CHECK_EQ(g.member[1], 5);
 	peeks_taken(s, 8, peeks);
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(peeks[i], 1);
+		CHECK_EQ(peeks[i], i >= 3 && i <= 5);
 	rdmem_group_fini(&g);
 }
 
@@ -640,17 +621,9 @@ static void test_holding_sessions_count(void)
 	atomic_store(&h.s[0].holding, 1);
 	CHECK(rdmem_group_turn(g, v, t + 200000)); /* the next slice */
 	CHECK_EQ(g->member[0], 1);
-	CHECK_EQ(g->busy, 3);
 	CHECK(rdmem_group_turn(g, v, t + 360000));
-	CHECK_EQ(atomic_load(&h.s[1].hold_now), 200 * 2 - 100);
-	/* A rotation on, the switch looks at the holder again (its count
-	 * was its flooding one till now): still busy, in the rotation that
-	 * ends at s2 too. */
-	CHECK(rdmem_group_turn(g, v, t + 400000)); /* s2 */
-	CHECK(rdmem_group_turn(g, v, t + 600000)); /* s0 holds: s1 */
-	CHECK_EQ(g->member[0], 1);
-	CHECK(rdmem_group_turn(g, v, t + 800000)); /* s2: the rotation ends */
 	CHECK_EQ(g->busy, 3);
+	CHECK_EQ(atomic_load(&h.s[1].hold_now), 200 * 2 - 100);
 	rdmem_group_fini(g);
 }
 
