@@ -141,8 +141,8 @@ static uint32_t rdmem_group_live(const struct rdmem_group *g)
  * told. Exact, as the hold a hint tells must not outlast the turn: told
  * too long, an agent with nothing waiting when its group comes round is not
  * told its turn, and waits a whole rotation more. A count kept over a
- * rotation, one switch's part at a time, was tried (f70b834): it ran high
- * for up to two rotations when load fell (found by review). So each hint
+ * rotation, one switch's part at a time, was tried (f70b834, 25da270): it
+ * ran high for up to two rotations when load fell (found by review). So each hint
  * peeks every session once: at 1,024 sessions 15-19 % of the worker, in
  * the dry groups' cuts; a cheaper exact count needs all sessions'
  * completions in one place (a CQ shared by the worker's sessions).
@@ -189,21 +189,26 @@ static void rdmem_group_tell(const struct rdmem_group *g, const struct rdmem_gro
 }
 
 /*
- * In the slice's last quarter, once: the members and every session busy
- * outside the group, counted now. A session whose agent is holding on our
- * hint has nothing waiting, but it is busy for the count: left out, each
- * slice would count one group fewer than there are, and the hints shrink
- * until the last group of a rotation is never told to hold (found by
- * review). Once is enough: a hold told is at least half a slice, longer
- * than the quarter left, and is not told again while it runs.
+ * In the slice's last quarter: the members and every session busy outside
+ * the group, counted once a slice, at the quarter's first round. A session
+ * whose agent is holding on our hint has nothing waiting, but it is busy
+ * for the count: left out, each slice would count one group fewer than
+ * there are, and the hints shrink until the last group of a rotation is
+ * never told to hold (found by review). Told at every round of the
+ * quarter, as a hold running is not told again: a member whose hold ran
+ * out inside the quarter (the word's 65,535 us cap is less than a quarter
+ * of a slice over 262 ms) or that left the quiet lane is told again (found
+ * by review).
  */
 static void rdmem_group_maybe_yield(struct rdmem_group *g, const struct rdmem_group_view *v,
 				    uint64_t now)
 {
-	if (g->told || now + (uint64_t)g->slice_us * 1000 / 4 < g->slice_end)
+	if (now + (uint64_t)g->slice_us * 1000 / 4 < g->slice_end)
 		return;
-	g->told = 1;
-	rdmem_group_set_busy(g, rdmem_group_live(g) + rdmem_group_others(g, v, 1, now));
+	if (!g->told) {
+		g->told = 1;
+		rdmem_group_set_busy(g, rdmem_group_live(g) + rdmem_group_others(g, v, 1, now));
+	}
 	rdmem_group_tell(g, v, now);
 }
 
@@ -260,10 +265,9 @@ static void rdmem_group_cut(struct rdmem_group *g, const struct rdmem_group_view
 {
 	uint32_t others = rdmem_group_others(g, v, 0, now);
 
-	if (others) {
-		rdmem_group_set_busy(g, g->size + others); /* this group, then theirs */
+	rdmem_group_set_busy(g, g->size + others); /* this group, then theirs */
+	if (others)
 		rdmem_group_tell(g, v, now);
-	}
 	g->slice_end = now;
 }
 

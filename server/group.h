@@ -45,7 +45,7 @@ struct rdmem_group {
 	uint32_t cursor; /* where the next switch starts looking */
 	int grouped;	 /* the last round was grouped */
 	uint32_t busy;	 /* groups' worth of busy sessions, counted for the last hint */
-	int told;	 /* this slice's last quarter has told its hint */
+	int told;	 /* this slice's last quarter has counted for its hint */
 	/* The slice now (a member's rdmem_session_group equals it); every
 	 * session's control page shows it. */
 	uint64_t serving;

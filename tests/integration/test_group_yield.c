@@ -205,7 +205,8 @@ static void real_agents_receive_and_honour_yields(void)
 	/* More than one wake to one agent: acknowledgements travel (without
 	 * them, one a session ever). A turn goes only to an agent that may
 	 * still be holding (a switch that makes it a member, the worker going
-	 * idle), so wakes are few here: the agent woken most got 1-37 a run
+	 * idle, grouping turning off, a quiet-lane poll), so wakes are few
+	 * here: the agent woken most got 1-37 a run
 	 * (shm, plain build, 2026-12-05; 412-440 on verbs), and 1 run in about
 	 * 30, before and after the change of that day, left each agent at one.
 	 * So such a run is followed by up to four more (the agents' sessions
