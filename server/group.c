@@ -142,10 +142,11 @@ static uint32_t rdmem_group_live(const struct rdmem_group *g)
  * too long, an agent with nothing waiting when its group comes round is not
  * told its turn, and waits a whole rotation more. A count kept over a
  * rotation, one switch's part at a time, was tried (f70b834, 25da270): it
- * ran high for up to two rotations when load fell (found by review). So each hint
- * peeks every session once: at 1,024 sessions 15-19 % of the worker, in
- * the dry groups' cuts; a cheaper exact count needs all sessions'
- * completions in one place (a CQ shared by the worker's sessions).
+ * ran high for up to two rotations when load fell (found by review). So
+ * each hint peeks every session once: at 1,024 sessions 15-19 % of the
+ * worker, in the dry groups' cuts; a cheaper exact count needs all
+ * sessions' completions in one place (a CQ shared by the worker's
+ * sessions).
  */
 static uint32_t rdmem_group_others(const struct rdmem_group *g, const struct rdmem_group_view *v,
 				   int holders, uint64_t now)
