@@ -100,9 +100,9 @@ static void rdmem_worker_adopt(struct rdmem_worker *w)
 	uint32_t n, i;
 
 	/* Relaxed: a hint only; the lock orders the inbox itself. A zero read
-	 * late costs one round, and never a sleep: the hand-over's bell write
-	 * comes after the store, and a worker reads the bell before it looks
-	 * again (both system calls, which order memory). */
+	 * late costs a round, never a sleep: the hand-over rings the bell after
+	 * the store, and the bell (level-triggered) stays readable until this
+	 * worker reads it, which the eventfd's own lock orders after the store. */
 	if (!atomic_load_explicit(&w->handed, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&w->lock);
@@ -541,6 +541,10 @@ void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s)
 		w->inbox = in;
 		w->inbox[w->ninbox++] = s;
 		atomic_store_explicit(&w->handed, w->ninbox, memory_order_relaxed);
+		/* Counted now, so the listener's admission sees it at once; under
+		 * the lock, so before the worker's adopt can take it off again
+		 * (a session it fails to adopt), and load never wraps below 0. */
+		atomic_fetch_add_explicit(&w->load, 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&w->lock);
 	if (!in) {
@@ -548,8 +552,6 @@ void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s)
 		rdmem_session_close(s);
 		return;
 	}
-	/* Counted now, so the listener's admission sees it at once. */
-	atomic_fetch_add_explicit(&w->load, 1, memory_order_relaxed);
 	if (write(w->bell, &one, sizeof(one)) < 0)
 		rdmem_warn("worker %u: bell: %s", w->index, strerror(errno));
 }
