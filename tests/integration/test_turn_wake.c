@@ -19,11 +19,14 @@
  *      server reads the hint as the request arrives, at the switch that
  *      makes B a member and tells it its turn; read when served, after
  *      that turn, it would be too late (found by review);
- *   4. hint 9 (claims wakes never sent): none;
+ *   4. hint 10 (claims wakes never sent): none;
  *   5. hint 2 (acknowledged): a wake.
  * Slices are 100 ms, so a hold (50 ms) outlasts the drain and the other
  * group's grace (20 ms); a round whose hold ran out before its turn (no
- * turn is written then, nor a wake) is tried again. */
+ * turn is written then, nor a wake) is tried again. Hints are counted
+ * from the wakes B took, so the rounds can run again: a turn told as the
+ * worker goes to sleep can beat round 3's acknowledgement (no wake,
+ * rightly), and then rounds 1-3 run once more. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +36,7 @@
 #define TW_SLOTS  8
 #define TW_WINDOW 4 /* slots 0-3 keep calls in flight; slot 4 carries an acknowledgement */
 #define TW_SLICE  "100000"
+#define TW_NO_ACK 99 /* a round without an acknowledgement */
 
 static struct proc server;
 static const char *fab_name = "shm";
@@ -190,30 +194,50 @@ static int tw_round(struct tw_peer *a, struct tw_peer *b, uint16_t hint, int ack
 	return got;
 }
 
+/* The hints of a round, relative to the wakes b took so far (what an
+ * agent's hint counts): 0 acknowledges them all, -1 one short, 8 claims
+ * wakes never sent. */
+static const struct {
+	int hint, ack, want; /* ack: the acknowledgement's hint, or no ack (TW_NO_ACK) */
+	const char *what;
+} tw_rounds[] = {
+	{ 0, TW_NO_ACK, 1, "credit: a wake" },
+	{ -1, TW_NO_ACK, 0, "not acknowledged: none" },
+	{ -1, 0, 1, "acknowledged by a request sent while holding: a wake" },
+	{ 8, TW_NO_ACK, 0, "a claim of wakes never sent: none" },
+	{ 0, TW_NO_ACK, 1, "acknowledged: a wake" },
+};
+
 static void test_a_wake_needs_the_last_acknowledged(void)
 {
-	static const struct {
-		int hint, ack, want;
-		const char *what;
-	} rounds[] = {
-		{ 0, -1, 1, "credit: a wake" },
-		{ 0, -1, 0, "not acknowledged: none" },
-		{ 0, 1, 1, "acknowledged by a request sent while holding: a wake" },
-		{ 9, -1, 0, "a claim of wakes never sent: none" },
-		{ 2, -1, 1, "acknowledged: a wake" },
-	};
 	struct tw_peer a = { 0 }, b = { 0 };
+	int got = 0, again = 1;
 	size_t i;
-	int got = 0;
 
 	if (raw_peer_open(&a.p, TW_SLOTS, 20) < 0 || raw_peer_open(&b.p, TW_SLOTS, 20) < 0) {
 		CHECK(!"two raw peers connect");
 		goto out;
 	}
-	for (i = 0; i < RDMEM_ARRAY_SIZE(rounds) && got >= 0; i++) {
-		got = tw_round(&a, &b, (uint16_t)rounds[i].hint, rounds[i].ack, rounds[i].want);
-		printf("# round %zu (%s): %d wake(s)\n", i + 1, rounds[i].what, got);
-		CHECK_EQ(got, rounds[i].want);
+	for (i = 0; i < RDMEM_ARRAY_SIZE(tw_rounds) && got >= 0; i++) {
+		int ack =
+		    tw_rounds[i].ack == TW_NO_ACK ? -1 : (uint16_t)(b.wakes + tw_rounds[i].ack);
+
+		got = tw_round(&a, &b, (uint16_t)(b.wakes + tw_rounds[i].hint), ack,
+			       tw_rounds[i].want);
+		printf("# round %zu (%s): %d wake(s)\n", i + 1, tw_rounds[i].what, got);
+		/* The acknowledgement can arrive just as the worker, all calls
+		 * done, tells b its turn on its way to sleep: that turn rightly
+		 * carries no wake (CI saw it once). The late hint then gives a
+		 * credit, so rounds 1-3 run again from there: 1 must wake, 2 must
+		 * not, 3 must. A hint read only when its request is served (after
+		 * the turn, always) fails round 3 both times. */
+		if (ack >= 0 && got == 0 && again--) {
+			printf("# the turn came before the acknowledgement was read: rounds 1-3 "
+			       "again\n");
+			i = (size_t)-1;
+			continue;
+		}
+		CHECK_EQ(got, tw_rounds[i].want);
 	}
 	CHECK_EQ(a.bad + b.bad, 0);
 out:
