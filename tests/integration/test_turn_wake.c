@@ -12,15 +12,18 @@
  * worker goes idle, or B's requests still waiting make it a member: either
  * way the server tells it its turn). The round counts the wakes B got,
  * from its start (with credit one a round has one at most, wherever it
- * falls). The hints B sends decide:
- *   1. nothing sent yet: a wake;
- *   2. hint 0 (the wake not acknowledged): none;
- *   3. hint 0, then, while B holds, one request with hint 1: a wake. The
- *      server reads the hint as the request arrives, at the switch that
- *      makes B a member and tells it its turn; read when served, after
- *      that turn, it would be too late (found by review);
- *   4. hint 10 (claims wakes never sent): none;
- *   5. hint 2 (acknowledged): a wake.
+ * falls). The hints B sends (counted from the wakes B took; the first
+ * time through, w = 0, 1, 1, 2, 2) decide:
+ *   1. hint w, nothing sent yet: a wake;
+ *   2. hint w - 1 (the wake not acknowledged): none;
+ *   3. hint w - 1, then, while B holds, one request with hint w: a wake.
+ *      The server reads the hint as the request arrives, at the switch
+ *      that makes B a member and tells it its turn; read when served,
+ *      after that turn, it would be too late (found by review), unless the
+ *      request is served in B's own slice, which goes on a little after
+ *      the hold is told: such a server fails here only usually;
+ *   4. hint w + 8 (claims wakes never sent): none;
+ *   5. hint w (acknowledged): a wake.
  * Slices are 100 ms, so a hold (50 ms) outlasts the drain and the other
  * group's grace (20 ms); a round whose hold ran out before its turn (no
  * turn is written then, nor a wake) is tried again. Hints are counted
@@ -229,8 +232,9 @@ static void test_a_wake_needs_the_last_acknowledged(void)
 		 * done, tells b its turn on its way to sleep: that turn rightly
 		 * carries no wake (CI saw it once). The late hint then gives a
 		 * credit, so rounds 1-3 run again from there: 1 must wake, 2 must
-		 * not, 3 must. A hint read only when its request is served (after
-		 * the turn, always) fails round 3 both times. */
+		 * not, 3 must. A hint read only when its request is served fails
+		 * round 3 both times, unless a try's acknowledgement was served in
+		 * B's own slice (see the top). */
 		if (ack >= 0 && got == 0 && again--) {
 			printf("# the turn came before the acknowledgement was read: rounds 1-3 "
 			       "again\n");
