@@ -47,10 +47,10 @@ struct rdmem_worker {
 	int evfd;	      /* epoll of the sessions' event fds alone */
 	pthread_mutex_t lock; /* guards inbox[] and snap[] */
 	struct rdmem_session **inbox;
-	uint32_t ninbox;
-	/* ninbox, readable without the lock: a worker with nothing handed over
-	 * takes no lock at each round (issue 15: none on the steady path). */
-	atomic_uint handed;
+	/* Written under the lock; atomic so the worker reads it without: one
+	 * with nothing handed over takes no lock at each round (issue 15: none
+	 * on the steady path). */
+	atomic_uint ninbox;
 	struct rdmem_session_info *snap; /* published for STATS */
 	uint32_t nsnap, snap_cap;
 	/* owned by the worker thread: the next snapshot is built here, then
@@ -103,14 +103,13 @@ static void rdmem_worker_adopt(struct rdmem_worker *w)
 	 * late costs a round, never a sleep: the hand-over rings the bell after
 	 * the store, and the bell (level-triggered) stays readable until this
 	 * worker reads it, which the eventfd's own lock orders after the store. */
-	if (!atomic_load_explicit(&w->handed, memory_order_relaxed))
+	if (!atomic_load_explicit(&w->ninbox, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&w->lock);
 	in = w->inbox;
-	n = w->ninbox;
+	n = atomic_load_explicit(&w->ninbox, memory_order_relaxed); /* the lock orders it */
 	w->inbox = NULL;
-	w->ninbox = 0;
-	atomic_store_explicit(&w->handed, 0, memory_order_relaxed);
+	atomic_store_explicit(&w->ninbox, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&w->lock);
 	for (i = 0; i < n; i++) {
 		if (w->nsess == w->cap) {
@@ -529,18 +528,19 @@ void rdmem_workers_add(struct rdmem_workers *ws, struct rdmem_session *s)
 	struct rdmem_worker *w = &ws->w[0];
 	struct rdmem_session **in;
 	uint64_t one = 1;
-	uint32_t i;
+	uint32_t i, n;
 
 	for (i = 1; i < ws->n; i++)
 		if (atomic_load_explicit(&ws->w[i].load, memory_order_relaxed) <
 		    atomic_load_explicit(&w->load, memory_order_relaxed))
 			w = &ws->w[i];
 	pthread_mutex_lock(&w->lock);
-	in = realloc(w->inbox, (w->ninbox + 1) * sizeof(*in));
+	n = atomic_load_explicit(&w->ninbox, memory_order_relaxed); /* the lock orders it */
+	in = realloc(w->inbox, (n + 1) * sizeof(*in));
 	if (in) {
 		w->inbox = in;
-		w->inbox[w->ninbox++] = s;
-		atomic_store_explicit(&w->handed, w->ninbox, memory_order_relaxed);
+		w->inbox[n] = s;
+		atomic_store_explicit(&w->ninbox, n + 1, memory_order_relaxed);
 		/* Counted now, so the listener's admission sees it at once; under
 		 * the lock, so before the worker's adopt can take it off again
 		 * (a session it fails to adopt), and load never wraps below 0. */
