@@ -863,7 +863,11 @@ def run_case(idx, seed, args):
     res["findings"] = k.findings
     res["secs"] = time.monotonic() - t_start
     res["tmp"] = tmp
-    if k.findings and not args.keep_all:
+    if st["unknown"]:  # keys nobody checked: their histories, for checker.py to be run on
+        with open(os.path.join(tmp, "unknown-keys.json"), "w") as f:
+            json.dump({key: [[o.inv, None if o.ret == checker.INF else o.ret, o.kind, o.val, o.src]
+                             for o in ops] for key, ops in st["unknown_ops"].items()}, f)
+    if (k.findings or st["unknown"]) and not args.keep_all:
         res["kept"] = True
     elif not args.keep_all:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1183,6 +1187,9 @@ def main():
                 r["tmp"]))
         else:
             print("ok - " + line)
+        if r["unknown"]:
+            print("#   %d key(s) not checked (search budget %d): their histories are in "
+                  "%s/unknown-keys.json" % (r["unknown"], args.budget, r["tmp"]))
         sys.stdout.flush()
         i += 1
     print("# torture summary: configurations %d, calls %d, faults injected %d (%s), wrong %d, "
