@@ -7,21 +7,24 @@
  * break the connection (shm) or stall it (verbs).
  *
  * Each round: both peers keep calls in flight until peer B's turn word
- * tells it to hold; then both stop (B may send one more request, as an
- * acknowledgement), take their replies, and wait for B's word to turn (the
- * worker goes idle, or B's requests still waiting make it a member: either
- * way the server tells it its turn). The round counts the wakes B got,
+ * tells it to hold; then both stop (in round 3, B sends one more request,
+ * as an acknowledgement, once A's group is served), take their replies,
+ * and wait for B's word to turn (the worker goes idle, or B's requests
+ * still waiting make it a member: either way the server tells it its
+ * turn). The round counts the wakes B got,
  * from its start (with credit one a round has one at most, wherever it
  * falls). The hints B sends (counted from the wakes B took; the first
  * time through, w = 0, 1, 1, 2, 2) decide:
  *   1. hint w, nothing sent yet: a wake;
  *   2. hint w - 1 (the wake not acknowledged): none;
- *   3. hint w - 1, then, while B holds, one request with hint w: a wake.
- *      The server reads the hint as the request arrives, at the switch
- *      that makes B a member and tells it its turn; read when served,
- *      after that turn, it would be too late (found by review), unless the
- *      request is served in B's own slice, which goes on a little after
- *      the hold is told: such a server fails here only usually;
+ *   3. hint w - 1, then, while B holds and A's group is served, one
+ *      request with hint w: a wake. The server reads the hint as the
+ *      request arrives, at the switch that makes B a member and tells it
+ *      its turn; read when served, after that turn, it would be too late
+ *      (found by review). Sent while A's group is served, never in B's
+ *      own slice (which goes on a little after the hold is told, and
+ *      would serve it before the turn), so such a server fails here
+ *      unless this thread stalls twice at the wrong moments;
  *   4. hint w + 8 (claims wakes never sent): none;
  *   5. hint w (acknowledged): a wake.
  * Slices are 100 ms, so a hold (50 ms) outlasts the drain and the other
@@ -29,7 +32,7 @@
  * turn is written then, nor a wake) is tried again. Hints are counted
  * from the wakes B took, so the rounds can run again: a turn told as the
  * worker goes to sleep can beat round 3's acknowledgement (no wake,
- * rightly), and then rounds 1-3 run once more. */
+ * rightly; seen once in CI), and then rounds 1-3 run once more. */
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +69,7 @@ struct tw_peer {
 	struct raw_peer p;
 	uint32_t busy;	   /* bit i: a call in slot i */
 	uint16_t hint;	   /* what its requests say of wakes taken */
+	unsigned replies;  /* good replies taken */
 	unsigned wakes;	   /* completions with RDMEM_TURN_IMM */
 	unsigned bad;	   /* anything else unexpected */
 	uint16_t seen_seq; /* the turn word's sequence last seen */
@@ -105,8 +109,10 @@ static int tw_poll(struct tw_peer *t)
 			 rdmem_dp_take(raw_peer_resp(&t->p, wc[i].imm), &rep) < 0 ||
 			 rep.status != RDMEM_S_OK)
 			t->bad++;
-		else
+		else {
 			t->busy &= ~(1u << wc[i].imm);
+			t->replies++;
+		}
 	}
 	return n < 0 ? -1 : 0;
 }
@@ -158,6 +164,34 @@ static int tw_settle(struct tw_peer *a, struct tw_peer *b, unsigned wakes, int m
 	return 0;
 }
 
+/* Waits until a's group is served after the hold: b's slice is over, and
+ * what b sends now waits for its next turn. A reply of a's means that (a's
+ * replies from before b's slice were taken long before: a hold is told a
+ * grace, 20 ms, or more into b's slice), and so does a with nothing in
+ * flight (served since the loop's last refill). Then a's window is filled
+ * once, so the worker has a's calls to serve as b's request lands. It can
+ * still go to sleep first, telling b its turn, if this thread is off the
+ * CPU for the ~50 us the worker spins before it sleeps: the test's rerun
+ * covers that. -1 on a broken connection, or when a gets no reply in 2 s. */
+static int tw_other_slice(struct tw_peer *a, struct tw_peer *b)
+{
+	uint64_t end = rdmem_now_ns() + 2000000000ull;
+	unsigned before = a->replies;
+	uint32_t i;
+
+	while (a->busy && a->replies == before && rdmem_now_ns() < end)
+		if (tw_poll(a) < 0 || tw_poll(b) < 0)
+			return -1;
+	if (a->busy && a->replies == before) {
+		printf("# no reply of the other group's in 2 s after the hold\n");
+		return -1;
+	}
+	for (i = 0; i < TW_WINDOW; i++)
+		if (!(a->busy & (1u << i)) && tw_send(a, i) < 0)
+			return -1;
+	return 0;
+}
+
 /* One try of a round (see the top): the wakes b got, -2 when its hold ran
  * out before a turn came (nothing to count: try again), -1 on error. */
 static int tw_try(struct tw_peer *a, struct tw_peer *b, uint16_t hint, int ack, int want)
@@ -170,6 +204,8 @@ static int tw_try(struct tw_peer *a, struct tw_peer *b, uint16_t hint, int ack, 
 	if (tw_until_hold(a, b) < 0)
 		return -1;
 	if (ack >= 0) {
+		if (tw_other_slice(a, b) < 0)
+			return -1;
 		b->hint = (uint16_t)ack;
 		if (tw_send(b, TW_WINDOW) < 0) /* a slot the window leaves free */
 			return -1;
@@ -228,13 +264,13 @@ static void test_a_wake_needs_the_last_acknowledged(void)
 		got = tw_round(&a, &b, (uint16_t)(b.wakes + tw_rounds[i].hint), ack,
 			       tw_rounds[i].want);
 		printf("# round %zu (%s): %d wake(s)\n", i + 1, tw_rounds[i].what, got);
-		/* The acknowledgement can arrive just as the worker, all calls
-		 * done, tells b its turn on its way to sleep: that turn rightly
-		 * carries no wake (CI saw it once). The late hint then gives a
-		 * credit, so rounds 1-3 run again from there: 1 must wake, 2 must
-		 * not, 3 must. A hint read only when its request is served fails
-		 * round 3 both times, unless a try's acknowledgement was served in
-		 * B's own slice (see the top). */
+		/* An acknowledgement that lands just after the worker, all calls
+		 * done, told b its turn on its way to sleep: that turn rightly
+		 * carries no wake (CI saw it once). It takes this thread off the
+		 * CPU just then (tw_other_slice). The late hint gives a credit,
+		 * so rounds 1-3 run again from there: 1 must wake, 2 must not, 3
+		 * must. A hint read only when its request is served fails round
+		 * 3 both times. */
 		if (ack >= 0 && got == 0 && again--) {
 			printf("# the turn came before the acknowledgement was read: rounds 1-3 "
 			       "again\n");
