@@ -210,9 +210,12 @@ static int tw_try(struct tw_peer *a, struct tw_peer *b, uint16_t hint, int ack, 
 		if (tw_send(b, TW_WINDOW) < 0) /* a slot the window leaves free */
 			return -1;
 	}
-	for (end = rdmem_now_ns() + 1000000000ull; rdmem_now_ns() < end && hold;)
-		if (tw_poll(a) < 0 || tw_poll(b) < 0 || (tw_word(b, &hold) && !hold))
+	for (end = rdmem_now_ns() + 1000000000ull; rdmem_now_ns() < end && hold;) {
+		if (tw_poll(a) < 0 || tw_poll(b) < 0)
+			return -1; /* a broken connection, not a hold that ran out */
+		if (tw_word(b, &hold) && !hold)
 			break;
+	}
 	if (hold)
 		return -2;
 	/* A wake lands with its word: wait for it, or make sure none comes. */
