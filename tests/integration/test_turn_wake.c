@@ -11,10 +11,10 @@
  * as an acknowledgement, once A's group is served), take their replies,
  * and wait for B's word to turn (the worker goes idle, or B's requests
  * still waiting make it a member: either way the server tells it its
- * turn). The round counts the wakes B got,
- * from its start (with credit one a round has one at most, wherever it
- * falls). The hints B sends (counted from the wakes B took; the first
- * time through, w = 0, 1, 1, 2, 2) decide:
+ * turn). The round counts the wakes B got, from its start (with credit
+ * one a round has one at most, wherever it falls). The hints B sends
+ * (counted from the wakes B took; the first time through, w = 0, 1, 1, 2,
+ * 2) decide:
  *   1. hint w, nothing sent yet: a wake;
  *   2. hint w - 1 (the wake not acknowledged): none;
  *   3. hint w - 1, then, while B holds and A's group is served, one
