@@ -858,7 +858,7 @@ def run_case(idx, seed, args):
     check_reloads(k)
     k.phase("check")
     res["phases"] = " ".join("%s %.1f" % p for p in k.phases if p[1] >= 0.5)
-    res["unknown"] = st["unknown"]
+    res["unknown"] = len(st["unknown"])
     res["faults"] = k.faults
     res["findings"] = k.findings
     res["secs"] = time.monotonic() - t_start
@@ -866,7 +866,7 @@ def run_case(idx, seed, args):
     if st["unknown"]:  # keys nobody checked: their histories, for checker.py to be run on
         with open(os.path.join(tmp, "unknown-keys.json"), "w") as f:
             json.dump({key: [[o.inv, None if o.ret == checker.INF else o.ret, o.kind, o.val, o.src]
-                             for o in ops] for key, ops in st["unknown_ops"].items()}, f)
+                             for o in ops] for key, ops in st["unknown"].items()}, f)
     if (k.findings or st["unknown"]) and not args.keep_all:
         res["kept"] = True
     elif not args.keep_all:
