@@ -854,6 +854,17 @@ def run_case(idx, seed, args):
     k.phase("stop")
     kv_find, st = checker.check_kv(hist, k.resets, args.budget, k.owner)
     k.findings += kv_find
+    if st["unknown"]:  # keys nobody checked: their histories, for checker.py to be run on
+        path = os.path.join(tmp, "unknown-keys.json")
+        with open(path, "w") as f:
+            json.dump({key: [[o.inv, None if o.ret == checker.INF else o.ret, o.kind, o.val, o.src]
+                             for o in ops] for key, ops in st["unknown"].items()}, f)
+        k.findings.append(("unknown", "%d key(s) undecided after searches of %d and %d states "
+                           "(%s): nobody checked them; `python3 tests/torture/checker.py %s "
+                           "BUDGET` searches again" % (
+                               len(st["unknown"]), args.budget,
+                               args.budget * checker.RECHECK_FACTOR,
+                               ", ".join(sorted(st["unknown"])[:3]), path)))
     check_images(k, hist)
     check_reloads(k)
     k.phase("check")
@@ -863,11 +874,7 @@ def run_case(idx, seed, args):
     res["findings"] = k.findings
     res["secs"] = time.monotonic() - t_start
     res["tmp"] = tmp
-    if st["unknown"]:  # keys nobody checked: their histories, for checker.py to be run on
-        with open(os.path.join(tmp, "unknown-keys.json"), "w") as f:
-            json.dump({key: [[o.inv, None if o.ret == checker.INF else o.ret, o.kind, o.val, o.src]
-                             for o in ops] for key, ops in st["unknown"].items()}, f)
-    if (k.findings or st["unknown"]) and not args.keep_all:
+    if k.findings and not args.keep_all:
         res["kept"] = True
     elif not args.keep_all:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1074,6 +1081,9 @@ def check_help():
 # ---------------------------------------------------------------- main
 
 
+BUDGET = 20000  # linearizability search states per key (checker.check_kv)
+
+
 def summary_line(r, args):
     c = r["cfg"]
     return "servers %d%s agents %d procs %d win %s keys %d %dms paths %s faults %s" % (
@@ -1093,7 +1103,9 @@ def main():
     ap.add_argument("--minutes", type=float, default=None)
     ap.add_argument("--quick", action="store_true", help="short cases (CI, make test)")
     ap.add_argument("--ci", action="store_true", help="200 quick cases within about 10 minutes")
-    ap.add_argument("--budget", type=int, default=20000, help="search states per key")
+    ap.add_argument("--budget", type=int, default=BUDGET,
+                    help="search states per key (%d times as many for a second search)"
+                    % checker.RECHECK_FACTOR)
     ap.add_argument("--keep-all", action="store_true", help="keep every case's directory")
     ap.add_argument("--no-help-check", action="store_true")
     ap.add_argument("--fabric", choices=["shm", "verbs"], default="shm",
@@ -1182,14 +1194,12 @@ def main():
                             if os.environ.get(n))
             print("#   replay:%s RDMEM_BIN=%s tests/torture/run --seed %d --cases 1%s   (logs: %s)" % (
                 knobs, BIN, s, (" --quick" if args.quick else "") + (
+                    " --budget %d" % args.budget if args.budget != BUDGET else "") + (
                     " --fabric verbs --addr %s%s" % (VERBS["addr"], " --src " + VERBS["src"]
                                                      if VERBS["src"] else "") if VERBS else ""),
                 r["tmp"]))
         else:
             print("ok - " + line)
-        if r["unknown"]:
-            print("#   %d key(s) not checked (search budget %d): their histories are in "
-                  "%s/unknown-keys.json" % (r["unknown"], args.budget, r["tmp"]))
         sys.stdout.flush()
         i += 1
     print("# torture summary: configurations %d, calls %d, faults injected %d (%s), wrong %d, "
