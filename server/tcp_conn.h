@@ -1,6 +1,7 @@
-/* tcp_conn.h - what server/tcp_loop.c (I/O, framing, TLS) and
- * server/tcp_admit.c (who may connect and stay: limits, AUTH, deadlines)
- * share about the TCP path's connections. Private to those two files.
+/* tcp_conn.h - what server/tcp_loop.c (I/O, TLS), server/tcp_frames.c
+ * (framing, dispatch, replies) and server/tcp_admit.c (who may connect and
+ * stay: limits, AUTH, deadlines) share about the TCP path's connections.
+ * Private to those three files.
  */
 #ifndef RDMEM_SERVER_TCP_CONN_H
 #define RDMEM_SERVER_TCP_CONN_H
@@ -12,6 +13,7 @@
 
 #include "rdmem/netaddr.h"
 #include "server/tcp_loop.h"
+#include "tcp/tls.h"
 
 #define TCP_RBUF_MIN	 (64u << 10)
 #define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
@@ -97,15 +99,26 @@ struct rdmem_tcp_server {
 	uint64_t stop_deadline_ns;
 };
 
-/* tcp_loop.c: connection lifetime and replies. */
+/* tcp_loop.c: connection lifetime. */
 int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
 /* Shuts the socket so pending ops complete; the struct goes when they have. */
 void rdmem_tcp_conn_kill(struct conn *c, const char *why);
 void rdmem_tcp_conn_maybe_free(struct conn *c);
 void rdmem_tcp_conn_close_after_flush(struct conn *c);
 void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now);
+
+/* tcp_frames.c: framing, dispatch and replies. */
 /* A reply with no value: refused frames and failed calls. */
 int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status);
+/* Handles every complete frame buffered; returns -1 when the connection closes. */
+int rdmem_tcp_conn_process(struct conn *c);
+
+/* Reply bytes not yet taken by the kernel (TLS: not yet encrypted and sent). */
+static inline size_t rdmem_tcp_conn_out_pending(const struct conn *c)
+{
+	return c->out[0].len + c->out[1].len - c->sent +
+	       (c->tls ? rdmem_tls_out_pending(c->tls) : 0);
+}
 
 /* tcp_admit.c: admission, proof and deadlines. */
 /* 0: a connection from host (its address group) may be accepted. */

@@ -7,9 +7,10 @@
  * into memory a send still reads. Memory is bounded per connection: the
  * receive buffer grows only to the largest valid frame, and reading (and
  * dispatching) pauses while more than TCP_OUT_HIGH reply bytes are unsent.
- * A well-formed but refused frame is answered with a status and its payload
- * drained; bytes that are no frame at all close the connection. Who may
- * connect and stay (limits, AUTH, deadlines) is server/tcp_admit.c.
+ * Framing, dispatch and replies (a refused frame answered with a status and
+ * its payload drained, bytes that are no frame closing the connection) are
+ * server/tcp_frames.c; who may connect and stay (limits, AUTH, deadlines)
+ * server/tcp_admit.c.
  */
 #include "server/tcp_conn.h"
 
@@ -28,20 +29,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tcp/frame.h"
 #include "tcp/frame_mac.h"
 #include "tcp/tls.h"
 #include "common/uring.h"
 #include "rdmem/netaddr.h"
 #include "rdmem/util.h"
-
-struct tcp_sink {
-	struct rdmem_reply_sink base;
-	struct outbuf *ob;
-	size_t hdr_at;
-	uint32_t max;
-	int used;
-};
 
 static uint64_t tcp_ud(void *p, enum tcp_ud kind)
 {
@@ -57,12 +49,6 @@ static struct io_uring_sqe *tcp_sqe(struct rdmem_tcp_server *s)
 	if (!sqe)
 		rdmem_err_limited("tcp %s: io_uring submission queue full", s->name);
 	return sqe;
-}
-
-static size_t conn_out_pending(const struct conn *c)
-{
-	return c->out[0].len + c->out[1].len - c->sent +
-	       (c->tls ? rdmem_tls_out_pending(c->tls) : 0);
 }
 
 int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need)
@@ -160,7 +146,7 @@ void rdmem_tcp_conn_close_after_flush(struct conn *c)
 		c->closing = 1;
 		c->close_by_ns = rdmem_now_ns() + TCP_CLOSE_MS * 1000000ull;
 	}
-	if (!c->send_busy && !c->recv_busy && conn_out_pending(c) == 0)
+	if (!c->send_busy && !c->recv_busy && rdmem_tcp_conn_out_pending(c) == 0)
 		rdmem_tcp_conn_kill(c, "done");
 }
 
@@ -215,220 +201,6 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	conn_arm_recv(c);
 }
 
-/* ---- replies -------------------------------------------------------------- */
-
-static int tcp_sink_reserve(struct rdmem_reply_sink *base, uint32_t len, void **buf)
-{
-	struct tcp_sink *sink = (struct tcp_sink *)base;
-
-	if (sink->used)
-		return RDMEM_S_IO;
-	if (len > sink->max)
-		return RDMEM_S_TOO_BIG;
-	if (rdmem_tcp_outbuf_reserve(sink->ob, sink->hdr_at + RDMEM_DESC_SIZE + len) < 0)
-		return RDMEM_S_BUSY;
-	sink->used = 1;
-	*buf = sink->ob->p + sink->hdr_at + RDMEM_DESC_SIZE;
-	return RDMEM_S_OK;
-}
-
-/* After AUTH, a reply just written at hdr_at (it ends at ob->len) gets its tag. */
-static int conn_seal(struct conn *c, struct outbuf *ob, size_t hdr_at)
-{
-	size_t end = ob->len;
-
-	if (!c->mac)
-		return 0;
-	if (rdmem_tcp_outbuf_reserve(ob, end + RDMEM_FRAME_TAG) < 0)
-		return -ENOMEM;
-	rdmem_frame_mac_sign(c->mac, c->tx_seq++, ob->p + hdr_at, ob->p + hdr_at + RDMEM_DESC_SIZE,
-			     end - hdr_at - RDMEM_DESC_SIZE, NULL, 0, ob->p + end);
-	ob->len = end + RDMEM_FRAME_TAG;
-	return 0;
-}
-
-/* A reply with no value: refused frames and failed calls. */
-int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
-{
-	struct outbuf *ob = &c->out[c->fill];
-	size_t hdr_at = ob->len;
-	struct rdmem_desc rep;
-
-	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
-		return -ENOMEM;
-	rdmem_frame_reply_init(&rep, req);
-	rep.status = status;
-	rdmem_frame_put(ob->p + ob->len, &rep);
-	ob->len += RDMEM_DESC_SIZE;
-	return conn_seal(c, ob, hdr_at);
-}
-
-static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
-{
-	struct outbuf *ob = &c->out[c->fill];
-	struct tcp_sink sink = { { tcp_sink_reserve }, ob, ob->len, c->srv->cfg.max_value, 0 };
-	struct rdmem_call call = { .req = req, .key = payload, .val = payload + req->key_len };
-	struct rdmem_desc rep;
-
-	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
-		return -ENOMEM;
-	rdmem_frame_reply_init(&rep, req);
-	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep,
-				    rdmem_now_ns());
-	if (rep.val_len && !sink.used) {
-		rdmem_err("tcp %s: %s reply claims %u bytes it never reserved", c->srv->name,
-			  rdmem_op_name(req->op), rep.val_len);
-		rep.val_len = 0;
-		rep.status = RDMEM_S_IO;
-	}
-	rdmem_frame_put(ob->p + sink.hdr_at, &rep);
-	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
-	return conn_seal(c, ob, sink.hdr_at);
-}
-
-/* ---- frames --------------------------------------------------------------- */
-
-static void conn_log_bad(struct conn *c, const struct rdmem_frame *f)
-{
-	rdmem_warn_limited("tcp %s: bad frame from %s: %s (op %u, key %u B, value %u B)",
-			   c->srv->name, c->peer, f->why, f->desc.op, f->desc.key_len,
-			   f->desc.val_len);
-	rdmem_service_count_bad_input(c->srv->svc);
-}
-
-static size_t conn_tag_len(const struct conn *c)
-{
-	return c->mac ? RDMEM_FRAME_TAG : 0;
-}
-
-/* A frame after AUTH failed its tag: nothing more from this peer is believed. */
-static void conn_mac_failure(struct conn *c, uint64_t seq)
-{
-	rdmem_warn_limited("tcp %s: frame %llu from %s fails its MAC (changed, replayed, dropped "
-			   "or reflected on the way): closing the connection",
-			   c->srv->name, (unsigned long long)seq, c->peer);
-	rdmem_service_count_mac_failure(c->srv->svc);
-	rdmem_tcp_conn_close_after_flush(c);
-}
-
-/* 0 when the whole frame at p (f->len bytes, tag included) is authentic. */
-static int conn_check_tag(struct conn *c, const uint8_t *p, const struct rdmem_frame *f)
-{
-	uint64_t seq = c->rx_seq++;
-
-	rdmem_frame_mac_begin(c->mac, seq, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
-	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, f->len - RDMEM_DESC_SIZE);
-	if (rdmem_frame_mac_verify(c->mac) == 0)
-		return 0;
-	conn_mac_failure(c, seq);
-	return -1;
-}
-
-/* The refused frame's last byte is in: its status goes out if its tag holds. */
-static int conn_reject_end(struct conn *c)
-{
-	c->reject_pending = 0;
-	if (rdmem_frame_mac_verify(c->mac) < 0) {
-		conn_mac_failure(c, c->rx_seq - 1);
-		return 0;
-	}
-	return rdmem_tcp_conn_reply_status(c, &c->reject_req, c->reject_status);
-}
-
-/*
- * A refused frame after AUTH: its payload is drained, not buffered, so its
- * tag is checked as the bytes go by, and the refusal is sent only after.
- */
-static int conn_reject_tagged(struct conn *c, const struct rdmem_frame *f, const uint8_t *p,
-			      size_t have)
-{
-	rdmem_frame_mac_begin(c->mac, c->rx_seq++, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
-	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, have - RDMEM_DESC_SIZE);
-	c->reject_req = f->desc;
-	c->reject_status = f->status;
-	c->reject_pending = 1;
-	return c->drain ? 0 : conn_reject_end(c);
-}
-
-/* Makes room for the frame at the buffer start, or gives a grown buffer back. */
-static int conn_fit_rbuf(struct conn *c)
-{
-	struct rdmem_frame f;
-	size_t want = TCP_RBUF_MIN;
-	uint8_t *p;
-
-	if (rdmem_frame_parse_tagged(c->rbuf, c->rlen, c->srv->cfg.max_value, conn_tag_len(c),
-				     &f) == RDMEM_FRAME_NEED &&
-	    f.len > want)
-		want = f.len; /* header seen and valid: len is under the caps */
-	if (want < c->rlen)
-		want = c->rlen;
-	if (want == c->rcap || (want < c->rcap && c->rcap == TCP_RBUF_MIN))
-		return 0;
-	p = realloc(c->rbuf, want);
-	if (!p)
-		return want > c->rcap ? -ENOMEM : 0;
-	c->rbuf = p;
-	c->rcap = want;
-	return 0;
-}
-
-/* Handles every complete frame buffered; returns -1 when the connection closes. */
-static int conn_process(struct conn *c)
-{
-	size_t pos = 0;
-	int ret = 0;
-
-	if (c->reject_pending && !c->drain && !c->closing)
-		ret = conn_reject_end(c);
-	while (ret == 0 && !c->closing && conn_out_pending(c) <= TCP_OUT_HIGH) {
-		struct rdmem_frame f;
-		size_t avail = c->rlen - pos;
-		enum rdmem_frame_kind k = rdmem_frame_parse_tagged(
-		    c->rbuf + pos, avail, c->srv->cfg.max_value, conn_tag_len(c), &f);
-
-		if (k == RDMEM_FRAME_NEED)
-			break;
-		if (k == RDMEM_FRAME_BAD) {
-			conn_log_bad(c, &f);
-			pos = c->rlen;
-			rdmem_tcp_conn_close_after_flush(c);
-			break;
-		}
-		if (k == RDMEM_FRAME_REJECT) {
-			conn_log_bad(c, &f);
-			if (f.len > avail)
-				c->drain = f.len - avail;
-			ret = c->mac ? conn_reject_tagged(c, &f, c->rbuf + pos,
-							  RDMEM_MIN(f.len, avail))
-				     : rdmem_tcp_conn_reply_status(c, &f.desc, f.status);
-			pos += RDMEM_MIN(f.len, avail);
-		} else if (!c->authed) {
-			ret = rdmem_tcp_admit_auth(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
-			pos += f.len;
-		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
-			pos = c->rlen;
-			break;
-		} else {
-			rdmem_tcp_admit_prove(c); /* a valid frame (with a secret: after AUTH) */
-			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
-			pos += f.len;
-		}
-		if (ret < 0)
-			break;
-	}
-	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
-	c->rlen -= pos;
-	if (ret == 0 && !c->closing)
-		ret = conn_fit_rbuf(c);
-	if (ret < 0) {
-		rdmem_err_limited("tcp %s: out of memory serving %s", c->srv->name, c->peer);
-		rdmem_tcp_conn_kill(c, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
 /* ---- io ------------------------------------------------------------------- */
 
 /* With TLS: the replies queued in ob become records, and ob takes the ciphertext. */
@@ -478,7 +250,7 @@ static void conn_arm_recv(struct conn *c)
 	uint8_t *buf = c->rbuf + c->rlen;
 	size_t len = c->rcap - c->rlen;
 
-	if (c->recv_busy || c->closing || c->dead || conn_out_pending(c) > TCP_OUT_HIGH)
+	if (c->recv_busy || c->closing || c->dead || rdmem_tcp_conn_out_pending(c) > TCP_OUT_HIGH)
 		return;
 	/* With TLS, ciphertext goes to the session; more only once it took all. */
 	if (c->tls && !rdmem_tls_in_empty(c->tls))
@@ -545,7 +317,7 @@ static void conn_tls_fail(struct conn *c, enum rdmem_net_ctr ctr, const char *wh
  */
 static int conn_tls_read(struct conn *c)
 {
-	while (!c->dead && !c->closing && conn_out_pending(c) <= TCP_OUT_HIGH &&
+	while (!c->dead && !c->closing && rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH &&
 	       c->rlen < c->rcap) {
 		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
 
@@ -561,7 +333,7 @@ static int conn_tls_read(struct conn *c)
 			return -1;
 		}
 		conn_take(c, (size_t)n);
-		if (conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0)
+		if (rdmem_tcp_conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0)
 			return -1;
 	}
 	return 0;
@@ -593,7 +365,7 @@ static void conn_on_recv(struct conn *c, int res)
 		return;
 	if (res <= 0) {
 		if (res == -ECANCELED) { /* server stopping: answer what we have */
-			conn_process(c);
+			rdmem_tcp_conn_process(c);
 			rdmem_tcp_conn_close_after_flush(c);
 			conn_kick(c);
 			return;
@@ -623,7 +395,7 @@ static void conn_on_recv(struct conn *c, int res)
 		return;
 	}
 	conn_take(c, (size_t)res);
-	if (conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
+	if (rdmem_tcp_conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
 		conn_kick(c);
 }
 
@@ -660,7 +432,8 @@ static void conn_on_send(struct conn *c, int res)
 	if (!c->tls) /* with TLS, rdmem_tcp_conn_tls_trim frees them once the connection rests */
 		outbuf_trim(ob);
 	/* Replies drained: frames held back by back-pressure can run now. */
-	if (!c->closing && c->rlen && (conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0))
+	if (!c->closing && c->rlen &&
+	    (rdmem_tcp_conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0))
 		return;
 	conn_kick(c);
 }

@@ -1,0 +1,239 @@
+/* tcp_frames.c - what the TCP path does with the bytes a connection
+ * received: every complete frame buffered is parsed (tcp/frame.h),
+ * checked against its tag after AUTH (tcp/frame_mac.h), dispatched through
+ * the shared service, and its reply appended to the connection's fill
+ * buffer. A well-formed but refused frame is answered with a status and its
+ * payload drained; bytes that are no frame at all close the connection.
+ * The I/O around it is server/tcp_loop.c.
+ */
+#include "server/tcp_conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tcp/frame.h"
+#include "tcp/frame_mac.h"
+#include "rdmem/util.h"
+
+struct tcp_sink {
+	struct rdmem_reply_sink base;
+	struct outbuf *ob;
+	size_t hdr_at;
+	uint32_t max;
+	int used;
+};
+
+/* ---- replies -------------------------------------------------------------- */
+
+static int tcp_sink_reserve(struct rdmem_reply_sink *base, uint32_t len, void **buf)
+{
+	struct tcp_sink *sink = (struct tcp_sink *)base;
+
+	if (sink->used)
+		return RDMEM_S_IO;
+	if (len > sink->max)
+		return RDMEM_S_TOO_BIG;
+	if (rdmem_tcp_outbuf_reserve(sink->ob, sink->hdr_at + RDMEM_DESC_SIZE + len) < 0)
+		return RDMEM_S_BUSY;
+	sink->used = 1;
+	*buf = sink->ob->p + sink->hdr_at + RDMEM_DESC_SIZE;
+	return RDMEM_S_OK;
+}
+
+/* After AUTH, a reply just written at hdr_at (it ends at ob->len) gets its tag. */
+static int conn_seal(struct conn *c, struct outbuf *ob, size_t hdr_at)
+{
+	size_t end = ob->len;
+
+	if (!c->mac)
+		return 0;
+	if (rdmem_tcp_outbuf_reserve(ob, end + RDMEM_FRAME_TAG) < 0)
+		return -ENOMEM;
+	rdmem_frame_mac_sign(c->mac, c->tx_seq++, ob->p + hdr_at, ob->p + hdr_at + RDMEM_DESC_SIZE,
+			     end - hdr_at - RDMEM_DESC_SIZE, NULL, 0, ob->p + end);
+	ob->len = end + RDMEM_FRAME_TAG;
+	return 0;
+}
+
+/* A reply with no value: refused frames and failed calls. */
+int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status)
+{
+	struct outbuf *ob = &c->out[c->fill];
+	size_t hdr_at = ob->len;
+	struct rdmem_desc rep;
+
+	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+		return -ENOMEM;
+	rdmem_frame_reply_init(&rep, req);
+	rep.status = status;
+	rdmem_frame_put(ob->p + ob->len, &rep);
+	ob->len += RDMEM_DESC_SIZE;
+	return conn_seal(c, ob, hdr_at);
+}
+
+static int conn_dispatch(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload)
+{
+	struct outbuf *ob = &c->out[c->fill];
+	struct tcp_sink sink = { { tcp_sink_reserve }, ob, ob->len, c->srv->cfg.max_value, 0 };
+	struct rdmem_call call = { .req = req, .key = payload, .val = payload + req->key_len };
+	struct rdmem_desc rep;
+
+	if (rdmem_tcp_outbuf_reserve(ob, ob->len + RDMEM_DESC_SIZE) < 0)
+		return -ENOMEM;
+	rdmem_frame_reply_init(&rep, req);
+	rdmem_service_dispatch_peer(c->srv->svc, &call, &c->ident, &sink.base, &rep,
+				    rdmem_now_ns());
+	if (rep.val_len && !sink.used) {
+		rdmem_err("tcp %s: %s reply claims %u bytes it never reserved", c->srv->name,
+			  rdmem_op_name(req->op), rep.val_len);
+		rep.val_len = 0;
+		rep.status = RDMEM_S_IO;
+	}
+	rdmem_frame_put(ob->p + sink.hdr_at, &rep);
+	ob->len = sink.hdr_at + RDMEM_DESC_SIZE + rep.val_len;
+	return conn_seal(c, ob, sink.hdr_at);
+}
+
+/* ---- frames --------------------------------------------------------------- */
+
+static void conn_log_bad(struct conn *c, const struct rdmem_frame *f)
+{
+	rdmem_warn_limited("tcp %s: bad frame from %s: %s (op %u, key %u B, value %u B)",
+			   c->srv->name, c->peer, f->why, f->desc.op, f->desc.key_len,
+			   f->desc.val_len);
+	rdmem_service_count_bad_input(c->srv->svc);
+}
+
+static size_t conn_tag_len(const struct conn *c)
+{
+	return c->mac ? RDMEM_FRAME_TAG : 0;
+}
+
+/* A frame after AUTH failed its tag: nothing more from this peer is believed. */
+static void conn_mac_failure(struct conn *c, uint64_t seq)
+{
+	rdmem_warn_limited("tcp %s: frame %llu from %s fails its MAC (changed, replayed, dropped "
+			   "or reflected on the way): closing the connection",
+			   c->srv->name, (unsigned long long)seq, c->peer);
+	rdmem_service_count_mac_failure(c->srv->svc);
+	rdmem_tcp_conn_close_after_flush(c);
+}
+
+/* 0 when the whole frame at p (f->len bytes, tag included) is authentic. */
+static int conn_check_tag(struct conn *c, const uint8_t *p, const struct rdmem_frame *f)
+{
+	uint64_t seq = c->rx_seq++;
+
+	rdmem_frame_mac_begin(c->mac, seq, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
+	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, f->len - RDMEM_DESC_SIZE);
+	if (rdmem_frame_mac_verify(c->mac) == 0)
+		return 0;
+	conn_mac_failure(c, seq);
+	return -1;
+}
+
+/* The refused frame's last byte is in: its status goes out if its tag holds. */
+static int conn_reject_end(struct conn *c)
+{
+	c->reject_pending = 0;
+	if (rdmem_frame_mac_verify(c->mac) < 0) {
+		conn_mac_failure(c, c->rx_seq - 1);
+		return 0;
+	}
+	return rdmem_tcp_conn_reply_status(c, &c->reject_req, c->reject_status);
+}
+
+/*
+ * A refused frame after AUTH: its payload is drained, not buffered, so its
+ * tag is checked as the bytes go by, and the refusal is sent only after.
+ */
+static int conn_reject_tagged(struct conn *c, const struct rdmem_frame *f, const uint8_t *p,
+			      size_t have)
+{
+	rdmem_frame_mac_begin(c->mac, c->rx_seq++, p, f->len - RDMEM_DESC_SIZE - RDMEM_FRAME_TAG);
+	rdmem_frame_mac_absorb(c->mac, p + RDMEM_DESC_SIZE, have - RDMEM_DESC_SIZE);
+	c->reject_req = f->desc;
+	c->reject_status = f->status;
+	c->reject_pending = 1;
+	return c->drain ? 0 : conn_reject_end(c);
+}
+
+/* Makes room for the frame at the buffer start, or gives a grown buffer back. */
+static int conn_fit_rbuf(struct conn *c)
+{
+	struct rdmem_frame f;
+	size_t want = TCP_RBUF_MIN;
+	uint8_t *p;
+
+	if (rdmem_frame_parse_tagged(c->rbuf, c->rlen, c->srv->cfg.max_value, conn_tag_len(c),
+				     &f) == RDMEM_FRAME_NEED &&
+	    f.len > want)
+		want = f.len; /* header seen and valid: len is under the caps */
+	if (want < c->rlen)
+		want = c->rlen;
+	if (want == c->rcap || (want < c->rcap && c->rcap == TCP_RBUF_MIN))
+		return 0;
+	p = realloc(c->rbuf, want);
+	if (!p)
+		return want > c->rcap ? -ENOMEM : 0;
+	c->rbuf = p;
+	c->rcap = want;
+	return 0;
+}
+
+/* Handles every complete frame buffered; returns -1 when the connection closes. */
+int rdmem_tcp_conn_process(struct conn *c)
+{
+	size_t pos = 0;
+	int ret = 0;
+
+	if (c->reject_pending && !c->drain && !c->closing)
+		ret = conn_reject_end(c);
+	while (ret == 0 && !c->closing && rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH) {
+		struct rdmem_frame f;
+		size_t avail = c->rlen - pos;
+		enum rdmem_frame_kind k = rdmem_frame_parse_tagged(
+		    c->rbuf + pos, avail, c->srv->cfg.max_value, conn_tag_len(c), &f);
+
+		if (k == RDMEM_FRAME_NEED)
+			break;
+		if (k == RDMEM_FRAME_BAD) {
+			conn_log_bad(c, &f);
+			pos = c->rlen;
+			rdmem_tcp_conn_close_after_flush(c);
+			break;
+		}
+		if (k == RDMEM_FRAME_REJECT) {
+			conn_log_bad(c, &f);
+			if (f.len > avail)
+				c->drain = f.len - avail;
+			ret = c->mac ? conn_reject_tagged(c, &f, c->rbuf + pos,
+							  RDMEM_MIN(f.len, avail))
+				     : rdmem_tcp_conn_reply_status(c, &f.desc, f.status);
+			pos += RDMEM_MIN(f.len, avail);
+		} else if (!c->authed) {
+			ret = rdmem_tcp_admit_auth(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
+			pos += f.len;
+		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
+			pos = c->rlen;
+			break;
+		} else {
+			rdmem_tcp_admit_prove(c); /* a valid frame (with a secret: after AUTH) */
+			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
+			pos += f.len;
+		}
+		if (ret < 0)
+			break;
+	}
+	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+	c->rlen -= pos;
+	if (ret == 0 && !c->closing)
+		ret = conn_fit_rbuf(c);
+	if (ret < 0) {
+		rdmem_err_limited("tcp %s: out of memory serving %s", c->srv->name, c->peer);
+		rdmem_tcp_conn_kill(c, "out of memory");
+		return -1;
+	}
+	return 0;
+}
