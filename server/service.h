@@ -47,6 +47,13 @@ struct rdmem_reply_sink {
 	int (*reserve)(struct rdmem_reply_sink *sink, uint32_t len, void **buf);
 };
 
+/*
+ * key and val must be memory nobody else writes while the call runs, with
+ * one exception: the value of an op for which rdmem_service_value_opaque()
+ * is true may sit where the peer can rewrite it (an RDMA request slot),
+ * since such an op reads it once, as opaque bytes. Every other op checks
+ * bytes and reads them again (an MGET entry's offset, an image's name).
+ */
 struct rdmem_call {
 	const struct rdmem_desc *req; /* passed rdmem_desc_check() */
 	const uint8_t *key;	      /* req->key_len bytes */
@@ -60,6 +67,11 @@ struct rdmem_call {
 	int (*reclaim)(void *ctx, const struct rdmem_objref *ref);
 	void *reclaim_ctx;
 };
+
+/* True when op reads its value once, as opaque bytes: PUT stores it, ECHO
+ * returns it. A peer that rewrites such a value mid-call changes only what
+ * its own call stores or gets back. */
+int rdmem_service_value_opaque(uint16_t op);
 
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out);
 void rdmem_service_destroy(struct rdmem_service *svc);

@@ -119,19 +119,26 @@ static int rdmem_session_send_reply(struct rdmem_session *s, uint32_t slot, stru
 	return 0;
 }
 
-static int rdmem_session_refuse(struct rdmem_session *s, uint32_t slot,
+/* Answers the request with status alone, without serving it. */
+static int rdmem_session_answer(struct rdmem_session *s, uint32_t slot,
 				const struct rdmem_desc *req, uint16_t status)
 {
 	struct rdmem_desc rep = { 0 };
 
-	s->bad++;
-	rdmem_service_count_bad_input(s->svc);
 	rep.seq = req->seq;
 	rep.req_id = req->req_id;
 	rep.op = req->op;
 	rep.path = req->path < RDMEM_PATH__COUNT ? req->path : 0;
 	rep.status = status;
 	return rdmem_session_send_reply(s, slot, &rep, 0);
+}
+
+static int rdmem_session_refuse(struct rdmem_session *s, uint32_t slot,
+				const struct rdmem_desc *req, uint16_t status)
+{
+	s->bad++;
+	rdmem_service_count_bad_input(s->svc);
+	return rdmem_session_answer(s, slot, req, status);
 }
 
 uint16_t rdmem_session_check_req(const struct rdmem_desc *req, uint32_t slot, uint32_t slots,
@@ -173,6 +180,59 @@ static void rdmem_session_ewma(struct rdmem_session *s, unsigned path, uint64_t 
 	*e = *e ? (*e * 7 + ns) / 8 : ns;
 }
 
+/*
+ * Points call at copies of the request's key and value, the bytes the
+ * service reads. The request slot is the peer's to write (remote write
+ * access) at any time, also while we serve it: a check of bytes there and
+ * a later read of them may see two values. Found by review: an MGET entry's
+ * offset passed its check and was read again unchecked (the worker read 4
+ * GiB past the slot and the server died), an image's name passed its check
+ * and was copied again (a file written outside --image-dir), a PUT's key
+ * was hashed and then stored as other bytes (an entry no lookup finds).
+ * The key is always copied (at most RDMEM_MAX_KEY bytes); the value too,
+ * unless the op reads it once as opaque bytes (rdmem_service_value_opaque:
+ * PUT, ECHO), where a racing peer changes only its own call and a copy
+ * would cost a large PUT a second pass over its value.
+ */
+static int rdmem_session_snapshot(struct rdmem_session *s, const struct rdmem_desc *req,
+				  struct rdmem_call *call)
+{
+	const uint8_t *key = s->req + req->data_off;
+	int opaque = rdmem_service_value_opaque(req->op);
+	uint64_t need = req->key_len + (opaque ? 0 : (uint64_t)req->val_len);
+
+	if (need > s->copy_cap) {
+		uint64_t cap = RDMEM_MAX(need, 2 * (uint64_t)RDMEM_MAX_KEY);
+		uint8_t *p;
+
+		/* need <= RDMEM_MAX_KEY + --max-value (rdmem_desc_check), so
+		 * cap fits 32 bits. Grows once to what the session sends. */
+		if (!(p = realloc(s->copy, cap)))
+			return -ENOMEM;
+		s->copy = p;
+		s->copy_cap = (uint32_t)cap;
+	}
+	memcpy(s->copy, key, req->key_len);
+	call->key = s->copy;
+	call->val = key + req->key_len;
+	if (!opaque) {
+		memcpy(s->copy + req->key_len, call->val, req->val_len);
+		call->val = s->copy + req->key_len;
+	}
+	return 0;
+}
+
+/* A large copy is not kept: a session that sent one big MGET or image
+ * chunk would hold it for life (up to --max-value, 64 MiB, a session). */
+static void rdmem_session_trim_copy(struct rdmem_session *s)
+{
+	if (s->copy_cap <= RDMEM_SESSION_COPY_KEEP)
+		return;
+	free(s->copy);
+	s->copy = NULL;
+	s->copy_cap = 0;
+}
+
 static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 {
 	struct rdmem_session_sink sink = { { rdmem_session_reserve }, s, slot, 0, 0, { 0 } };
@@ -199,8 +259,12 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 		s->bulk_bytes += rdmem_desc_payload_len(&req);
 	}
 	call.req = &req;
-	call.key = s->req + req.data_off;
-	call.val = call.key + req.key_len;
+	if (rdmem_session_snapshot(s, &req, &call) < 0) {
+		rdmem_err_limited("session %u: no memory to copy a request of %u + %u B: "
+				  "answered busy",
+				  s->id, req.key_len, req.val_len);
+		return rdmem_session_answer(s, slot, &req, RDMEM_S_BUSY);
+	}
 	call.reclaim = rdmem_session_reclaim;
 	call.reclaim_ctx = s;
 	/* A transport flag: this path consumes it, the service never sees it. */
@@ -216,6 +280,7 @@ static int rdmem_session_serve(struct rdmem_session *s, uint32_t slot)
 	 * (the service's) and this session's per-path average. */
 	t0 = rdmem_now_ns();
 	t1 = rdmem_service_dispatch_peer(s->svc, &call, &s->peer, &sink.base, &rep, t0);
+	rdmem_session_trim_copy(s);
 	rep.seq = req.seq;
 	rep.req_id = req.req_id;
 	rep.op = req.op;

@@ -17,6 +17,8 @@
 #define RDMEM_SESSION_CTRL_NS	1000000ull   /* control page refresh while busy */
 #define RDMEM_SESSION_SCAN_NS	100000000ull /* object TTL scan */
 #define RDMEM_SESSION_BATCH_WRS 32	     /* reply WRs posted at once */
+/* Request copies up to this size are kept for the next request (server/session.c). */
+#define RDMEM_SESSION_COPY_KEEP (64u << 10)
 
 struct rdmem_session {
 	const struct rdmem_rdma_config *cfg;
@@ -75,6 +77,10 @@ struct rdmem_session {
 	int heard; /* the peer sent at least one request (immediate) */
 	atomic_uint *addr_ref;
 	atomic_uint_fast64_t *reclaim_before_ns;
+	/* The copy of a request's key and value the service reads
+	 * (rdmem_session_snapshot), grown to the largest a request needed. */
+	uint8_t *copy;
+	uint32_t copy_cap;
 };
 
 static inline uint64_t rdmem_session_staging_stride(const struct rdmem_session *s)

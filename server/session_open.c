@@ -212,6 +212,7 @@ static void rdmem_session_free(struct rdmem_session *s)
 	if (s->svc)
 		rdmem_service_peer_release(s->svc, &s->peer);
 	free(s->ready);
+	free(s->copy);
 	free(s);
 }
 
