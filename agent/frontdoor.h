@@ -200,6 +200,8 @@ struct rdmem_frontdoor_stats {
 	uint64_t pid_forged;	  /* client entries with a negative pid word */
 	uint64_t header_repaired; /* segment headers a client overwrote, put back */
 	uint64_t orphans;	/* submitted slots whose ring entry never came, taken by the scan */
+	uint64_t no_entry;	/* slots a client marked (the ring full), taken at its request */
+	uint64_t take_reqs;	/* such requests read on clients' connections */
 	uint64_t late_entries;	/* ring entries that came after the scan took their slot */
 	uint64_t dead_clients;	/* client entries reclaimed */
 	uint64_t dropped;	/* completions for clients that died or gave up */

@@ -457,7 +457,7 @@ static int rdmem_door_take(struct rdmem_frontdoor *fd, const struct rdmem_door_p
 	return rdmem_door_assign(fd, p, w, area_fd);
 }
 
-static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c);
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c);
 
 /*
  * Looks at every attached connection now (one poll, no wait) and handles
@@ -480,7 +480,7 @@ static int rdmem_door_sweep(struct rdmem_frontdoor *fd)
 		if (d->conn[c] < 0 || d->sweep[k].fd != d->conn[c])
 			continue;
 		if (d->sweep[k++].revents) {
-			rdmem_door_hangup(fd, c);
+			rdmem_door_readable(fd, c);
 			found += d->conn[c] < 0;
 		}
 	}
@@ -815,24 +815,49 @@ static void rdmem_door_accept(struct rdmem_frontdoor *fd, uint64_t now)
 	}
 }
 
-/* An attached client's connection hung up (or sent bytes it must not). */
+/* Bytes other than RDMEM_DOOR_TAKE in b[0, n)? */
+static int rdmem_door_stray(const char *b, ssize_t n)
+{
+	ssize_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != RDMEM_DOOR_TAKE)
+			return 1;
+	return 0;
+}
+
+/* Client c's connection is over (it hung up, sent a stray byte, or we
+ * are handing our clients to another agent). */
 static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
 {
-	ssize_t n;
-	char b;
+	rdmem_door_owner_forget(&fd->door, c);
+	rdmem_door_count(&fd->door.n_hangups);
+	rdmem_door_tell_actor(fd, c);
+}
 
-	n = recv(fd->door.conn[c], &b, 1, MSG_DONTWAIT);
+/* An attached client's connection is readable: it asks the actor to take
+ * its marked slots (RDMEM_DOOR_TAKE), hung up, or sent bytes it must not. */
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	ssize_t n;
+	char b[64];
+
+	n = recv(fd->door.conn[c], b, sizeof(b), MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n > 0) { /* the protocol has nothing after the hello: cut it off */
+	if (n > 0 && !rdmem_door_stray(b, n)) {
+		/* Any number of them asks once: the actor takes every marked slot. */
+		rdmem_door_count(&fd->n_take_reqs);
+		rdmem_door_ask_take(fd, c);
+		return;
+	}
+	if (n > 0) { /* nothing else comes after the hello: cut it off */
 		rdmem_door_count(&fd->door.n_bad_hello);
 		rdmem_warn_limited("front door %s: client %u sent bytes after its hello: "
 				   "disconnected",
 				   fd->name, c);
 	}
-	rdmem_door_owner_forget(&fd->door, c);
-	rdmem_door_count(&fd->door.n_hangups);
-	rdmem_door_tell_actor(fd, c);
+	rdmem_door_hangup(fd, c);
 }
 
 int rdmem_door_taken(const struct rdmem_frontdoor *fd)
@@ -906,7 +931,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 			if (d->pidfd[who[i] & 0xffffu] == pf[i].fd)
 				rdmem_door_owner_exited(fd, who[i] & 0xffffu);
 		} else if (d->conn[who[i]] == pf[i].fd)
-			rdmem_door_hangup(fd, who[i]);
+			rdmem_door_readable(fd, who[i]);
 	}
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		struct rdmem_door_pending *p = &d->pending[i];

@@ -52,6 +52,10 @@ struct rdmem_fd_client {
 	/* Door -> actor: no pidfd watches the owner, so the actor's scans must
 	 * keep looking at its pid (rdmem_door_owner_watch). */
 	_Atomic int pid_unwatched;
+	/* Door -> actor: the owner sent RDMEM_DOOR_TAKE on its connection: it
+	 * marked slots RDMEM_SLOT_NO_ENTRY (the ring was full) for the actor
+	 * to take (rdmem_frontdoor_take_marked). */
+	_Atomic int take_req;
 	/* Front-door thread only. */
 	int32_t pid;
 	uint32_t gen;
@@ -130,6 +134,7 @@ struct rdmem_frontdoor {
 	uint64_t epoch;
 	struct rdmem_door door;
 	_Atomic int scan_req;		      /* the door saw a client leave: scan now */
+	_Atomic int take_req;		      /* a client's take_req is set: look now */
 	rdmem_frontdoor_released_fn released; /* rdmem_frontdoor_on_release() */
 	void *released_ctx;
 	void *base;
@@ -169,7 +174,8 @@ struct rdmem_frontdoor {
 	/* Counters: relaxed atomics, read by get_stats() from any thread. */
 	_Atomic uint64_t n_calls, n_local_pings, n_bad, n_skipped, n_repaired, n_dead, n_dropped,
 	    n_expired, n_stalls, n_head_repaired, n_pid_forged, n_orphans, n_late_entries,
-	    n_ctl_denied, n_header_repaired, n_cut_off, n_strikes, n_unattributed;
+	    n_ctl_denied, n_header_repaired, n_cut_off, n_strikes, n_unattributed, n_no_entry,
+	    n_take_reqs;
 };
 
 /* frontdoor_door.c: the socket, the door thread, and their end. */
@@ -200,6 +206,8 @@ uint64_t rdmem_frontdoor_proc_start(int32_t pid);
 int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks);
 /* Door thread: marks client c gone and wakes the actor to scan. */
 void rdmem_door_tell_actor(struct rdmem_frontdoor *fd, uint32_t c);
+/* Door thread: client c asked the actor to take its marked slots. */
+void rdmem_door_ask_take(struct rdmem_frontdoor *fd, uint32_t c);
 /* Door thread: wakes the actor again while its scan request is not taken. */
 void rdmem_door_scan_again(struct rdmem_frontdoor *fd);
 /* Door thread, after attach: watch the owner's pid through a pidfd. */

@@ -64,20 +64,35 @@ int rdmem_frontdoor_pid_alive(int32_t pid, uint64_t start_ticks)
 	return !now_start || now_start == start_ticks;
 }
 
-/* Door thread: the actor scans now. It may be asleep with no deadline. */
+/* Door thread: wakes the actor out of its doorbell wait, or keeps it from
+ * starting one. It may be asleep with no deadline. */
+static void rdmem_door_wake_actor(struct rdmem_frontdoor *fd)
+{
+	/*
+	 * Release: pairs with the acquire load of the doorbell in
+	 * rdmem_ring_sleep_begin(); an actor that reads the bumped value also
+	 * reads scan_req or take_req set and does not sleep, one that read it before sees
+	 * the word changed and its futex wait returns at once.
+	 */
+	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
+	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+}
+
 static void rdmem_door_scan_now(struct rdmem_frontdoor *fd)
 {
 	/* Release: what the caller stored (gone, pid_unwatched) before the
 	 * actor's acquire exchange of scan_req. */
 	atomic_store_explicit(&fd->scan_req, 1, memory_order_release);
-	/*
-	 * Release: pairs with the acquire load of the doorbell in
-	 * rdmem_ring_sleep_begin(); an actor that reads the bumped value also
-	 * reads scan_req set and does not sleep, one that read it before sees
-	 * the word changed and its futex wait returns at once.
-	 */
-	atomic_fetch_add_explicit(&fd->hdr->ring.doorbell, 1, memory_order_release);
-	rdmem_futex_wake_all(&fd->hdr->ring.doorbell);
+	rdmem_door_wake_actor(fd);
+}
+
+void rdmem_door_ask_take(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	/* Relaxed: published by the release store of fd->take_req below. */
+	atomic_store_explicit(&fd->clients[c].take_req, 1, memory_order_relaxed);
+	/* Release: pairs with the actor's acquire exchange of take_req. */
+	atomic_store_explicit(&fd->take_req, 1, memory_order_release);
+	rdmem_door_wake_actor(fd);
 }
 
 /* Door thread, every round: the actor has not taken the door's last request
@@ -86,8 +101,9 @@ static void rdmem_door_scan_now(struct rdmem_frontdoor *fd)
 void rdmem_door_scan_again(struct rdmem_frontdoor *fd)
 {
 	/* Relaxed: the request itself was released when it was made. */
-	if (atomic_load_explicit(&fd->scan_req, memory_order_relaxed))
-		rdmem_door_scan_now(fd);
+	if (atomic_load_explicit(&fd->scan_req, memory_order_relaxed) ||
+	    atomic_load_explicit(&fd->take_req, memory_order_relaxed))
+		rdmem_door_wake_actor(fd);
 }
 
 /* Door thread: client c is gone (connection closed, cut off, or its owner exited). */

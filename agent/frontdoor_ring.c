@@ -469,7 +469,8 @@ static int rdmem_frontdoor_take_slot(struct rdmem_frontdoor *fd, uint32_t c, uin
 				continue;
 			return 0;
 		}
-		if (phase != RDMEM_SLOT_SUBMITTED || (st & ~(RDMEM_SLOT_WAITING | 0xffu))) {
+		if (phase != RDMEM_SLOT_SUBMITTED ||
+		    (st & ~(RDMEM_SLOT_WAITING | RDMEM_SLOT_NO_ENTRY | 0xffu))) {
 			/* The scan saw SUBMITTED; the client may since have
 			 * withdrawn it (ring full till its deadline): no entry,
 			 * nothing to refuse. */
@@ -627,6 +628,55 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
 	}
 	fd->active |= n > 0;
 	return n;
+}
+
+/*
+ * Takes the slots client c marked RDMEM_SLOT_NO_ENTRY: it found the ring
+ * full and asked on its connection (shm/door.h). The mark is the client's
+ * own word in its own area, so unlike an orphan (two looks 90 ms apart, in
+ * case its entry is only late) the slot is taken at once: no entry comes.
+ */
+static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32_t c)
+{
+	struct rdmem_fd_client *cl = &fd->clients[c];
+	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed);
+	uint32_t s;
+	int taken = 0;
+
+	/* Acquire: pairs with the door's release of claim, after it mapped c's area. */
+	if (!atomic_load_explicit(&cl->claim, memory_order_acquire))
+		return 0;
+	for (s = 0; s < fd->geom.slots; s++) {
+		/* Acquire: pairs with the client's release CAS that marked it
+		 * (take_slot loads it again before it takes the slot). */
+		uint32_t st = atomic_load_explicit(&rdmem_frontdoor_slot(fd, c, s)->state,
+						   memory_order_acquire);
+
+		if (RDMEM_SLOT_PHASE(st) != RDMEM_SLOT_SUBMITTED || !(st & RDMEM_SLOT_NO_ENTRY) ||
+		    (held & (1ull << s)))
+			continue;
+		rdmem_frontdoor_count(&fd->n_no_entry);
+		taken += rdmem_frontdoor_take(fd, c, s, 1);
+	}
+	return taken;
+}
+
+/* Every client whose take request the door passed on: their marked slots. */
+static int rdmem_frontdoor_take_marked(struct rdmem_frontdoor *fd)
+{
+	uint32_t c;
+	int taken = 0;
+
+	/* Acquire: pairs with the door's release store after it set a
+	 * client's take_req (rdmem_door_ask_take). */
+	if (!atomic_exchange_explicit(&fd->take_req, 0, memory_order_acquire))
+		return 0;
+	for (c = 0; c < fd->geom.clients; c++)
+		if (atomic_exchange_explicit(&fd->clients[c].take_req, 0, memory_order_relaxed))
+			taken += rdmem_frontdoor_take_client_marked(fd, c);
+	rdmem_frontdoor_end_batch(fd);
+	fd->active |= taken > 0;
+	return taken;
 }
 
 /* ---- dead clients ------------------------------------------------------ */
@@ -929,7 +979,8 @@ static void rdmem_frontdoor_block(struct rdmem_frontdoor *fd)
 
 	bell = rdmem_ring_sleep_begin(&fd->ring, &fd->cons, &busy);
 	if (busy || atomic_load_explicit(&fd->stop, memory_order_acquire) ||
-	    atomic_load_explicit(&fd->scan_req, memory_order_relaxed)) {
+	    atomic_load_explicit(&fd->scan_req, memory_order_relaxed) ||
+	    atomic_load_explicit(&fd->take_req, memory_order_relaxed)) {
 		atomic_store_explicit(&fd->ring.ctl->sleeping, 0, memory_order_relaxed);
 		return;
 	}
@@ -948,6 +999,10 @@ static void *rdmem_frontdoor_main(void *arg)
 	/* Acquire: pairs with the release store in destroy(). */
 	while (!atomic_load_explicit(&fd->stop, memory_order_acquire)) {
 		int n = rdmem_frontdoor_drain(fd);
+
+		/* Relaxed look first: the exchange inside is the acquire. */
+		if (atomic_load_explicit(&fd->take_req, memory_order_relaxed))
+			n += rdmem_frontdoor_take_marked(fd);
 
 		/* Spin phase: look at the ring only; no scan, no bookkeeping. */
 		if (n == 0 && idle.spins < RDMEM_IDLE_SPINS) {
@@ -991,6 +1046,7 @@ int rdmem_frontdoor_poll(struct rdmem_frontdoor *fd, rdmem_frontdoor_submit_fn s
 	fd->submit = submit;
 	fd->submit_ctx = ctx;
 	n = rdmem_frontdoor_drain(fd);
+	n += rdmem_frontdoor_take_marked(fd);
 	if (scan)
 		n += rdmem_frontdoor_scan(fd, rdmem_now_ns()); /* calls taken, as drained ones */
 	return n;
@@ -1057,6 +1113,8 @@ void rdmem_frontdoor_get_stats(struct rdmem_frontdoor *fd, struct rdmem_frontdoo
 	out->pid_forged = atomic_load_explicit(&fd->n_pid_forged, memory_order_relaxed);
 	out->header_repaired = atomic_load_explicit(&fd->n_header_repaired, memory_order_relaxed);
 	out->orphans = atomic_load_explicit(&fd->n_orphans, memory_order_relaxed);
+	out->no_entry = atomic_load_explicit(&fd->n_no_entry, memory_order_relaxed);
+	out->take_reqs = atomic_load_explicit(&fd->n_take_reqs, memory_order_relaxed);
 	out->late_entries = atomic_load_explicit(&fd->n_late_entries, memory_order_relaxed);
 	out->dead_clients = atomic_load_explicit(&fd->n_dead, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&fd->n_dropped, memory_order_relaxed);

@@ -314,6 +314,17 @@ stale:
 	return 0;
 }
 
+void rdmem__att_ask_take(struct rdmem_att *pub)
+{
+	char b = RDMEM_DOOR_TAKE;
+
+	/* Not waiting: a full socket buffer already holds a request the agent
+	 * has not read, and that one takes every marked slot, ours too. A
+	 * failure for any other reason is the agent gone, which the call's
+	 * wait sees (rdmem__att_alive). */
+	(void)send(rdmem__lib(pub)->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* ---- handle ------------------------------------------------------------ */
 
 /* A socket is at path, in a directory that passes the client rule. */

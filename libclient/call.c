@@ -112,7 +112,40 @@ static int call_slot_get(struct rdmem_att *a, uint64_t deadline, uint32_t *s)
 
 static int call_abandon(rdmem_t *h, struct rdmem_rpc *c);
 
-/* Publishes the written slot, waiting for ring room within the deadline. */
+/*
+ * The ring is full: the ring holds twice the slots there are, so only a
+ * client that claims positions it never publishes (or writes the head) fills
+ * it, and any client can, as often as it likes. Rather than wait for room,
+ * mark the slot NO_ENTRY and ask the agent on our own connection to take it
+ * (shm/door.h). 0 when the slot is on its way (marked, or the agent took it
+ * meanwhile); -1 when it is in no state to mark (push as before).
+ */
+static int call_mark_no_entry(struct rdmem_att *a, uint32_t s)
+{
+	_Atomic uint32_t *word = &rdmem__slot(a, s)->state;
+	/* Relaxed: SUBMITTED was stored with release after the request. */
+	uint32_t st = atomic_load_explicit(word, memory_order_relaxed);
+
+	while (RDMEM_SLOT_PHASE(st) == RDMEM_SLOT_SUBMITTED && !(st & RDMEM_SLOT_NO_ENTRY)) {
+		/* Release: the agent's acquire load of the marked word sees the
+		 * request (a release sequence headed by the SUBMITTED store). */
+		if (atomic_compare_exchange_weak_explicit(word, &st, st | RDMEM_SLOT_NO_ENTRY,
+							  memory_order_release,
+							  memory_order_relaxed)) {
+			rdmem__att_ask_take(a);
+			return 0;
+		}
+	}
+	/* Taken (a stray entry, the orphan scan) or marked: on its way. */
+	return RDMEM_SLOT_PHASE(st) == RDMEM_SLOT_SUBMITTED ||
+		       RDMEM_SLOT_PHASE(st) == RDMEM_SLOT_TAKEN ||
+		       RDMEM_SLOT_PHASE(st) == RDMEM_SLOT_DONE
+		   ? 0
+		   : -1;
+}
+
+/* Publishes the written slot: a ring entry, or, the ring full, a mark the
+ * agent takes it by (call_mark_no_entry). */
 static int call_push(rdmem_t *h, struct rdmem_rpc *c)
 {
 	struct rdmem_att *a = c->p_.att;
@@ -122,6 +155,8 @@ static int call_push(rdmem_t *h, struct rdmem_rpc *c)
 
 	rdmem_idle_init(&w, a->single_cpu);
 	while (rdmem_ring_push(&a->ring, (uint16_t)a->client, (uint16_t)s)) {
+		if (call_mark_no_entry(a, s) == 0)
+			break;
 		rc = -ESHUTDOWN;
 		if (!rdmem__att_alive(a, rdmem_now_ns()))
 			break;

@@ -135,7 +135,7 @@ static inline int rdmem__submit(rdmem_t *h, struct rdmem_rpc *c)
 	rdmem__write_request(c, a, s);
 	c->p_.state = RDMEM__INFLIGHT;
 	if (rdmem_unlikely(rdmem_ring_push(&a->ring, (uint16_t)a->client, (uint16_t)s)))
-		return rdmem__push_slow(h, c); /* ring full: waits for room */
+		return rdmem__push_slow(h, c); /* ring full: the slot is marked for the agent */
 	return 0;
 }
 

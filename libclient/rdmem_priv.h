@@ -54,5 +54,8 @@ static inline struct rdmem_att_lib *rdmem__lib(struct rdmem_att *a)
 #define RDMEM_HIDDEN __attribute__((visibility("hidden")))
 RDMEM_HIDDEN struct rdmem_att *rdmem__att_get(rdmem_t *h, int *err);
 RDMEM_HIDDEN int rdmem__att_alive(struct rdmem_att *a, uint64_t now);
+/* Asks the agent on our connection to take the slots we marked
+ * RDMEM_SLOT_NO_ENTRY (shm/door.h, RDMEM_DOOR_TAKE). */
+RDMEM_HIDDEN void rdmem__att_ask_take(struct rdmem_att *a);
 
 #endif

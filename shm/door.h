@@ -14,7 +14,12 @@
  *                                             created for this attach
  *   F_GET_SEALS, fstat sizes, reserve the range, map both (shm/segment.h)
  *   ... the connection stays open: its close is the client's death (to the
- *   agent) and the agent's (to the client).
+ *   agent) and the agent's (to the client). The one thing a client sends on
+ *   it after the hello is the byte RDMEM_DOOR_TAKE, when the ring was full
+ *   and it marked a slot RDMEM_SLOT_NO_ENTRY: "take my marked slots". The
+ *   connection is the client's own, so another client can neither send it
+ *   in its name nor keep it from arriving, as it can with the shared ring.
+ *   Any other byte closes the connection.
  *
  * Header-only so libclient can include it with libc alone.
  */
@@ -38,7 +43,9 @@
 #define RDMEM_DOOR_MAGIC_HELLO	 0x48524f44u /* "DORH" */
 #define RDMEM_DOOR_MAGIC_WELCOME 0x57524f44u /* "DORW" */
 /* 2: two memfds (common part, the client's own area) and their sizes. */
-#define RDMEM_DOOR_VERSION  2
+/* 3: RDMEM_DOOR_TAKE and RDMEM_SLOT_NO_ENTRY. */
+#define RDMEM_DOOR_VERSION  3
+#define RDMEM_DOOR_TAKE	    't'
 #define RDMEM_DOOR_ROOT_DIR "/run/rdmem"
 /* The seals every segment carries: nobody can change its size, or the seals. */
 #define RDMEM_DOOR_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)

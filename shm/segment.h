@@ -114,7 +114,12 @@ enum rdmem_slot_phase {
 	RDMEM_SLOT_DONE = 3,
 	RDMEM_SLOT_ABANDONED = 4,
 };
-#define RDMEM_SLOT_WAITING  0x100u /* the client sleeps on the word: wake it */
+#define RDMEM_SLOT_WAITING 0x100u /* the client sleeps on the word: wake it */
+/* SUBMITTED with no ring entry, and none will come: the ring was full (only
+ * a client jamming it fills it: it holds twice the slots there are), so
+ * the client asked the agent on its connection to take the slot
+ * (RDMEM_DOOR_TAKE, shm/door.h). */
+#define RDMEM_SLOT_NO_ENTRY 0x200u
 #define RDMEM_SLOT_PHASE(s) ((s)&0xffu)
 
 struct rdmem_shm_header {

@@ -9,7 +9,8 @@
  * name, like any client, and writes: the ring head one back, the head 100,000
  * ahead, every cell as the next lap (what a tail out of range would leave),
  * random words into every cell, forged entries, claims it never publishes,
- * a head rewritten back in a loop, and a pid word of -1.
+ * a head rewritten back in a loop, a head kept a whole lap ahead (the ring
+ * full), and a pid word of -1.
  *
  * After each attack: the honest clients saw 0 wrong replies and 0 timeouts
  * (a call whose entry was overwritten is picked up by the agent's scan) and keep going,
@@ -41,8 +42,10 @@
 #define MAX_VALUE     4096
 #define HONEST	      2
 #define RECOVER_PINGS 200
-#define RECOVER_MS    500 /* the bound: a 1 ms stall plus repairs, with room for sanitizers */
-#define LOG_MAX	      24  /* rate-limited sites: 5 lines per 10 s each, plus one "more" line */
+#define RECOVER_MS    500  /* the bound: a 1 ms stall plus repairs, with room for sanitizers */
+#define LOG_MAX	      24   /* rate-limited sites: 5 lines per 10 s each, plus one "more" line */
+#define JAM_MS	      1500 /* test_hostile_ring_kept_full: how long the ring is kept full */
+#define JAM_PINGS     200
 
 static char shm_name[64];
 static _Atomic uint64_t log_lines; /* front-door lines seen on stderr */
@@ -518,6 +521,72 @@ static void test_hostile_claims_never_published(void)
 	fx_stop(&f);
 }
 
+/* Keeps the head a whole lap ahead of the tail (every position claimed,
+ * none published) for JAM_MS: producers find the ring full, and the
+ * consumer's skip of a lap is undone at once. A review's attack: calls
+ * took 100-200 ms each (the orphan scan's two looks) while it ran. */
+static void attack_lap_ahead(struct hostile *x)
+{
+	uint64_t end = rdmem_now_ns() + JAM_MS * 1000000ull;
+
+	while (rdmem_now_ns() < end) {
+		uint64_t h = atomic_load(&x->hdr->ring.head);
+
+		if (atomic_load(&x->ring.cells[h & x->ring.mask]) == rdmem_ring_empty_word(h))
+			atomic_compare_exchange_strong(&x->hdr->ring.head, &h, h + x->ring.size);
+	}
+}
+
+/*
+ * The ring kept full by another client: a producer that finds it full
+ * marks its slot and asks the agent on its own connection (shm/door.h,
+ * RDMEM_DOOR_TAKE), which no other client can jam. While the jam runs the
+ * probe's local pings go on at about their usual pace: at least JAM_PINGS
+ * of them (before, a dozen or so came through the orphan scan), none
+ * slower than 100 ms, and frontdoor.no_entry counts the marked slots.
+ */
+static void test_hostile_ring_kept_full(void)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 3000, NULL };
+	uint64_t end, pings = 0, slow = 0, worst = 0;
+	long long marked;
+	struct fx f;
+	int status;
+	pid_t pid;
+
+	REQUIRE(fx_start(&f, "head kept a lap ahead") == 0);
+	marked = fx_stat(&f, "no_entry");
+	CHECK(marked >= 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct hostile x;
+
+		if (hostile_map(&x))
+			_exit(3);
+		attack_lap_ahead(&x);
+		_exit(0);
+	}
+	usleep(20000); /* the jam takes hold */
+	for (end = rdmem_now_ns() + (JAM_MS - 200) * 1000000ull; rdmem_now_ns() < end; pings++) {
+		uint64_t t0 = rdmem_now_ns(), ns;
+
+		CHECK_EQ(rdmem_local_ping(f.probe, &opts), 0);
+		ns = rdmem_now_ns() - t0;
+		worst = ns > worst ? ns : worst;
+		slow += ns > 100000000ull;
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("# %" PRIu64 " local pings during the jam (at least %u), %" PRIu64
+	       " over 100 ms, the slowest %" PRIu64 " us; frontdoor.no_entry %lld -> %lld\n",
+	       pings, JAM_PINGS, slow, worst / 1000, marked, fx_stat(&f, "no_entry"));
+	CHECK(pings >= JAM_PINGS);
+	CHECK_EQ(slow, 0);
+	CHECK(fx_stat(&f, "no_entry") > marked);
+	fx_finish(&f, fx_recover_ms(&f));
+	fx_stop(&f);
+}
+
 /*
  * The agent's sleeping word held at 0 on an idle ring: producers then never
  * ring the doorbell, and an idle actor has no scan tick to find their
@@ -774,6 +843,7 @@ int main(int argc, char **argv)
 	RUN(test_hostile_forged_cells);
 	RUN(test_hostile_claims_never_published);
 	RUN(test_hostile_head_flood);
+	RUN(test_hostile_ring_kept_full);
 	RUN(test_hostile_negative_pid);
 	RUN(test_hostile_sleeping_word_cleared);
 	RUN(test_hostile_idle_sleeping_then_head);
