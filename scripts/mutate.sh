@@ -27,7 +27,7 @@ per_test_timeout=${RDMEM_MUTATE_TIMEOUT:-90}
 mutations=(
 	"bounds-payload|server/session.c|s/rdmem_desc_payload_len\(req\) > area - req->data_off/rdmem_desc_payload_len(req) > area/|test_rdma_server"
 	"request-read-in-place|server/session.c|s/\tif \(rdmem_session_snapshot\(s, &req, &call\) < 0\) \{/\tcall.key = s->req + req.data_off;\n\tcall.val = call.key + req.key_len;\n\tif (0 \&\& rdmem_session_snapshot(s, &req, &call) < 0) {/|test_slot_race"
-	"value-opaque-all|server/service.c|s/return op == RDMEM_OP_KV_PUT \S\S op == RDMEM_OP_ECHO;/return op != 0;/|test_slot_race"
+	"value-opaque-all|server/service.h|s/return op == RDMEM_OP_KV_PUT \S\S op == RDMEM_OP_ECHO;/return op != 0;/|test_slot_race"
 	"ring-full-waits|libclient/call.c|s/\t\tif \(call_mark_no_entry\(a, s\) == 0\)/\t\tif (0 \&\& call_mark_no_entry(a, s) == 0)/|test_ring_hostile"
 	"bounds-object-id|server/objpool.c|s/ref->object_id >= p->nobjs/ref->object_id > p->nobjs/|test_objpool asan:test_objpool+server/objpool.c"
 	"bounds-value-cap|include/rdmem/wire.h|s/d->val_len > max_value\)/d->val_len > max_value + 1)/|test_desc test_server_tcp"

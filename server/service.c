@@ -398,11 +398,6 @@ static const struct {
 	[RDMEM_OP_BIND] = { op_bind, 0 },
 };
 
-int rdmem_service_value_opaque(uint16_t op)
-{
-	return op == RDMEM_OP_KV_PUT || op == RDMEM_OP_ECHO;
-}
-
 static uint16_t svc_run(struct svc_ctx *x)
 {
 	const struct rdmem_desc *req = x->req;

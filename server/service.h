@@ -71,7 +71,10 @@ struct rdmem_call {
 /* True when op reads its value once, as opaque bytes: PUT stores it, ECHO
  * returns it. A peer that rewrites such a value mid-call changes only what
  * its own call stores or gets back. */
-int rdmem_service_value_opaque(uint16_t op);
+static inline int rdmem_service_value_opaque(uint16_t op)
+{
+	return op == RDMEM_OP_KV_PUT || op == RDMEM_OP_ECHO;
+}
 
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out);
 void rdmem_service_destroy(struct rdmem_service *svc);

@@ -201,12 +201,16 @@ static int rdmem_session_snapshot(struct rdmem_session *s, const struct rdmem_de
 	int opaque = rdmem_service_value_opaque(req->op);
 	uint64_t need = req->key_len + (opaque ? 0 : (uint64_t)req->val_len);
 
-	if (need > s->copy_cap) {
+	/* Never NULL, even for a request of no bytes: memcpy's arguments
+	 * must be valid pointers (UBSan aborted the worker on a PING). */
+	if (need > s->copy_cap || !s->copy) {
 		uint64_t cap = RDMEM_MAX(need, 2 * (uint64_t)RDMEM_MAX_KEY);
 		uint8_t *p;
 
 		/* need <= RDMEM_MAX_KEY + --max-value (rdmem_desc_check), so
-		 * cap fits 32 bits. Grows once to what the session sends. */
+		 * cap fits 32 bits. Grows to what the session sends, up to
+		 * RDMEM_SESSION_COPY_KEEP for good (rdmem_session_trim_copy);
+		 * a larger request allocates each time. */
 		if (!(p = realloc(s->copy, cap)))
 			return -ENOMEM;
 		s->copy = p;
