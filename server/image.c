@@ -149,6 +149,27 @@ static struct upload *img_find(struct rdmem_image_store *st, uint64_t id)
 	return NULL;
 }
 
+/*
+ * The committed upload idle longest, or NULL. A committed upload is kept
+ * only to acknowledge a retried final chunk; when every record is taken, a
+ * new upload needs the place more. Before, committed uploads held their
+ * records for --upload-timeout (30 s), so the 65th upload within 30 s was
+ * refused busy. A retry of an evicted upload's final chunk is refused
+ * (ENOENT), unless the exactly-once window answers it first, as it does for
+ * calls with an id; a single-chunk upload's retry (INIT|COMMIT) writes the
+ * same file again.
+ */
+static struct upload *img_oldest_done(struct rdmem_image_store *st)
+{
+	struct upload *old = NULL;
+	unsigned i;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		if (st->up[i].state == UPLOAD_DONE && (!old || st->up[i].last_ns < old->last_ns))
+			old = &st->up[i];
+	return old;
+}
+
 static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
 		     struct upload **out)
 {
@@ -162,8 +183,12 @@ static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chun
 	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS && !u; i++)
 		if (st->up[i].state == UPLOAD_FREE)
 			u = &st->up[i];
-	if (!u)
+	if (!u && !(u = img_oldest_done(st)))
 		return -EBUSY;
+	if (u->state == UPLOAD_DONE) {
+		st->stats.done_evicted++;
+		img_release(st, u);
+	}
 	memcpy(u->name, c->name, c->name_len);
 	u->name[c->name_len] = '\0';
 	snprintf(u->tmp, sizeof(u->tmp), ".%s.%" PRIu64 ".part", u->name, c->upload_id);

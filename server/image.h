@@ -41,9 +41,10 @@ struct rdmem_image_ack {
 struct rdmem_image_stats {
 	uint64_t active;
 	uint64_t committed;
-	uint64_t failed;    /* every aborted upload, timeouts included */
-	uint64_t timed_out; /* abandoned uploads */
-	uint64_t bytes;	    /* chunk bytes written */
+	uint64_t failed;       /* every aborted upload, timeouts included */
+	uint64_t timed_out;    /* abandoned uploads */
+	uint64_t done_evicted; /* committed uploads forgotten early for a new one */
+	uint64_t bytes;	       /* chunk bytes written */
 };
 
 /* dir must exist and be writable; stale temp files of a previous run are removed. */

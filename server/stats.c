@@ -148,6 +148,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("uploads.committed", C, img.committed, "Images committed."),
 	S("uploads.failed", C, img.failed, "Image uploads that failed (timeouts included)."),
 	S("uploads.timed_out", C, img.timed_out, "Image uploads abandoned."),
+	S("uploads.done_evicted", C, img.done_evicted,
+	  "Committed uploads forgotten before --upload-timeout to make room for a new one "
+	  "(a retry of their final chunk is then refused)."),
 	S("uploads.bytes", C, img.bytes, "Image bytes received."),
 	S("hooks.runs", C, hook.runs, "Post-commit hooks started."),
 	S("hooks.failures", C, hook.failures, "Hooks that could not start or exited non-zero."),

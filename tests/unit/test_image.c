@@ -36,6 +36,19 @@ static int dir_entries(void)
 	return n;
 }
 
+/* Removes every file in the directory. */
+static void clear_dir(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+}
+
 static int file_equals(const char *name, const uint8_t *data, size_t len)
 {
 	char path[512];
@@ -267,6 +280,45 @@ static void test_timeout_and_stale(void)
 	unlink(strcat(strcpy((char[600]){ 0 }, dir), "/.keep.part"));
 }
 
+/*
+ * More single-chunk uploads than the store has records, back to back, with
+ * a timeout far off: each is committed (a committed upload's record makes
+ * room for a new one; before, the 65th within --upload-timeout was refused
+ * busy), and a retry of the latest is still acknowledged.
+ */
+static void test_more_uploads_than_records(void)
+{
+	struct rdmem_image_store *st = store(60000);
+	uint64_t hash = rdmem_hash_update(RDMEM_HASH_INIT, img, 100);
+	unsigned flags = RDMEM_F_IMG_INIT | RDMEM_F_IMG_COMMIT, i, ok = 0;
+	struct rdmem_image_stats s;
+	char name[32];
+
+	REQUIRE(st);
+	for (i = 0; i < 3 * RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		snprintf(name, sizeof(name), "many-%u.jpg", i);
+		ok += chunk(st, 1000 + i, name, flags, 0, 100, 100, hash) == 0 && ack.committed;
+	}
+	CHECK_EQ(ok, 3 * RDMEM_IMAGE_MAX_UPLOADS);
+	CHECK_EQ(dir_entries(), (int)(3 * RDMEM_IMAGE_MAX_UPLOADS));
+	CHECK(file_equals("many-0.jpg", img, 100));
+	/* The latest record stays: its retried final chunk is acknowledged. */
+	CHECK_EQ(chunk(st, 1000 + i - 1, name, RDMEM_F_IMG_COMMIT, 0, 100, 100, hash), 0);
+	rdmem_image_stats(st, &s);
+	CHECK_EQ(s.committed, 3 * RDMEM_IMAGE_MAX_UPLOADS);
+	CHECK_EQ(s.done_evicted, 2 * RDMEM_IMAGE_MAX_UPLOADS);
+	/* An upload in progress is never evicted: with every record active, busy. */
+	rdmem_image_destroy(st);
+	REQUIRE((st = store(60000)) != NULL);
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		snprintf(name, sizeof(name), "part-%u.jpg", i);
+		CHECK_EQ(chunk(st, 5000 + i, name, RDMEM_F_IMG_INIT, 0, 50, 100, 0), 0);
+	}
+	CHECK_EQ(chunk(st, 9999, "one-more.jpg", flags, 0, 100, 100, hash), -EBUSY);
+	rdmem_image_destroy(st);
+	clear_dir();
+}
+
 int main(void)
 {
 	size_t i;
@@ -283,6 +335,7 @@ int main(void)
 	RUN(test_failures_leave_nothing);
 	RUN(test_bad_names);
 	RUN(test_timeout_and_stale);
+	RUN(test_more_uploads_than_records);
 	rmdir(dir);
 	return check_done();
 }
