@@ -88,11 +88,13 @@ static void rdmem_door_scan_now(struct rdmem_frontdoor *fd)
 
 void rdmem_door_ask_take(struct rdmem_frontdoor *fd, uint32_t c)
 {
-	/* Relaxed: published by the release store of fd->take_req below. */
+	/* Relaxed: published by the release exchange of fd->take_req below. */
 	atomic_store_explicit(&fd->clients[c].take_req, 1, memory_order_relaxed);
-	/* Release: pairs with the actor's acquire exchange of take_req. */
-	atomic_store_explicit(&fd->take_req, 1, memory_order_release);
-	rdmem_door_wake_actor(fd);
+	/* Release: pairs with the actor's acquire exchange of take_req. A
+	 * request still pending was rung for already (and is rung again each
+	 * round until taken, rdmem_door_scan_again): no second wake. */
+	if (!atomic_exchange_explicit(&fd->take_req, 1, memory_order_release))
+		rdmem_door_wake_actor(fd);
 }
 
 /* Door thread, every round: the actor has not taken the door's last request

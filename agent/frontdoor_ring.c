@@ -643,8 +643,11 @@ static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32
 	uint32_t s;
 	int taken = 0;
 
-	/* Acquire: pairs with the door's release of claim, after it mapped c's area. */
-	if (!atomic_load_explicit(&cl->claim, memory_order_acquire))
+	/* Acquire: pairs with the door's release of claim, after it mapped c's
+	 * area. A client found dead (its calls are dropped) is left to its
+	 * reclaim: taking its slots would only refuse them. */
+	if (!atomic_load_explicit(&cl->claim, memory_order_acquire) ||
+	    atomic_load_explicit(&cl->dead, memory_order_relaxed))
 		return 0;
 	for (s = 0; s < fd->geom.slots; s++) {
 		/* Acquire: pairs with the client's release CAS that marked it
@@ -655,8 +658,10 @@ static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32
 		if (RDMEM_SLOT_PHASE(st) != RDMEM_SLOT_SUBMITTED || !(st & RDMEM_SLOT_NO_ENTRY) ||
 		    (held & (1ull << s)))
 			continue;
-		rdmem_frontdoor_count(&fd->n_no_entry);
-		taken += rdmem_frontdoor_take(fd, c, s, 1);
+		if (rdmem_frontdoor_take(fd, c, s, 1)) {
+			rdmem_frontdoor_count(&fd->n_no_entry);
+			taken++;
+		}
 	}
 	return taken;
 }

@@ -209,8 +209,8 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "Submitted slots whose ring entry never came (a client overwrote it or has not "
 	  "published it yet), taken by the scan."),
 	S("frontdoor.no_entry", C, fd.no_entry,
-	  "Slots a client marked for want of ring room (only a client jamming the ring "
-	  "fills it), taken at its request on its connection."),
+	  "Slots a client marked for want of ring room (a client jamming the ring, or a "
+	  "claim that lost every race), taken at its request on its connection."),
 	S("frontdoor.take_requests", C, fd.take_reqs,
 	  "Reads of such requests on clients' connections (one read may carry several)."),
 	S("frontdoor.late_entries", C, fd.late_entries,

@@ -113,9 +113,10 @@ static int call_slot_get(struct rdmem_att *a, uint64_t deadline, uint32_t *s)
 static int call_abandon(rdmem_t *h, struct rdmem_rpc *c);
 
 /*
- * The ring is full: the ring holds twice the slots there are, so only a
- * client that claims positions it never publishes (or writes the head) fills
- * it, and any client can, as often as it likes. Rather than wait for room,
+ * The push failed: the ring holds twice the slots there are, so it is full
+ * only when a client claims positions it never publishes (or writes the
+ * head), which any client can do as often as it likes; or, rarely, a claim
+ * gave up after RDMEM_RING_CLAIM_TRIES lost races. Rather than wait for room,
  * mark the slot NO_ENTRY and ask the agent on our own connection to take it
  * (shm/door.h). 0 when the slot is on its way (marked, or the agent took it
  * meanwhile); -1 when it is in no state to mark (push as before).

@@ -115,10 +115,10 @@ enum rdmem_slot_phase {
 	RDMEM_SLOT_ABANDONED = 4,
 };
 #define RDMEM_SLOT_WAITING 0x100u /* the client sleeps on the word: wake it */
-/* SUBMITTED with no ring entry, and none will come: the ring was full (only
- * a client jamming it fills it: it holds twice the slots there are), so
- * the client asked the agent on its connection to take the slot
- * (RDMEM_DOOR_TAKE, shm/door.h). */
+/* SUBMITTED with no ring entry, and none will come: the ring was full (a
+ * client jamming it; it holds twice the slots there are) or the claim gave
+ * up under contention, so the client asked the agent on its connection to
+ * take the slot (RDMEM_DOOR_TAKE, shm/door.h). */
 #define RDMEM_SLOT_NO_ENTRY 0x200u
 #define RDMEM_SLOT_PHASE(s) ((s)&0xffu)
 

@@ -10,7 +10,8 @@
  * ahead, every cell as the next lap (what a tail out of range would leave),
  * random words into every cell, forged entries, claims it never publishes,
  * a head rewritten back in a loop, a head kept a whole lap ahead (the ring
- * full), and a pid word of -1.
+ * full), a flood of take requests on its own connection, and a pid word of
+ * -1.
  *
  * After each attack: the honest clients saw 0 wrong replies and 0 timeouts
  * (a call whose entry was overwritten is picked up by the agent's scan) and keep going,
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +37,7 @@
 #include "libclient/rdmem_priv.h" /* white box: the attachment's mapping */
 #include "tests/check.h"
 
+#include "shm/door.h"
 #include "tests/frontdoor_loopback.h"
 
 #define CLIENTS	      16
@@ -308,6 +311,7 @@ struct hostile {
 	struct rdmem_shm_header *hdr;
 	struct rdmem_ring ring;
 	struct rdmem_shm_geom geom;
+	int sock; /* its connection to the agent */
 };
 
 /* Attaches through the agent's socket, as any local client can, then
@@ -320,6 +324,7 @@ static int hostile_map(struct hostile *x)
 		return -1;
 	x->base = h->att->base;
 	x->len = rdmem__lib(h->att)->len;
+	x->sock = rdmem__lib(h->att)->sock;
 	x->hdr = x->base;
 	if (rdmem_shm_header_check(x->hdr, x->len, &x->geom))
 		return -1;
@@ -554,6 +559,30 @@ static void attack_lap_ahead(struct hostile *x)
 	}
 }
 
+/* The probe's local pings while an attack runs (JAM_MS less 200 ms): how
+ * many, how many over the bound (JAM_SLOW_MS, more under a sanitizer), the
+ * slowest. Every ping must succeed. */
+struct pings {
+	uint64_t n, slow, worst_us, bound_ms;
+};
+
+static struct pings pings_during_attack(struct fx *f)
+{
+	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 3000, NULL };
+	struct pings r = { 0, 0, 0, getenv("RDMEM_SANITIZER") ? JAM_SLOW_SAN_MS : JAM_SLOW_MS };
+	uint64_t end = rdmem_now_ns() + (JAM_MS - 200) * 1000000ull;
+
+	for (; rdmem_now_ns() < end; r.n++) {
+		uint64_t t0 = rdmem_now_ns(), us;
+
+		CHECK_EQ(rdmem_local_ping(f->probe, &opts), 0);
+		us = (rdmem_now_ns() - t0) / 1000;
+		r.worst_us = us > r.worst_us ? us : r.worst_us;
+		r.slow += us > r.bound_ms * 1000;
+	}
+	return r;
+}
+
 /*
  * The ring kept full by another client: a producer that finds it full
  * marks its slot and asks the agent on its own connection (shm/door.h,
@@ -564,10 +593,7 @@ static void attack_lap_ahead(struct hostile *x)
  */
 static void test_hostile_ring_kept_full(void)
 {
-	struct rdmem_opts opts = { RDMEM_PATH_AUTO, 3000, NULL };
-	uint64_t end,
-	    pings = 0, slow = 0, worst = 0,
-	    bound = (getenv("RDMEM_SANITIZER") ? JAM_SLOW_SAN_MS : JAM_SLOW_MS) * 1000000ull;
+	struct pings r;
 	long long marked;
 	struct fx f;
 	pid_t pid;
@@ -578,22 +604,71 @@ static void test_hostile_ring_kept_full(void)
 	pid = spawn_hostile(attack_lap_ahead);
 	REQUIRE(pid >= 0);
 	usleep(20000); /* the jam takes hold */
-	for (end = rdmem_now_ns() + (JAM_MS - 200) * 1000000ull; rdmem_now_ns() < end; pings++) {
-		uint64_t t0 = rdmem_now_ns(), ns;
-
-		CHECK_EQ(rdmem_local_ping(f.probe, &opts), 0);
-		ns = rdmem_now_ns() - t0;
-		worst = ns > worst ? ns : worst;
-		slow += ns > bound;
-	}
+	r = pings_during_attack(&f);
 	CHECK_EQ(wait_hostile(pid), 0);
 	printf("# %" PRIu64 " local pings during the jam (at least %u), %" PRIu64 " over %" PRIu64
 	       " ms, the slowest %" PRIu64 " us; frontdoor.no_entry %lld -> %lld\n",
-	       pings, JAM_PINGS, slow, bound / 1000000, worst / 1000, marked,
-	       fx_stat(&f, "no_entry"));
-	CHECK(pings >= JAM_PINGS);
-	CHECK_EQ(slow, 0);
+	       r.n, JAM_PINGS, r.slow, r.bound_ms, r.worst_us, marked, fx_stat(&f, "no_entry"));
+	CHECK(r.n >= JAM_PINGS);
+	CHECK_EQ(r.slow, 0);
 	CHECK(fx_stat(&f, "no_entry") > marked);
+	fx_finish(&f, fx_recover_ms(&f));
+	fx_stop(&f);
+}
+
+/* Take requests (RDMEM_DOOR_TAKE) on its own connection, as fast as the
+ * socket takes them, for JAM_MS; the bytes sent go to *flood_bytes. */
+static uint64_t *flood_bytes;
+
+static void attack_take_flood(struct hostile *x)
+{
+	static char b[64 << 10];
+	uint64_t end = rdmem_now_ns() + JAM_MS * 1000000ull;
+
+	memset(b, RDMEM_DOOR_TAKE, sizeof(b));
+	while (rdmem_now_ns() < end) {
+		ssize_t n = send(x->sock, b, sizeof(b), MSG_NOSIGNAL);
+
+		if (n <= 0)
+			_exit(4); /* cut off: the byte is legal, that is a failure */
+		*flood_bytes += (uint64_t)n;
+	}
+}
+
+/*
+ * A client floods the take byte. It is legal (the agent must not cut it
+ * off), and the door reads all a client sent at once: one take request per
+ * read, not per 64 bytes as when a review's flood held the door thread
+ * busy 1.2-1.4 s of 1.5 s (its pings fell to 888 in one run). Pings go on,
+ * none slower than the jam's bound, and honest clients see nothing.
+ */
+static void test_hostile_take_flood(void)
+{
+	struct pings r;
+	long long reqs;
+	struct fx f;
+	pid_t pid;
+
+	REQUIRE(fx_start(&f, "take byte flood") == 0);
+	flood_bytes = mmap(NULL, sizeof(*flood_bytes), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(flood_bytes != MAP_FAILED);
+	*flood_bytes = 0;
+	reqs = fx_stat(&f, "take_requests");
+	CHECK(reqs >= 0);
+	pid = spawn_hostile(attack_take_flood);
+	REQUIRE(pid >= 0);
+	r = pings_during_attack(&f);
+	CHECK_EQ(wait_hostile(pid), 0);
+	reqs = fx_stat(&f, "take_requests") - reqs;
+	printf("# %" PRIu64 " take bytes flooded in %lld reads; %" PRIu64
+	       " local pings meanwhile, %" PRIu64 " over %" PRIu64 " ms, the slowest %" PRIu64
+	       " us\n",
+	       *flood_bytes, reqs, r.n, r.slow, r.bound_ms, r.worst_us);
+	CHECK(*flood_bytes > 0);
+	CHECK(reqs > 0 && (uint64_t)reqs <= *flood_bytes / 1024);
+	CHECK_EQ(r.slow, 0);
+	munmap(flood_bytes, sizeof(*flood_bytes));
 	fx_finish(&f, fx_recover_ms(&f));
 	fx_stop(&f);
 }
@@ -855,6 +930,7 @@ int main(int argc, char **argv)
 	RUN(test_hostile_claims_never_published);
 	RUN(test_hostile_head_flood);
 	RUN(test_hostile_ring_kept_full);
+	RUN(test_hostile_take_flood);
 	RUN(test_hostile_negative_pid);
 	RUN(test_hostile_sleeping_word_cleared);
 	RUN(test_hostile_idle_sleeping_then_head);
