@@ -847,7 +847,7 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
  */
 static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c)
 {
-	static char b[64 << 10]; /* the door thread's alone */
+	char b[64 << 10]; /* on the door thread's stack: one per front door */
 	ssize_t n;
 
 	n = recv(fd->door.conn[c], b, sizeof(b), MSG_DONTWAIT);

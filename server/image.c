@@ -6,7 +6,8 @@
  * hash, fsyncs the file, renames it over the final name and fsyncs the
  * directory, so a crash leaves either the old state or the whole new file.
  * A committed upload is remembered until it idles out so that a retried final
- * chunk is acknowledged instead of refused.
+ * chunk is acknowledged instead of refused, or until a new upload needs its
+ * place (the committed upload idle longest goes first, img_oldest_done).
  */
 #include "server/image.h"
 

@@ -3,6 +3,7 @@
  * mismatch, size overflow, bad names, timeout, stop) leaving neither a final
  * file nor a temp file behind. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,8 +303,12 @@ static void test_more_uploads_than_records(void)
 	CHECK_EQ(ok, 3 * RDMEM_IMAGE_MAX_UPLOADS);
 	CHECK_EQ(dir_entries(), (int)(3 * RDMEM_IMAGE_MAX_UPLOADS));
 	CHECK(file_equals("many-0.jpg", img, 100));
-	/* The latest record stays: its retried final chunk is acknowledged. */
+	/* The records idle longest went: the latest two stay, and a retry of
+	 * their final chunk is acknowledged; the first one's is refused. */
 	CHECK_EQ(chunk(st, 1000 + i - 1, name, RDMEM_F_IMG_COMMIT, 0, 100, 100, hash), 0);
+	snprintf(name, sizeof(name), "many-%u.jpg", i - 2);
+	CHECK_EQ(chunk(st, 1000 + i - 2, name, RDMEM_F_IMG_COMMIT, 0, 100, 100, hash), 0);
+	CHECK_EQ(chunk(st, 1000, "many-0.jpg", RDMEM_F_IMG_COMMIT, 0, 100, 100, hash), -ENOENT);
 	rdmem_image_stats(st, &s);
 	CHECK_EQ(s.committed, 3 * RDMEM_IMAGE_MAX_UPLOADS);
 	CHECK_EQ(s.done_evicted, 2 * RDMEM_IMAGE_MAX_UPLOADS);
