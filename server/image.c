@@ -8,6 +8,8 @@
  * A committed upload is remembered until it idles out so that a retried final
  * chunk is acknowledged instead of refused, or until a new upload needs its
  * place (the committed upload idle longest goes first, img_oldest_done).
+ * Records in progress are shared fairly between connections: one holding
+ * two more than a newcomer gives up its idlest (img_fair_victim).
  */
 #include "server/image.h"
 
@@ -44,6 +46,7 @@ struct upload {
 	uint32_t last_off;
 	uint32_t last_len;
 	uint64_t last_ns; /* last activity, for the idle timeout */
+	uint64_t owner;	  /* the connection that started it (img_fair_victim) */
 };
 
 struct rdmem_image_store {
@@ -171,25 +174,81 @@ static struct upload *img_oldest_done(struct rdmem_image_store *st)
 	return old;
 }
 
+static unsigned img_active_of(const struct rdmem_image_store *st, uint64_t owner)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		n += st->up[i].state == UPLOAD_ACTIVE && st->up[i].owner == owner;
+	return n;
+}
+
+/*
+ * With every record in progress: the idlest upload of the connection holding
+ * the most, if it holds at least two more than owner; else NULL (busy).
+ * Before, one connection could start 64 uploads and keep them alive with a
+ * chunk every --upload-timeout, and every other upload was refused busy for
+ * as long as it liked. Now each of n connections keeps at least 64/n
+ * (rounded down), and two connections never take records back and forth:
+ * after an eviction the victim still holds as many as the newcomer.
+ * O(64^2), only when every record is in progress.
+ */
+static struct upload *img_fair_victim(const struct rdmem_image_store *st, uint64_t owner)
+{
+	unsigned mine = img_active_of(st, owner), most = 0, i;
+	struct upload *victim = NULL;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		struct upload *u = (struct upload *)&st->up[i];
+		unsigned n;
+
+		if (u->state != UPLOAD_ACTIVE || u->owner == owner)
+			continue;
+		n = img_active_of(st, u->owner);
+		if (n > most || (n == most && u->last_ns < victim->last_ns)) {
+			most = n;
+			victim = u;
+		}
+	}
+	return most >= mine + 2 ? victim : NULL;
+}
+
+/* A record for a new upload: a free one, else the committed one idle
+ * longest, else a fair share's (img_fair_victim); NULL: busy. */
+static struct upload *img_record(struct rdmem_image_store *st, uint64_t owner)
+{
+	struct upload *u;
+	unsigned i;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		if (st->up[i].state == UPLOAD_FREE)
+			return &st->up[i];
+	if ((u = img_oldest_done(st))) {
+		st->stats.done_evicted++;
+		img_release(st, u);
+		return u;
+	}
+	if ((u = img_fair_victim(st, owner))) {
+		st->stats.active_evicted++;
+		img_abort(st, u, -EBUSY,
+			  "given up for another connection's upload (every record in progress, "
+			  "this connection held the most)");
+	}
+	return u;
+}
+
 static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
 		     struct upload **out)
 {
-	struct upload *u = NULL;
-	unsigned i;
+	struct upload *u;
 
 	if (c->offset != 0)
 		return -EINVAL;
 	if (c->total > st->max_image)
 		return -E2BIG;
-	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS && !u; i++)
-		if (st->up[i].state == UPLOAD_FREE)
-			u = &st->up[i];
-	if (!u && !(u = img_oldest_done(st)))
+	if (!(u = img_record(st, c->owner)))
 		return -EBUSY;
-	if (u->state == UPLOAD_DONE) {
-		st->stats.done_evicted++;
-		img_release(st, u);
-	}
+	u->owner = c->owner;
 	memcpy(u->name, c->name, c->name_len);
 	u->name[c->name_len] = '\0';
 	snprintf(u->tmp, sizeof(u->tmp), ".%s.%" PRIu64 ".part", u->name, c->upload_id);

@@ -30,6 +30,7 @@ struct rdmem_image_chunk {
 	uint64_t hash;	/* with COMMIT: rolling hash of the whole image */
 	const void *data;
 	uint32_t len;
+	uint64_t owner; /* the connection sending it: uploads are shared fairly */
 };
 
 struct rdmem_image_ack {
@@ -41,10 +42,11 @@ struct rdmem_image_ack {
 struct rdmem_image_stats {
 	uint64_t active;
 	uint64_t committed;
-	uint64_t failed;       /* every aborted upload, timeouts included */
-	uint64_t timed_out;    /* abandoned uploads */
-	uint64_t done_evicted; /* committed uploads forgotten early for a new one */
-	uint64_t bytes;	       /* chunk bytes written */
+	uint64_t failed;	 /* every aborted upload, timeouts included */
+	uint64_t timed_out;	 /* abandoned uploads */
+	uint64_t done_evicted;	 /* committed uploads forgotten early for a new one */
+	uint64_t active_evicted; /* uploads in progress given up for another owner's */
+	uint64_t bytes;		 /* chunk bytes written */
 };
 
 /* dir must exist and be writable; stale temp files of a previous run are removed. */
@@ -56,8 +58,9 @@ void rdmem_image_destroy(struct rdmem_image_store *st);
 /*
  * Applies one chunk. 0, or -EINVAL (bad name, offset, flags; the upload is
  * aborted when it was its own), -ENOENT (unknown upload), -E2BIG (over total
- * or max_image), -EBADMSG (hash mismatch), -EBUSY (too many uploads), -EIO,
- * -ENOSPC.
+ * or max_image), -EBADMSG (hash mismatch), -EBUSY (too many uploads: every
+ * record is in progress and the sender holds as many as anyone, less one),
+ * -EIO, -ENOSPC.
  */
 int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
 		      struct rdmem_image_ack *ack);
