@@ -8,8 +8,8 @@
  * A committed upload is remembered until it idles out so that a retried final
  * chunk is acknowledged instead of refused, or until a new upload needs its
  * place (the committed upload idle longest goes first, img_oldest_done).
- * Records in progress are shared fairly between connections: one holding
- * two more than a newcomer gives up its idlest (img_fair_victim).
+ * When every record is in progress, a new upload takes the record of the
+ * upload stalled longest, if one is stalled (img_pay, img_record).
  */
 #include "server/image.h"
 
@@ -46,7 +46,7 @@ struct upload {
 	uint32_t last_off;
 	uint32_t last_len;
 	uint64_t last_ns; /* last activity, for the idle timeout */
-	uint64_t owner;	  /* the connection that started it (img_fair_victim) */
+	uint64_t paid_ns; /* progress clock: ahead of now while it moves (img_pay) */
 };
 
 struct rdmem_image_store {
@@ -174,48 +174,51 @@ static struct upload *img_oldest_done(struct rdmem_image_store *st)
 	return old;
 }
 
-static unsigned img_active_of(const struct rdmem_image_store *st, uint64_t owner)
+/*
+ * Credits an upload n new bytes. Its clock runs RDMEM_IMAGE_FLOOR_BYTES_PER_S
+ * behind the bytes it moved, judged over at most the last grace: from
+ * max(paid, now - grace) each byte buys 1/floor s, up to now + grace. An
+ * upload is stalled when its clock is behind now: it paused longer than the
+ * grace, or moved slower than the floor. A repeated chunk moves no new
+ * bytes and buys nothing, so holding a record costs a peer the floor rate
+ * (64 records: 2 MiB/s), not a chunk every --upload-timeout.
+ */
+static void img_pay(struct upload *u, uint32_t n, uint64_t now)
 {
-	unsigned i, n = 0;
+	const uint64_t grace = RDMEM_IMAGE_GRACE_MS * 1000000ull;
+	uint64_t paid = RDMEM_MAX(u->paid_ns, now > grace ? now - grace : 0);
 
-	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
-		n += st->up[i].state == UPLOAD_ACTIVE && st->up[i].owner == owner;
-	return n;
+	paid += (uint64_t)n * 1000000000ull / RDMEM_IMAGE_FLOOR_BYTES_PER_S;
+	u->paid_ns = RDMEM_MIN(paid, now + grace);
+}
+
+/* The upload in progress stalled longest (its clock furthest behind now), or NULL. */
+static struct upload *img_stalled(struct rdmem_image_store *st, uint64_t now)
+{
+	struct upload *old = NULL;
+	unsigned i;
+
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		struct upload *u = &st->up[i];
+
+		if (u->state == UPLOAD_ACTIVE && u->paid_ns < now &&
+		    (!old || u->paid_ns < old->paid_ns))
+			old = u;
+	}
+	return old;
 }
 
 /*
- * With every record in progress: the idlest upload of the connection holding
- * the most, if it holds at least two more than owner; else NULL (busy).
- * Before, one connection could start 64 uploads and keep them alive with a
- * chunk every --upload-timeout, and every other upload was refused busy for
- * as long as it liked. Now each of n connections keeps at least 64/n
- * (rounded down), and two connections never take records back and forth:
- * after an eviction the victim still holds as many as the newcomer.
- * O(64^2), only when every record is in progress.
+ * A record for a new upload, left as it is until the upload's file exists:
+ * a free one, else the committed upload idle longest, else the upload
+ * stalled longest; NULL: busy. Before, one peer could start 64 uploads and
+ * keep each alive with a repeated chunk every --upload-timeout: every other
+ * upload was refused busy for as long as it liked. Uploads that move are
+ * never given up, whoever sends them: records go by progress, not by
+ * connection (a peer makes connections freely; an agent carries a whole
+ * host's uploads on one).
  */
-static struct upload *img_fair_victim(const struct rdmem_image_store *st, uint64_t owner)
-{
-	unsigned mine = img_active_of(st, owner), most = 0, i;
-	struct upload *victim = NULL;
-
-	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
-		struct upload *u = (struct upload *)&st->up[i];
-		unsigned n;
-
-		if (u->state != UPLOAD_ACTIVE || u->owner == owner)
-			continue;
-		n = img_active_of(st, u->owner);
-		if (n > most || (n == most && u->last_ns < victim->last_ns)) {
-			most = n;
-			victim = u;
-		}
-	}
-	return most >= mine + 2 ? victim : NULL;
-}
-
-/* A record for a new upload: a free one, else the committed one idle
- * longest, else a fair share's (img_fair_victim); NULL: busy. */
-static struct upload *img_record(struct rdmem_image_store *st, uint64_t owner)
+static struct upload *img_record(struct rdmem_image_store *st, uint64_t now)
 {
 	struct upload *u;
 	unsigned i;
@@ -223,55 +226,61 @@ static struct upload *img_record(struct rdmem_image_store *st, uint64_t owner)
 	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
 		if (st->up[i].state == UPLOAD_FREE)
 			return &st->up[i];
-	if ((u = img_oldest_done(st))) {
-		st->stats.done_evicted++;
-		img_release(st, u);
-		return u;
-	}
-	if ((u = img_fair_victim(st, owner))) {
-		st->stats.active_evicted++;
-		img_abort(st, u, -EBUSY,
-			  "given up for another connection's upload (every record in progress, "
-			  "this connection held the most)");
-	}
-	return u;
+	return (u = img_oldest_done(st)) ? u : img_stalled(st, now);
 }
 
-static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
+/* Empties a record img_record gave for the new upload. */
+static void img_take_record(struct rdmem_image_store *st, struct upload *u)
+{
+	if (u->state == UPLOAD_DONE) {
+		st->stats.done_evicted++;
+		img_release(st, u);
+	} else if (u->state == UPLOAD_ACTIVE) {
+		st->stats.active_evicted++;
+		img_abort(st, u, -EBUSY,
+			  "stalled while every record was in progress: given up for a new upload");
+	}
+}
+
+static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c, uint64_t now,
 		     struct upload **out)
 {
+	char tmp[IMG_TMP_MAX];
 	struct upload *u;
+	int fd;
 
 	if (c->offset != 0)
 		return -EINVAL;
-	if (c->total > st->max_image)
+	if (c->total > st->max_image || c->len > c->total)
 		return -E2BIG;
-	if (!(u = img_record(st, c->owner)))
+	if (!(u = img_record(st, now)))
 		return -EBUSY;
-	u->owner = c->owner;
-	memcpy(u->name, c->name, c->name_len);
-	u->name[c->name_len] = '\0';
-	snprintf(u->tmp, sizeof(u->tmp), ".%s.%" PRIu64 ".part", u->name, c->upload_id);
-	u->fd = openat(st->dirfd, u->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (u->fd < 0) {
+	snprintf(tmp, sizeof(tmp), ".%.*s.%" PRIu64 ".part", (int)c->name_len,
+		 (const char *)c->name, c->upload_id);
+	fd = openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
 		int err = -errno;
 
-		rdmem_err_limited("image: cannot create %s/%s: %s", st->dir, u->tmp,
-				  strerror(errno));
-		u->fd = -1;
+		rdmem_err_limited("image: cannot create %s/%s: %s", st->dir, tmp, strerror(errno));
 		return err == -ENOSPC ? err : -EIO;
 	}
+	img_take_record(st, u);
+	memcpy(u->name, c->name, c->name_len);
+	u->name[c->name_len] = '\0';
+	memcpy(u->tmp, tmp, sizeof(tmp));
+	u->fd = fd;
 	u->state = UPLOAD_ACTIVE;
 	u->id = c->upload_id;
 	u->total = c->total;
 	u->hash = RDMEM_HASH_INIT;
 	u->hash_before_last = RDMEM_HASH_INIT;
+	u->paid_ns = now + RDMEM_IMAGE_GRACE_MS * 1000000ull;
 	*out = u;
 	return 0;
 }
 
 static int img_append(struct rdmem_image_store *st, struct upload *u,
-		      const struct rdmem_image_chunk *c)
+		      const struct rdmem_image_chunk *c, uint64_t now)
 {
 	int ret;
 
@@ -285,6 +294,7 @@ static int img_append(struct rdmem_image_store *st, struct upload *u,
 	u->hash_before_last = u->hash;
 	u->hash = rdmem_hash_update(u->hash, c->data, c->len);
 	u->received += c->len;
+	img_pay(u, c->len, now);
 	u->last_off = c->offset;
 	u->last_len = c->len;
 	st->stats.bytes += c->len;
@@ -345,7 +355,7 @@ static int img_repeat(struct rdmem_image_store *st, struct upload *u,
 }
 
 static int img_apply(struct rdmem_image_store *st, struct upload *u,
-		     const struct rdmem_image_chunk *c, struct rdmem_image_ack *ack)
+		     const struct rdmem_image_chunk *c, uint64_t now, struct rdmem_image_ack *ack)
 {
 	int ret;
 
@@ -356,7 +366,7 @@ static int img_apply(struct rdmem_image_store *st, struct upload *u,
 		return img_repeat(st, u, c);
 	}
 	if (c->offset == u->received) {
-		ret = img_append(st, u, c);
+		ret = img_append(st, u, c, now);
 	} else if (img_is_repeat(u, c)) {
 		ret = img_repeat(st, u, c);
 	} else {
@@ -377,6 +387,7 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
 			    struct rdmem_image_ack *ack)
 {
 	struct upload *u = img_find(st, c->upload_id);
+	uint64_t now = rdmem_now_ns();
 	int ret;
 
 	if (u && (c->name_len != strlen(u->name) || memcmp(c->name, u->name, c->name_len)))
@@ -385,15 +396,15 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
 		if (u && (c->offset != 0 || c->total != u->total || !img_is_repeat(u, c)))
 			return -EINVAL;
 		if (!u) {
-			ret = img_start(st, c, &u);
+			ret = img_start(st, c, now, &u);
 			if (ret < 0)
 				return ret;
 		}
 	} else if (!u) {
 		return -ENOENT;
 	}
-	u->last_ns = rdmem_now_ns();
-	ret = img_apply(st, u, c, ack);
+	u->last_ns = now;
+	ret = img_apply(st, u, c, now, ack);
 	if (u->state != UPLOAD_FREE)
 		ack->received = u->received;
 	return ret;

@@ -16,7 +16,12 @@
 
 #define RDMEM_IMAGE_NAME_MAX	200u /* the temp name adds a dot, the id and ".part" */
 #define RDMEM_IMAGE_MAX_UPLOADS 64u  /* uploads in progress at once */
-#define RDMEM_IMAGE_PATH_MAX	4096u
+/* An upload moving slower than this, averaged over at most the last
+ * RDMEM_IMAGE_GRACE_MS, is stalled: a new upload may take its record when
+ * every record is in progress. */
+#define RDMEM_IMAGE_FLOOR_BYTES_PER_S (32u << 10)
+#define RDMEM_IMAGE_GRACE_MS	      1000u
+#define RDMEM_IMAGE_PATH_MAX	      4096u
 
 struct rdmem_image_store;
 
@@ -30,7 +35,6 @@ struct rdmem_image_chunk {
 	uint64_t hash;	/* with COMMIT: rolling hash of the whole image */
 	const void *data;
 	uint32_t len;
-	uint64_t owner; /* the connection sending it: uploads are shared fairly */
 };
 
 struct rdmem_image_ack {
@@ -45,7 +49,7 @@ struct rdmem_image_stats {
 	uint64_t failed;	 /* every aborted upload, timeouts included */
 	uint64_t timed_out;	 /* abandoned uploads */
 	uint64_t done_evicted;	 /* committed uploads forgotten early for a new one */
-	uint64_t active_evicted; /* uploads in progress given up for another owner's */
+	uint64_t active_evicted; /* stalled uploads given up for a new one (image.c) */
 	uint64_t bytes;		 /* chunk bytes written */
 };
 
@@ -58,9 +62,8 @@ void rdmem_image_destroy(struct rdmem_image_store *st);
 /*
  * Applies one chunk. 0, or -EINVAL (bad name, offset, flags; the upload is
  * aborted when it was its own), -ENOENT (unknown upload), -E2BIG (over total
- * or max_image), -EBADMSG (hash mismatch), -EBUSY (too many uploads: every
- * record is in progress and the sender holds as many as anyone, less one),
- * -EIO, -ENOSPC.
+ * or max_image), -EBADMSG (hash mismatch), -EBUSY (every record holds an
+ * upload in progress that is not stalled), -EIO, -ENOSPC.
  */
 int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
 		      struct rdmem_image_ack *ack);

@@ -261,20 +261,6 @@ static uint16_t op_large_get(struct svc_ctx *x)
 	return st;
 }
 
-/* The connection's serial, handed out at its first upload: unlike the
- * peer's address, never another connection's after it ended. 0 for a path
- * without connections (all one owner). */
-static uint64_t svc_upload_owner(struct svc_ctx *x)
-{
-	if (!x->peer)
-		return 0;
-	/* relaxed: a unique number, nothing else rides on it */
-	if (!x->peer->serial)
-		x->peer->serial =
-		    atomic_fetch_add_explicit(&x->svc->peer_serial, 1, memory_order_relaxed) + 1;
-	return x->peer->serial;
-}
-
 static uint16_t op_image_chunk(struct svc_ctx *x)
 {
 	const struct rdmem_image_args *ia = &x->req->args.image;
@@ -288,7 +274,6 @@ static uint16_t op_image_chunk(struct svc_ctx *x)
 		.hash = ia->hash,
 		.data = x->call->val,
 		.len = x->req->val_len,
-		.owner = svc_upload_owner(x),
 	};
 	struct rdmem_image_ack ack;
 	int ret;

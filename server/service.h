@@ -35,7 +35,6 @@ struct rdmem_dedup_agent;
 struct rdmem_service_peer {
 	struct rdmem_dedup_agent *agent;
 	uint64_t agent_id;
-	uint64_t serial; /* tells connections apart (uploads are shared fairly); 0: none yet */
 };
 
 /* Where the reply payload goes. */

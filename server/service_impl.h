@@ -29,8 +29,7 @@ struct rdmem_service {
 	struct rdmem_hook *hook;	  /* NULL without --image-hook */
 	struct rdmem_dedup *dedup;	  /* NULL with --no-dedup */
 	int wake_fd; /* eventfd: timed work started (rdmem_service_tick's caller sleeps on it) */
-	atomic_uint_fast64_t untracked;	  /* calls with an id on a connection with no identity */
-	atomic_uint_fast64_t peer_serial; /* the last rdmem_service_peer.serial handed out */
+	atomic_uint_fast64_t untracked; /* calls with an id on a connection with no identity */
 	uint64_t start_ns;
 	/* Calls by op and path, bytes, dispatch time: per thread (tally.h). */
 	struct rdmem_tallies tally;

@@ -152,8 +152,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "Committed uploads forgotten before --upload-timeout to make room for a new one "
 	  "(a retry of their final chunk is then refused)."),
 	S("uploads.active_evicted", C, img.active_evicted,
-	  "Uploads in progress given up for another connection's new upload: every record was "
-	  "in progress and their connection held the most (the upload then fails)."),
+	  "Stalled uploads (under 32 KiB/s over the last second) given up for a new upload when "
+	  "every record was in progress (the stalled upload then fails)."),
 	S("uploads.bytes", C, img.bytes, "Image bytes received."),
 	S("hooks.runs", C, hook.runs, "Post-commit hooks started."),
 	S("hooks.failures", C, hook.failures, "Hooks that could not start or exited non-zero."),

@@ -21,7 +21,6 @@
 static char dir[] = "/tmp/rdmem-test-image-XXXXXX";
 static uint8_t img[100000];
 static struct rdmem_image_ack ack;
-static uint64_t owner; /* the connection chunk() sends as */
 
 /* Files in the directory (temp files included). */
 static int dir_entries(void)
@@ -85,8 +84,7 @@ static int chunk(struct rdmem_image_store *st, uint64_t id, const char *name, un
 				       total,
 				       hash,
 				       img + off,
-				       len,
-				       owner };
+				       len };
 
 	return rdmem_image_chunk(st, &c, &ack);
 }
@@ -327,71 +325,65 @@ static void test_more_uploads_than_records(void)
 	clear_dir();
 }
 
-static struct rdmem_image_store *fair_st;
+static struct rdmem_image_store *stall_st;
 
-/* Starts upload id for owner o: 50 of 100 bytes, the record in progress. */
-static int start_as(uint64_t o, uint64_t id)
+/* Chunk [off, off + len) of upload id, a sizeof(img)-byte image. */
+static int big_chunk(uint64_t id, unsigned flags, uint32_t off, uint32_t len)
 {
 	char name[32];
 
-	owner = o;
-	snprintf(name, sizeof(name), "fair-%" PRIu64 ".jpg", id);
-	return chunk(fair_st, id, name, RDMEM_F_IMG_INIT, 0, 50, 100, 0);
-}
-
-/* 10 more bytes of an upload start_as began: 0 while the store still has it. */
-static int continue_as(uint64_t o, uint64_t id)
-{
-	char name[32];
-
-	owner = o;
-	snprintf(name, sizeof(name), "fair-%" PRIu64 ".jpg", id);
-	return chunk(fair_st, id, name, 0, 50, 10, 100, 0);
+	snprintf(name, sizeof(name), "stall-%" PRIu64 ".jpg", id);
+	return chunk(stall_st, id, name, flags, off, len, sizeof(img), 0);
 }
 
 /*
- * One connection starting every record and keeping them in progress does
- * not lock others out: a newcomer takes the idlest record of whoever holds
- * the most, as long as that one holds two more than it; a connection never
- * evicts its own, and equal shares stay put.
+ * With every record in progress, a new upload takes the record of an upload
+ * that stalled (moved less than the floor rate over the grace), never of
+ * one that moves. Before, a peer could start 64 uploads and keep them alive
+ * by repeating a chunk: every other upload was refused busy.
  */
-static void test_fair_share_of_records(void)
+static void test_stalled_uploads_give_way(void)
 {
 	const unsigned max = RDMEM_IMAGE_MAX_UPLOADS;
 	struct rdmem_image_stats s;
 	unsigned i, ok = 0;
 
-	REQUIRE((fair_st = store(60000)) != NULL);
+	REQUIRE((stall_st = store(60000)) != NULL);
 	for (i = 0; i < max; i++)
-		ok += start_as(1, 100 + i) == 0;
+		ok += big_chunk(100 + i, RDMEM_F_IMG_INIT, 0, 10) == 0;
 	CHECK_EQ(ok, max);
-	CHECK_EQ(start_as(1, 999), -EBUSY); /* its own are never given up */
-	CHECK_EQ(start_as(2, 200), 0);	    /* before: -EBUSY until A let go */
-	rdmem_image_stats(fair_st, &s);
-	CHECK(s.active_evicted == 1 && s.active == max && s.failed == 1);
-	CHECK_EQ(continue_as(1, 100), -ENOENT); /* the idlest (first) went */
-	CHECK_EQ(continue_as(1, 101), 0);	/* the rest go on */
-	CHECK_EQ(dir_entries(), (int)max);	/* the evicted one's temp file is gone */
-	for (i = 1, ok = 0; i < max / 2; i++)
-		ok += start_as(2, 200 + i) == 0;
-	CHECK_EQ(ok, max / 2 - 1);
-	/* 32 and 32: neither takes from the other. */
-	CHECK_EQ(start_as(2, 299), -EBUSY);
-	CHECK_EQ(start_as(1, 199), -EBUSY);
-	/* A third connection takes from the one that has not been active longest
-	 * among the largest holders; two more, and each of the three holds >= 21. */
-	CHECK_EQ(start_as(3, 300), 0);
-	CHECK_EQ(start_as(3, 301), 0);
-	for (i = 2, ok = 0; i < max / 3; i++)
-		ok += start_as(3, 300 + i) == 0;
-	CHECK_EQ(ok, max / 3 - 2);
-	CHECK_EQ(start_as(3, 399), -EBUSY);
-	rdmem_image_stats(fair_st, &s);
-	CHECK_EQ(s.active, max);
-	CHECK_EQ(s.active_evicted, max / 2 + max / 3); /* 32 for the second, 21 for the third */
-	rdmem_image_destroy(fair_st);
-	fair_st = NULL;
-	owner = 0;
+	/* A fresh upload has the grace to get going: busy. */
+	CHECK_EQ(big_chunk(900, RDMEM_F_IMG_INIT, 0, 10), -EBUSY);
+	usleep(RDMEM_IMAGE_GRACE_MS * 1000 + 200000);
+	/* Half move on (40,000 bytes: 1.2 s at the floor rate), a quarter repeat
+	 * their first chunk (a retry: acknowledged, no new bytes), a quarter
+	 * say nothing. */
+	for (i = 0, ok = 0; i < max; i++) {
+		if (i < max / 2)
+			ok += big_chunk(100 + i, 0, 10, 40000) == 0;
+		else if (i < max * 3 / 4)
+			ok += big_chunk(100 + i, RDMEM_F_IMG_INIT, 0, 10) == 0;
+		else
+			ok++;
+	}
+	CHECK_EQ(ok, max);
+	/* A first chunk longer than its image is refused before any record is taken. */
+	CHECK_EQ(chunk(stall_st, 901, "stall-901.jpg", RDMEM_F_IMG_INIT, 0, 200, 100, 0), -E2BIG);
+	rdmem_image_stats(stall_st, &s);
+	CHECK_EQ(s.active_evicted, 0);
+	for (i = 0, ok = 0; i < max / 2; i++)
+		ok += big_chunk(200 + i, RDMEM_F_IMG_INIT, 0, 10) == 0;
+	CHECK_EQ(ok, max / 2);
+	CHECK_EQ(big_chunk(299, RDMEM_F_IMG_INIT, 0, 10), -EBUSY); /* the movers keep theirs */
+	rdmem_image_stats(stall_st, &s);
+	CHECK(s.active_evicted == max / 2 && s.active == max && s.failed == max / 2);
+	for (i = 0, ok = 0; i < max; i++)
+		ok += big_chunk(100 + i, 0, i < max / 2 ? 40010 : 10, 10) ==
+		      (i < max / 2 ? 0 : -ENOENT);
+	CHECK_EQ(ok, max);
+	CHECK_EQ(dir_entries(), (int)max); /* the stalled uploads' temp files are gone */
+	rdmem_image_destroy(stall_st);
+	stall_st = NULL;
 	clear_dir();
 }
 
@@ -412,7 +404,7 @@ int main(void)
 	RUN(test_bad_names);
 	RUN(test_timeout_and_stale);
 	RUN(test_more_uploads_than_records);
-	RUN(test_fair_share_of_records);
+	RUN(test_stalled_uploads_give_way);
 	rmdir(dir);
 	return check_done();
 }
