@@ -65,6 +65,14 @@ struct rdmem_kv {
 	 */
 	atomic_int_fast64_t keys;
 	atomic_int_fast64_t bytes;
+	/*
+	 * The memory limit: charged is what entries hold (rdmem_kv_charge),
+	 * reserved before an entry goes in (kv_reserve), so committed entries
+	 * never hold more than max_bytes. Relaxed: a budget, no data rides on it.
+	 */
+	uint64_t max_bytes; /* 0: no limit */
+	atomic_int_fast64_t charged;
+	atomic_uint_fast64_t refused;
 	struct kv_shard *shards;
 	unsigned char hash_key[crypto_shorthash_KEYBYTES]; /* secret, per store */
 };
@@ -89,7 +97,25 @@ static int kv_key_ok(uint32_t klen)
 	return klen > 0 && klen <= RDMEM_MAX_KEY;
 }
 
-int rdmem_kv_create(unsigned shards, uint32_t max_value, struct rdmem_kv **out)
+uint64_t rdmem_kv_charge(uint32_t klen, uint32_t vlen)
+{
+	return sizeof(struct kv_entry) + (uint64_t)klen + vlen;
+}
+
+/* Takes delta bytes of the budget; 0 when they would go past the limit. */
+static int kv_reserve(struct rdmem_kv *kv, int64_t delta)
+{
+	int64_t now = atomic_fetch_add_explicit(&kv->charged, delta, memory_order_relaxed) + delta;
+
+	if (!kv->max_bytes || delta <= 0 || now <= (int64_t)kv->max_bytes)
+		return 1;
+	/* Two racing PUTs may both give back here: the edge refuses early, never late. */
+	atomic_fetch_sub_explicit(&kv->charged, delta, memory_order_relaxed);
+	atomic_fetch_add_explicit(&kv->refused, 1, memory_order_relaxed);
+	return 0;
+}
+
+int rdmem_kv_create(unsigned shards, uint32_t max_value, uint64_t max_bytes, struct rdmem_kv **out)
 {
 	struct rdmem_kv *kv;
 	unsigned i;
@@ -111,6 +137,7 @@ int rdmem_kv_create(unsigned shards, uint32_t max_value, struct rdmem_kv **out)
 	}
 	kv->nshards = shards;
 	kv->max_value = max_value;
+	kv->max_bytes = max_bytes > INT64_MAX ? INT64_MAX : max_bytes;
 	while ((1u << kv->shard_bits) < shards)
 		kv->shard_bits++;
 	for (i = 0; i < shards; i++) {
@@ -216,6 +243,7 @@ int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const v
 	int small = vlen <= KV_INPLACE_MAX;
 	struct kv_shard *s;
 	uint64_t hash;
+	int64_t delta;
 
 	if (!kv_key_ok(klen))
 		return -EINVAL;
@@ -235,8 +263,18 @@ int rdmem_kv_put(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen, const v
 		pthread_rwlock_unlock(&s->lock);
 		return 0;
 	}
+	/* Under the lock: old is the entry this one replaces, so a PUT that
+	 * shrinks or keeps a value is never refused, full or not. */
+	delta = (int64_t)rdmem_kv_charge(klen, vlen) -
+		(old ? (int64_t)rdmem_kv_charge(old->klen, old->vlen) : 0);
+	if (!kv_reserve(kv, delta)) {
+		pthread_rwlock_unlock(&s->lock);
+		free(e);
+		return -ENOSPC;
+	}
 	if (small && !(e = kv_entry_new(hash, key, klen, val, vlen))) {
 		pthread_rwlock_unlock(&s->lock);
+		atomic_fetch_sub_explicit(&kv->charged, delta, memory_order_relaxed);
 		return -ENOMEM;
 	}
 	e->next = old ? old->next : NULL;
@@ -279,6 +317,8 @@ int rdmem_kv_del(struct rdmem_kv *kv, const uint8_t *key, uint32_t klen)
 		return -ENOENT;
 	atomic_fetch_sub_explicit(&kv->keys, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&kv->bytes, (int64_t)e->vlen, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&kv->charged, (int64_t)rdmem_kv_charge(e->klen, e->vlen),
+				  memory_order_relaxed);
 	free(e);
 	return 0;
 }
@@ -353,6 +393,16 @@ int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t
 	ret = fn(ctx, refs, n);
 	kv_lock_set(kv, set, 0);
 	return ret;
+}
+
+void rdmem_kv_limit_usage(struct rdmem_kv *kv, uint64_t *max_bytes, uint64_t *charged,
+			  uint64_t *refused)
+{
+	int64_t c = atomic_load_explicit(&kv->charged, memory_order_relaxed);
+
+	*max_bytes = kv->max_bytes;
+	*charged = c > 0 ? (uint64_t)c : 0;
+	*refused = atomic_load_explicit(&kv->refused, memory_order_relaxed);
 }
 
 void rdmem_kv_usage(struct rdmem_kv *kv, uint64_t *keys, uint64_t *bytes)

@@ -74,6 +74,9 @@ static const char usage_text[] =
     "      --tls-ca PATH        require client certificates signed by this CA (PEM)\n"
     "      --max-value BYTES    largest value and reply, k/m suffix (default 1m, max 64m)\n"
     "      --max-image BYTES    largest image upload (default 64m, max 1g)\n"
+    "      --kv-max-bytes BYTES keys and values stored at most, k/m/g suffix; a PUT\n"
+    "                           past it is answered NO_SPACE; 1m..16384g (default:\n"
+    "                           half of this machine's memory)\n"
     "      --upload-timeout MS  abandon an upload idle this long (default 30000)\n"
     "      --dedup-window N     non-idempotent calls remembered per agent, so a retry\n"
     "                           runs once; power of two, 16..65536 (default 4096)\n"
@@ -94,6 +97,7 @@ enum {
 	OPT_BATCH,
 	OPT_MAX_VALUE,
 	OPT_MAX_IMAGE,
+	OPT_KV_MAX_BYTES,
 	OPT_UPLOAD_TIMEOUT,
 	OPT_VERBOSE,
 	OPT_FABRIC,
@@ -140,6 +144,7 @@ static const struct option long_opts[] = {
 	{ "batch-budget", required_argument, NULL, OPT_BATCH },
 	{ "max-value", required_argument, NULL, OPT_MAX_VALUE },
 	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
+	{ "kv-max-bytes", required_argument, NULL, OPT_KV_MAX_BYTES },
 	{ "upload-timeout", required_argument, NULL, OPT_UPLOAD_TIMEOUT },
 	{ "verbose", no_argument, NULL, OPT_VERBOSE },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
@@ -199,6 +204,7 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_QUIET_LANE, "--quiet-lane", 0, RDMEM_LANE_MAX, rdma.quiet_lane),
 	B(OPT_MAX_VALUE, "--max-value", MIN_MAX_VALUE, RDMEM_MAX_VALUE_LIMIT, svc.max_value),
 	B(OPT_MAX_IMAGE, "--max-image", 1, 1ull << 30, svc.max_image),
+	B(OPT_KV_MAX_BYTES, "--kv-max-bytes", 1ull << 20, 1ull << 44, svc.kv_max_bytes),
 	N(OPT_UPLOAD_TIMEOUT, "--upload-timeout", 100, 86400000, svc.upload_timeout_ms),
 	N(OPT_DEDUP_WINDOW, "--dedup-window", RDMEM_DEDUP_MIN_WINDOW, RDMEM_DEDUP_MAX_WINDOW,
 	  dedup.window),

@@ -650,6 +650,20 @@ int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_
 	return 0;
 }
 
+/*
+ * The store's default limit: half of this machine's memory. Without one, a
+ * peer PUTting distinct keys grew the server until the kernel's OOM killer
+ * ended it, and every tenant lost every key.
+ */
+static uint64_t svc_half_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || size <= 0)
+		return 1ull << 30; /* unknown: 1 GiB, and say so in the log line */
+	return (uint64_t)pages * (uint64_t)size / 2;
+}
+
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out)
 {
 	struct rdmem_service *svc;
@@ -674,7 +688,11 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 		svc->cfg.max_image = 64u << 20;
 	svc->start_ns = rdmem_now_ns();
 	pthread_mutex_init(&svc->stats_lock, NULL);
-	ret = rdmem_kv_create(cfg->kv_shards, cfg->max_value, &svc->kv);
+	if (!svc->cfg.kv_max_bytes)
+		svc->cfg.kv_max_bytes = svc_half_memory();
+	rdmem_info("kv: at most %llu MiB of keys and values (--kv-max-bytes)",
+		   (unsigned long long)(svc->cfg.kv_max_bytes >> 20));
+	ret = rdmem_kv_create(cfg->kv_shards, cfg->max_value, svc->cfg.kv_max_bytes, &svc->kv);
 	if (!ret && cfg->image_dir)
 		ret = rdmem_image_create(cfg->image_dir, svc->cfg.max_image, cfg->upload_timeout_ms,
 					 &svc->images);

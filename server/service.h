@@ -24,6 +24,7 @@ struct rdmem_service_config {
 	const char *image_hook;	    /* --image-hook CMD, run with the final path */
 	uint64_t max_image;	    /* largest image accepted (bytes) */
 	uint32_t upload_timeout_ms; /* an upload idle this long is abandoned */
+	uint64_t kv_max_bytes;	    /* --kv-max-bytes; 0: half of this machine's memory */
 };
 
 /*

@@ -62,7 +62,7 @@ struct rdmem_service {
 /* Every value the counter table shows, read once (relaxed; each value is
  * exact, the set is not one instant). */
 struct rdmem_server_snapshot {
-	uint64_t uptime_s, sessions, kv_keys, kv_bytes;
+	uint64_t uptime_s, sessions, kv_keys, kv_bytes, kv_max_bytes, kv_charged, kv_refused;
 	uint64_t rdma_qps, rdma_cqs, rdma_mrs, rdma_registered_bytes, rdma_recv_wqes;
 	uint64_t bad_input, bad_request, auth_failures, mac_failures, bytes_in, bytes_out;
 	uint64_t net[RDMEM_NET__COUNT];

@@ -36,6 +36,7 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	s->rdma_registered_bytes = ld_pos(&svc->rdma.registered_bytes);
 	s->rdma_recv_wqes = ld_pos(&svc->rdma.recv_wqes);
 	rdmem_kv_usage(svc->kv, &s->kv_keys, &s->kv_bytes);
+	rdmem_kv_limit_usage(svc->kv, &s->kv_max_bytes, &s->kv_charged, &s->kv_refused);
 	s->bad_input = ld(&svc->bad_input);
 	s->bad_request = sum.bad_request;
 	s->auth_failures = ld(&svc->auth_failures);
@@ -91,6 +92,12 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "(each reposts in batches of 32, so up to 31 fewer are posted at a time)."),
 	S("kv.keys", G, kv_keys, "Keys stored."),
 	S("kv.bytes", G, kv_bytes, "Key and value bytes stored."),
+	S("kv.max_bytes", G, kv_max_bytes,
+	  "The store's memory limit (--kv-max-bytes; default half of this machine's memory)."),
+	S("kv.charged_bytes", G, kv_charged,
+	  "Memory the entries hold against --kv-max-bytes (keys, values and entry headers)."),
+	S("kv.refused_full", C, kv_refused,
+	  "PUTs answered NO_SPACE: they would have taken the store past --kv-max-bytes."),
 	S("bad_input", C, bad_input, "Frames or descriptors refused before dispatch."),
 	S("bad_request", C, bad_request, "Calls answered BAD_REQUEST."),
 	S("auth_failures", C, auth_failures, "Peers refused by the shared-secret check."),

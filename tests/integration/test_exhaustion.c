@@ -1,5 +1,5 @@
 /* test_exhaustion.c - resources run out: the request ring, the object pool,
- * the image directory's disk, the front door's client table. Each gives
+ * the image directory's disk, the KV store's memory, the front door's client table. Each gives
  * back-pressure or a clear error, never a crash, a hang, or another
  * client's call lost.
  */
@@ -218,6 +218,56 @@ static void test_image_dir_full(void)
 	e2e_fini(&e);
 }
 
+/*
+ * The KV store full (--kv-max-bytes 1m): a PUT past the limit is answered
+ * NO_SPACE (-ENOSPC), on every path, and changes nothing; what is stored
+ * stays readable; a PUT replacing a value with one no larger still goes
+ * through, and a DEL makes room. Before, a peer PUTting distinct keys grew
+ * the server until the OOM killer ended it (a 512 MiB run: RSS 5 -> 519 MiB).
+ */
+static void test_kv_memory_full(void)
+{
+	static uint8_t val[4096], got[4096];
+	char key[32];
+	struct e2e e;
+	uint32_t len;
+	int i, n = 0, rc = 0;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--kv-max-bytes", "1m", NULL) == 0);
+	REQUIRE(e2e_agent(&e, NULL) == 0);
+	CHECK_EQ(e2e_server_stat_auth(&e, NULL, "kv.max_bytes"), 1 << 20);
+	for (n = 0; n < 1000 && rc == 0; n++) {
+		snprintf(key, sizeof(key), "fill-%04d", n);
+		e2e_fill(val, sizeof(val), (uint32_t)n);
+		rc = rdmem_put(e.h, key, (uint32_t)strlen(key), val, sizeof(val), NULL);
+	}
+	n--; /* the refused one */
+	CHECK_EQ(rc, -ENOSPC);
+	/* Nearly all of the megabyte holds values: entry headers and keys are small. */
+	CHECK(n >= (1 << 20) / 4200 && n <= (1 << 20) / 4096);
+	CHECK(e2e_server_stat_auth(&e, NULL, "kv.charged_bytes") <= 1 << 20);
+	CHECK_EQ(e2e_server_stat_auth(&e, NULL, "kv.refused_full"), 1);
+	CHECK_EQ(e2e_server_stat_auth(&e, NULL, "kv.keys"), n);
+	/* The other paths say the same. */
+	CHECK_EQ(rdmem_put(e.h, "fill-new", 8, val, sizeof(val),
+			   &(struct rdmem_opts){ .path = RDMEM_PATH_TCP }),
+		 -ENOSPC);
+	for (i = 0, rc = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "fill-%04d", i);
+		e2e_fill(val, sizeof(val), (uint32_t)i);
+		rc += rdmem_get_into(e.h, key, (uint32_t)strlen(key), got, sizeof(got), &len,
+				     NULL) != 0 ||
+		      len != sizeof(val) || memcmp(got, val, len) != 0;
+	}
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(rdmem_put(e.h, "fill-0000", 9, val, 100, NULL), 0);	     /* smaller: fits */
+	CHECK_EQ(rdmem_put(e.h, "fill-0001", 9, val, sizeof(val), NULL), 0); /* same size */
+	CHECK_EQ(rdmem_del(e.h, "fill-0002", 9, NULL), 0);
+	CHECK_EQ(rdmem_put(e.h, "fill-new", 8, val, sizeof(val), NULL), 0);
+	e2e_fini(&e);
+}
+
 /* A full client table refuses the next process clearly; the others go on. */
 static void test_too_many_clients(void)
 {
@@ -262,6 +312,7 @@ int main(void)
 	RUN(test_object_pool_full);
 	RUN(test_pool_pressure_routes_auto_to_tcp);
 	RUN(test_image_dir_full);
+	RUN(test_kv_memory_full);
 	RUN(test_too_many_clients);
 	return check_done();
 }

@@ -57,7 +57,7 @@ static void test_kv_semantics(void)
 	uint64_t keys, bytes;
 	uint32_t len;
 
-	REQUIRE(rdmem_kv_create(8, MAXV, &kv) == 0);
+	REQUIRE(rdmem_kv_create(8, MAXV, 0, &kv) == 0);
 	CHECK_EQ(get(kv, "a", buf, &len), -ENOENT);
 	CHECK_EQ(put(kv, "a", "one", 3), 0);
 	CHECK(get(kv, "a", buf, &len) == 0 && len == 3 && memcmp(buf, "one", 3) == 0);
@@ -85,7 +85,7 @@ static void test_kv_semantics(void)
 	CHECK_EQ(rdmem_kv_put(kv, (const uint8_t *)"x\0y", 3, "1", 1), 0);
 	CHECK_EQ(rdmem_kv_put(kv, (const uint8_t *)"x", 1, "2", 1), 0);
 	CHECK(get(kv, "x", buf, &len) == 0 && len == 1 && buf[0] == '2');
-	CHECK_EQ(rdmem_kv_create(3, MAXV, &(struct rdmem_kv *){ NULL }), -EINVAL);
+	CHECK_EQ(rdmem_kv_create(3, MAXV, 0, &(struct rdmem_kv *){ NULL }), -EINVAL);
 	rdmem_kv_destroy(kv);
 }
 
@@ -97,7 +97,7 @@ static void test_kv_growth(void)
 	uint32_t len, i, bad = 0;
 	uint64_t keys, bytes;
 
-	REQUIRE(rdmem_kv_create(2, MAXV, &kv) == 0);
+	REQUIRE(rdmem_kv_create(2, MAXV, 0, &kv) == 0);
 	for (i = 0; i < 20000; i++) {
 		snprintf(key, sizeof(key), "key-%u", i);
 		if (put(kv, key, &i, sizeof(i)))
@@ -162,7 +162,7 @@ static void flood(uint64_t (*attacker_hash)(const char *), unsigned bits, const 
 	char key[32];
 	uint32_t found = 0, tries = 0, longest, bad = 0;
 
-	REQUIRE(rdmem_kv_create(1, MAXV, &kv) == 0);
+	REQUIRE(rdmem_kv_create(1, MAXV, 0, &kv) == 0);
 	while (found < FLOOD_KEYS) {
 		snprintf(key, sizeof(key), "flood-%u", tries++);
 		if ((attacker_hash(key) & ((1u << bits) - 1)) != 0)
@@ -211,7 +211,7 @@ static void test_kv_multi_read(void)
 	struct rdmem_kv_ref refs[4];
 	uint32_t mask = 0;
 
-	REQUIRE(rdmem_kv_create(64, MAXV, &kv) == 0);
+	REQUIRE(rdmem_kv_create(64, MAXV, 0, &kv) == 0);
 	put(kv, "k0", "0", 1);
 	put(kv, "k1", "1", 1);
 	put(kv, "k3", "3", 1);
@@ -292,6 +292,7 @@ struct worker {
 	uint32_t id;
 	uint32_t torn;
 	uint32_t hits;
+	uint32_t full; /* PUTs refused by the memory limit */
 };
 
 static void *kv_worker(void *arg)
@@ -320,8 +321,15 @@ static void *kv_worker(void *arg)
 			break;
 		case 2:
 			len = make_val(val, key, i, w->id, w->small);
-			if (put(w->kv, name, val, len))
+			switch (put(w->kv, name, val, len)) {
+			case 0:
+				break;
+			case -ENOSPC:
+				w->full++;
+				break;
+			default:
 				w->torn++;
+			}
 			break;
 		default:
 			rdmem_kv_del(w->kv, (const uint8_t *)name, (uint32_t)strlen(name));
@@ -332,30 +340,37 @@ static void *kv_worker(void *arg)
 	return NULL;
 }
 
-static void kv_concurrent(int small)
+/* max_bytes: the store's memory limit (0: none); with one, PUTs race for
+ * the last bytes and the charge must still add up to the entries'. */
+static void kv_concurrent(int small, uint64_t max_bytes)
 {
 	struct rdmem_kv *kv;
 	struct worker w[THREADS];
 	pthread_t t[THREADS];
-	uint32_t i, torn = 0, hits = 0;
-	uint64_t keys, bytes;
+	uint32_t i, torn = 0, hits = 0, full = 0;
+	uint64_t keys, bytes, limit, charged, refused;
 
-	REQUIRE(rdmem_kv_create(4, MAXV, &kv) == 0); /* few shards: more contention */
+	REQUIRE(rdmem_kv_create(4, MAXV, max_bytes, &kv) == 0); /* few shards: more contention */
 	for (i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){ kv, small, i, 0, 0 };
+		w[i] = (struct worker){ kv, small, i, 0, 0, 0 };
 		REQUIRE(pthread_create(&t[i], NULL, kv_worker, &w[i]) == 0);
 	}
 	for (i = 0; i < THREADS; i++) {
 		pthread_join(t[i], NULL);
 		torn += w[i].torn;
 		hits += w[i].hits;
+		full += w[i].full;
 	}
 	CHECK_EQ(torn, 0);
 	CHECK(hits > 1000); /* the reads really raced with writers */
 	/* Quiescent now: the counters must agree with the table. */
 	rdmem_kv_usage(kv, &keys, &bytes);
+	rdmem_kv_limit_usage(kv, &limit, &charged, &refused);
+	CHECK_EQ(limit, max_bytes);
+	CHECK_EQ(refused, full);
+	CHECK(max_bytes ? full > 100 && charged <= max_bytes : full == 0);
 	{
-		uint64_t n = 0, b = 0;
+		uint64_t n = 0, b = 0, c = 0;
 		uint8_t *buf = malloc(sizeof(struct val_hdr) + VAL_MAX);
 		uint32_t len;
 
@@ -367,26 +382,77 @@ static void kv_concurrent(int small)
 			if (get(kv, name, buf, &len) == 0) {
 				n++;
 				b += len;
+				c += rdmem_kv_charge((uint32_t)strlen(name), len);
 				CHECK(val_ok(buf, len, i));
 			}
 		}
 		free(buf);
 		CHECK_EQ(keys, n);
 		CHECK_EQ(bytes, b);
+		CHECK_EQ(charged, c);
 	}
 	rdmem_kv_destroy(kv);
 }
 
 static void test_kv_concurrent(void)
 {
-	kv_concurrent(0);
+	kv_concurrent(0, 0);
+}
+
+/* The same race under a memory limit below what the keys would hold. */
+static void test_kv_concurrent_limited(void)
+{
+	kv_concurrent(0, 32u << 10);
+}
+
+/*
+ * --kv-max-bytes: PUTs of new keys fill the store to the last entry that
+ * fits and are refused after, changing nothing; a replacement no larger
+ * goes through when full, a larger one does not; a DEL makes room.
+ */
+static void test_kv_memory_limit(void)
+{
+	const uint64_t max = 64u << 10, one = rdmem_kv_charge(8, 1000);
+	static uint8_t v[4096], buf[4096];
+	uint64_t limit, charged, refused;
+	struct rdmem_kv *kv;
+	uint32_t len, slack;
+	char key[16];
+	int n = 0;
+
+	REQUIRE(rdmem_kv_create(4, MAXV, max, &kv) == 0);
+	memset(v, 'a', sizeof(v));
+	do
+		snprintf(key, sizeof(key), "k%07d", n);
+	while (put(kv, key, v, 1000) == 0 && ++n < 1000);
+	CHECK_EQ((uint64_t)n, max / one);
+	slack = (uint32_t)(max - (uint64_t)n * one);
+	CHECK_EQ(get(kv, key, buf, &len), -ENOENT); /* nothing of the refused PUT stored */
+	memset(v, 'b', sizeof(v));
+	/* Growing a value by one byte more than is left: refused, the old one stays. */
+	CHECK_EQ(put(kv, "k0000000", v, 1000 + slack + 1), -ENOSPC);
+	CHECK(get(kv, "k0000000", buf, &len) == 0 && len == 1000 && buf[0] == 'a');
+	CHECK_EQ(put(kv, "k0000000", v, 1000 + slack), 0); /* exactly full */
+	CHECK_EQ(put(kv, "k0000001", v, 1000), 0);	   /* same size, full */
+	CHECK_EQ(put(kv, "k0000002", v, 10), 0);	   /* smaller: 990 bytes free */
+	CHECK_EQ(put(kv, "k0000003", v, 1991), -ENOSPC);
+	CHECK(get(kv, "k0000003", buf, &len) == 0 && len == 1000 && buf[0] == 'a');
+	CHECK_EQ(put(kv, "k0000003", v, 1990), 0);
+	CHECK_EQ(put(kv, "newkey-1", v, 1), -ENOSPC);
+	CHECK_EQ(rdmem_kv_del(kv, (const uint8_t *)"k0000004", 8), 0);
+	CHECK_EQ(put(kv, "newkey-1", v, 1000), 0);
+	rdmem_kv_limit_usage(kv, &limit, &charged, &refused);
+	CHECK_EQ(limit, max);
+	CHECK_EQ(charged, max);
+	CHECK_EQ(refused, 4);
+	rdmem_kv_destroy(kv);
 }
 
 /* Same-size small values are overwritten in place: a reader must still see
  * one writer's whole value, never a mix. */
 static void test_kv_concurrent_inplace(void)
 {
-	kv_concurrent(1);
+	kv_concurrent(1, 0);
 }
 
 int main(void)
@@ -397,6 +463,8 @@ int main(void)
 	RUN(test_kv_flood_known_key);
 	RUN(test_kv_multi_read);
 	RUN(test_kv_concurrent);
+	RUN(test_kv_concurrent_limited);
+	RUN(test_kv_memory_limit);
 	RUN(test_kv_concurrent_inplace);
 	return check_done();
 }
