@@ -34,6 +34,7 @@ mutations=(
 	"image-progress-unpaid|server/image.c|s/img_pay\(u, c->len, now\);/img_pay(u, 0, now);/|test_image"
 	"kv-limit-ignored|server/kv.c|s/if \(!kv->max_bytes /if (1 + !kv->max_bytes /|test_kv"
 	"kv-replace-charged-whole|server/kv.c|s/\(old \? \(int64_t\)rdmem_kv_charge\(old->klen, old->vlen\) : 0\)/0/|test_kv"
+	"tcp-turn-unbounded|server/tcp_conn.h|s/(#define TCP_TURN_NS\s+)200000ull/\$1(200000ull << 30)/|test_server_tcp"
 	"bounds-object-id|server/objpool.c|s/ref->object_id >= p->nobjs/ref->object_id > p->nobjs/|test_objpool asan:test_objpool+server/objpool.c"
 	"bounds-value-cap|include/rdmem/wire.h|s/d->val_len > max_value\)/d->val_len > max_value + 1)/|test_desc test_server_tcp"
 	"release-barrier|shm/ring.h|s/(rdmem_ring_entry_word\(pos, client, slot\),\s*)memory_order_release/\$1memory_order_relaxed/|tsan:test_ring_threads"

@@ -115,6 +115,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "TCP connections closed after --tcp-idle-ms without traffic."),
 	S("net.tcp_partial_limit", C, net[RDMEM_NET_TCP_PARTIAL_LIMIT],
 	  "TCP connections closed: --tcp-max-partial-per-addr half-finished frames."),
+	S("net.tcp_turns_ended", C, net[RDMEM_NET_TCP_TURNS_ENDED],
+	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
+	  "served the others before going on."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],

@@ -25,6 +25,10 @@
 /* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
 #define TCP_TLS_IN	(64u << 10)
 #define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
+/* A connection's turn: it serves frames for at most this long, then the
+ * loop serves the others before it goes on (rdmem_tcp_conn_process). */
+#define TCP_TURN_NS    200000ull
+#define TCP_TURN_CHECK 8 /* frames between looks at the clock */
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -70,6 +74,7 @@ struct conn {
 	uint64_t trimmed_at_ns;	    /* last_ns when its TLS buffers were last trimmed */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
+	int yielded;	      /* its turn ended with complete frames left (srv_resume_yielded) */
 	int closing;	      /* no more reads; close once flushed */
 	int dead;	      /* socket shut down; freed when ops == 0 */
 	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
@@ -91,6 +96,7 @@ struct rdmem_tcp_server {
 	unsigned nconns;    /* structs, the dead ones waiting for their ops included */
 	unsigned nlive;	    /* not dead: what --tcp-max-conns counts */
 	unsigned nunproven; /* live and not proven */
+	unsigned nyielded;  /* connections with yielded set */
 	unsigned unproven_cap;
 	uint64_t swept_ns;
 	int accept_busy;
@@ -110,8 +116,10 @@ void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now);
 /* tcp_frames.c: framing, dispatch and replies. */
 /* A reply with no value: refused frames and failed calls. */
 int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, uint16_t status);
-/* Handles every complete frame buffered; returns -1 when the connection closes. */
+/* Handles the complete frames buffered, for one turn (TCP_TURN_NS; frames
+ * left: c->yielded); returns -1 when the connection closes. */
 int rdmem_tcp_conn_process(struct conn *c);
+void rdmem_tcp_conn_set_yielded(struct conn *c, int yielded);
 
 /* Reply bytes not yet taken by the kernel (TLS: not yet encrypted and sent). */
 static inline size_t rdmem_tcp_conn_out_pending(const struct conn *c)

@@ -111,6 +111,7 @@ static void conn_free(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	rdmem_tcp_conn_set_yielded(c, 0);
 	rdmem_service_peer_release(s->svc, &c->ident);
 	rdmem_frame_mac_free(c->mac);
 	rdmem_tls_free(c->tls);
@@ -252,6 +253,10 @@ static void conn_arm_recv(struct conn *c)
 
 	if (c->recv_busy || c->closing || c->dead || rdmem_tcp_conn_out_pending(c) > TCP_OUT_HIGH)
 		return;
+	/* Frames left for its next turn: that turn moves rbuf's bytes down, and
+	 * a recv in flight would land where the buffer ended before. */
+	if (c->yielded)
+		return;
 	/* With TLS, ciphertext goes to the session; more only once it took all. */
 	if (c->tls && !rdmem_tls_in_empty(c->tls))
 		return;
@@ -280,7 +285,7 @@ static void conn_kick(struct conn *c)
 		rdmem_tcp_conn_close_after_flush(c); /* a recv that beat its cancel */
 	if (c->dead)
 		return;
-	if (c->tls && rdmem_tls_ready(c->tls) && conn_tls_read(c) < 0)
+	if (c->tls && rdmem_tls_ready(c->tls) && !c->yielded && conn_tls_read(c) < 0)
 		return;
 	conn_arm_send(c);
 	conn_arm_recv(c);
@@ -317,8 +322,8 @@ static void conn_tls_fail(struct conn *c, enum rdmem_net_ctr ctr, const char *wh
  */
 static int conn_tls_read(struct conn *c)
 {
-	while (!c->dead && !c->closing && rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH &&
-	       c->rlen < c->rcap) {
+	while (!c->dead && !c->closing && !c->yielded &&
+	       rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH && c->rlen < c->rcap) {
 		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
 
 		if (n == -EAGAIN)
@@ -558,6 +563,23 @@ static int srv_wait(struct rdmem_tcp_server *s, uint64_t next_ns)
 	return 0;
 }
 
+/* Gives each connection whose turn ended with frames left its next turn. */
+static void srv_resume_yielded(struct rdmem_tcp_server *s)
+{
+	struct conn *c, *next;
+
+	for (c = s->conns; c && s->nyielded; c = next) {
+		next = c->next;
+		if (!c->yielded)
+			continue;
+		/* Killed while it waited: its recv was never armed, so no
+		 * completion may come to free it (its send's, if one is out). */
+		if (!c->dead && rdmem_tcp_conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
+			conn_kick(c);
+		rdmem_tcp_conn_maybe_free(c);
+	}
+}
+
 static void *srv_loop(void *arg)
 {
 	struct rdmem_tcp_server *s = arg;
@@ -569,8 +591,10 @@ static void *srv_loop(void *arg)
 	while (!s->stopping || s->nconns || s->accept_busy) {
 		uint64_t now;
 
-		if (srv_wait(s, next_ns) < 0 && !s->stopping)
+		/* A connection waiting for its next turn: look at completions, do not sleep. */
+		if (srv_wait(s, s->nyielded ? rdmem_now_ns() : next_ns) < 0 && !s->stopping)
 			srv_begin_stop(s);
+		srv_resume_yielded(s);
 		next_ns = rdmem_tcp_admit_sweep(s, rdmem_now_ns());
 		srv_arm_accept(s);
 		/* An accept not armed now (paused, or its SQE could not be had)
