@@ -184,6 +184,9 @@ static void resp_err_rc(struct rdmem_resp *r, struct rdmem_resp_out *o, int rc)
 			 "ERR value too big for rdmem: over the limit %u bytes (the agent's or "
 			 "server's --max-value)",
 			 r->max_value);
+	else if (rc == -ENOSPC) /* Redis's words, so clients raise their out-of-memory error */
+		resp_err(o, "OOM command not allowed when used memory > 'maxmemory' (the rdmem "
+			    "server's store is full: its --kv-max-bytes)");
 	else
 		resp_err(o, "ERR rdmem: %s (errno %d)", rdmem_strerror(rc), -rc);
 }

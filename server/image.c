@@ -9,7 +9,7 @@
  * chunk is acknowledged instead of refused, or until a new upload needs its
  * place (the committed upload idle longest goes first, img_oldest_done).
  * When every record is in progress, a new upload takes the record of the
- * upload stalled longest, if one is stalled (img_pay, img_record).
+ * upload stalled longest, if one is stalled (img_pay, img_record, img_begin).
  */
 #include "server/image.h"
 
@@ -30,6 +30,8 @@
 #include "common/uring.h"
 
 #define IMG_TMP_MAX (RDMEM_IMAGE_NAME_MAX + 32)
+/* A chunk holding the store this long moves every upload's clock on (img_forgive). */
+#define IMG_FORGIVE_NS 10000000ull
 
 enum upload_state { UPLOAD_FREE = 0, UPLOAD_ACTIVE, UPLOAD_DONE };
 
@@ -57,6 +59,7 @@ struct rdmem_image_store {
 	uint64_t max_image;
 	uint64_t timeout_ns;
 	struct upload up[RDMEM_IMAGE_MAX_UPLOADS];
+	uint64_t chunk_ns;		/* when the chunk holding the lock began (img_forgive) */
 	struct rdmem_image_stats stats; /* active is recomputed on read */
 };
 
@@ -175,21 +178,21 @@ static struct upload *img_oldest_done(struct rdmem_image_store *st)
 }
 
 /*
- * Credits an upload n new bytes. Its clock runs RDMEM_IMAGE_FLOOR_BYTES_PER_S
- * behind the bytes it moved, judged over at most the last grace: from
- * max(paid, now - grace) each byte buys 1/floor s, up to now + grace. An
- * upload is stalled when its clock is behind now: it paused longer than the
- * grace, or moved slower than the floor. A repeated chunk moves no new
- * bytes and buys nothing, so holding a record costs a peer the floor rate
- * (64 records: 2 MiB/s), not a chunk every --upload-timeout.
+ * Credits an upload n new bytes: each buys 1/RDMEM_IMAGE_FLOOR_BYTES_PER_S
+ * of time on its clock, counted from now if the clock is behind, up to
+ * RDMEM_IMAGE_CREDIT_MS ahead. An upload is stalled when its clock is behind
+ * now: it moved slower than the floor, or paused longer than it had paid
+ * for. A new upload starts at now and pays with its first chunk, a repeated
+ * chunk moves no new bytes and buys nothing: holding a record costs a peer
+ * the floor rate (all 64: 2 MiB/s). Credit up to 10 s lets an upload that
+ * moved fast ride out a pause (a TCP retransmit, a path change).
  */
 static void img_pay(struct upload *u, uint32_t n, uint64_t now)
 {
-	const uint64_t grace = RDMEM_IMAGE_GRACE_MS * 1000000ull;
-	uint64_t paid = RDMEM_MAX(u->paid_ns, now > grace ? now - grace : 0);
+	uint64_t paid = RDMEM_MAX(u->paid_ns, now);
 
 	paid += (uint64_t)n * 1000000000ull / RDMEM_IMAGE_FLOOR_BYTES_PER_S;
-	u->paid_ns = RDMEM_MIN(paid, now + grace);
+	u->paid_ns = RDMEM_MIN(paid, now + RDMEM_IMAGE_CREDIT_MS * 1000000ull);
 }
 
 /* The upload in progress stalled longest (its clock furthest behind now), or NULL. */
@@ -242,19 +245,20 @@ static void img_take_record(struct rdmem_image_store *st, struct upload *u)
 	}
 }
 
+static int img_apply(struct rdmem_image_store *st, struct upload *u,
+		     const struct rdmem_image_chunk *c, uint64_t now, struct rdmem_image_ack *ack);
+
+/* Opens the file of a new upload into u (no record yet: img_chunk_locked). */
 static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c, uint64_t now,
-		     struct upload **out)
+		     struct upload *u)
 {
 	char tmp[IMG_TMP_MAX];
-	struct upload *u;
 	int fd;
 
 	if (c->offset != 0)
 		return -EINVAL;
 	if (c->total > st->max_image || c->len > c->total)
 		return -E2BIG;
-	if (!(u = img_record(st, now)))
-		return -EBUSY;
 	snprintf(tmp, sizeof(tmp), ".%.*s.%" PRIu64 ".part", (int)c->name_len,
 		 (const char *)c->name, c->upload_id);
 	fd = openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -264,9 +268,8 @@ static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chun
 		rdmem_err_limited("image: cannot create %s/%s: %s", st->dir, tmp, strerror(errno));
 		return err == -ENOSPC ? err : -EIO;
 	}
-	img_take_record(st, u);
+	memset(u, 0, sizeof(*u));
 	memcpy(u->name, c->name, c->name_len);
-	u->name[c->name_len] = '\0';
 	memcpy(u->tmp, tmp, sizeof(tmp));
 	u->fd = fd;
 	u->state = UPLOAD_ACTIVE;
@@ -274,9 +277,34 @@ static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chun
 	u->total = c->total;
 	u->hash = RDMEM_HASH_INIT;
 	u->hash_before_last = RDMEM_HASH_INIT;
-	u->paid_ns = now + RDMEM_IMAGE_GRACE_MS * 1000000ull;
-	*out = u;
+	u->last_ns = now;
+	u->paid_ns = now;
 	return 0;
+}
+
+/*
+ * A new upload's first chunk runs on a record of its own before it takes
+ * one of the store's (img_record, chosen first so a busy store refuses at
+ * once): a first chunk that fails (a bad hash, a write error) has emptied
+ * nobody's record.
+ */
+static int img_begin(struct rdmem_image_store *st, const struct rdmem_image_chunk *c, uint64_t now,
+		     struct rdmem_image_ack *ack)
+{
+	struct upload fresh, *rec = img_record(st, now);
+	int ret;
+
+	if (!rec)
+		return -EBUSY;
+	if ((ret = img_start(st, c, now, &fresh)) < 0)
+		return ret;
+	ret = img_apply(st, &fresh, c, now, ack);
+	if (fresh.state == UPLOAD_FREE) /* aborted: its temp file is gone */
+		return ret;
+	img_take_record(st, rec);
+	*rec = fresh;
+	ack->received = rec->received;
+	return ret;
 }
 
 static int img_append(struct rdmem_image_store *st, struct upload *u,
@@ -387,7 +415,7 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
 			    struct rdmem_image_ack *ack)
 {
 	struct upload *u = img_find(st, c->upload_id);
-	uint64_t now = rdmem_now_ns();
+	uint64_t now = st->chunk_ns = rdmem_now_ns();
 	int ret;
 
 	if (u && (c->name_len != strlen(u->name) || memcmp(c->name, u->name, c->name_len)))
@@ -395,11 +423,8 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
 	if (c->flags & RDMEM_F_IMG_INIT) {
 		if (u && (c->offset != 0 || c->total != u->total || !img_is_repeat(u, c)))
 			return -EINVAL;
-		if (!u) {
-			ret = img_start(st, c, now, &u);
-			if (ret < 0)
-				return ret;
-		}
+		if (!u)
+			return img_begin(st, c, now, ack);
 	} else if (!u) {
 		return -ENOENT;
 	}
@@ -408,6 +433,25 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
 	if (u->state != UPLOAD_FREE)
 		ack->received = u->received;
 	return ret;
+}
+
+/*
+ * A chunk that held the store long (a commit's fsyncs on a slow disk, a
+ * write the kernel throttled) held every other upload's next chunk too:
+ * their clocks move on by as long, so the server's own delay never makes
+ * an upload look stalled. Called with the lock held, at the end of a chunk
+ * whose img_chunk_locked read its clock at st->chunk_ns.
+ */
+static void img_forgive(struct rdmem_image_store *st)
+{
+	uint64_t held = rdmem_now_ns() - st->chunk_ns;
+	unsigned i;
+
+	if (held < IMG_FORGIVE_NS)
+		return;
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
+		if (st->up[i].state == UPLOAD_ACTIVE)
+			st->up[i].paid_ns += held;
 }
 
 int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,
@@ -424,6 +468,7 @@ int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chu
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
 	ret = img_chunk_locked(st, c, ack);
+	img_forgive(st);
 	pthread_mutex_unlock(&st->lock);
 	return ret;
 }

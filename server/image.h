@@ -16,11 +16,11 @@
 
 #define RDMEM_IMAGE_NAME_MAX	200u /* the temp name adds a dot, the id and ".part" */
 #define RDMEM_IMAGE_MAX_UPLOADS 64u  /* uploads in progress at once */
-/* An upload moving slower than this, averaged over at most the last
- * RDMEM_IMAGE_GRACE_MS, is stalled: a new upload may take its record when
- * every record is in progress. */
+/* An upload that moved less than this many bytes a second since it began
+ * (credit for at most RDMEM_IMAGE_CREDIT_MS ahead) is stalled: a new upload
+ * may take its record when every record is in progress (image.c, img_pay). */
 #define RDMEM_IMAGE_FLOOR_BYTES_PER_S (32u << 10)
-#define RDMEM_IMAGE_GRACE_MS	      1000u
+#define RDMEM_IMAGE_CREDIT_MS	      10000u
 #define RDMEM_IMAGE_PATH_MAX	      4096u
 
 struct rdmem_image_store;

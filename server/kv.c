@@ -40,6 +40,9 @@
 #define KV_MAX_SHARDS	  1024u
 #define KV_MIN_BUCKETS	  64u
 
+/* From this size glibc may serve an allocation with mmap, whole pages. */
+#define KV_MMAP_BYTES (128u << 10)
+
 struct kv_entry {
 	struct kv_entry *next;
 	uint64_t hash;
@@ -97,9 +100,23 @@ static int kv_key_ok(uint32_t klen)
 	return klen > 0 && klen <= RDMEM_MAX_KEY;
 }
 
+/*
+ * What an entry costs the process, not just its bytes: glibc's chunk (the
+ * request plus an 8-byte header, in 16-byte steps, at least 32; page-rounded
+ * once mmap serves it) and its share of the bucket arrays (up to two
+ * pointers a key). Counting the bytes alone, 4-byte keys with empty values
+ * took 2.2x their charge in resident memory: a limit of half the machine
+ * ran it out of memory.
+ */
 uint64_t rdmem_kv_charge(uint32_t klen, uint32_t vlen)
 {
-	return sizeof(struct kv_entry) + (uint64_t)klen + vlen;
+	uint64_t chunk = (sizeof(struct kv_entry) + (uint64_t)klen + vlen + 8 + 15) & ~15ull;
+
+	if (chunk < 32)
+		chunk = 32;
+	else if (chunk >= KV_MMAP_BYTES)
+		chunk = (chunk + 4095) & ~4095ull;
+	return chunk + 2 * sizeof(struct kv_entry *);
 }
 
 /* Takes delta bytes of the budget; 0 when they would go past the limit. */

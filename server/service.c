@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "rdmem/blob.h"
@@ -650,18 +651,94 @@ int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_
 	return 0;
 }
 
+/* The number in file path, or 0 (absent, "max", unreadable). */
+static uint64_t svc_read_limit(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v >= (1ull << 60) ? 0 : v; /* cgroup v1 writes "no limit" as ~2^63 */
+}
+
+/* The lowest limit in file on the way from base + cg up to base, or 0. */
+static uint64_t svc_lowest_on_path(const char *base, char *cg, const char *file)
+{
+	char path[700], *slash;
+	uint64_t low = 0, v;
+
+	for (;;) {
+		snprintf(path, sizeof(path), "%s%s/%s", base, cg, file);
+		if ((v = svc_read_limit(path)) && (!low || v < low))
+			low = v;
+		if (!*cg)
+			return low;
+		slash = strrchr(cg, '/');
+		if (!slash)
+			return low;
+		*slash = '\0'; /* "/a/b" -> "/a" -> "" (the root) */
+	}
+}
+
+/* The memory limit of this process's cgroup and its ancestors (v2
+ * memory.max, v1 memory.limit_in_bytes); 0 when there is none. */
+static uint64_t svc_cgroup_limit(void)
+{
+	char line[512];
+	uint64_t low = 0, v = 0;
+	FILE *f = fopen("/proc/self/cgroup", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
+
+		if (!cg)
+			continue;
+		*cg++ = '\0';
+		cg[strcspn(cg, "\n")] = '\0';
+		if (!strcmp(cg, "/"))
+			cg[0] = '\0';
+		if (!strcmp(ctl + 1, ""))
+			v = svc_lowest_on_path("/sys/fs/cgroup", cg, "memory.max");
+		else if (strstr(ctl + 1, "memory"))
+			v = svc_lowest_on_path("/sys/fs/cgroup/memory", cg,
+					       "memory.limit_in_bytes");
+		else
+			continue;
+		if (v && (!low || v < low))
+			low = v;
+	}
+	if (f)
+		fclose(f);
+	return low;
+}
+
 /*
- * The store's default limit: half of this machine's memory. Without one, a
- * peer PUTting distinct keys grew the server until the kernel's OOM killer
- * ended it, and every tenant lost every key.
+ * The store's default limit: half of the memory this process may use, the
+ * machine's or its cgroup's, whichever is less. Without one, a peer PUTting
+ * distinct keys grew the server until the kernel's OOM killer ended it, and
+ * every tenant lost every key; and inside a container the machine's memory
+ * is no bound at all.
  */
-static uint64_t svc_half_memory(void)
+static uint64_t svc_half_memory(const char **whose)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+	uint64_t cg = svc_cgroup_limit();
 
-	if (pages <= 0 || size <= 0)
-		return 1ull << 30; /* unknown: 1 GiB, and say so in the log line */
-	return (uint64_t)pages * (uint64_t)size / 2;
+	*whose = "this machine's memory";
+	if (cg && (!mem || cg < mem)) {
+		mem = cg;
+		*whose = "this process's cgroup memory limit";
+	}
+	if (!mem) {
+		*whose = "unknown memory: 2 GiB assumed";
+		mem = 2ull << 30;
+	}
+	return mem / 2;
 }
 
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out)
@@ -688,10 +765,13 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 		svc->cfg.max_image = 64u << 20;
 	svc->start_ns = rdmem_now_ns();
 	pthread_mutex_init(&svc->stats_lock, NULL);
-	if (!svc->cfg.kv_max_bytes)
-		svc->cfg.kv_max_bytes = svc_half_memory();
-	rdmem_info("kv: at most %llu MiB of keys and values (--kv-max-bytes)",
-		   (unsigned long long)(svc->cfg.kv_max_bytes >> 20));
+	if (!svc->cfg.kv_max_bytes) {
+		const char *whose;
+
+		svc->cfg.kv_max_bytes = svc_half_memory(&whose);
+		rdmem_info("kv: at most %llu MiB of keys and values, half of %s (--kv-max-bytes)",
+			   (unsigned long long)(svc->cfg.kv_max_bytes >> 20), whose);
+	}
 	ret = rdmem_kv_create(cfg->kv_shards, cfg->max_value, svc->cfg.kv_max_bytes, &svc->kv);
 	if (!ret && cfg->image_dir)
 		ret = rdmem_image_create(cfg->image_dir, svc->cfg.max_image, cfg->upload_timeout_ms,

@@ -30,7 +30,8 @@ shm=/rdmem-resp-$$
 rport=$(ls_free_ports 1)
 sock=$tmp/redis.sock
 mkdir -p "$tmp/run"
-if ! ls_start_server "$tmp/run" ||
+# A 16 MiB store: the last case fills it.
+if ! ls_start_server "$tmp/run" --kv-max-bytes 16m ||
 	! ls_start_agent "$tmp/run" "$shm" --clients 4 --slots 16 --resp-port "$rport" \
 		--resp-socket "$sock" --resp-max-conns 24; then
 	echo "not ok - server and agent with --resp-port start"
@@ -149,6 +150,13 @@ expect "the agent's calls went over the shm fabric (paths.eager.ok moved)" \
 	[ "$(stat paths.eager.ok)" -ge $((10 * n)) ]
 expect "the default --resp-max-memory closed no honest connection (resp.evicted_memory $(stat resp.evicted_memory))" \
 	[ "$(stat resp.evicted_memory)" = 0 ]
+# The server's store full (--kv-max-bytes 16m): SET answers Redis's own OOM
+# error, so clients raise their out-of-memory exception, not a disk error.
+head -c 1000000 /dev/zero >"$tmp/big"
+expect "SET past the server's --kv-max-bytes answers -OOM" bash -c "for i in \$(seq 40); do
+	out=\$(redis-cli -p $rport -x SET oomfill\$i <'$tmp/big' 2>&1)
+	case \$out in OK) ;; *'OOM command not allowed'*) exit 0 ;; *) echo \"\$out\"; exit 1 ;; esac
+done; exit 1"
 expect "the agent logged no error" bash -c "! grep -q ': error:' '$tmp/run/agent.log'"
 ls_stop
 expect "the agent removed its Unix socket on exit" [ ! -e "$sock" ]

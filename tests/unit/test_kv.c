@@ -413,6 +413,7 @@ static void test_kv_concurrent_limited(void)
 static void test_kv_memory_limit(void)
 {
 	const uint64_t max = 64u << 10, one = rdmem_kv_charge(8, 1000);
+	const uint32_t freed = (uint32_t)(one - rdmem_kv_charge(8, 10));
 	static uint8_t v[4096], buf[4096];
 	uint64_t limit, charged, refused;
 	struct rdmem_kv *kv;
@@ -429,15 +430,18 @@ static void test_kv_memory_limit(void)
 	slack = (uint32_t)(max - (uint64_t)n * one);
 	CHECK_EQ(get(kv, key, buf, &len), -ENOENT); /* nothing of the refused PUT stored */
 	memset(v, 'b', sizeof(v));
-	/* Growing a value by one byte more than is left: refused, the old one stays. */
+	/* Growing a value by one byte more than is left (one 16-byte step more):
+	 * refused, the old one stays. */
 	CHECK_EQ(put(kv, "k0000000", v, 1000 + slack + 1), -ENOSPC);
 	CHECK(get(kv, "k0000000", buf, &len) == 0 && len == 1000 && buf[0] == 'a');
 	CHECK_EQ(put(kv, "k0000000", v, 1000 + slack), 0); /* exactly full */
 	CHECK_EQ(put(kv, "k0000001", v, 1000), 0);	   /* same size, full */
-	CHECK_EQ(put(kv, "k0000002", v, 10), 0);	   /* smaller: 990 bytes free */
-	CHECK_EQ(put(kv, "k0000003", v, 1991), -ENOSPC);
+	CHECK_EQ(put(kv, "k0000002", v, 10), 0);	   /* smaller: frees `freed` */
+	/* Charges go in 16-byte steps: 1000 + freed bytes cost exactly freed more. */
+	CHECK_EQ(rdmem_kv_charge(8, 1000 + freed) - one, freed);
+	CHECK_EQ(put(kv, "k0000003", v, 1000 + freed + 1), -ENOSPC);
 	CHECK(get(kv, "k0000003", buf, &len) == 0 && len == 1000 && buf[0] == 'a');
-	CHECK_EQ(put(kv, "k0000003", v, 1990), 0);
+	CHECK_EQ(put(kv, "k0000003", v, 1000 + freed), 0);
 	CHECK_EQ(put(kv, "newkey-1", v, 1), -ENOSPC);
 	CHECK_EQ(rdmem_kv_del(kv, (const uint8_t *)"k0000004", 8), 0);
 	CHECK_EQ(put(kv, "newkey-1", v, 1000), 0);
