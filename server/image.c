@@ -444,14 +444,20 @@ static int img_chunk_locked(struct rdmem_image_store *st, const struct rdmem_ima
  */
 static void img_forgive(struct rdmem_image_store *st)
 {
-	uint64_t held = rdmem_now_ns() - st->chunk_ns;
+	uint64_t now = rdmem_now_ns(), held = now - st->chunk_ns;
 	unsigned i;
 
 	if (held < IMG_FORGIVE_NS)
 		return;
-	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++)
-		if (st->up[i].state == UPLOAD_ACTIVE)
-			st->up[i].paid_ns += held;
+	/* Only uploads that had not stalled when it began: a paused upload
+	 * gains no time from a peer's slow commits. */
+	for (i = 0; i < RDMEM_IMAGE_MAX_UPLOADS; i++) {
+		struct upload *u = &st->up[i];
+
+		if (u->state == UPLOAD_ACTIVE && u->paid_ns >= st->chunk_ns)
+			u->paid_ns =
+			    RDMEM_MIN(u->paid_ns + held, now + RDMEM_IMAGE_CREDIT_MS * 1000000ull);
+	}
 }
 
 int rdmem_image_chunk(struct rdmem_image_store *st, const struct rdmem_image_chunk *c,

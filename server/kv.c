@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -110,12 +111,20 @@ static int kv_key_ok(uint32_t klen)
  */
 uint64_t rdmem_kv_charge(uint32_t klen, uint32_t vlen)
 {
+	/* 4 KiB here; 64 KiB on some arm64 and ppc64 kernels. Relaxed: racing
+	 * first calls store the same value, nothing else rides on it. */
+	static _Atomic uint64_t kv_page;
 	uint64_t chunk = (sizeof(struct kv_entry) + (uint64_t)klen + vlen + 8 + 15) & ~15ull;
+	uint64_t page = atomic_load_explicit(&kv_page, memory_order_relaxed);
 
+	if (!page) {
+		page = (uint64_t)sysconf(_SC_PAGESIZE);
+		atomic_store_explicit(&kv_page, page, memory_order_relaxed);
+	}
 	if (chunk < 32)
 		chunk = 32;
 	else if (chunk >= KV_MMAP_BYTES)
-		chunk = (chunk + 4095) & ~4095ull;
+		chunk = (chunk + page - 1) & ~(page - 1);
 	return chunk + 2 * sizeof(struct kv_entry *);
 }
 

@@ -27,8 +27,7 @@
 #define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
 /* A connection's turn: it serves frames for at most this long, then the
  * loop serves the others before it goes on (rdmem_tcp_conn_process). */
-#define TCP_TURN_NS    200000ull
-#define TCP_TURN_CHECK 8 /* frames between looks at the clock */
+#define TCP_TURN_NS 200000ull
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -120,6 +119,10 @@ int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, ui
  * left: c->yielded); returns -1 when the connection closes. */
 int rdmem_tcp_conn_process(struct conn *c);
 void rdmem_tcp_conn_set_yielded(struct conn *c, int yielded);
+/* TCP_TURN_NS passed since start (never while the server stops). */
+int rdmem_tcp_conn_turn_over(const struct conn *c, uint64_t start);
+/* Ends c's turn with frames (or TLS records) left: the loop comes back to it. */
+void rdmem_tcp_conn_end_turn(struct conn *c);
 
 /* Reply bytes not yet taken by the kernel (TLS: not yet encrypted and sent). */
 static inline size_t rdmem_tcp_conn_out_pending(const struct conn *c)

@@ -128,6 +128,7 @@ void rdmem_tcp_conn_kill(struct conn *c, const char *why)
 	if (c->dead)
 		return;
 	rdmem_debug("tcp %s: closing %s: %s", c->srv->name, c->peer, why);
+	rdmem_tcp_conn_set_yielded(c, 0); /* nothing more is served: the loop may sleep */
 	c->dead = 1;
 	c->srv->nlive--;
 	if (!c->proven)
@@ -322,6 +323,8 @@ static void conn_tls_fail(struct conn *c, enum rdmem_net_ctr ctr, const char *wh
  */
 static int conn_tls_read(struct conn *c)
 {
+	uint64_t start = rdmem_now_ns();
+
 	while (!c->dead && !c->closing && !c->yielded &&
 	       rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH && c->rlen < c->rcap) {
 		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
@@ -340,6 +343,11 @@ static int conn_tls_read(struct conn *c)
 		conn_take(c, (size_t)n);
 		if (rdmem_tcp_conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0)
 			return -1;
+		/* The turn spans records: one process() per record would start a
+		 * fresh one each time, and a peer sending 8 frames a record would
+		 * never reach the clock. */
+		if (!c->yielded && rdmem_tcp_conn_turn_over(c, start))
+			rdmem_tcp_conn_end_turn(c);
 	}
 	return 0;
 }
@@ -505,10 +513,16 @@ static void srv_begin_stop(struct rdmem_tcp_server *s)
 	if (s->accept_busy)
 		srv_cancel(s, tcp_ud(NULL, UD_ACCEPT));
 	for (c = s->conns; c; c = c->next) {
-		if (c->recv_busy)
+		if (c->recv_busy) {
 			srv_cancel(s, tcp_ud(c, UD_RECV)); /* its completion flushes and closes */
-		else
-			rdmem_tcp_conn_close_after_flush(c);
+			continue;
+		}
+		/* Frames left for its next turn: answered now (no turn ends while
+		 * stopping), then flushed. */
+		if (c->yielded && !c->dead && rdmem_tcp_conn_process(c) < 0)
+			continue;
+		rdmem_tcp_conn_close_after_flush(c);
+		conn_kick(c);
 	}
 }
 

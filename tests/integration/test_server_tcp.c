@@ -916,6 +916,12 @@ static int read_full(int fd, void *buf, size_t len)
 	while (got < len) {
 		ssize_t n = recv(fd, (uint8_t *)buf + got, len - got, 0);
 
+		/* With SO_RCVTIMEO set, recv is not restarted after an interruption,
+		 * and one comes with no signal when this thread's io_uring is torn
+		 * down (the kernel's exit work reaches it about 15 ms after an
+		 * rdmem_tcp_client_close): the stream is intact. */
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			return -1;
 		got += (size_t)n;
@@ -927,7 +933,11 @@ static int read_full(int fd, void *buf, size_t len)
 static int closed_by_server(int fd)
 {
 	char b[64];
-	ssize_t n = recv(fd, b, sizeof(b), 0);
+	ssize_t n;
+
+	do /* EINTR: as in read_full */
+		n = recv(fd, b, sizeof(b), 0);
+	while (n < 0 && errno == EINTR);
 
 	return n == 0 || (n < 0 && errno == ECONNRESET);
 }
