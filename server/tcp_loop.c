@@ -586,10 +586,10 @@ static void srv_resume_yielded(struct rdmem_tcp_server *s)
 		next = c->next;
 		if (!c->yielded)
 			continue;
-		/* Killed while it waited: its recv was never armed, so no
-		 * completion may come to free it (its send's, if one is out). */
-		if (!c->dead && rdmem_tcp_conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
+		if (rdmem_tcp_conn_process(c) == 0 && rdmem_tcp_admit_partial(c) == 0)
 			conn_kick(c);
+		/* Killed by its turn (out of memory, a partial-frame limit): its
+		 * recv was not armed, so no completion may come to free it. */
 		rdmem_tcp_conn_maybe_free(c);
 	}
 }
