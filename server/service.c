@@ -686,13 +686,25 @@ static uint64_t svc_lowest_on_path(const char *base, char *cg, const char *file)
 
 /* The memory limit of this process's cgroup and its ancestors (v2
  * memory.max, v1 memory.limit_in_bytes); 0 when there is none. */
+/* The v1 controller list ctl ("cpu,memory") names the memory controller. */
+static int svc_has_memory(char *ctl)
+{
+	char *save = NULL, *tok;
+
+	for (tok = strtok_r(ctl, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, "memory"))
+			return 1;
+	return 0;
+}
+
 static uint64_t svc_cgroup_limit(void)
 {
-	char line[512];
+	char *line = NULL;
+	size_t cap = 0;
 	uint64_t low = 0, v = 0;
 	FILE *f = fopen("/proc/self/cgroup", "r");
 
-	while (f && fgets(line, sizeof(line), f)) {
+	while (f && getline(&line, &cap, f) > 0) {
 		char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
 
 		if (!cg)
@@ -701,9 +713,11 @@ static uint64_t svc_cgroup_limit(void)
 		cg[strcspn(cg, "\n")] = '\0';
 		if (!strcmp(cg, "/"))
 			cg[0] = '\0';
+		if (strlen(cg) > 512) /* longer than a path we build: the others still count */
+			continue;
 		if (!strcmp(ctl + 1, ""))
 			v = svc_lowest_on_path("/sys/fs/cgroup", cg, "memory.max");
-		else if (strstr(ctl + 1, "memory"))
+		else if (svc_has_memory(ctl + 1))
 			v = svc_lowest_on_path("/sys/fs/cgroup/memory", cg,
 					       "memory.limit_in_bytes");
 		else
@@ -711,6 +725,7 @@ static uint64_t svc_cgroup_limit(void)
 		if (v && (!low || v < low))
 			low = v;
 	}
+	free(line);
 	if (f)
 		fclose(f);
 	return low;
