@@ -55,6 +55,11 @@ SERVER = {
     "--max-value": dict(kind="bytes", lo=4 * KI, hi=64 * MI, default=MI),
     "--max-image": dict(kind="bytes", lo=1, hi=GI, default=64 * MI),
     "--upload-timeout": dict(kind="num", lo=100, hi=86400000, default=30000),
+    # The KV store's memory limit: never drawn. A limit the workload reaches
+    # refuses PUTs with NO_SPACE by design, which the linearizability check
+    # would have to model; test_kv and test_exhaustion cover it, and
+    # check_help still probes its range (default: half of the memory).
+    "--kv-max-bytes": dict(kind="bytes", lo=MI, hi=16384 * GI, p=0),
     "--dedup-window": dict(kind="num", lo=16, hi=65536, default=4096, pow2=True),
     "--dedup-agents": dict(kind="num", lo=1, hi=65536, default=256),
     "--dedup-idle": dict(kind="num", lo=1, hi=86400000, default=300000),
