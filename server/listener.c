@@ -25,12 +25,23 @@
 
 #define RDMEM_ADDR_KEY		RDMEM_ADDR_GROUP_MAX
 #define RDMEM_LISTENER_NUDGE_NS 10000000ull /* 10 ms */
+/* Places held at once for newcomers an eviction made room for, and how
+ * long: the agent redials at most 2 s apart (agent/session.c). */
+#define RDMEM_LISTENER_HOLDS   8
+#define RDMEM_LISTENER_HOLD_NS 3000000000ull
 
 /* Sessions open from one peer address (--max-sessions-per-addr). The
  * listener alone assigns keys; a session's close decrements n. */
 struct rdmem_addr_count {
 	char key[RDMEM_ADDR_KEY];
 	atomic_uint n;
+};
+
+/* A place an eviction made for a peer of address key, kept for it until
+ * `until` so that the evicted address's own redial cannot take it back. */
+struct rdmem_listener_hold {
+	char key[RDMEM_ADDR_KEY];
+	uint64_t until;
 };
 
 struct rdmem_listener_thread {
@@ -40,7 +51,9 @@ struct rdmem_listener_thread {
 	struct rdmem_pool *pool; /* NULL: each session takes a pool of its own */
 	struct rdmem_workers *workers;
 	uint32_t next_id;
-	struct rdmem_addr_count *addrs; /* max_sessions entries: enough for every session */
+	struct rdmem_addr_count *addrs;	    /* max_sessions entries: enough for every session */
+	struct rdmem_session_guard *guards; /* max_sessions entries: one per open session */
+	struct rdmem_listener_hold holds[RDMEM_LISTENER_HOLDS];
 	/* Sessions opened before this that never sent are reclaimed (see session.h). */
 	atomic_uint_fast64_t reclaim_before_ns;
 	uint64_t nudged_ns; /* the workers' last nudge (listener thread only) */
@@ -143,28 +156,161 @@ static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rd
 		rdmem_warn_limited("connect request from %s: %s (%zu bytes): refused",
 				   rdmem_fab_peer(c), why, len);
 		rdmem_listener_refuse(c, st, why);
-	} else if (rdmem_workers_sessions(lt->workers) >= lt->cfg->max_sessions) {
-		st = RDMEM_S_BUSY;
-		rdmem_listener_pressure(lt);
-		rdmem_warn_limited("connect request from %s: %u sessions already (--max-sessions): "
-				   "refused",
-				   rdmem_fab_peer(c), lt->cfg->max_sessions);
-		rdmem_listener_refuse(c, st, "too many sessions");
 	}
 	return st;
 }
 
+/* ---- full: the address holding the most gives way --------------------------- */
+
+/* The hold kept for key (NULL: none); *others: holds kept for other keys. */
+static struct rdmem_listener_hold *rdmem_listener_held(struct rdmem_listener_thread *lt,
+						       const char *key, uint64_t now,
+						       uint32_t *others)
+{
+	struct rdmem_listener_hold *mine = NULL;
+	uint32_t i;
+
+	*others = 0;
+	for (i = 0; i < RDMEM_LISTENER_HOLDS; i++) {
+		struct rdmem_listener_hold *h = &lt->holds[i];
+
+		if (h->until <= now)
+			continue;
+		if (!mine && strcmp(h->key, key) == 0)
+			mine = h;
+		else
+			(*others)++;
+	}
+	return mine;
+}
+
+/* Sessions of the address whose count is n, less those already told to go. */
+static uint32_t rdmem_listener_staying(const struct rdmem_listener_thread *lt, const atomic_uint *n)
+{
+	uint32_t i, k = 0;
+
+	for (i = 0; i < lt->cfg->max_sessions; i++) {
+		const struct rdmem_session_guard *g = &lt->guards[i];
+
+		/* acquire: pairs with the release store of used in rdmem_session_close */
+		k += atomic_load_explicit(&g->used, memory_order_acquire) && g->addr_n == n &&
+		     !atomic_load_explicit(&g->evict, memory_order_relaxed);
+	}
+	return k;
+}
+
+/* The open session of the address counted by n that was quiet longest. */
+static struct rdmem_session_guard *rdmem_listener_idlest(struct rdmem_listener_thread *lt,
+							 const atomic_uint *n)
+{
+	struct rdmem_session_guard *best = NULL;
+	uint64_t best_ns = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < lt->cfg->max_sessions; i++) {
+		struct rdmem_session_guard *g = &lt->guards[i];
+		/* relaxed: a time the worker stores, compared only */
+		uint64_t t = atomic_load_explicit(&g->heard_ns, memory_order_relaxed);
+
+		if (atomic_load_explicit(&g->used, memory_order_acquire) && g->addr_n == n &&
+		    !atomic_load_explicit(&g->evict, memory_order_relaxed) && t < best_ns) {
+			best = g;
+			best_ns = t;
+		}
+	}
+	return best;
+}
+
+/*
+ * The server is full and a peer of address key came: when another address
+ * holds at least two sessions more than key's, its idlest session is closed
+ * and the place kept for key for RDMEM_LISTENER_HOLD_NS. So no address holds
+ * every place: sessions go to addresses as evenly as they ask (a session
+ * that keeps sending keeps its place only against its own address's
+ * newcomers). Returns 1 when a place is being made.
+ */
+static int rdmem_listener_make_room(struct rdmem_listener_thread *lt, const char *key, uint64_t now)
+{
+	struct rdmem_addr_count *top = NULL;
+	struct rdmem_listener_hold *hold = NULL;
+	struct rdmem_session_guard *victim;
+	uint32_t mine = 0, i, top_n;
+
+	for (i = 0; i < lt->cfg->max_sessions; i++) {
+		struct rdmem_addr_count *a = &lt->addrs[i];
+		unsigned n = atomic_load_explicit(&a->n, memory_order_acquire);
+
+		if (n && strcmp(a->key, key) == 0)
+			mine = n;
+		else if (n && (!top || n > atomic_load_explicit(&top->n, memory_order_relaxed)))
+			top = a;
+	}
+	for (i = 0; i < RDMEM_LISTENER_HOLDS && !hold; i++)
+		if (lt->holds[i].until <= now)
+			hold = &lt->holds[i];
+	if (!top || !hold)
+		return 0;
+	top_n = rdmem_listener_staying(lt, &top->n);
+	if (top_n <= mine + 1 || !(victim = rdmem_listener_idlest(lt, &top->n)))
+		return 0;
+	/* relaxed: the worker acts on the flag alone; the nudge wakes it */
+	atomic_store_explicit(&victim->evict, 1, memory_order_relaxed);
+	snprintf(hold->key, sizeof(hold->key), "%s", key);
+	hold->until = now + RDMEM_LISTENER_HOLD_NS;
+	lt->nudged_ns = now;
+	rdmem_workers_nudge(lt->workers);
+	rdmem_log_limited(RDMEM_LOG_INFO,
+			  "sessions full: %s holds %u of them, the connecting %s %u: closing its "
+			  "idlest session for it",
+			  top->key, top_n, key, mine);
+	return 1;
+}
+
+/* 0 when a session may open for key now (*hold: the place kept for it, if
+ * any), or the status the request was refused with. */
+static uint16_t rdmem_listener_admit_room(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
+					  const char *key, struct rdmem_listener_hold **hold)
+{
+	uint64_t now = rdmem_now_ns();
+	uint32_t others;
+
+	*hold = rdmem_listener_held(lt, key, now, &others);
+	if (rdmem_workers_sessions(lt->workers) + others < lt->cfg->max_sessions)
+		return 0;
+	rdmem_listener_pressure(lt);
+	if (*hold || rdmem_listener_make_room(lt, key, now)) {
+		/* The evicted session closes at its worker's next sweep: the
+		 * agent's redial (50 ms on) finds the place. */
+		rdmem_listener_refuse(c, RDMEM_S_BUSY, "sessions full: a place is being made");
+		return RDMEM_S_BUSY;
+	}
+	rdmem_warn_limited("connect request from %s: %u sessions already (--max-sessions): "
+			   "refused",
+			   rdmem_fab_peer(c), lt->cfg->max_sessions);
+	rdmem_listener_refuse(c, RDMEM_S_BUSY, "too many sessions");
+	return RDMEM_S_BUSY;
+}
+
+/* An entry of lt->guards no open session holds, or NULL. */
+static struct rdmem_session_guard *rdmem_listener_free_guard(struct rdmem_listener_thread *lt)
+{
+	uint32_t i;
+
+	for (i = 0; i < lt->cfg->max_sessions; i++)
+		/* acquire: pairs with the release store in rdmem_session_close */
+		if (!atomic_load_explicit(&lt->guards[i].used, memory_order_acquire))
+			return &lt->guards[i];
+	return NULL;
+}
+
 /* --max-sessions-per-addr: 0 and the address's entry, or the refusal status. */
 static uint16_t rdmem_listener_admit_addr(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
-					  struct rdmem_addr_count **out)
+					  const char *key, struct rdmem_addr_count **out)
 {
 	/* 0 (a config not from main): no limit of its own */
 	uint32_t limit = lt->cfg->max_per_addr ? lt->cfg->max_per_addr : lt->cfg->max_sessions;
-	char key[RDMEM_ADDR_KEY];
-	struct rdmem_addr_count *a;
+	struct rdmem_addr_count *a = rdmem_listener_addr(lt, key);
 
-	rdmem_listener_addr_key(c, key);
-	a = rdmem_listener_addr(lt, key);
 	if (a && atomic_load_explicit(&a->n, memory_order_relaxed) < limit) {
 		*out = a;
 		return 0;
@@ -186,7 +332,10 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	struct rdmem_xchg_hello hello;
 	struct rdmem_session *s;
 	struct rdmem_addr_count *addr = NULL;
+	struct rdmem_listener_hold *hold = NULL;
+	struct rdmem_session_guard *g;
 	struct rdmem_conn *c;
+	char key[RDMEM_ADDR_KEY];
 	size_t len = sizeof(hello);
 	int ret;
 
@@ -198,12 +347,30 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 		return;
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */
-	if (rdmem_listener_admit(lt, c, &hello, len) || rdmem_listener_admit_addr(lt, c, &addr))
+	rdmem_listener_addr_key(c, key);
+	if (rdmem_listener_admit(lt, c, &hello, len) ||
+	    rdmem_listener_admit_room(lt, c, key, &hold) ||
+	    rdmem_listener_admit_addr(lt, c, key, &addr))
 		return;
+	/* Sessions count up only as their close gives the entry back: a closing
+	 * one may still hold it. */
+	if (!(g = rdmem_listener_free_guard(lt))) {
+		rdmem_listener_refuse(c, RDMEM_S_BUSY, "sessions full: one is closing");
+		return;
+	}
 	/* On failure (e.g. no lease free) the session refused the request with a reason. */
 	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0) {
+		if (hold)
+			hold->until = 0; /* taken */
 		atomic_fetch_add_explicit(&addr->n, 1, memory_order_relaxed);
-		rdmem_session_set_guard(s, &addr->n, &lt->reclaim_before_ns);
+		g->addr_n = &addr->n;
+		g->reclaim_before_ns = &lt->reclaim_before_ns;
+		/* relaxed: the worker gets the session (and g) through
+		 * rdmem_workers_add's hand-over, which orders these stores */
+		atomic_store_explicit(&g->heard_ns, rdmem_now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&g->evict, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->used, 1, memory_order_relaxed);
+		rdmem_session_set_guard(s, g);
 		rdmem_workers_add(lt->workers, s);
 	}
 }
@@ -278,6 +445,7 @@ static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 	rdmem_workers_stop(lt->workers); /* closes every session: leases go back */
 	rdmem_pool_destroy(lt->pool);
 	free(lt->addrs);
+	free(lt->guards);
 	if (lt->stop_efd >= 0)
 		close(lt->stop_efd);
 	free(lt);
@@ -328,7 +496,10 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 	rdmem_listener_memlock_check(cfg);
 	lt->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	lt->addrs = calloc(cfg->max_sessions, sizeof(*lt->addrs));
-	ret = lt->stop_efd < 0 ? -errno : !lt->addrs ? -ENOMEM : rdmem_listener_pool(lt);
+	lt->guards = calloc(cfg->max_sessions, sizeof(*lt->guards));
+	ret = lt->stop_efd < 0		  ? -errno
+	      : !lt->addrs || !lt->guards ? -ENOMEM
+					  : rdmem_listener_pool(lt);
 	if (ret == 0)
 		ret = rdmem_workers_start(cfg, &lt->workers);
 	if (ret == 0)

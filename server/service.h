@@ -137,6 +137,7 @@ enum rdmem_net_ctr {
 	RDMEM_NET_TCP_TURNS_ENDED,   /* a connection's turn ended with frames left */
 	RDMEM_NET_RDMA_REFUSED_ADDR, /* --max-sessions-per-addr reached */
 	RDMEM_NET_RDMA_RECLAIMED,    /* sessions that never sent, closed for a new one */
+	RDMEM_NET_RDMA_EVICTED,	     /* closed for a peer of another address (fair share) */
 	/* With --tls-cert: counters "tls.<name>". */
 	RDMEM_NET_TLS_HANDSHAKES,	  /* TLS sessions established */
 	RDMEM_NET_TLS_HANDSHAKE_FAILURES, /* refused, broken or past --tcp-auth-ms */

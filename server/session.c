@@ -335,7 +335,7 @@ static int rdmem_session_reap(struct rdmem_session *s)
 					   wc[i].imm);
 			continue;
 		}
-		s->heard = 1; /* only an in-range request exempts it from the grace reclaim */
+		s->heard++; /* only an in-range request exempts it from the grace reclaim */
 		rdmem_session_take_ack(s, wc[i].imm);
 		rdmem_session_ready_push(s, wc[i].imm);
 	}
@@ -415,8 +415,8 @@ void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 static int rdmem_session_unused(struct rdmem_session *s)
 {
 	/* relaxed: a time, no other data rides on it (the listener's store) */
-	if (s->heard || !s->reclaim_before_ns ||
-	    s->opened_ns >= atomic_load_explicit(s->reclaim_before_ns, memory_order_relaxed))
+	if (s->heard || !s->guard ||
+	    s->opened_ns >= atomic_load_explicit(s->guard->reclaim_before_ns, memory_order_relaxed))
 		return 0;
 	rdmem_service_count_net(s->svc, RDMEM_NET_RDMA_RECLAIMED);
 	rdmem_warn_limited("session %u (%s): no request in %llu ms while sessions are full: "
@@ -426,12 +426,36 @@ static int rdmem_session_unused(struct rdmem_session *s)
 	return 1;
 }
 
+/*
+ * The listener was full and gave this session's place to a peer of another
+ * address (its own holds the most sessions; listener.c). Relaxed: a flag,
+ * nothing rides on it. Else tells the listener when requests came, at the
+ * tick's clock (a tick per sweep, not a clock read per request).
+ */
+static int rdmem_session_evicted(struct rdmem_session *s, uint64_t now)
+{
+	if (!s->guard)
+		return 0;
+	if (atomic_load_explicit(&s->guard->evict, memory_order_relaxed)) {
+		rdmem_service_count_net(s->svc, RDMEM_NET_RDMA_EVICTED);
+		rdmem_warn_limited("session %u (%s): closed while sessions are full: its address "
+				   "holds the most, and a peer of another address came",
+				   s->id, rdmem_fab_peer(s->conn));
+		return 1;
+	}
+	if (s->heard != s->heard_seen) {
+		s->heard_seen = s->heard;
+		atomic_store_explicit(&s->guard->heard_ns, now, memory_order_relaxed);
+	}
+	return 0;
+}
+
 static int rdmem_session_housekeeping(struct rdmem_session *s, uint64_t now)
 {
 	/* No connection check here: the worker checks only connections whose
 	 * event fd is readable, all of them in one epoll_wait
 	 * (rdmem_worker_check), not a syscall per session every few rounds. */
-	if (rdmem_session_unused(s))
+	if (rdmem_session_unused(s) || rdmem_session_evicted(s, now))
 		return -ETIMEDOUT;
 	/* now may be older than a stamp taken fresh elsewhere (arm, setup):
 	 * compare without subtracting from it. */

@@ -66,13 +66,22 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		       const struct rdmem_xchg_hello *hello, uint32_t id,
 		       struct rdmem_session **out);
 /*
- * Hostile peers: ref counts the sessions of this one's peer address (closing
- * decrements it); when *reclaim_before_ns (set by the listener when it is
- * full) passes the session's start and the peer never sent a request, the
- * session ends (-ETIMEDOUT from poll/tick) so the slot goes to a new agent.
+ * Hostile peers: what the listener knows of an open session, an entry of
+ * its own table (listener.c), so it may pick a session to close without
+ * touching one a worker owns. The session ends (-ETIMEDOUT from tick) when
+ * *reclaim_before_ns (set by the listener when it is full) passes its start
+ * and its peer never sent a request, or when the listener sets evict.
  */
-void rdmem_session_set_guard(struct rdmem_session *s, atomic_uint *ref,
-			     atomic_uint_fast64_t *reclaim_before_ns);
+struct rdmem_session_guard {
+	atomic_uint *addr_n; /* sessions of the peer's address: closing decrements it */
+	const atomic_uint_fast64_t *reclaim_before_ns;
+	/* The worker's: the tick that first saw requests after a quiet spell
+	 * (opened_ns before any); the listener closes the idlest. */
+	atomic_uint_fast64_t heard_ns;
+	atomic_uint evict; /* the listener's: its place goes to another address */
+	atomic_uint used;  /* an open session holds the entry; its close clears it */
+};
+void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g);
 /* Disconnects and gives everything back, the lease included. */
 void rdmem_session_close(struct rdmem_session *s);
 

@@ -74,9 +74,9 @@ struct rdmem_session {
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer peer;
 	uint64_t opened_ns;
-	int heard; /* the peer sent at least one request (immediate) */
-	atomic_uint *addr_ref;
-	atomic_uint_fast64_t *reclaim_before_ns;
+	uint64_t heard;			   /* requests the peer sent (in-range immediates) */
+	uint64_t heard_seen;		   /* heard as the last tick saw it */
+	struct rdmem_session_guard *guard; /* the listener's entry, or NULL */
 	/* The copy of a request's key and value the service reads
 	 * (rdmem_session_snapshot), grown to the largest a request needed. */
 	uint8_t *copy;

@@ -312,11 +312,9 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	return 0;
 }
 
-void rdmem_session_set_guard(struct rdmem_session *s, atomic_uint *ref,
-			     atomic_uint_fast64_t *reclaim_before_ns)
+void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g)
 {
-	s->addr_ref = ref;
-	s->reclaim_before_ns = reclaim_before_ns;
+	s->guard = g;
 }
 
 void rdmem_session_close(struct rdmem_session *s)
@@ -326,8 +324,10 @@ void rdmem_session_close(struct rdmem_session *s)
 	rdmem_log_limited(RDMEM_LOG_INFO, "session %u (%s): closed", s->id,
 			  rdmem_fab_peer(s->conn));
 	rdmem_service_session_delta(s->svc, -1, &s->usage);
-	/* release: pairs with the listener's acquire load that reuses the entry */
-	if (s->addr_ref)
-		atomic_fetch_sub_explicit(s->addr_ref, 1, memory_order_release);
+	/* release: pairs with the listener's acquire loads that reuse the entries */
+	if (s->guard) {
+		atomic_fetch_sub_explicit(s->guard->addr_n, 1, memory_order_release);
+		atomic_store_explicit(&s->guard->used, 0, memory_order_release);
+	}
 	rdmem_session_free(s);
 }

@@ -122,6 +122,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],
 	  "RDMA sessions that never sent a request, closed to admit a new one."),
+	S("net.rdma_evicted", C, net[RDMEM_NET_RDMA_EVICTED],
+	  "RDMA sessions closed while sessions were full, each the idlest of the address "
+	  "holding the most, for a peer of an address holding fewer."),
 	S("tls.handshakes", C, net[RDMEM_NET_TLS_HANDSHAKES], "TLS sessions established on TCP."),
 	S("tls.handshake_failures", C, net[RDMEM_NET_TLS_HANDSHAKE_FAILURES],
 	  "TLS handshakes refused (certificate, protocol) or not finished within --tcp-auth-ms."),

@@ -46,6 +46,7 @@
 #include "tcp/frame.h"
 #include "check.h"
 #include "e2e.h"
+#include "raw_peer.h"
 
 #define ATTACK_MS	3000
 #define QUIET_MS	1500
@@ -315,7 +316,43 @@ static void atk_sessions(unsigned port, int ready, unsigned n)
 		pause();
 }
 
-enum attack { ATK_IDLE, ATK_SLOWLORIS, ATK_STORM, ATK_GARBAGE, ATK_SESSIONS };
+/*
+ * RDMA session hog: holds up to n sessions and keeps each busy (a PING
+ * every 20 ms), and redials a lost one at once, as a peer that wants every
+ * place would. Never-sent reclaim does not touch these sessions.
+ */
+static void atk_sessions_busy(unsigned port, int ready, unsigned n)
+{
+	static struct raw_peer p[64];
+	int up[64] = { 0 };
+	unsigned i, got = 0;
+
+	rdmem_log_init("attacker", 0);
+	rdmem_log_level = -1; /* refusals are what we expect */
+	raw_peer_target.host = srv_addr;
+	raw_peer_target.port = (uint16_t)port;
+	n = RDMEM_MIN(n, 64u);
+	for (i = 0; i < n; i++)
+		got += up[i] = raw_peer_open(&p[i], 16, 1) == 0;
+	fprintf(stderr, "  attacker %d: %u of %u busy sessions\n", (int)getpid(), got, n);
+	if (write(ready, "r", 1) != 1)
+		_exit(4);
+	for (;;) {
+		for (i = 0; i < n; i++) {
+			struct rdmem_desc d = raw_peer_desc(RDMEM_OP_PING, 0, 0, 0);
+
+			if (up[i] && raw_peer_call(&p[i], 0, &d, 0, &d) < 0) {
+				raw_peer_close(&p[i]);
+				up[i] = 0;
+			}
+			if (!up[i])
+				up[i] = raw_peer_open(&p[i], 16, 1) == 0;
+		}
+		proc_sleep_ms(20);
+	}
+}
+
+enum attack { ATK_IDLE, ATK_SLOWLORIS, ATK_STORM, ATK_GARBAGE, ATK_SESSIONS, ATK_SESSIONS_BUSY };
 
 /* Starts the attack in a child; returns its pid once it is under way. */
 static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
@@ -335,7 +372,8 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 		if (setpriority(PRIO_PROCESS, 0, 19) < 0)
 			perror("attacker: setpriority");
 		close(p[0]);
-		if (a != ATK_SESSIONS) /* shm is host-local: its peers are processes */
+		/* shm is host-local: its peers are processes */
+		if (a != ATK_SESSIONS && a != ATK_SESSIONS_BUSY)
 			net_enter();
 		if (a == ATK_IDLE)
 			atk_idle(port, p[1]);
@@ -345,8 +383,10 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 			atk_storm(port, p[1]);
 		else if (a == ATK_GARBAGE)
 			atk_garbage(port, p[1]);
-		else
+		else if (a == ATK_SESSIONS)
 			atk_sessions(port, p[1], arg);
+		else
+			atk_sessions_busy(port, p[1], arg);
 		_exit(0);
 	}
 	close(p[1]);
@@ -734,10 +774,54 @@ static void test_session_flood(void)
 		CHECK(r.p99_ns <= 10 * RDMEM_MAX(quiet, P99_FLOOR_NS));
 		CHECK(lines <= LOG_MAX);
 		CHECK(refused > 0);
-		CHECK(reclaimed > 0);
+		CHECK(reclaimed + server_ctr(&e, "net.rdma_evicted") > 0);
 	}
 	attack_stop(a1);
 	attack_stop(a2);
+	e2e_fini(&e);
+}
+
+/*
+ * One peer address (a process, on shm) holds every session and keeps each
+ * busy, redialing a lost one at once. A fresh agent still gets an RDMA
+ * session within a redial or two (the hog's idlest session is closed for
+ * it, the place kept for it), keeps it through the attack (the hog's
+ * redials find no place), and the hog loses exactly one session.
+ */
+static void test_session_hog_busy(void)
+{
+	static struct honest r;
+	struct e2e e;
+	uint64_t quiet, t0, took;
+	long long eager0, eager, evicted;
+	pid_t hog;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--max-sessions", "8", (const char *)NULL) == 0);
+	quiet = quiet_p99(&e);
+	hog = attack_start(ATK_SESSIONS_BUSY, e.port, 8);
+	REQUIRE(hog > 0);
+	t0 = rdmem_now_ns();
+	if (e2e_agent(&e, (const char *)NULL) < 0) {
+		CHECK(!"a fresh agent gets an RDMA session while one peer holds every one busy");
+	} else {
+		took = rdmem_now_ns() - t0;
+		eager0 = e2e_stat(&e, "paths.eager.ok");
+		honest_under_attack(e.h, &r);
+		eager = e2e_stat(&e, "paths.eager.ok") - eager0;
+		evicted = server_ctr(&e, "net.rdma_evicted");
+		printf("# attack session-hog (busy): agent on RDMA after %.0f ms, honest %u/%u "
+		       "ok, %lld over RDMA, p99 quiet %.3f ms, attacked %.3f ms, evicted %lld\n",
+		       took / 1e6, r.ok, r.ok + r.fail, eager, quiet / 1e6, r.p99_ns / 1e6,
+		       evicted);
+		CHECK_EQ(r.fail, 0u);
+		CHECK(r.p99_ns <= 10 * RDMEM_MAX(quiet, P99_FLOOR_NS));
+		/* every call of the attack window on RDMA: the hog never got the place back */
+		CHECK_EQ(eager, (long long)r.ok);
+		CHECK_EQ(e2e_stat(&e, "link_up"), 1);
+		CHECK_EQ(evicted, 1);
+	}
+	attack_stop(hog);
 	e2e_fini(&e);
 }
 
@@ -843,6 +927,7 @@ int main(void)
 	NRUN(test_idle_flood_one_address_many);
 	NRUN(test_idle_flood_secret);
 	NRUN(test_session_flood);
+	NRUN(test_session_hog_busy);
 	NRUN(test_rdma_listener_out_of_fds);
 	return check_done();
 }
