@@ -33,6 +33,7 @@ mutations=(
 	"image-stalled-kept|server/image.c|s/if \(u->state == UPLOAD_ACTIVE && u->paid_ns < now &&/if (0 \&\& u->state == UPLOAD_ACTIVE \&\& u->paid_ns < now \&\&/|test_image"
 	"image-progress-unpaid|server/image.c|s/img_pay\(u, c->len, now\);/img_pay(u, 0, now);/|test_image"
 	"image-evict-before-first-chunk|server/image.c|s/\tret = img_apply\(st, &fresh, c, now, ack\);/\timg_take_record(st, rec);\n\tret = img_apply(st, \&fresh, c, now, ack);/|test_image"
+	"dedup-any-idle-taken|server/dedup.c|s/return !a->refs &&\n/return !a->refs + 0 * /|test_dedup"
 	"kv-limit-ignored|server/kv.c|s/if \(!kv->max_bytes /if (1 + !kv->max_bytes /|test_kv"
 	"kv-replace-charged-whole|server/kv.c|s/\(old \? \(int64_t\)rdmem_kv_charge\(old->klen, old->vlen\) : 0\)/0/|test_kv"
 	"tcp-turn-unbounded|server/tcp_conn.h|s/(#define TCP_TURN_NS\s+)200000ull/\$1(200000ull << 30)/|test_server_tcp"

@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rdmem/netaddr.h"
 #include "rdmem/util.h"
 
 enum { ENT_EMPTY = 0, ENT_RUNNING, ENT_DONE };
@@ -28,8 +30,15 @@ struct dedup_entry {
 	uint8_t state;
 };
 
+/* Windows remembered per peer address; under the table lock. */
+struct dedup_addr {
+	char key[RDMEM_ADDR_GROUP_MAX];
+	uint32_t n; /* 0: a free entry */
+};
+
 struct rdmem_dedup_agent {
 	uint64_t agent_id;
+	struct dedup_addr *addr;      /* of its first BIND; under the table lock */
 	uint32_t refs;		      /* bound connections; under the table lock */
 	atomic_uint_fast64_t last_ns; /* last bind, unbind or call: relaxed, a hint for expiry */
 	pthread_mutex_t lock;	      /* guards what follows */
@@ -46,6 +55,7 @@ struct rdmem_dedup {
 	pthread_mutex_t lock; /* the agent list and refs */
 	struct rdmem_dedup_agent *agents;
 	uint32_t nagents;
+	struct dedup_addr *addrs; /* max_agents entries: one per address at most */
 	/* Statistics: relaxed, nothing is published through them. */
 	atomic_uint_fast64_t binds, bind_refused, executed, replayed, waited, stale, expired;
 };
@@ -64,8 +74,10 @@ int rdmem_dedup_create(const struct rdmem_dedup_config *cfg, struct rdmem_dedup 
 	    cfg->max_agents > RDMEM_DEDUP_MAX_AGENTS || !cfg->idle_ms)
 		return -EINVAL;
 	d = calloc(1, sizeof(*d));
-	if (!d)
+	if (!d || !(d->addrs = calloc(cfg->max_agents, sizeof(*d->addrs)))) {
+		free(d);
 		return -ENOMEM;
+	}
 	d->cfg = *cfg;
 	if (getrandom(&d->instance, sizeof(d->instance), GRND_NONBLOCK) !=
 	    (ssize_t)sizeof(d->instance))
@@ -95,6 +107,7 @@ void rdmem_dedup_destroy(struct rdmem_dedup *d)
 		dedup_agent_free(a);
 	}
 	pthread_mutex_destroy(&d->lock);
+	free(d->addrs);
 	free(d);
 }
 
@@ -130,16 +143,53 @@ static struct rdmem_dedup_agent *dedup_agent_new(struct rdmem_dedup *d, uint64_t
 	return a;
 }
 
-/* The least recently used agent without connections, or NULL. Under d->lock. */
-static struct rdmem_dedup_agent **dedup_lru_idle(struct rdmem_dedup *d)
+/* key's entry, or when create a free one taken for it; NULL if none. Under d->lock. */
+static struct dedup_addr *dedup_addr(struct rdmem_dedup *d, const char *key, int create)
+{
+	struct dedup_addr *free_slot = NULL;
+	uint32_t i;
+
+	for (i = 0; i < d->cfg.max_agents; i++) {
+		if (d->addrs[i].n && strcmp(d->addrs[i].key, key) == 0)
+			return &d->addrs[i];
+		if (!d->addrs[i].n && !free_slot)
+			free_slot = &d->addrs[i];
+	}
+	if (free_slot && create)
+		snprintf(free_slot->key, sizeof(free_slot->key), "%s", key);
+	return create ? free_slot : NULL;
+}
+
+/* May a newcomer of address mine (holding m windows) take a's window? */
+static int dedup_may_take(const struct rdmem_dedup *d, const struct rdmem_dedup_agent *a,
+			  const struct dedup_addr *mine, uint32_t m, uint64_t now)
+{
+	/* Never past the idle expiry, which forgets it anyway. */
+	uint64_t grace = RDMEM_MIN(RDMEM_DEDUP_GRACE_MS, d->cfg.idle_ms) * 1000000ull;
+	uint64_t last = atomic_load_explicit(&a->last_ns, memory_order_relaxed);
+
+	return !a->refs &&
+	       (a->addr == mine || a->addr->n >= m + 2 || (now > last && now - last > grace));
+}
+
+/* The window a newcomer of address mine takes (dedup.h), or NULL. Under d->lock. */
+static struct rdmem_dedup_agent **dedup_victim(struct rdmem_dedup *d, const struct dedup_addr *mine,
+					       uint64_t now)
 {
 	struct rdmem_dedup_agent **pp, **best = NULL;
+	uint32_t m = mine ? mine->n : 0;
 
-	for (pp = &d->agents; *pp; pp = &(*pp)->next)
-		if (!(*pp)->refs &&
-		    (!best || atomic_load_explicit(&(*pp)->last_ns, memory_order_relaxed) <
-				  atomic_load_explicit(&(*best)->last_ns, memory_order_relaxed)))
+	for (pp = &d->agents; *pp; pp = &(*pp)->next) {
+		const struct rdmem_dedup_agent *a = *pp, *b = best ? *best : NULL;
+
+		if (!dedup_may_take(d, a, mine, m, now))
+			continue;
+		if (!b || a->addr->n > b->addr->n ||
+		    (a->addr->n == b->addr->n &&
+		     atomic_load_explicit(&a->last_ns, memory_order_relaxed) <
+			 atomic_load_explicit(&b->last_ns, memory_order_relaxed)))
 			best = pp;
+	}
 	return best;
 }
 
@@ -149,37 +199,51 @@ static void dedup_unlink(struct rdmem_dedup *d, struct rdmem_dedup_agent **pp)
 
 	*pp = a->next;
 	d->nagents--;
+	a->addr->n--;
 	dedup_count(&d->expired);
-	rdmem_info("dedup: forgot agent %016llx", (unsigned long long)a->agent_id);
+	rdmem_log_limited(RDMEM_LOG_INFO, "dedup: forgot agent %016llx",
+			  (unsigned long long)a->agent_id);
 	dedup_agent_free(a);
 }
 
-int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
+/* A window for a new agent of address key, under d->lock: 0, -ENOSPC or -ENOMEM. */
+static int dedup_add(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id, const char *key,
 		     struct rdmem_dedup_agent **out)
 {
 	struct rdmem_dedup_agent *a, **victim;
 
+	if (d->nagents >= d->cfg.max_agents) {
+		victim = dedup_victim(d, dedup_addr(d, key, 0), rdmem_now_ns());
+		if (!victim) {
+			dedup_count(&d->bind_refused);
+			return -ENOSPC;
+		}
+		dedup_unlink(d, victim);
+	}
+	a = dedup_agent_new(d, agent_id, next_id);
+	if (!a)
+		return -ENOMEM;
+	a->addr = dedup_addr(d, key, 1); /* never NULL: fewer agents than entries now */
+	a->addr->n++;
+	a->next = d->agents;
+	d->agents = a;
+	d->nagents++;
+	*out = a;
+	return 0;
+}
+
+int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id, const char *addr,
+		     struct rdmem_dedup_agent **out)
+{
+	struct rdmem_dedup_agent *a;
+	int ret;
+
 	pthread_mutex_lock(&d->lock);
 	for (a = d->agents; a && a->agent_id != agent_id; a = a->next)
 		;
-	if (!a) {
-		if (d->nagents >= d->cfg.max_agents) {
-			victim = dedup_lru_idle(d);
-			if (!victim) {
-				pthread_mutex_unlock(&d->lock);
-				dedup_count(&d->bind_refused);
-				return -ENOSPC;
-			}
-			dedup_unlink(d, victim);
-		}
-		a = dedup_agent_new(d, agent_id, next_id);
-		if (!a) {
-			pthread_mutex_unlock(&d->lock);
-			return -ENOMEM;
-		}
-		a->next = d->agents;
-		d->agents = a;
-		d->nagents++;
+	if (!a && (ret = dedup_add(d, agent_id, next_id, addr ? addr : "", &a)) < 0) {
+		pthread_mutex_unlock(&d->lock);
+		return ret;
 	}
 	a->refs++;
 	atomic_store_explicit(&a->last_ns, rdmem_now_ns(), memory_order_relaxed);

@@ -21,6 +21,10 @@
 #define RDMEM_DEDUP_MAX_AGENTS	    65536u
 #define RDMEM_DEDUP_DEFAULT_IDLE_MS 300000u /* an agent with no connection is forgotten */
 #define RDMEM_DEDUP_WAIT_MS	    10000u  /* a retry waits this long for its first run */
+/* A window whose agent left is kept this long at least (or --dedup-idle if
+ * shorter) against newcomers of other addresses holding as many windows:
+ * its redial and retries come. */
+#define RDMEM_DEDUP_GRACE_MS 30000u
 
 struct rdmem_dedup_config {
 	uint32_t window;     /* power of two in [MIN_WINDOW, MAX_WINDOW] */
@@ -52,7 +56,7 @@ struct rdmem_dedup_stats {
 	uint64_t agents;       /* agents remembered now */
 	uint64_t bytes;	       /* memory their windows take */
 	uint64_t binds;	       /* connections bound */
-	uint64_t bind_refused; /* table full of agents with live connections */
+	uint64_t bind_refused; /* table full, no window it may take */
 	uint64_t executed;     /* tracked calls run */
 	uint64_t replayed;     /* retries answered from the record */
 	uint64_t waited;       /* retries that waited for their first run to end */
@@ -67,7 +71,8 @@ int rdmem_dedup_create(const struct rdmem_dedup_config *cfg, struct rdmem_dedup 
 void rdmem_dedup_destroy(struct rdmem_dedup *d);
 
 /*
- * Binds one connection to agent_id (non-zero). next_id is the first id the
+ * Binds one connection to agent_id (non-zero), from peer address addr (the
+ * rdmem_addr_group key; NULL: ""). next_id is the first id the
  * agent cannot have sent yet. When this table has no window for the agent,
  * the new one starts there: every id below next_id is of unknown outcome,
  * answered STALE. Such an id may have run here before the window was
@@ -76,9 +81,17 @@ void rdmem_dedup_destroy(struct rdmem_dedup *d);
  * restart undid it: run again, a DEL that deleted would answer "not found"
  * and a PUT's lost value would come back. An agent's first BIND names its
  * first id: nothing is below it.
- * Returns 0 or -ENOSPC (every remembered agent has a live connection).
+ * Returns 0 or -ENOSPC.
+ *
+ * A new agent when max_agents are remembered takes the window of an agent
+ * without connections: one of its own address's, one of an address holding
+ * at least two windows more than its own, or one left longer than
+ * RDMEM_DEDUP_GRACE_MS ago; of those, from the address holding the most,
+ * the least recently used. -ENOSPC when there is none. So a peer binding
+ * agent ids by the hundred replaces its own windows, not those of agents
+ * that just left (whose retries would then be STALE).
  */
-int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id,
+int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id, const char *addr,
 		     struct rdmem_dedup_agent **out);
 /* Random, non-zero, fixed for this table's life: names this server run. */
 uint64_t rdmem_dedup_instance(const struct rdmem_dedup *d);

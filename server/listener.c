@@ -370,7 +370,7 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 		atomic_store_explicit(&g->heard_ns, rdmem_now_ns(), memory_order_relaxed);
 		atomic_store_explicit(&g->evict, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->used, 1, memory_order_relaxed);
-		rdmem_session_set_guard(s, g);
+		rdmem_session_set_guard(s, g, key);
 		rdmem_workers_add(lt->workers, s);
 	}
 }

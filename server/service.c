@@ -363,12 +363,13 @@ static uint16_t op_bind(struct svc_ctx *x)
 		return RDMEM_S_OK; /* aux 0: this server keeps no window */
 	if (peer->agent_id)	   /* bound already: the same agent again is harmless */
 		return peer->agent_id == id ? RDMEM_S_OK : RDMEM_S_BAD_REQUEST;
-	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, &peer->agent);
+	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, peer->addr, &peer->agent);
 	if (ret == -ENOSPC) {
 		rdmem_warn_limited(
-		    "dedup: agent %016llx not tracked: --dedup-agents %u agents with live "
-		    "connections are tracked already; its retries may run twice",
-		    (unsigned long long)id, rdmem_dedup_get_config(x->svc->dedup)->max_agents);
+		    "dedup: agent %016llx (%s) not tracked: --dedup-agents %u agents are tracked, "
+		    "none it may replace; its retries may run twice",
+		    (unsigned long long)id, peer->addr,
+		    rdmem_dedup_get_config(x->svc->dedup)->max_agents);
 		return RDMEM_S_NO_SPACE;
 	}
 	if (ret < 0)

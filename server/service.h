@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdmem/netaddr.h"
 #include "rdmem/wire.h"
 
 struct rdmem_service;
@@ -36,6 +37,7 @@ struct rdmem_dedup_agent;
 struct rdmem_service_peer {
 	struct rdmem_dedup_agent *agent;
 	uint64_t agent_id;
+	char addr[RDMEM_ADDR_GROUP_MAX]; /* the peer's address (netaddr.h); the transport's */
 };
 
 /* Where the reply payload goes. */

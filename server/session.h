@@ -81,7 +81,9 @@ struct rdmem_session_guard {
 	atomic_uint evict; /* the listener's: its place goes to another address */
 	atomic_uint used;  /* an open session holds the entry; its close clears it */
 };
-void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g);
+/* addr: the peer's address key (netaddr.h), for exactly-once's shares */
+void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g,
+			     const char *addr);
 /* Disconnects and gives everything back, the lease included. */
 void rdmem_session_close(struct rdmem_session *s);
 

@@ -312,9 +312,11 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	return 0;
 }
 
-void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g)
+void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g,
+			     const char *addr)
 {
 	s->guard = g;
+	snprintf(s->peer.addr, sizeof(s->peer.addr), "%s", addr);
 }
 
 void rdmem_session_close(struct rdmem_session *s)

@@ -176,7 +176,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("dedup.bytes", G, dd.bytes, "Memory of the dedup windows."),
 	S("dedup.binds", C, dd.binds, "Connections bound to an agent's window."),
 	S("dedup.bind_refused", C, dd.bind_refused,
-	  "Agents not tracked: --dedup-agents windows all had live connections."),
+	  "Agents not tracked: --dedup-agents windows taken, none a newcomer may replace "
+	  "(live, or another address's, left less than 30 s ago)."),
 	S("dedup.executed", C, dd.executed, "Tracked calls run."),
 	S("dedup.replayed", C, dd.replayed,
 	  "Retries answered from the dedup window instead of running again."),

@@ -186,6 +186,7 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		rdmem_warn_limited("tcp %s: TCP_NODELAY: %s", s->name, strerror(errno));
 	snprintf(c->host, sizeof(c->host), "%s", group);
+	snprintf(c->ident.addr, sizeof(c->ident.addr), "%s", group);
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
 	c->srv = s;
 	c->fd = fd;

@@ -72,7 +72,7 @@ static void test_queued_call_is_renumbered_above_the_floor(void)
 	/* The server restarts here: the new run's window starts at the floor. */
 	floor = bind_aux();
 	CHECK_EQ(floor, first_id + 2);
-	REQUIRE(rdmem_dedup_bind(d, 77, floor, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 77, floor, "a", &a) == 0);
 	/* The retry of the call that had left is of unknown outcome there. */
 	rdmem_agent_ident_sent(&ident, &fast);
 	CHECK_EQ(fast.req.aux, first_id + 1);

@@ -49,7 +49,7 @@ static void test_replay_and_window_edge(void)
 	uint32_t i;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 7, 1, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 7, 1, "a", &a) == 0);
 	for (i = 1; i <= 20; i++)
 		CHECK_EQ(run(d, a, i, i % 3, &rec), RDMEM_DEDUP_RUN);
 	/* 5..20 are the last 16: replayed with their own result. */
@@ -94,7 +94,7 @@ static void test_retry_waits_for_running_call(void)
 
 	r.d = make(64, 4, 60000);
 	REQUIRE(r.d);
-	REQUIRE(rdmem_dedup_bind(r.d, 8, 1, &r.a) == 0);
+	REQUIRE(rdmem_dedup_bind(r.d, 8, 1, "a", &r.a) == 0);
 	REQUIRE(rdmem_dedup_begin(r.d, r.a, 9, &ext, &rec) == RDMEM_DEDUP_RUN);
 	REQUIRE(pthread_create(&t, NULL, retry_thread, &r) == 0);
 	usleep(50000); /* the retry is now blocked on our run */
@@ -123,7 +123,7 @@ static void test_id_wrap(void)
 	int i;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 9, id, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 9, id, "a", &a) == 0);
 	for (i = 0; i < 16; i++)
 		CHECK_EQ(run(d, a, id + (uint32_t)i, 0, &rec), RDMEM_DEDUP_RUN);
 	CHECK_EQ(run(d, a, 0xfffffffau, 0, &rec), RDMEM_DEDUP_REPLAY);
@@ -142,17 +142,65 @@ static void test_agents_cap(void)
 	struct rdmem_dedup_stats st;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 1, 1, &a) == 0);
-	REQUIRE(rdmem_dedup_bind(d, 2, 1, &b) == 0);
-	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, &c), -ENOSPC);
+	REQUIRE(rdmem_dedup_bind(d, 1, 1, "a", &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 2, 1, "a", &b) == 0);
+	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, "a", &c), -ENOSPC);
 	rdmem_dedup_unbind(d, a);
-	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, &c), 0); /* evicts agent 1 */
+	CHECK_EQ(rdmem_dedup_bind(d, 3, 1, "a", &c), 0); /* evicts agent 1 */
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 2);
 	CHECK_EQ(st.expired, 1);
 	CHECK_EQ(st.bind_refused, 1);
 	rdmem_dedup_unbind(d, b);
 	rdmem_dedup_unbind(d, c);
+	rdmem_dedup_destroy(d);
+}
+
+/*
+ * A peer binding agent ids by the hundred (connect, BIND, close) replaces
+ * its own windows, not that of an agent that just left: the agent's retry
+ * after its redial is replayed, not STALE. Newcomers of other addresses
+ * take windows of the address holding at least two more than theirs; a
+ * window left less than the grace ago (here --dedup-idle 200 ms) stays.
+ */
+static void test_agents_shared_by_address(void)
+{
+	struct rdmem_dedup *d = make(16, 4, 200);
+	struct rdmem_dedup_agent *h, *x, *y;
+	struct rdmem_dedup_result rec;
+	struct rdmem_dedup_stats st;
+	uint64_t id;
+
+	REQUIRE(d);
+	REQUIRE(rdmem_dedup_bind(d, 1, 1, "honest", &h) == 0);
+	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_RUN);
+	rdmem_dedup_unbind(d, h); /* its link broke: it redials */
+	for (id = 100; id < 356; id++) {
+		CHECK_EQ(rdmem_dedup_bind(d, id, 1, "hog", &x), 0);
+		rdmem_dedup_unbind(d, x);
+	}
+	REQUIRE(rdmem_dedup_bind(d, 1, 2, "honest", &h) == 0);
+	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_REPLAY);
+	rdmem_dedup_unbind(d, h);
+	/* The hog holds 3, the honest agent 1: a newcomer of another address
+	 * takes the hog's, twice; then every address holds 1 (or 2 against
+	 * 1) and the honest agent's window is young: refused. */
+	CHECK_EQ(rdmem_dedup_bind(d, 500, 1, "y", &y), 0);
+	CHECK_EQ(rdmem_dedup_bind(d, 501, 1, "z", &x), 0);
+	rdmem_dedup_unbind(d, x);
+	CHECK_EQ(rdmem_dedup_bind(d, 502, 1, "w", &x), -ENOSPC);
+	rdmem_dedup_unbind(d, y);
+	rdmem_dedup_get_stats(d, &st);
+	CHECK_EQ(st.agents, 4);
+	CHECK_EQ(st.bind_refused, 1);
+	/* Past the grace, an old window goes to a newcomer: the least
+	 * recently used (the hog's last, left before the honest agent's). */
+	usleep(250 * 1000);
+	CHECK_EQ(rdmem_dedup_bind(d, 502, 1, "w", &x), 0);
+	rdmem_dedup_unbind(d, x);
+	REQUIRE(rdmem_dedup_bind(d, 1, 2, "honest", &h) == 0);
+	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_REPLAY);
+	rdmem_dedup_unbind(d, h);
 	rdmem_dedup_destroy(d);
 }
 
@@ -166,7 +214,7 @@ static void test_idle_expiry_and_floor(void)
 	uint64_t t0;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 5, 1, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 5, 1, "a", &a) == 0);
 	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_RUN);
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull); /* connected: kept */
 	rdmem_dedup_get_stats(d, &st);
@@ -180,7 +228,7 @@ static void test_idle_expiry_and_floor(void)
 	rdmem_dedup_expire(d, rdmem_now_ns() + 1000000000ull);
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 0);
-	REQUIRE(rdmem_dedup_bind(d, 5, 2, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 5, 2, "a", &a) == 0);
 	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 2, 0, &rec), RDMEM_DEDUP_RUN);
 	rdmem_dedup_unbind(d, a);
@@ -188,7 +236,7 @@ static void test_idle_expiry_and_floor(void)
 	 * bound to before (a server run this one replaced, where what it sent
 	 * may have run and been seen; or nothing it ever heard back from): the
 	 * ids below are STALE, not run. A first BIND names id 1: none below. */
-	REQUIRE(rdmem_dedup_bind(d, 10, 5, &a) == 0);
+	REQUIRE(rdmem_dedup_bind(d, 10, 5, "a", &a) == 0);
 	CHECK_EQ(run(d, a, 1, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 4, 0, &rec), RDMEM_DEDUP_STALE);
 	CHECK_EQ(run(d, a, 5, 0, &rec), RDMEM_DEDUP_RUN);
@@ -204,6 +252,7 @@ int main(void)
 	RUN(test_retry_waits_for_running_call);
 	RUN(test_id_wrap);
 	RUN(test_agents_cap);
+	RUN(test_agents_shared_by_address);
 	RUN(test_idle_expiry_and_floor);
 	return check_done();
 }
