@@ -118,6 +118,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("net.tcp_turns_ended", C, net[RDMEM_NET_TCP_TURNS_ENDED],
 	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
 	  "served the others before going on."),
+	S("net.tcp_slow_readers", C, net[RDMEM_NET_TCP_SLOW_READER],
+	  "TCP connections closed while unsent replies of all connections passed 64 MiB: "
+	  "each read its replies too slowly to take what it held within 10 s."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],
