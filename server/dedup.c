@@ -41,6 +41,7 @@ struct rdmem_dedup_agent {
 	struct dedup_addr *addr;      /* of its first BIND; under the table lock */
 	uint32_t refs;		      /* bound connections; under the table lock */
 	atomic_uint_fast64_t last_ns; /* last bind, unbind or call: relaxed, a hint for expiry */
+	atomic_uint ran;	      /* a tracked call completed: the window holds a result */
 	pthread_mutex_t lock;	      /* guards what follows */
 	pthread_cond_t cv;	      /* an entry left RUNNING */
 	uint64_t high;		      /* highest extended id claimed */
@@ -160,35 +161,56 @@ static struct dedup_addr *dedup_addr(struct rdmem_dedup *d, const char *key, int
 	return create ? free_slot : NULL;
 }
 
-/* May a newcomer of address mine (holding m windows) take a's window? */
-static int dedup_may_take(const struct rdmem_dedup *d, const struct rdmem_dedup_agent *a,
-			  const struct dedup_addr *mine, uint32_t m, uint64_t now)
+/*
+ * How much a newcomer of address mine (holding m windows) would lose by
+ * taking a's window, lowest first; -1: not at all (a connection is bound).
+ * 0: a window with no completed call (losing it can only turn a retry's
+ * run into STALE); 1: left longer ago than the grace (its agent's retries
+ * have most likely ended); 2: its own address's, or an address holding two
+ * more; 3: any other. Never refusing while a window can be taken: a
+ * refused BIND leaves its connection's calls untracked, and a retry there
+ * may run twice.
+ */
+static int dedup_cost(const struct rdmem_dedup *d, const struct rdmem_dedup_agent *a,
+		      const struct dedup_addr *mine, uint32_t m, uint64_t now)
 {
 	/* Never past the idle expiry, which forgets it anyway. */
 	uint64_t grace = RDMEM_MIN(RDMEM_DEDUP_GRACE_MS, d->cfg.idle_ms) * 1000000ull;
 	uint64_t last = atomic_load_explicit(&a->last_ns, memory_order_relaxed);
 
-	return !a->refs &&
-	       (a->addr == mine || a->addr->n >= m + 2 || (now > last && now - last > grace));
+	if (a->refs)
+		return -1;
+	/* relaxed: no call runs on a window without connections */
+	if (!atomic_load_explicit(&a->ran, memory_order_relaxed))
+		return 0;
+	if (now > last && now - last > grace)
+		return 1;
+	return a->addr == mine || a->addr->n >= m + 2 ? 2 : 3;
 }
 
-/* The window a newcomer of address mine takes (dedup.h), or NULL. Under d->lock. */
+/* The window a newcomer of address mine takes (dedup.h), or NULL when every
+ * one has a connection. Under d->lock. */
 static struct rdmem_dedup_agent **dedup_victim(struct rdmem_dedup *d, const struct dedup_addr *mine,
 					       uint64_t now)
 {
 	struct rdmem_dedup_agent **pp, **best = NULL;
 	uint32_t m = mine ? mine->n : 0;
+	int best_cost = 4;
 
 	for (pp = &d->agents; *pp; pp = &(*pp)->next) {
 		const struct rdmem_dedup_agent *a = *pp, *b = best ? *best : NULL;
+		int cost = dedup_cost(d, a, mine, m, now);
 
-		if (!dedup_may_take(d, a, mine, m, now))
+		if (cost < 0 || cost > best_cost)
 			continue;
-		if (!b || a->addr->n > b->addr->n ||
+		/* Equal cost: the address holding the most, then least recently used. */
+		if (!b || cost < best_cost || a->addr->n > b->addr->n ||
 		    (a->addr->n == b->addr->n &&
 		     atomic_load_explicit(&a->last_ns, memory_order_relaxed) <
-			 atomic_load_explicit(&b->last_ns, memory_order_relaxed)))
+			 atomic_load_explicit(&b->last_ns, memory_order_relaxed))) {
 			best = pp;
+			best_cost = cost;
+		}
 	}
 	return best;
 }
@@ -335,6 +357,7 @@ void rdmem_dedup_end(struct rdmem_dedup *d, struct rdmem_dedup_agent *a, uint64_
 	if (e->id == ext && e->state == ENT_RUNNING) {
 		e->res = *res;
 		e->state = ENT_DONE;
+		atomic_store_explicit(&a->ran, 1, memory_order_relaxed);
 	}
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->lock);

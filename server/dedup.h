@@ -21,9 +21,9 @@
 #define RDMEM_DEDUP_MAX_AGENTS	    65536u
 #define RDMEM_DEDUP_DEFAULT_IDLE_MS 300000u /* an agent with no connection is forgotten */
 #define RDMEM_DEDUP_WAIT_MS	    10000u  /* a retry waits this long for its first run */
-/* A window whose agent left is kept this long at least (or --dedup-idle if
- * shorter) against newcomers of other addresses holding as many windows:
- * its redial and retries come. */
+/* A window whose agent left is kept this long (or --dedup-idle if shorter)
+ * in preference to others (dedup.h, rdmem_dedup_bind): its redial and
+ * retries come. */
 #define RDMEM_DEDUP_GRACE_MS 30000u
 
 struct rdmem_dedup_config {
@@ -56,7 +56,7 @@ struct rdmem_dedup_stats {
 	uint64_t agents;       /* agents remembered now */
 	uint64_t bytes;	       /* memory their windows take */
 	uint64_t binds;	       /* connections bound */
-	uint64_t bind_refused; /* table full, no window it may take */
+	uint64_t bind_refused; /* table full of agents with live connections */
 	uint64_t executed;     /* tracked calls run */
 	uint64_t replayed;     /* retries answered from the record */
 	uint64_t waited;       /* retries that waited for their first run to end */
@@ -84,12 +84,14 @@ void rdmem_dedup_destroy(struct rdmem_dedup *d);
  * Returns 0 or -ENOSPC.
  *
  * A new agent when max_agents are remembered takes the window of an agent
- * without connections: one of its own address's, one of an address holding
- * at least two windows more than its own, or one left longer than
- * RDMEM_DEDUP_GRACE_MS ago; of those, from the address holding the most,
- * the least recently used. -ENOSPC when there is none. So a peer binding
- * agent ids by the hundred replaces its own windows, not those of agents
- * that just left (whose retries would then be STALE).
+ * without connections, the first kind there is of: one with no completed
+ * call; one left longer than RDMEM_DEDUP_GRACE_MS ago; one of its own
+ * address's or of an address holding at least two windows more than its
+ * own; any (dedup.c, dedup_cost). Within a kind, of the address holding
+ * the most, the least recently used. -ENOSPC only when every window has a
+ * connection. So a peer binding agent ids by the hundred replaces its own
+ * windows, not those of agents that just left (whose retries would then be
+ * STALE), and a newcomer is never refused while a window can be taken.
  */
 int rdmem_dedup_bind(struct rdmem_dedup *d, uint64_t agent_id, uint32_t next_id, const char *addr,
 		     struct rdmem_dedup_agent **out);

@@ -366,8 +366,8 @@ static uint16_t op_bind(struct svc_ctx *x)
 	ret = rdmem_dedup_bind(x->svc->dedup, id, x->req->aux, peer->addr, &peer->agent);
 	if (ret == -ENOSPC) {
 		rdmem_warn_limited(
-		    "dedup: agent %016llx (%s) not tracked: --dedup-agents %u agents are tracked, "
-		    "none it may replace; its retries may run twice",
+		    "dedup: agent %016llx (%s) not tracked: --dedup-agents %u agents with live "
+		    "connections are tracked already; its retries may run twice",
 		    (unsigned long long)id, peer->addr,
 		    rdmem_dedup_get_config(x->svc->dedup)->max_agents);
 		return RDMEM_S_NO_SPACE;

@@ -3,6 +3,7 @@
  * the agents cap, idle expiry and a returning agent's floor. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -156,51 +157,91 @@ static void test_agents_cap(void)
 	rdmem_dedup_destroy(d);
 }
 
+/* Binds id from addr, runs call 1 there when run, and unbinds. */
+static int bind_run_leave(struct rdmem_dedup *d, uint64_t id, const char *addr, int run_call)
+{
+	struct rdmem_dedup_agent *a;
+	struct rdmem_dedup_result rec;
+	int ret = rdmem_dedup_bind(d, id, 1, addr, &a);
+
+	if (ret == 0 && run_call && run(d, a, 1, 0, &rec) != RDMEM_DEDUP_RUN)
+		ret = -1;
+	if (ret == 0)
+		rdmem_dedup_unbind(d, a);
+	return ret;
+}
+
+/* The agent id's call 1 is replayed (its window was kept). */
+static int replayed(struct rdmem_dedup *d, uint64_t id, const char *addr)
+{
+	struct rdmem_dedup_agent *a;
+	struct rdmem_dedup_result rec;
+	enum rdmem_dedup_verdict v;
+
+	if (rdmem_dedup_bind(d, id, 2, addr, &a) < 0)
+		return 0;
+	v = run(d, a, 1, 0, &rec);
+	rdmem_dedup_unbind(d, a);
+	return v == RDMEM_DEDUP_REPLAY;
+}
+
 /*
- * A peer binding agent ids by the hundred (connect, BIND, close) replaces
- * its own windows, not that of an agent that just left: the agent's retry
- * after its redial is replayed, not STALE. Newcomers of other addresses
- * take windows of the address holding at least two more than theirs; a
- * window left less than the grace ago (here --dedup-idle 200 ms) stays.
+ * A peer binding agent ids by the hundred (connect, BIND, close), with or
+ * without a call in each, replaces its own windows, not that of an agent
+ * that just left: the agent's retry after its redial is replayed, not
+ * STALE. Newcomers of other addresses take the windows of an address
+ * holding at least two more than theirs, and are not refused while any
+ * window is without a connection (a refused BIND runs calls untracked).
  */
 static void test_agents_shared_by_address(void)
 {
-	struct rdmem_dedup *d = make(16, 4, 200);
-	struct rdmem_dedup_agent *h, *x, *y;
-	struct rdmem_dedup_result rec;
+	struct rdmem_dedup *d = make(16, 4, 60000);
 	struct rdmem_dedup_stats st;
+	char addr[32];
 	uint64_t id;
 
 	REQUIRE(d);
-	REQUIRE(rdmem_dedup_bind(d, 1, 1, "honest", &h) == 0);
-	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_RUN);
-	rdmem_dedup_unbind(d, h); /* its link broke: it redials */
-	for (id = 100; id < 356; id++) {
-		CHECK_EQ(rdmem_dedup_bind(d, id, 1, "hog", &x), 0);
-		rdmem_dedup_unbind(d, x);
+	REQUIRE(bind_run_leave(d, 1, "honest", 1) == 0); /* its link broke: it redials */
+	for (id = 800; id < 1056; id++) {		 /* BIND alone, from 256 addresses */
+		snprintf(addr, sizeof(addr), "2001:db8:0:%x::/64", (unsigned)id);
+		CHECK_EQ(bind_run_leave(d, id, addr, 0), 0);
 	}
-	REQUIRE(rdmem_dedup_bind(d, 1, 2, "honest", &h) == 0);
-	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_REPLAY);
-	rdmem_dedup_unbind(d, h);
-	/* The hog holds 3, the honest agent 1: a newcomer of another address
-	 * takes the hog's, twice; then every address holds 1 (or 2 against
-	 * 1) and the honest agent's window is young: refused. */
-	CHECK_EQ(rdmem_dedup_bind(d, 500, 1, "y", &y), 0);
-	CHECK_EQ(rdmem_dedup_bind(d, 501, 1, "z", &x), 0);
-	rdmem_dedup_unbind(d, x);
-	CHECK_EQ(rdmem_dedup_bind(d, 502, 1, "w", &x), -ENOSPC);
-	rdmem_dedup_unbind(d, y);
+	CHECK(replayed(d, 1, "honest"));
+	for (id = 100; id < 356; id++) /* BIND alone */
+		CHECK_EQ(bind_run_leave(d, id, "hog", 0), 0);
+	CHECK(replayed(d, 1, "honest"));
+	for (id = 400; id < 656; id++) /* a call in each */
+		CHECK_EQ(bind_run_leave(d, id, "hog", 1), 0);
+	CHECK(replayed(d, 1, "honest"));
+	/* The hog holds 3: two newcomers take its windows; a third, with
+	 * every address at one, takes the least recently used (the hog's). */
+	CHECK_EQ(bind_run_leave(d, 700, "y", 1), 0);
+	CHECK_EQ(bind_run_leave(d, 701, "z", 1), 0);
+	CHECK_EQ(bind_run_leave(d, 702, "w", 1), 0);
+	CHECK(replayed(d, 1, "honest"));
 	rdmem_dedup_get_stats(d, &st);
 	CHECK_EQ(st.agents, 4);
-	CHECK_EQ(st.bind_refused, 1);
-	/* Past the grace, an old window goes to a newcomer: the least
-	 * recently used (the hog's last, left before the honest agent's). */
-	usleep(250 * 1000);
-	CHECK_EQ(rdmem_dedup_bind(d, 502, 1, "w", &x), 0);
-	rdmem_dedup_unbind(d, x);
-	REQUIRE(rdmem_dedup_bind(d, 1, 2, "honest", &h) == 0);
-	CHECK_EQ(run(d, h, 1, 0, &rec), RDMEM_DEDUP_REPLAY);
-	rdmem_dedup_unbind(d, h);
+	CHECK_EQ(st.bind_refused, 0);
+	rdmem_dedup_destroy(d);
+}
+
+/* Past the grace (here --dedup-idle 300 ms), a window goes before those of
+ * an address holding two more; within it, after them, though older. */
+static void test_agents_grace_then_fair_share(void)
+{
+	struct rdmem_dedup *d = make(16, 3, 300);
+
+	REQUIRE(d);
+	REQUIRE(bind_run_leave(d, 1, "honest", 1) == 0);
+	REQUIRE(bind_run_leave(d, 2, "hog", 1) == 0);
+	REQUIRE(bind_run_leave(d, 3, "hog", 1) == 0);
+	CHECK_EQ(bind_run_leave(d, 4, "y", 1), 0); /* the hog's 2, not the older honest */
+	CHECK(replayed(d, 1, "honest"));
+	usleep(350 * 1000);
+	REQUIRE(bind_run_leave(d, 3, "hog", 0) == 0); /* young again */
+	REQUIRE(bind_run_leave(d, 4, "y", 0) == 0);
+	CHECK_EQ(bind_run_leave(d, 5, "z", 1), 0); /* honest 1, past the grace */
+	CHECK(!replayed(d, 1, "honest"));
 	rdmem_dedup_destroy(d);
 }
 
@@ -253,6 +294,7 @@ int main(void)
 	RUN(test_id_wrap);
 	RUN(test_agents_cap);
 	RUN(test_agents_shared_by_address);
+	RUN(test_agents_grace_then_fair_share);
 	RUN(test_idle_expiry_and_floor);
 	return check_done();
 }
