@@ -148,6 +148,8 @@ enum rdmem_net_ctr {
 	RDMEM_NET__COUNT
 };
 void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what);
+/* The TCP loop's unsent reply bytes, all connections (net.tcp_unsent_bytes). */
+void rdmem_service_set_tcp_unsent(struct rdmem_service *svc, uint64_t bytes);
 
 /* The RDMA side adds its own section to STATS. Safe while calls are served;
  * fn NULL clears it, and returns only once no STATS is inside the old hook. */

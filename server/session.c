@@ -335,7 +335,11 @@ static int rdmem_session_reap(struct rdmem_session *s)
 					   wc[i].imm);
 			continue;
 		}
-		s->heard++; /* only an in-range request exempts it from the grace reclaim */
+		/* Only an in-range request exempts it from the grace reclaim;
+		 * the listener learns it at once (share.c skips evicting while
+		 * a silent session can be reclaimed). Relaxed: a flag alone. */
+		if (s->heard++ == 0 && s->guard)
+			atomic_store_explicit(&s->guard->sent, 1, memory_order_relaxed);
 		rdmem_session_take_ack(s, wc[i].imm);
 		rdmem_session_ready_push(s, wc[i].imm);
 	}

@@ -67,7 +67,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 		       struct rdmem_session **out);
 /*
  * Hostile peers: what the listener knows of an open session, an entry of
- * its own table (listener.c), so it may pick a session to close without
+ * its own table (server/share.c), so it may pick a session to close without
  * touching one a worker owns. The session ends (-ETIMEDOUT from tick) when
  * *reclaim_before_ns (set by the listener when it is full) passes its start
  * and its peer never sent a request, or when the listener sets evict.
@@ -78,8 +78,10 @@ struct rdmem_session_guard {
 	/* The worker's: the tick that first saw requests after a quiet spell
 	 * (opened_ns before any); the listener closes the idlest. */
 	atomic_uint_fast64_t heard_ns;
-	atomic_uint evict; /* the listener's: its place goes to another address */
-	atomic_uint used;  /* an open session holds the entry; its close clears it */
+	atomic_uint sent;   /* the worker's: the peer sent a request */
+	atomic_uint evict;  /* the listener's: its place goes to another address */
+	atomic_uint used;   /* an open session holds the entry; its close clears it */
+	uint64_t opened_ns; /* the listener's, before the hand-over */
 };
 /* addr: the peer's address key (netaddr.h), for exactly-once's shares */
 void rdmem_session_set_guard(struct rdmem_session *s, struct rdmem_session_guard *g,

@@ -326,10 +326,12 @@ void rdmem_session_close(struct rdmem_session *s)
 	rdmem_log_limited(RDMEM_LOG_INFO, "session %u (%s): closed", s->id,
 			  rdmem_fab_peer(s->conn));
 	rdmem_service_session_delta(s->svc, -1, &s->usage);
-	/* release: pairs with the listener's acquire loads that reuse the entries */
+	/* release: pairs with the listener's acquire loads that reuse the
+	 * entries; the guard first, so a guard in use never names an address
+	 * entry already handed to another address */
 	if (s->guard) {
-		atomic_fetch_sub_explicit(s->guard->addr_n, 1, memory_order_release);
 		atomic_store_explicit(&s->guard->used, 0, memory_order_release);
+		atomic_fetch_sub_explicit(s->guard->addr_n, 1, memory_order_release);
 	}
 	rdmem_session_free(s);
 }

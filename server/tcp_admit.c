@@ -262,17 +262,17 @@ static struct conn *srv_slowest_reader(struct rdmem_tcp_server *s)
  * speed, and one that was cut redials and retries (exactly-once replays
  * what ran). Returns when to measure again.
  */
-static uint64_t srv_out_budget(struct rdmem_tcp_server *s, uint64_t now, uint64_t total)
+static uint64_t srv_out_budget(struct rdmem_tcp_server *s, uint64_t now, uint64_t *total)
 {
 	struct conn *c;
 
 	for (c = s->conns; c; c = c->next)
 		if (!c->dead)
 			conn_measure_drain(c, now, rdmem_tcp_conn_out_pending(c));
-	while (total > TCP_OUT_BUDGET && (c = srv_slowest_reader(s))) {
+	while (*total > TCP_OUT_BUDGET && (c = srv_slowest_reader(s))) {
 		size_t pending = rdmem_tcp_conn_out_pending(c);
 
-		total -= RDMEM_MIN((uint64_t)pending, total);
+		*total -= RDMEM_MIN((uint64_t)pending, *total);
 		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_SLOW_READER);
 		rdmem_warn_limited("tcp %s: closing %s: %zu reply bytes unsent, %s to read "
 				   "them at its rate, while all connections' pass %u MiB",
@@ -324,6 +324,7 @@ uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
 		rdmem_tcp_conn_maybe_free(c);
 	}
 	if (out_total > TCP_OUT_BUDGET)
-		next_ns = RDMEM_MIN(next_ns, srv_out_budget(s, now, out_total));
+		next_ns = RDMEM_MIN(next_ns, srv_out_budget(s, now, &out_total));
+	rdmem_service_set_tcp_unsent(s->svc, out_total);
 	return next_ns;
 }
