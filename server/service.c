@@ -19,6 +19,7 @@
 
 #include "rdmem/blob.h"
 #include "rdmem/content.h"
+#include "rdmem/memlimit.h"
 #include "rdmem/util.h"
 #include "server/profile.h"
 #include "server/service_impl.h"
@@ -658,111 +659,6 @@ int rdmem_service_set_dedup(struct rdmem_service *svc, const struct rdmem_dedup_
 	return 0;
 }
 
-/* The number in file path, or 0 (absent, "max", unreadable). */
-static uint64_t svc_read_limit(const char *path)
-{
-	unsigned long long v = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu", &v) != 1)
-		v = 0;
-	fclose(f);
-	return v >= (1ull << 60) ? 0 : v; /* cgroup v1 writes "no limit" as ~2^63 */
-}
-
-/* The lowest limit in file on the way from base + cg up to base, or 0. */
-static uint64_t svc_lowest_on_path(const char *base, char *cg, const char *file)
-{
-	char path[700], *slash;
-	uint64_t low = 0, v;
-
-	for (;;) {
-		snprintf(path, sizeof(path), "%s%s/%s", base, cg, file);
-		if ((v = svc_read_limit(path)) && (!low || v < low))
-			low = v;
-		if (!*cg)
-			return low;
-		slash = strrchr(cg, '/');
-		if (!slash)
-			return low;
-		*slash = '\0'; /* "/a/b" -> "/a" -> "" (the root) */
-	}
-}
-
-/* The memory limit of this process's cgroup and its ancestors (v2
- * memory.max, v1 memory.limit_in_bytes); 0 when there is none. */
-/* The v1 controller list ctl ("cpu,memory") names the memory controller. */
-static int svc_has_memory(char *ctl)
-{
-	char *save = NULL, *tok;
-
-	for (tok = strtok_r(ctl, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (!strcmp(tok, "memory"))
-			return 1;
-	return 0;
-}
-
-static uint64_t svc_cgroup_limit(void)
-{
-	char *line = NULL;
-	size_t cap = 0;
-	uint64_t low = 0, v = 0;
-	FILE *f = fopen("/proc/self/cgroup", "r");
-
-	while (f && getline(&line, &cap, f) > 0) {
-		char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
-
-		if (!cg)
-			continue;
-		*cg++ = '\0';
-		cg[strcspn(cg, "\n")] = '\0';
-		if (!strcmp(cg, "/"))
-			cg[0] = '\0';
-		if (strlen(cg) > 512) /* longer than a path we build: the others still count */
-			continue;
-		if (!strcmp(ctl + 1, ""))
-			v = svc_lowest_on_path("/sys/fs/cgroup", cg, "memory.max");
-		else if (svc_has_memory(ctl + 1))
-			v = svc_lowest_on_path("/sys/fs/cgroup/memory", cg,
-					       "memory.limit_in_bytes");
-		else
-			continue;
-		if (v && (!low || v < low))
-			low = v;
-	}
-	free(line);
-	if (f)
-		fclose(f);
-	return low;
-}
-
-/*
- * The store's default limit: half of the memory this process may use, the
- * machine's or its cgroup's, whichever is less. Without one, a peer PUTting
- * distinct keys grew the server until the kernel's OOM killer ended it, and
- * every tenant lost every key; and inside a container the machine's memory
- * is no bound at all.
- */
-static uint64_t svc_half_memory(const char **whose)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-	uint64_t mem = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
-	uint64_t cg = svc_cgroup_limit();
-
-	*whose = "this machine's memory";
-	if (cg && (!mem || cg < mem)) {
-		mem = cg;
-		*whose = "this process's cgroup memory limit";
-	}
-	if (!mem) {
-		*whose = "unknown memory: 2 GiB assumed";
-		mem = 2ull << 30;
-	}
-	return mem / 2;
-}
-
 int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_service **out)
 {
 	struct rdmem_service *svc;
@@ -787,10 +683,13 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 		svc->cfg.max_image = 64u << 20;
 	svc->start_ns = rdmem_now_ns();
 	pthread_mutex_init(&svc->stats_lock, NULL);
+	/* The store's default limit: half of the memory this process may use.
+	 * Without one, a peer PUTting distinct keys grew the server until the
+	 * kernel's OOM killer ended it, and every tenant lost every key. */
 	if (!svc->cfg.kv_max_bytes) {
 		const char *whose;
 
-		svc->cfg.kv_max_bytes = svc_half_memory(&whose);
+		svc->cfg.kv_max_bytes = rdmem_mem_limit(&whose) / 2;
 		rdmem_info("kv: at most %llu MiB of keys and values, half of %s (--kv-max-bytes)",
 			   (unsigned long long)(svc->cfg.kv_max_bytes >> 20), whose);
 	}
