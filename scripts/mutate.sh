@@ -35,6 +35,7 @@ mutations=(
 	"image-evict-before-first-chunk|server/image.c|s/\tret = img_apply\(st, &fresh, c, now, ack\);/\timg_take_record(st, rec);\n\tret = img_apply(st, \&fresh, c, now, ack);/|test_image"
 	"dedup-lru-only|server/dedup.c|s/\t\treturn -1;\n/\t\treturn -1;\n\treturn 3;\n/|test_dedup"
 	"dedup-empty-not-first|server/dedup.c|s/memory_order_relaxed\)\)\n\t\treturn 0;/memory_order_relaxed))\n\t\treturn 3;/|test_dedup"
+	"hook-timeout-ignored|server/hook.c|s/\tif \(j->killed /\treturn;\n\tif (j->killed /|test_hook"
 	"kv-limit-ignored|server/kv.c|s/if \(!kv->max_bytes /if (1 + !kv->max_bytes /|test_kv"
 	"kv-replace-charged-whole|server/kv.c|s/\(old \? \(int64_t\)rdmem_kv_charge\(old->klen, old->vlen\) : 0\)/0/|test_kv"
 	"tcp-turn-unbounded|server/tcp_conn.h|s/(#define TCP_TURN_NS\s+)200000ull/\$1(200000ull << 30)/|test_server_tcp"

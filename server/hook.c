@@ -5,7 +5,8 @@
  * file name can never inject shell syntax. stdout and stderr share a pipe
  * that the reaper drains without blocking; output beyond what the log line
  * keeps is read and dropped, so a chatty hook never stalls on a full pipe
- * for longer than one tick.
+ * for longer than one tick. Each hook leads a process group of its own, so
+ * the timeout kills what it started too.
  */
 #include "server/hook.h"
 
@@ -26,6 +27,8 @@ extern char **environ;
 
 struct hook_job {
 	pid_t pid; /* 0: free */
+	uint64_t started_ns;
+	int killed; /* past the timeout: SIGKILL sent */
 	int out_fd;
 	uint32_t out_len;
 	char out[RDMEM_HOOK_OUTPUT_MAX];
@@ -35,20 +38,24 @@ struct hook_job {
 struct rdmem_hook {
 	pthread_mutex_t lock;
 	char *script; /* CMD "$1" */
+	uint64_t timeout_ns;
 	struct hook_job jobs[RDMEM_HOOK_MAX_RUNNING];
+	char *queue[RDMEM_HOOK_QUEUE]; /* paths waiting, a ring from head */
+	unsigned head, nqueued;
 	struct rdmem_hook_stats stats;
 };
 
-int rdmem_hook_create(const char *cmd, struct rdmem_hook **out)
+int rdmem_hook_create(const char *cmd, uint32_t timeout_ms, struct rdmem_hook **out)
 {
 	struct rdmem_hook *h;
 	size_t n = strlen(cmd);
 
-	if (n == 0)
+	if (n == 0 || !timeout_ms)
 		return -EINVAL;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
+	h->timeout_ns = (uint64_t)timeout_ms * 1000000ull;
 	h->script = malloc(n + 8);
 	if (!h->script) {
 		free(h);
@@ -74,11 +81,13 @@ static int hook_spawn(struct rdmem_hook *h, struct hook_job *j, const char *path
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-	/* The server blocks SIGINT/SIGTERM for its signalfd; the hook must not. */
+	/* The server blocks SIGINT/SIGTERM for its signalfd; the hook must
+	 * not. Its own process group: the timeout's kill reaches its children. */
 	posix_spawnattr_init(&attr);
 	sigemptyset(&none);
 	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
 	ret = posix_spawn(&j->pid, "/bin/sh", &fa, &attr, argv, environ);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
@@ -90,32 +99,88 @@ static int hook_spawn(struct rdmem_hook *h, struct hook_job *j, const char *path
 	}
 	j->out_fd = pfd[0];
 	j->out_len = 0;
+	j->killed = 0;
+	j->started_ns = rdmem_now_ns();
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	return 0;
 }
 
-int rdmem_hook_run(struct rdmem_hook *h, const char *path)
+static struct hook_job *hook_free_job(struct rdmem_hook *h)
 {
-	struct hook_job *j = NULL;
 	unsigned i;
-	int ret;
 
-	pthread_mutex_lock(&h->lock);
-	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING && !j; i++)
+	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING; i++)
 		if (!h->jobs[i].pid)
-			j = &h->jobs[i];
-	ret = j ? hook_spawn(h, j, path) : -EBUSY;
+			return &h->jobs[i];
+	return NULL;
+}
+
+/* Starts CMD path in job j, under h->lock; 0 or -errno, counted. */
+static int hook_start(struct rdmem_hook *h, struct hook_job *j, const char *path)
+{
+	int ret = hook_spawn(h, j, path);
+
 	if (ret == 0) {
 		h->stats.runs++;
 		h->stats.running++;
 	} else {
 		h->stats.failures++;
+		/* A commit's hook: as many lines as commits, so rate-limited. */
+		rdmem_warn_limited("hook: not started for %s: %s", path, strerror(-ret));
+	}
+	return ret;
+}
+
+int rdmem_hook_run(struct rdmem_hook *h, const char *path)
+{
+	struct hook_job *j;
+	char *copy = NULL;
+	int ret = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if ((j = hook_free_job(h)))
+		ret = hook_start(h, j, path);
+	else if (h->nqueued < RDMEM_HOOK_QUEUE && (copy = strdup(path)))
+		h->queue[(h->head + h->nqueued++) % RDMEM_HOOK_QUEUE] = copy;
+	else
+		ret = -EBUSY;
+	h->stats.waiting = h->nqueued;
+	if (ret == -EBUSY) {
+		h->stats.failures++;
+		rdmem_warn_limited("hook: not run for %s: %u hooks running and %u waiting", path,
+				   RDMEM_HOOK_MAX_RUNNING, RDMEM_HOOK_QUEUE);
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (ret < 0)
-		rdmem_warn("hook: not started for %s: %s", path,
-			   ret == -EBUSY ? "too many hooks running" : strerror(-ret));
 	return ret;
+}
+
+/* Starts waiting hooks while places are free; under h->lock. */
+static void hook_start_waiting(struct rdmem_hook *h)
+{
+	struct hook_job *j;
+
+	while (h->nqueued && (j = hook_free_job(h))) {
+		char *path = h->queue[h->head];
+
+		h->head = (h->head + 1) % RDMEM_HOOK_QUEUE;
+		h->nqueued--;
+		hook_start(h, j, path);
+		free(path);
+	}
+	h->stats.waiting = h->nqueued;
+}
+
+/* Past the timeout: kills the hook's process group; the next reap collects it. */
+static void hook_check_timeout(struct rdmem_hook *h, struct hook_job *j, uint64_t now)
+{
+	if (j->killed || now - j->started_ns <= h->timeout_ns)
+		return;
+	j->killed = 1;
+	h->stats.timed_out++;
+	rdmem_warn_limited("hook: %s: still running after %llu ms (--image-hook-timeout): killed",
+			   j->path, (unsigned long long)(h->timeout_ns / 1000000));
+	if (kill(-j->pid, SIGKILL) < 0 && errno != ESRCH)
+		rdmem_err_limited("hook: kill %d: %s", (int)j->pid, strerror(errno));
 }
 
 /* Reads what the pipe holds; keeps the first RDMEM_HOOK_OUTPUT_MAX - 1 bytes. */
@@ -164,12 +229,13 @@ static void hook_finish(struct rdmem_hook *h, struct hook_job *j, int status)
 
 	hook_drain(j);
 	hook_log_output(j, out, sizeof(out));
+	/* One line per commit: rate-limited (the counters have every one). */
 	if (WIFEXITED(status))
-		rdmem_log(ok ? RDMEM_LOG_INFO : RDMEM_LOG_WARN, "hook: %s: exit %d: %s", j->path,
-			  WEXITSTATUS(status), out[0] ? out : "(no output)");
+		rdmem_log_limited(ok ? RDMEM_LOG_INFO : RDMEM_LOG_WARN, "hook: %s: exit %d: %s",
+				  j->path, WEXITSTATUS(status), out[0] ? out : "(no output)");
 	else
-		rdmem_warn("hook: %s: killed by signal %d: %s", j->path, WTERMSIG(status),
-			   out[0] ? out : "(no output)");
+		rdmem_warn_limited("hook: %s: killed by signal %d: %s", j->path, WTERMSIG(status),
+				   out[0] ? out : "(no output)");
 	if (!ok)
 		h->stats.failures++;
 	h->stats.running--;
@@ -179,7 +245,8 @@ static void hook_finish(struct rdmem_hook *h, struct hook_job *j, int status)
 
 unsigned rdmem_hook_reap(struct rdmem_hook *h)
 {
-	unsigned i, running;
+	uint64_t now = rdmem_now_ns();
+	unsigned i, busy;
 
 	pthread_mutex_lock(&h->lock);
 	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING; i++) {
@@ -194,16 +261,19 @@ unsigned rdmem_hook_reap(struct rdmem_hook *h)
 		if (r == j->pid) {
 			hook_finish(h, j, status);
 		} else if (r < 0) {
-			rdmem_err("hook: waitpid %d: %s", (int)j->pid, strerror(errno));
+			rdmem_err_limited("hook: waitpid %d: %s", (int)j->pid, strerror(errno));
 			h->stats.failures++;
 			h->stats.running--;
 			close(j->out_fd);
 			j->pid = 0;
+		} else {
+			hook_check_timeout(h, j, now);
 		}
 	}
-	running = (unsigned)h->stats.running;
+	hook_start_waiting(h);
+	busy = (unsigned)(h->stats.running + h->nqueued);
 	pthread_mutex_unlock(&h->lock);
-	return running;
+	return busy;
 }
 
 void rdmem_hook_stats(struct rdmem_hook *h, struct rdmem_hook_stats *out)
@@ -227,7 +297,7 @@ void rdmem_hook_destroy(struct rdmem_hook *h)
 		if (!j->pid)
 			continue;
 		rdmem_warn("hook: stopping hook for %s (pid %d)", j->path, (int)j->pid);
-		kill(j->pid, SIGTERM);
+		kill(-j->pid, SIGTERM);
 		do
 			r = waitpid(j->pid, &status, 0);
 		while (r < 0 && errno == EINTR);
@@ -237,6 +307,12 @@ void rdmem_hook_destroy(struct rdmem_hook *h)
 			close(j->out_fd);
 			j->pid = 0;
 		}
+	}
+	while (h->nqueued) {
+		rdmem_warn("hook: not run for %s: the server stops", h->queue[h->head]);
+		free(h->queue[h->head]);
+		h->head = (h->head + 1) % RDMEM_HOOK_QUEUE;
+		h->nqueued--;
 	}
 	pthread_mutex_destroy(&h->lock);
 	free(h->script);

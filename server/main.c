@@ -14,6 +14,7 @@
 #include "common/metrics_http.h"
 #include "server/dedup.h"
 #include "server/lane.h"
+#include "server/hook.h"
 #include "server/server.h"
 
 #define MIN_MAX_VALUE (4u << 10) /* a STATS report must fit in a reply */
@@ -39,6 +40,9 @@ static const char usage_text[] =
     "                           (default 10)\n"
     "      --image-dir DIR      accept image uploads into DIR\n"
     "      --image-hook CMD     run CMD <final path> after each committed image\n"
+    "      --image-hook-timeout MS\n"
+    "                           kill a hook running longer; 1000..86400000\n"
+    "                           (default 300000)\n"
     "      --fabric F           verbs | shm | none: the RDMA listener (default: verbs with\n"
     "                           an RDMA device, else shm for agents on this host)\n"
     "      --batch-budget N     request slots a session drains per round (default 32)\n"
@@ -99,6 +103,7 @@ enum {
 	OPT_MAX_IMAGE,
 	OPT_KV_MAX_BYTES,
 	OPT_UPLOAD_TIMEOUT,
+	OPT_HOOK_TIMEOUT,
 	OPT_VERBOSE,
 	OPT_FABRIC,
 	OPT_RING_SLOTS,
@@ -146,6 +151,7 @@ static const struct option long_opts[] = {
 	{ "max-image", required_argument, NULL, OPT_MAX_IMAGE },
 	{ "kv-max-bytes", required_argument, NULL, OPT_KV_MAX_BYTES },
 	{ "upload-timeout", required_argument, NULL, OPT_UPLOAD_TIMEOUT },
+	{ "image-hook-timeout", required_argument, NULL, OPT_HOOK_TIMEOUT },
 	{ "verbose", no_argument, NULL, OPT_VERBOSE },
 	{ "fabric", required_argument, NULL, OPT_FABRIC },
 	{ "ring-slots", required_argument, NULL, OPT_RING_SLOTS },
@@ -206,6 +212,7 @@ static const struct rdmem_opt_num ranges[] = {
 	B(OPT_MAX_IMAGE, "--max-image", 1, 1ull << 30, svc.max_image),
 	B(OPT_KV_MAX_BYTES, "--kv-max-bytes", 1ull << 20, 1ull << 44, svc.kv_max_bytes),
 	N(OPT_UPLOAD_TIMEOUT, "--upload-timeout", 100, 86400000, svc.upload_timeout_ms),
+	N(OPT_HOOK_TIMEOUT, "--image-hook-timeout", 1000, 86400000, svc.hook_timeout_ms),
 	N(OPT_DEDUP_WINDOW, "--dedup-window", RDMEM_DEDUP_MIN_WINDOW, RDMEM_DEDUP_MAX_WINDOW,
 	  dedup.window),
 	N(OPT_DEDUP_AGENTS, "--dedup-agents", 1, RDMEM_DEDUP_MAX_AGENTS, dedup.max_agents),
@@ -379,7 +386,8 @@ int main(int argc, char **argv)
 			  .quiet_lane = 8 },
 		.svc = { .max_value = RDMEM_DEFAULT_MAX_VALUE,
 			 .max_image = 64u << 20,
-			 .upload_timeout_ms = 30000 },
+			 .upload_timeout_ms = 30000,
+			 .hook_timeout_ms = RDMEM_HOOK_DEFAULT_TIMEOUT },
 		.dedup = RDMEM_DEDUP_DEFAULTS,
 	};
 	struct rdmem_server srv;

@@ -698,7 +698,10 @@ int rdmem_service_create(const struct rdmem_service_config *cfg, struct rdmem_se
 		ret = rdmem_image_create(cfg->image_dir, svc->cfg.max_image, cfg->upload_timeout_ms,
 					 &svc->images);
 	if (!ret && cfg->image_hook)
-		ret = rdmem_hook_create(cfg->image_hook, &svc->hook);
+		ret = rdmem_hook_create(cfg->image_hook,
+					cfg->hook_timeout_ms ? cfg->hook_timeout_ms
+							     : RDMEM_HOOK_DEFAULT_TIMEOUT,
+					&svc->hook);
 	if (!ret)
 		ret = rdmem_dedup_create(&(struct rdmem_dedup_config)RDMEM_DEDUP_DEFAULTS,
 					 &svc->dedup);

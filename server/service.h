@@ -26,6 +26,7 @@ struct rdmem_service_config {
 	uint64_t max_image;	    /* largest image accepted (bytes) */
 	uint32_t upload_timeout_ms; /* an upload idle this long is abandoned */
 	uint64_t kv_max_bytes;	    /* --kv-max-bytes; 0: half of this machine's memory */
+	uint32_t hook_timeout_ms;   /* --image-hook-timeout; 0: the default */
 };
 
 /*

@@ -356,7 +356,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fz in = fz_init(data, size);
 	uint32_t max_value = max_values[fz_u8(&in) % RDMEM_ARRAY_SIZE(max_values)];
-	struct rdmem_service_config cfg = { max_value, 4, imgdir, NULL, 1u << 20, 60000, 1u << 30 };
+	struct rdmem_service_config cfg = {
+		max_value, 4, imgdir, NULL, 1u << 20, 60000, 1u << 30, 0
+	};
 	struct rdmem_objpool_config pc = { 4, max_value, 60000 };
 	struct rdmem_service *svc;
 	unsigned n = 0;

@@ -55,6 +55,7 @@ SERVER = {
     "--max-value": dict(kind="bytes", lo=4 * KI, hi=64 * MI, default=MI),
     "--max-image": dict(kind="bytes", lo=1, hi=GI, default=64 * MI),
     "--upload-timeout": dict(kind="num", lo=100, hi=86400000, default=30000),
+    "--image-hook-timeout": dict(kind="num", lo=1000, hi=86400000, default=300000),
     # The KV store's memory limit: never drawn. A limit the workload reaches
     # refuses PUTs with NO_SPACE by design, which the linearizability check
     # would have to model; test_kv and test_exhaustion cover it, and

@@ -358,7 +358,7 @@ static void test_server_outputs(void)
 {
 	static const char *const prom_only[] = { "rdmem_server_calls_total",
 						 "rdmem_server_dispatch_latency_seconds", NULL };
-	struct rdmem_service_config cfg = { 1u << 20, 4, NULL, NULL, 1u << 20, 1000, 64u << 20 };
+	struct rdmem_service_config cfg = { 1u << 20, 4, NULL, NULL, 1u << 20, 1000, 64u << 20, 0 };
 	static struct rdmem_server_snapshot s;
 	struct rdmem_rdma_usage u = { 1, 1, 4, 6303744, 80 };
 	struct rdmem_service *svc = NULL;
@@ -413,7 +413,7 @@ static int fake_list(void *ctx, int json, char *buf, size_t cap)
  * are listed: past it the list is left out, said so, and the counters stay. */
 static void test_server_stats_fit_a_reply(void)
 {
-	struct rdmem_service_config cfg = { 4096, 4, NULL, NULL, 1u << 20, 1000, 64u << 20 };
+	struct rdmem_service_config cfg = { 4096, 4, NULL, NULL, 1u << 20, 1000, 64u << 20, 0 };
 	struct rdmem_service *svc = NULL;
 	static char buf[4096];
 	size_t list = 100, n;
