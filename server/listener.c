@@ -24,6 +24,18 @@
 #include "server/worker.h"
 
 #define RDMEM_LISTENER_NUDGE_NS 10000000ull /* 10 ms */
+/* A parked request waits at most this for its place (well under the
+ * agent's --connect-timeout, 2 s by default), checked this often. */
+#define RDMEM_LISTENER_PARK_NS	    200000000ull
+#define RDMEM_LISTENER_PARK_POLL_MS 5
+
+/* A connect request kept while the place made for it frees (share.h, PARK). */
+struct rdmem_listener_parked {
+	struct rdmem_conn *c; /* NULL: none */
+	struct rdmem_xchg_hello hello;
+	char key[RDMEM_SHARE_KEY];
+	uint64_t since_ns;
+};
 
 struct rdmem_listener_thread {
 	const struct rdmem_rdma_config *cfg;
@@ -33,7 +45,8 @@ struct rdmem_listener_thread {
 	struct rdmem_workers *workers;
 	uint32_t next_id;
 	struct rdmem_share *share; /* who gets a place (server/share.h) */
-	uint64_t nudged_ns;	   /* the workers' last nudge (listener thread only) */
+	struct rdmem_listener_parked parked;
+	uint64_t nudged_ns; /* the workers' last nudge (listener thread only) */
 	int stop_efd;
 	pthread_t thread;
 };
@@ -111,21 +124,20 @@ static uint16_t rdmem_listener_admit(struct rdmem_listener_thread *lt, struct rd
 	return st;
 }
 
-/* Whether a session may open for address key: 0, or the status sent. */
-static uint16_t rdmem_listener_admit_share(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
-					   const char *key)
+/* Whether a session may open for address key: OPEN, PARK, or a refusal
+ * already sent. A parked request counts as a place taken. */
+static enum rdmem_share_verdict rdmem_listener_admit_share(struct rdmem_listener_thread *lt,
+							   struct rdmem_conn *c, const char *key)
 {
+	uint32_t open = rdmem_workers_sessions(lt->workers) + (lt->parked.c != NULL);
 	enum rdmem_share_verdict v =
-	    rdmem_share_admit(lt->share, key, rdmem_workers_sessions(lt->workers), rdmem_now_ns());
+	    rdmem_share_admit(lt->share, key, open, lt->parked.c == NULL, rdmem_now_ns());
 
 	if (v == RDMEM_SHARE_OPEN)
-		return 0;
+		return v;
 	if (v != RDMEM_SHARE_CLOSING)
-		rdmem_listener_nudge(lt, v == RDMEM_SHARE_ROOM);
-	if (v == RDMEM_SHARE_ROOM) {
-		/* Closed at its worker's next sweep: a redial finds the place. */
-		rdmem_listener_refuse(c, RDMEM_S_BUSY, "sessions full: a place is being made");
-	} else if (v == RDMEM_SHARE_FULL) {
+		rdmem_listener_nudge(lt, v == RDMEM_SHARE_PARK);
+	if (v == RDMEM_SHARE_FULL) {
 		rdmem_warn_limited("connect request from %s: %u sessions already "
 				   "(--max-sessions): refused",
 				   rdmem_fab_peer(c), lt->cfg->max_sessions);
@@ -138,17 +150,52 @@ static uint16_t rdmem_listener_admit_share(struct rdmem_listener_thread *lt, str
 				   lt->cfg->max_per_addr ? lt->cfg->max_per_addr
 							 : lt->cfg->max_sessions);
 		rdmem_listener_refuse(c, RDMEM_S_BUSY, "too many sessions from this address");
-	} else {
+	} else if (v == RDMEM_SHARE_CLOSING) {
 		rdmem_listener_refuse(c, RDMEM_S_BUSY, "sessions full: one is closing");
 	}
-	return RDMEM_S_BUSY;
+	return v;
+}
+
+/* Opens the session of an admitted request; on failure (e.g. no lease free)
+ * the session refused the request with a reason. */
+static void rdmem_listener_open(struct rdmem_listener_thread *lt, struct rdmem_conn *c,
+				const struct rdmem_xchg_hello *hello, const char *key)
+{
+	struct rdmem_session *s;
+
+	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, hello, ++lt->next_id, &s) == 0) {
+		/* admitted OPEN on this thread: an entry and a guard are free */
+		rdmem_session_set_guard(s, rdmem_share_attach(lt->share, key, rdmem_now_ns()), key);
+		rdmem_workers_add(lt->workers, s);
+	}
+}
+
+/* The parked request: opened once its place is free (before any new
+ * request is read), refused after RDMEM_LISTENER_PARK_NS. */
+static void rdmem_listener_unpark(struct rdmem_listener_thread *lt)
+{
+	struct rdmem_listener_parked p = lt->parked;
+
+	if (!p.c)
+		return;
+	if (rdmem_workers_sessions(lt->workers) < lt->cfg->max_sessions) {
+		lt->parked.c = NULL;
+		if (rdmem_listener_admit_share(lt, p.c, p.key) == RDMEM_SHARE_OPEN)
+			rdmem_listener_open(lt, p.c, &p.hello, p.key);
+	} else if (rdmem_now_ns() - p.since_ns > RDMEM_LISTENER_PARK_NS) {
+		lt->parked.c = NULL;
+		rdmem_warn_limited(
+		    "connect request from %s: no place freed within %llu ms: refused",
+		    rdmem_fab_peer(p.c), (unsigned long long)(RDMEM_LISTENER_PARK_NS / 1000000));
+		rdmem_listener_refuse(p.c, RDMEM_S_BUSY, "too many sessions");
+	}
 }
 
 static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 {
 	struct rdmem_fab_attr attr = rdmem_listener_attr(lt->cfg);
 	struct rdmem_xchg_hello hello;
-	struct rdmem_session *s;
+	enum rdmem_share_verdict v;
 	struct rdmem_conn *c;
 	char key[RDMEM_SHARE_KEY];
 	size_t len = sizeof(hello);
@@ -163,13 +210,16 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */
 	rdmem_listener_addr_key(c, key);
-	if (rdmem_listener_admit(lt, c, &hello, len) || rdmem_listener_admit_share(lt, c, key))
+	if (rdmem_listener_admit(lt, c, &hello, len))
 		return;
-	/* On failure (e.g. no lease free) the session refused the request with a reason. */
-	if (rdmem_session_open(lt->cfg, lt->svc, lt->pool, c, &hello, ++lt->next_id, &s) == 0) {
-		/* admit said OPEN on this thread: an entry and a guard are free */
-		rdmem_session_set_guard(s, rdmem_share_attach(lt->share, key, rdmem_now_ns()), key);
-		rdmem_workers_add(lt->workers, s);
+	v = rdmem_listener_admit_share(lt, c, key);
+	if (v == RDMEM_SHARE_OPEN) {
+		rdmem_listener_open(lt, c, &hello, key);
+	} else if (v == RDMEM_SHARE_PARK) {
+		lt->parked.c = c;
+		lt->parked.hello = hello;
+		snprintf(lt->parked.key, sizeof(lt->parked.key), "%s", key);
+		lt->parked.since_ns = rdmem_now_ns();
 	}
 }
 
@@ -181,12 +231,13 @@ static void *rdmem_listener_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "rdmem-listen"); /* ps -L, top -H, the idle test */
 	for (;;) {
-		/* No time limit: every duty is an event (a connection; a pending
-		 * peer's bytes, which the shm listener's epoll set carries; stop;
-		 * the shm listener's timer ending an accept paused for want of
-		 * fds). A pending peer that stays silent is dropped at the next
-		 * request. */
-		int n = poll(pfd, 2, -1);
+		/* No time limit but while a request is parked (its place frees
+		 * when a worker closes a session: no event here): every other
+		 * duty is an event (a connection; a pending peer's bytes, which
+		 * the shm listener's epoll set carries; stop; the shm listener's
+		 * timer ending an accept paused for want of fds). A pending peer
+		 * that stays silent is dropped at the next request. */
+		int n = poll(pfd, 2, lt->parked.c ? RDMEM_LISTENER_PARK_POLL_MS : -1);
 
 		if (n < 0 && errno != EINTR) {
 			rdmem_err("listener poll: %s", strerror(errno));
@@ -194,6 +245,7 @@ static void *rdmem_listener_main(void *arg)
 		}
 		if (pfd[1].revents)
 			break;
+		rdmem_listener_unpark(lt);
 		if (pfd[0].revents)
 			rdmem_listener_take(lt);
 	}
@@ -239,6 +291,8 @@ static int rdmem_listener_stats(void *ctx, int json, char *buf, size_t cap)
 
 static void rdmem_listener_free(struct rdmem_listener_thread *lt)
 {
+	if (lt->parked.c)
+		rdmem_listener_refuse(lt->parked.c, RDMEM_S_BUSY, "server stopping");
 	rdmem_fab_listener_close(lt->l);
 	rdmem_workers_stop(lt->workers); /* closes every session: leases go back */
 	rdmem_pool_destroy(lt->pool);

@@ -71,12 +71,13 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
  * touching one a worker owns. The session ends (-ETIMEDOUT from tick) when
  * *reclaim_before_ns (set by the listener when it is full) passes its start
  * and its peer never sent a request, or when the listener sets evict.
+ * (server/share.h says who gets a place when the server is full.)
  */
 struct rdmem_session_guard {
 	atomic_uint *addr_n; /* sessions of the peer's address: closing decrements it */
 	const atomic_uint_fast64_t *reclaim_before_ns;
-	/* The worker's: the tick that first saw requests after a quiet spell
-	 * (opened_ns before any); the listener closes the idlest. */
+	/* The worker's: the last sweep that saw new requests (opened_ns
+	 * before any); the listener closes the idlest. */
 	atomic_uint_fast64_t heard_ns;
 	atomic_uint sent;   /* the worker's: the peer sent a request */
 	atomic_uint evict;  /* the listener's: its place goes to another address */

@@ -3,10 +3,11 @@
  * When the server is full, a peer whose address holds at least two sessions
  * fewer than the address holding the most gets a place from it: that
  * address's idlest session is told to end (its worker closes it at the next
- * sweep), and for RDMEM_SHARE_BAN_NS that address may not take the place
- * back (its redial would beat the newcomer's, which backs off). Only a peer
- * that redialed evicts: a connect from an address that never comes back
- * costs nobody a session. Sessions that never sent are reclaimed first.
+ * sweep), and the listener parks the peer's connect request until the place
+ * is free, so nobody else's dial takes it first. Only a peer that redialed
+ * evicts: a connect from an address that never comes back costs nobody a
+ * session. When a session that never sent can be reclaimed instead, the
+ * peer is parked for that place and nobody is evicted.
  */
 #include "server/share.h"
 
@@ -19,12 +20,10 @@
 
 #include "rdmem/util.h"
 
-/* Bans at once, and how long: the newcomer's agent redials at most 2 s
- * apart (agent/session.c). */
-#define RDMEM_SHARE_BANS   8
-#define RDMEM_SHARE_BAN_NS 3000000000ull
-/* Refused addresses remembered; a redial between these counts as one. */
-#define RDMEM_SHARE_CLAIMS	  64
+/* Refused addresses remembered; a redial between these counts as one. A
+ * claim younger than REDIAL_MAX is never replaced: a flood of dials from
+ * fresh addresses (1,024 in 5 s) can keep new ones out, not erase one. */
+#define RDMEM_SHARE_CLAIMS	  1024
 #define RDMEM_SHARE_REDIAL_MIN_NS 20000000ull	/* not the same burst */
 #define RDMEM_SHARE_REDIAL_MAX_NS 5000000000ull /* the agent's backoff is 2 s at most */
 
@@ -34,7 +33,7 @@ struct share_addr {
 	atomic_uint n;
 };
 
-/* An address and a time: a ban's end, or a claim's first refusal. */
+/* An address and when it was first refused. */
 struct share_mark {
 	char key[RDMEM_SHARE_KEY];
 	uint64_t ns;
@@ -46,7 +45,7 @@ struct rdmem_share {
 	struct share_addr *addrs;	    /* max_sessions: enough for every session */
 	struct rdmem_session_guard *guards; /* max_sessions: one per open session */
 	uint32_t *staying;		    /* scratch, per addrs entry (share_make_room) */
-	struct share_mark bans[RDMEM_SHARE_BANS], claims[RDMEM_SHARE_CLAIMS];
+	struct share_mark claims[RDMEM_SHARE_CLAIMS];
 	/* Sessions opened before this that never sent are reclaimed (session.h). */
 	atomic_uint_fast64_t reclaim_before_ns;
 };
@@ -119,16 +118,6 @@ static struct rdmem_session_guard *share_free_guard(struct rdmem_share *sh)
 	return NULL;
 }
 
-/* Bans on key still running. */
-static uint32_t share_banned(const struct rdmem_share *sh, const char *key, uint64_t now)
-{
-	uint32_t i, n = 0;
-
-	for (i = 0; i < RDMEM_SHARE_BANS; i++)
-		n += sh->bans[i].ns > now && strcmp(sh->bans[i].key, key) == 0;
-	return n;
-}
-
 /* 1 when key was refused before, between REDIAL_MIN and REDIAL_MAX ago (a
  * peer that redials: the claim is used up); else remembers this refusal. */
 static int share_redialed(struct rdmem_share *sh, const char *key, uint64_t now)
@@ -148,6 +137,8 @@ static int share_redialed(struct rdmem_share *sh, const char *key, uint64_t now)
 		m->ns = 0;
 		return 1;
 	}
+	if (!m && oldest->ns && now - oldest->ns <= RDMEM_SHARE_REDIAL_MAX_NS)
+		return 0; /* every claim is young: a flood; keep them */
 	m = m ? m : oldest;
 	snprintf(m->key, sizeof(m->key), "%s", key);
 	m->ns = now;
@@ -213,29 +204,15 @@ static struct rdmem_session_guard *share_idlest(struct rdmem_share *sh, uint32_t
 	return best;
 }
 
-/* A free ban entry, or NULL. */
-static struct share_mark *share_free_ban(struct rdmem_share *sh, uint64_t now)
-{
-	uint32_t i;
-
-	for (i = 0; i < RDMEM_SHARE_BANS; i++)
-		if (sh->bans[i].ns <= now)
-			return &sh->bans[i];
-	return NULL;
-}
-
 /* Tells the idlest session of the address holding the most to end, when it
  * holds at least two more than key's (so no two addresses trade a place
- * back and forth), and bans that address from the place. 1 when it did. */
-static int share_make_room(struct rdmem_share *sh, const char *key, uint64_t now)
+ * back and forth). 1 when it did. */
+static int share_make_room(struct rdmem_share *sh, const char *key)
 {
-	struct share_mark *ban = share_free_ban(sh, now);
 	struct share_addr *mine = share_addr(sh, key, 0);
 	struct rdmem_session_guard *victim;
 	uint32_t i, top = UINT32_MAX, m;
 
-	if (!ban)
-		return 0;
 	share_count_staying(sh);
 	m = mine ? sh->staying[mine - sh->addrs] : 0;
 	for (i = 0; i < sh->max_sessions; i++)
@@ -246,8 +223,6 @@ static int share_make_room(struct rdmem_share *sh, const char *key, uint64_t now
 		return 0;
 	/* relaxed: the worker acts on the flag alone; the caller's nudge wakes it */
 	atomic_store_explicit(&victim->evict, 1, memory_order_relaxed);
-	snprintf(ban->key, sizeof(ban->key), "%s", sh->addrs[top].key);
-	ban->ns = now + RDMEM_SHARE_BAN_NS;
 	rdmem_log_limited(RDMEM_LOG_INFO,
 			  "sessions full: %s holds %u of them, the connecting %s %u: closing its "
 			  "idlest session",
@@ -264,16 +239,15 @@ static void share_pressure(struct rdmem_share *sh, uint64_t now)
 }
 
 enum rdmem_share_verdict rdmem_share_admit(struct rdmem_share *sh, const char *key, uint32_t open,
-					   uint64_t now)
+					   int can_park, uint64_t now)
 {
-	uint32_t banned = share_banned(sh, key, now);
 	struct share_addr *a;
 
-	if (open + banned >= sh->max_sessions) {
+	if (open >= sh->max_sessions) {
 		share_pressure(sh, now);
-		if (!banned && share_redialed(sh, key, now) && !share_reclaimable(sh, now) &&
-		    share_make_room(sh, key, now))
-			return RDMEM_SHARE_ROOM;
+		if (can_park && share_redialed(sh, key, now) &&
+		    (share_reclaimable(sh, now) || share_make_room(sh, key)))
+			return RDMEM_SHARE_PARK;
 		return RDMEM_SHARE_FULL;
 	}
 	a = share_addr(sh, key, 1);

@@ -23,7 +23,7 @@ struct rdmem_share;
 enum rdmem_share_verdict {
 	RDMEM_SHARE_OPEN,    /* a session may open for the address */
 	RDMEM_SHARE_FULL,    /* --max-sessions taken, nobody gives way */
-	RDMEM_SHARE_ROOM,    /* full; a session of another address was told to end */
+	RDMEM_SHARE_PARK,    /* full; a place is being made for it: keep the request */
 	RDMEM_SHARE_ADDR,    /* --max-sessions-per-addr taken by the address */
 	RDMEM_SHARE_CLOSING, /* a closing session still holds the entry it needs */
 };
@@ -33,11 +33,13 @@ int rdmem_share_create(uint32_t max_sessions, uint32_t max_per_addr, uint32_t gr
 		       struct rdmem_share **out);
 void rdmem_share_destroy(struct rdmem_share *sh);
 
-/* Whether a session may open for address key with `open` sessions open now.
- * FULL and ROOM also start the reclaim of sessions that never sent; ROOM
- * means the workers must be nudged now (the caller's). */
+/* Whether a session may open for address key with `open` places taken now
+ * (sessions, and a parked request's). FULL and PARK also start the reclaim
+ * of sessions that never sent; PARK (only when can_park) means a place is
+ * being made: nudge the workers now, keep the request until open drops,
+ * and let nobody else have the place meanwhile. */
 enum rdmem_share_verdict rdmem_share_admit(struct rdmem_share *sh, const char *key, uint32_t open,
-					   uint64_t now);
+					   int can_park, uint64_t now);
 
 /* A session opened for key after rdmem_share_admit said OPEN: its guard
  * (for rdmem_session_set_guard), counted for key. Never NULL then. */

@@ -988,6 +988,47 @@ static void test_session_hog_busy(void)
 	e2e_fini(&e);
 }
 
+/*
+ * Three processes (three addresses on shm) each want all 8 sessions, keep
+ * theirs busy and redial the rest every 20 ms. A fresh agent still gets an
+ * RDMA session (the place made for it is kept for it: the hogs' redials do
+ * not take it first) and keeps it through the attack.
+ */
+static void test_session_hogs_many(void)
+{
+	static struct honest r;
+	struct e2e e;
+	long long eager0, eager;
+	pid_t hogs[3];
+	uint64_t t0;
+	int i;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--max-sessions", "8", (const char *)NULL) == 0);
+	for (i = 0; i < 3; i++)
+		REQUIRE((hogs[i] = attack_start(ATK_SESSIONS_BUSY, e.port, 8)) > 0);
+	proc_sleep_ms(500);
+	t0 = rdmem_now_ns();
+	if (e2e_agent(&e, (const char *)NULL) < 0) {
+		CHECK(!"a fresh agent gets an RDMA session while three peers want every one");
+	} else {
+		uint64_t took = rdmem_now_ns() - t0;
+
+		eager0 = e2e_stat(&e, "paths.eager.ok");
+		honest_under_attack(e.h, &r);
+		eager = e2e_stat(&e, "paths.eager.ok") - eager0;
+		printf("# attack session-hogs (3 addresses): agent on RDMA after %.0f ms, honest "
+		       "%u/%u ok, %lld over RDMA, evicted %lld\n",
+		       took / 1e6, r.ok, r.ok + r.fail, eager, server_ctr(&e, "net.rdma_evicted"));
+		CHECK_EQ(r.fail, 0u);
+		CHECK_EQ(eager, (long long)r.ok);
+		CHECK_EQ(e2e_stat(&e, "link_up"), 1);
+	}
+	for (i = 0; i < 3; i++)
+		attack_stop(hogs[i]);
+	e2e_fini(&e);
+}
+
 /* A raw connection to the shm fabric's listener of port (the abstract
  * socket "rdmem-shm:PORT"); it never sends a CONNECT. -1 on failure. */
 static int shm_listener_dial(unsigned port)
@@ -1092,6 +1133,7 @@ int main(void)
 	NRUN(test_idle_flood_secret);
 	NRUN(test_session_flood);
 	NRUN(test_session_hog_busy);
+	NRUN(test_session_hogs_many);
 	NRUN(test_rdma_listener_out_of_fds);
 	return check_done();
 }
