@@ -184,6 +184,7 @@ static void rdmem_listener_unpark(struct rdmem_listener_thread *lt)
 			rdmem_listener_open(lt, p.c, &p.hello, p.key);
 	} else if (rdmem_now_ns() - p.since_ns > RDMEM_LISTENER_PARK_NS) {
 		lt->parked.c = NULL;
+		rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_PARK_TIMEOUTS);
 		rdmem_warn_limited(
 		    "connect request from %s: no place freed within %llu ms: refused",
 		    rdmem_fab_peer(p.c), (unsigned long long)(RDMEM_LISTENER_PARK_NS / 1000000));
@@ -216,6 +217,7 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	if (v == RDMEM_SHARE_OPEN) {
 		rdmem_listener_open(lt, c, &hello, key);
 	} else if (v == RDMEM_SHARE_PARK) {
+		rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_PARKED);
 		lt->parked.c = c;
 		lt->parked.hello = hello;
 		snprintf(lt->parked.key, sizeof(lt->parked.key), "%s", key);

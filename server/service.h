@@ -131,17 +131,19 @@ void rdmem_service_count_mac_failure(struct rdmem_service *svc);
  * counter "net.<name>" (see stats.c), the full number behind a log line
  * that is rate-limited. */
 enum rdmem_net_ctr {
-	RDMEM_NET_TCP_REFUSED_FULL,  /* --tcp-max-conns reached, nothing to evict */
-	RDMEM_NET_TCP_REFUSED_ADDR,  /* --tcp-max-per-addr reached */
-	RDMEM_NET_TCP_EVICTED,	     /* unproven connection closed to admit a newer one */
-	RDMEM_NET_TCP_DEADLINE,	     /* did not prove itself within --tcp-auth-ms */
-	RDMEM_NET_TCP_IDLE,	     /* idle past --tcp-idle-ms */
-	RDMEM_NET_TCP_PARTIAL_LIMIT, /* past --tcp-max-partial-per-addr mid-frame */
-	RDMEM_NET_TCP_TURNS_ENDED,   /* a connection's turn ended with frames left */
-	RDMEM_NET_TCP_SLOW_READER,   /* cut: replies over budget, it read too slowly */
-	RDMEM_NET_RDMA_REFUSED_ADDR, /* --max-sessions-per-addr reached */
-	RDMEM_NET_RDMA_RECLAIMED,    /* sessions that never sent, closed for a new one */
-	RDMEM_NET_RDMA_EVICTED,	     /* closed for a peer of another address (fair share) */
+	RDMEM_NET_TCP_REFUSED_FULL,   /* --tcp-max-conns reached, nothing to evict */
+	RDMEM_NET_TCP_REFUSED_ADDR,   /* --tcp-max-per-addr reached */
+	RDMEM_NET_TCP_EVICTED,	      /* unproven connection closed to admit a newer one */
+	RDMEM_NET_TCP_DEADLINE,	      /* did not prove itself within --tcp-auth-ms */
+	RDMEM_NET_TCP_IDLE,	      /* idle past --tcp-idle-ms */
+	RDMEM_NET_TCP_PARTIAL_LIMIT,  /* past --tcp-max-partial-per-addr mid-frame */
+	RDMEM_NET_TCP_TURNS_ENDED,    /* a connection's turn ended with frames left */
+	RDMEM_NET_TCP_SLOW_READER,    /* cut: replies over budget, it read too slowly */
+	RDMEM_NET_RDMA_REFUSED_ADDR,  /* --max-sessions-per-addr reached */
+	RDMEM_NET_RDMA_RECLAIMED,     /* sessions that never sent, closed for a new one */
+	RDMEM_NET_RDMA_EVICTED,	      /* closed for a peer of another address (fair share) */
+	RDMEM_NET_RDMA_PARKED,	      /* connect requests kept until a place made freed */
+	RDMEM_NET_RDMA_PARK_TIMEOUTS, /* of them, refused: no place within 200 ms */
 	/* With --tls-cert: counters "tls.<name>". */
 	RDMEM_NET_TLS_HANDSHAKES,	  /* TLS sessions established */
 	RDMEM_NET_TLS_HANDSHAKE_FAILURES, /* refused, broken or past --tcp-auth-ms */

@@ -5,9 +5,10 @@
  * address's idlest session is told to end (its worker closes it at the next
  * sweep), and the listener parks the peer's connect request until the place
  * is free, so nobody else's dial takes it first. Only a peer that redialed
- * evicts: a connect from an address that never comes back costs nobody a
- * session. When a session that never sent can be reclaimed instead, the
- * peer is parked for that place and nobody is evicted.
+ * evicts (a connect from an address that never comes back costs nobody a
+ * session), and an address at most once per RDMEM_SHARE_COOLDOWN_NS. When a
+ * session that never sent can be reclaimed instead, the peer is parked for
+ * that place and nobody is evicted.
  */
 #include "server/share.h"
 
@@ -26,6 +27,12 @@
 #define RDMEM_SHARE_CLAIMS	  1024
 #define RDMEM_SHARE_REDIAL_MIN_NS 20000000ull	/* not the same burst */
 #define RDMEM_SHARE_REDIAL_MAX_NS 5000000000ull /* the agent's backoff is 2 s at most */
+/* An address that made a place waits this long before it may make another,
+ * and at most COOLDOWNS addresses wait at once: evictions are at most one
+ * per address per 10 s and 6.4 a second in all. Without it one address
+ * dialing twice and dropping each place it got closed 18 sessions a second. */
+#define RDMEM_SHARE_COOLDOWNS	64
+#define RDMEM_SHARE_COOLDOWN_NS 10000000000ull
 
 /* Sessions open from one address; a session's close decrements n. */
 struct share_addr {
@@ -46,6 +53,7 @@ struct rdmem_share {
 	struct rdmem_session_guard *guards; /* max_sessions: one per open session */
 	uint32_t *staying;		    /* scratch, per addrs entry (share_make_room) */
 	struct share_mark claims[RDMEM_SHARE_CLAIMS];
+	struct share_mark cooldowns[RDMEM_SHARE_COOLDOWNS]; /* ns: when it ends */
 	/* Sessions opened before this that never sent are reclaimed (session.h). */
 	atomic_uint_fast64_t reclaim_before_ns;
 };
@@ -204,15 +212,37 @@ static struct rdmem_session_guard *share_idlest(struct rdmem_share *sh, uint32_t
 	return best;
 }
 
+/* key's cooldown entry when it may make a place now (a free one taken for
+ * it), NULL when it made one within RDMEM_SHARE_COOLDOWN_NS or every entry
+ * is taken. */
+static struct share_mark *share_cooldown(struct rdmem_share *sh, const char *key, uint64_t now)
+{
+	struct share_mark *free_mark = NULL;
+	uint32_t i;
+
+	for (i = 0; i < RDMEM_SHARE_COOLDOWNS; i++) {
+		struct share_mark *m = &sh->cooldowns[i];
+
+		if (m->ns <= now)
+			free_mark = free_mark ? free_mark : m;
+		else if (strcmp(m->key, key) == 0)
+			return NULL;
+	}
+	return free_mark;
+}
+
 /* Tells the idlest session of the address holding the most to end, when it
  * holds at least two more than key's (so no two addresses trade a place
- * back and forth). 1 when it did. */
-static int share_make_room(struct rdmem_share *sh, const char *key)
+ * back and forth) and key may make a place now. 1 when it did. */
+static int share_make_room(struct rdmem_share *sh, const char *key, uint64_t now)
 {
+	struct share_mark *cool = share_cooldown(sh, key, now);
 	struct share_addr *mine = share_addr(sh, key, 0);
 	struct rdmem_session_guard *victim;
 	uint32_t i, top = UINT32_MAX, m;
 
+	if (!cool)
+		return 0;
 	share_count_staying(sh);
 	m = mine ? sh->staying[mine - sh->addrs] : 0;
 	for (i = 0; i < sh->max_sessions; i++)
@@ -223,6 +253,8 @@ static int share_make_room(struct rdmem_share *sh, const char *key)
 		return 0;
 	/* relaxed: the worker acts on the flag alone; the caller's nudge wakes it */
 	atomic_store_explicit(&victim->evict, 1, memory_order_relaxed);
+	snprintf(cool->key, sizeof(cool->key), "%s", key);
+	cool->ns = now + RDMEM_SHARE_COOLDOWN_NS;
 	rdmem_log_limited(RDMEM_LOG_INFO,
 			  "sessions full: %s holds %u of them, the connecting %s %u: closing its "
 			  "idlest session",
@@ -241,23 +273,25 @@ static void share_pressure(struct rdmem_share *sh, uint64_t now)
 enum rdmem_share_verdict rdmem_share_admit(struct rdmem_share *sh, const char *key, uint32_t open,
 					   int can_park, uint64_t now)
 {
-	struct share_addr *a;
+	struct share_addr *a = share_addr(sh, key, 0);
 
-	if (open >= sh->max_sessions) {
-		share_pressure(sh, now);
-		if (can_park && share_redialed(sh, key, now) &&
-		    (share_reclaimable(sh, now) || share_make_room(sh, key)))
-			return RDMEM_SHARE_PARK;
-		return RDMEM_SHARE_FULL;
-	}
-	a = share_addr(sh, key, 1);
-	if (!a || atomic_load_explicit(&a->n, memory_order_relaxed) >= sh->max_per_addr) {
-		/* Sessions of that address that never sent may be a hog sharing
-		 * it (a NAT) with this peer: reclaimable, as when full. */
+	/* At its own limit, an address gets no place, made or free. Its
+	 * sessions that never sent may be a hog sharing the address (a NAT)
+	 * with this peer: reclaimable, as when full. */
+	if (a && atomic_load_explicit(&a->n, memory_order_relaxed) >= sh->max_per_addr) {
 		share_pressure(sh, now);
 		return RDMEM_SHARE_ADDR;
 	}
-	/* Sessions count down before their close gives the entry back. */
+	if (open >= sh->max_sessions) {
+		share_pressure(sh, now);
+		if (can_park && share_redialed(sh, key, now) &&
+		    (share_reclaimable(sh, now) || share_make_room(sh, key, now)))
+			return RDMEM_SHARE_PARK;
+		return RDMEM_SHARE_FULL;
+	}
+	/* Fewer than max_sessions open: an address entry is free (attach
+	 * takes it). Sessions count down after their close gives the guard
+	 * back (worker.c's release, our acquire): CLOSING is a safety net. */
 	return share_free_guard(sh) ? RDMEM_SHARE_OPEN : RDMEM_SHARE_CLOSING;
 }
 

@@ -120,7 +120,7 @@ static void rdmem_worker_adopt(struct rdmem_worker *w)
 				rdmem_err("worker %u: no memory for a session: closing it",
 					  w->index);
 				rdmem_session_close(in[i]);
-				atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+				atomic_fetch_sub_explicit(&w->load, 1, memory_order_release);
 				continue;
 			}
 			w->sess = p;
@@ -128,7 +128,7 @@ static void rdmem_worker_adopt(struct rdmem_worker *w)
 		}
 		if (rdmem_worker_watch(w, in[i], EPOLL_CTL_ADD) < 0) {
 			rdmem_session_close(in[i]);
-			atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&w->load, 1, memory_order_release);
 			continue;
 		}
 		rdmem_session_follow_slices(in[i], &w->group.serving);
@@ -146,7 +146,7 @@ static void rdmem_worker_drop(struct rdmem_worker *w, uint32_t i)
 	rdmem_session_close(s);
 	w->sess[i] = w->sess[--w->nsess];
 	rdmem_group_dropped(&w->group, i, w->nsess); /* nor in the active group */
-	atomic_fetch_sub_explicit(&w->load, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&w->load, 1, memory_order_release);
 }
 
 /* ---- serving -------------------------------------------------------------------- */
@@ -571,7 +571,10 @@ uint32_t rdmem_workers_sessions(struct rdmem_workers *ws)
 	uint32_t i, n = 0;
 
 	for (i = 0; i < ws->n; i++)
-		n += atomic_load_explicit(&ws->w[i].load, memory_order_relaxed);
+		/* acquire: pairs with the release decrement after a session's
+		 * close, so a listener that sees a place free also sees the guard
+		 * and address entries that close gave back (server/share.c) */
+		n += atomic_load_explicit(&ws->w[i].load, memory_order_acquire);
 	return n;
 }
 

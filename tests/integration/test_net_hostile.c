@@ -379,6 +379,36 @@ static void atk_phantoms(unsigned port, int ready)
 	}
 }
 
+/*
+ * One address that holds no session and wants sessions closed, not used:
+ * dials (refused: a claim), dials again 25 ms later (a place is made for
+ * it) but gives up the handshake after 3 ms, and again, every 35 ms.
+ */
+static void atk_evictor(unsigned port, int ready)
+{
+	struct rdmem_link_config lc = { .fabric = RDMEM_FAB_SHM,
+					.host = srv_addr,
+					.port = (uint16_t)port,
+					.ring_slots = 16,
+					.resp_bytes = RDMEM_DEFAULT_RESP_BYTES };
+	struct rdmem_link *l;
+
+	rdmem_log_init("evictor", 0);
+	rdmem_log_level = -1;
+	if (write(ready, "r", 1) != 1)
+		_exit(4);
+	for (;;) {
+		lc.timeout_ms = 2000;
+		if (rdmem_link_open(&lc, &l) == 0)
+			rdmem_link_close(l);
+		proc_sleep_ms(25);
+		lc.timeout_ms = 3;
+		if (rdmem_link_open(&lc, &l) == 0)
+			rdmem_link_close(l);
+		proc_sleep_ms(5);
+	}
+}
+
 enum attack {
 	ATK_IDLE,
 	ATK_SLOWLORIS,
@@ -386,7 +416,8 @@ enum attack {
 	ATK_GARBAGE,
 	ATK_SESSIONS,
 	ATK_SESSIONS_BUSY,
-	ATK_PHANTOMS
+	ATK_PHANTOMS,
+	ATK_EVICTOR
 };
 
 /* Starts the attack in a child; returns its pid once it is under way. */
@@ -408,7 +439,8 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 			perror("attacker: setpriority");
 		close(p[0]);
 		/* shm is host-local: its peers are processes */
-		if (a != ATK_SESSIONS && a != ATK_SESSIONS_BUSY && a != ATK_PHANTOMS)
+		if (a != ATK_SESSIONS && a != ATK_SESSIONS_BUSY && a != ATK_PHANTOMS &&
+		    a != ATK_EVICTOR)
 			net_enter();
 		if (a == ATK_IDLE)
 			atk_idle(port, p[1]);
@@ -422,8 +454,10 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 			atk_sessions(port, p[1], arg);
 		else if (a == ATK_SESSIONS_BUSY)
 			atk_sessions_busy(port, p[1], arg);
-		else
+		else if (a == ATK_PHANTOMS)
 			atk_phantoms(port, p[1]);
+		else
+			atk_evictor(port, p[1]);
 		_exit(0);
 	}
 	close(p[1]);
@@ -989,6 +1023,34 @@ static void test_session_hog_busy(void)
 }
 
 /*
+ * One address dials twice every 35 ms, each time a place is made for it,
+ * and gives up before it is accepted: it may make a place once per 10 s,
+ * so over 3 s it closes one of the hog's sessions, not ~50 (18 a second
+ * before the cooldown), and the places stay taken.
+ */
+static void test_session_churn_bounded(void)
+{
+	struct e2e e;
+	long long evicted, least;
+	pid_t hog, evictor;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--max-sessions", "8", (const char *)NULL) == 0);
+	REQUIRE((hog = attack_start(ATK_SESSIONS_BUSY, e.port, 8)) > 0);
+	REQUIRE((evictor = attack_start(ATK_EVICTOR, e.port, 0)) > 0);
+	least = sessions_min(&e, 3000);
+	evicted = server_ctr(&e, "net.rdma_evicted");
+	printf("# attack session-churn: over 3 s, evicted %lld, parked %lld, sessions open >= "
+	       "%lld of 8\n",
+	       evicted, server_ctr(&e, "net.rdma_parked"), least);
+	CHECK(evicted >= 1 && evicted <= 1);
+	CHECK(least >= 7);
+	attack_stop(evictor);
+	attack_stop(hog);
+	e2e_fini(&e);
+}
+
+/*
  * Three processes (three addresses on shm) each want all 8 sessions, keep
  * theirs busy and redial the rest every 20 ms. A fresh agent still gets an
  * RDMA session (the place made for it is kept for it: the hogs' redials do
@@ -1134,6 +1196,7 @@ int main(void)
 	NRUN(test_session_flood);
 	NRUN(test_session_hog_busy);
 	NRUN(test_session_hogs_many);
+	NRUN(test_session_churn_bounded);
 	NRUN(test_rdma_listener_out_of_fds);
 	return check_done();
 }
