@@ -606,12 +606,6 @@ void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
 	atomic_fetch_add_explicit(&svc->net[what], 1, memory_order_relaxed);
 }
 
-void rdmem_service_set_tcp_unsent(struct rdmem_service *svc, uint64_t bytes)
-{
-	/* relaxed: a figure for STATS alone */
-	atomic_store_explicit(&svc->tcp_unsent, bytes, memory_order_relaxed);
-}
-
 void rdmem_service_count_bad_input(struct rdmem_service *svc)
 {
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);

@@ -44,7 +44,6 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	s->bytes_in = sum.bytes_in;
 	for (i = 0; i < RDMEM_NET__COUNT; i++)
 		s->net[i] = ld(&svc->net[i]);
-	s->tcp_unsent = ld(&svc->tcp_unsent);
 	s->bytes_out = sum.bytes_out;
 	for (i = 1; i < RDMEM_OP__COUNT; i++) {
 		s->op_calls[i] = sum.calls[i];
@@ -119,12 +118,6 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("net.tcp_turns_ended", C, net[RDMEM_NET_TCP_TURNS_ENDED],
 	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
 	  "served the others before going on."),
-	S("net.tcp_unsent_bytes", G, tcp_unsent,
-	  "Reply bytes TCP peers have not taken yet, all connections (at the TCP loop's last "
-	  "sweep, every 20 ms while it is busy); past 64 MiB the slowest readers are cut."),
-	S("net.tcp_slow_readers", C, net[RDMEM_NET_TCP_SLOW_READER],
-	  "TCP connections closed while unsent replies of all connections passed 64 MiB: "
-	  "each read its replies too slowly to take what it held within 10 s."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],

@@ -214,85 +214,12 @@ static uint64_t conn_next_ns(const struct conn *c)
 	return t;
 }
 
-/* ---- replies held for slow readers ------------------------------------------ */
-
-/*
- * c->drain_ns: how long c's peer would take to read the pending bytes at the
- * rate it read them since c->rate_ns (a span of TCP_OUT_RATE_NS at least,
- * then a new one begins); 0 while a span runs or c holds little.
- */
-static void conn_measure_drain(struct conn *c, uint64_t now, size_t pending)
-{
-	uint64_t span, moved;
-
-	c->drain_ns = 0;
-	if (pending < TCP_OUT_SLOW_MIN || !c->rate_ns) {
-		c->rate_ns = pending < TCP_OUT_SLOW_MIN ? 0 : now;
-		c->rate_sent = c->sent_total;
-		return;
-	}
-	span = now - c->rate_ns;
-	if (span < TCP_OUT_RATE_NS)
-		return;
-	moved = c->sent_total - c->rate_sent;
-	c->drain_ns =
-	    moved ? (uint64_t)((double)pending * (double)span / (double)moved) : UINT64_MAX;
-	c->rate_ns = now;
-	c->rate_sent = c->sent_total;
-}
-
-/* The live connection slowest to drain past TCP_OUT_DRAIN_NS, or NULL. */
-static struct conn *srv_slowest_reader(struct rdmem_tcp_server *s)
-{
-	struct conn *c, *worst = NULL;
-
-	for (c = s->conns; c; c = c->next)
-		if (!c->dead && c->drain_ns > TCP_OUT_DRAIN_NS &&
-		    (!worst || c->drain_ns > worst->drain_ns))
-			worst = c;
-	return worst;
-}
-
-/*
- * Unsent replies of all connections passed TCP_OUT_BUDGET (total): each
- * connection holds up to TCP_OUT_HIGH before its reading pauses, so peers
- * that stop reading (or read a byte now and then: the idle deadline never
- * comes) would otherwise hold 4 MiB each, 4 GiB at --tcp-max-conns. Cuts
- * the slowest readers until the rest fit; an agent reads at the link's
- * speed, and one that was cut redials and retries (exactly-once replays
- * what ran). Returns when to measure again.
- */
-static uint64_t srv_out_budget(struct rdmem_tcp_server *s, uint64_t now, uint64_t *total)
-{
-	struct conn *c;
-
-	for (c = s->conns; c; c = c->next)
-		if (!c->dead)
-			conn_measure_drain(c, now, rdmem_tcp_conn_out_pending(c));
-	while (*total > TCP_OUT_BUDGET && (c = srv_slowest_reader(s))) {
-		size_t pending = rdmem_tcp_conn_out_pending(c);
-
-		*total -= RDMEM_MIN((uint64_t)pending, *total);
-		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_SLOW_READER);
-		rdmem_warn_limited("tcp %s: closing %s: %zu reply bytes unsent, %s to read "
-				   "them at its rate, while all connections' pass %u MiB",
-				   s->name, c->peer, pending,
-				   c->drain_ns == UINT64_MAX ? "for ever" : "over 10 s",
-				   TCP_OUT_BUDGET >> 20);
-		c->drain_ns = 0;
-		rdmem_tcp_conn_kill(c, "reads its replies too slowly");
-		rdmem_tcp_conn_maybe_free(c);
-	}
-	return now + TCP_OUT_RATE_NS / 4;
-}
-
 /* Cuts connections past a deadline: flushing to a peer that stopped reading,
- * not proving themselves in time, idle too long; and slow readers while
- * unsent replies pass their budget. Returns the earliest time it has work
- * again, so an idle loop sleeps until then. */
+ * not proving themselves in time, idle too long. Returns the earliest time
+ * it has work again, so an idle loop sleeps until then. */
 uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
 {
-	uint64_t next_ns = UINT64_MAX, out_total = 0;
+	uint64_t next_ns = UINT64_MAX;
 	struct conn *c, *next;
 
 	if (now - s->swept_ns < TCP_SWEEP_MS * 1000000ull && !s->stopping)
@@ -319,12 +246,7 @@ uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
 			rdmem_tcp_conn_tls_trim(c, now);
 		if (!why)
 			next_ns = RDMEM_MIN(next_ns, conn_next_ns(c));
-		if (!c->dead)
-			out_total += rdmem_tcp_conn_out_pending(c);
 		rdmem_tcp_conn_maybe_free(c);
 	}
-	if (out_total > TCP_OUT_BUDGET)
-		next_ns = RDMEM_MIN(next_ns, srv_out_budget(s, now, &out_total));
-	rdmem_service_set_tcp_unsent(s->svc, out_total);
 	return next_ns;
 }

@@ -15,17 +15,9 @@
 #include "server/tcp_loop.h"
 #include "tcp/tls.h"
 
-#define TCP_RBUF_MIN  (64u << 10)
-#define TCP_OBUF_KEEP (256u << 10) /* larger send buffers are freed once sent */
-#define TCP_OUT_HIGH  (4u << 20)   /* unsent reply bytes that pause reading */
-/* Unsent reply bytes of all connections past which the slowest readers are
- * cut (tcp_admit.c): those that would need over TCP_OUT_DRAIN_NS to take
- * what they hold at the rate they read over the last TCP_OUT_RATE_NS or
- * more. Connections holding under TCP_OUT_SLOW_MIN are never measured. */
-#define TCP_OUT_BUDGET	 (64u << 20)
-#define TCP_OUT_DRAIN_NS 10000000000ull
-#define TCP_OUT_RATE_NS	 1000000000ull
-#define TCP_OUT_SLOW_MIN (256u << 10)
+#define TCP_RBUF_MIN	 (64u << 10)
+#define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
+#define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
 #define TCP_RING_ENTRIES 512u
 #define TCP_TICK_MS	 100
 #define TCP_CLOSE_MS	 2000u
@@ -55,11 +47,8 @@ struct conn {
 	size_t rcap;
 	uint64_t drain; /* payload bytes of a refused frame still to discard */
 	struct outbuf out[2];
-	int fill;		     /* out[fill] takes new replies; out[!fill] may be in flight */
-	size_t sent;		     /* bytes of out[!fill] the kernel took so far */
-	uint64_t sent_total;	     /* every byte the kernel took */
-	uint64_t rate_ns, rate_sent; /* when the read rate's span began, sent_total then; 0: none */
-	uint64_t drain_ns;	     /* the last estimate of the time to send what it holds */
+	int fill;    /* out[fill] takes new replies; out[!fill] may be in flight */
+	size_t sent; /* bytes of out[!fill] the kernel took so far */
 	int send_busy;
 	int recv_busy;
 	unsigned ops; /* SQEs in flight that name this connection */

@@ -428,7 +428,6 @@ static void conn_on_send(struct conn *c, int res)
 		return;
 	}
 	c->sent += (size_t)res;
-	c->sent_total += (uint64_t)res;
 	c->last_ns = rdmem_now_ns();
 	if (c->sent < ob->len) {
 		sqe = tcp_sqe(c->srv);
