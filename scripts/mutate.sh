@@ -34,6 +34,8 @@ mutations=(
 	"image-progress-unpaid|server/image.c|s/img_pay\(u, c->len, now\);/img_pay(u, 0, now);/|test_image"
 	"image-evict-before-first-chunk|server/image.c|s/\tret = img_apply\(st, &fresh, c, now, ack\);/\timg_take_record(st, rec);\n\tret = img_apply(st, \&fresh, c, now, ack);/|test_image"
 	"dedup-lru-only|server/dedup.c|s/\t\treturn -1;\n/\t\treturn -1;\n\treturn 3;\n/|test_dedup"
+	"dedup-grace-ignored|server/dedup.c|s/\t\treturn 1;\n\treturn a->addr == mine/\t\treturn 3;\n\treturn a->addr == mine/|test_dedup"
+	"dedup-own-ignored|server/dedup.c|s/return a->addr == mine /return (const void *)a == mine /|test_dedup"
 	"dedup-empty-not-first|server/dedup.c|s/memory_order_relaxed\)\)\n\t\treturn 0;/memory_order_relaxed))\n\t\treturn 3;/|test_dedup"
 	"hook-timeout-ignored|server/hook.c|s/\tif \(j->killed /\treturn;\n\tif (j->killed /|test_hook"
 	"kv-limit-ignored|server/kv.c|s/if \(!kv->max_bytes /if (1 + !kv->max_bytes /|test_kv"

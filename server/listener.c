@@ -24,9 +24,10 @@
 #include "server/worker.h"
 
 #define RDMEM_LISTENER_NUDGE_NS 10000000ull /* 10 ms */
-/* A parked request waits at most this for its place (well under the
- * agent's --connect-timeout, 2 s by default), checked this often. */
-#define RDMEM_LISTENER_PARK_NS	    200000000ull
+/* A parked request waits at most this for its place (under the agent's
+ * --connect-timeout, 2 s by default; a busy worker sweeps every 100 ms and
+ * then closes the session), checked this often. */
+#define RDMEM_LISTENER_PARK_NS	    1000000000ull
 #define RDMEM_LISTENER_PARK_POLL_MS 5
 
 /* A connect request kept while the place made for it frees (share.h, PARK). */

@@ -328,10 +328,14 @@ void rdmem_session_close(struct rdmem_session *s)
 	rdmem_service_session_delta(s->svc, -1, &s->usage);
 	/* release: pairs with the listener's acquire loads that reuse the
 	 * entries; the guard first, so a guard in use never names an address
-	 * entry already handed to another address */
+	 * entry already handed to another address. The count's pointer is read
+	 * before: once used is 0 the listener may give the guard to a new
+	 * session and rewrite it. */
 	if (s->guard) {
+		atomic_uint *addr_n = s->guard->addr_n;
+
 		atomic_store_explicit(&s->guard->used, 0, memory_order_release);
-		atomic_fetch_sub_explicit(s->guard->addr_n, 1, memory_order_release);
+		atomic_fetch_sub_explicit(addr_n, 1, memory_order_release);
 	}
 	rdmem_session_free(s);
 }

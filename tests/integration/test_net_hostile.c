@@ -875,9 +875,9 @@ static long long sessions_min(struct e2e *e, int ms)
  * busy, redialing a lost one at once; meanwhile a fresh address dials once
  * every 40 ms and never again. Those one-shot dials close no session. A
  * fresh agent (which redials) gets an RDMA session within a few redials
- * (the hog's idlest session is closed for it, the hog barred from the
- * place), keeps it through the attack (the hog's redials find no place),
- * and the hog loses exactly one session.
+ * (the hog's idlest session is closed for it, its request kept until the
+ * place is free), keeps it through the attack (the hog's redials find no
+ * place), and the hog loses exactly one session.
  */
 static void test_session_hog_busy(void)
 {

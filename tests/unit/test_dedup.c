@@ -229,19 +229,41 @@ static void test_agents_shared_by_address(void)
  * an address holding two more; within it, after them, though older. */
 static void test_agents_grace_then_fair_share(void)
 {
-	struct rdmem_dedup *d = make(16, 3, 300);
+	struct rdmem_dedup *d = make(16, 4, 300);
 
 	REQUIRE(d);
 	REQUIRE(bind_run_leave(d, 1, "honest", 1) == 0);
 	REQUIRE(bind_run_leave(d, 2, "hog", 1) == 0);
 	REQUIRE(bind_run_leave(d, 3, "hog", 1) == 0);
-	CHECK_EQ(bind_run_leave(d, 4, "y", 1), 0); /* the hog's 2, not the older honest */
+	REQUIRE(bind_run_leave(d, 4, "hog", 1) == 0);
+	CHECK_EQ(bind_run_leave(d, 5, "y", 1), 0); /* the hog's 2, not the older honest */
 	CHECK(replayed(d, 1, "honest"));
 	usleep(350 * 1000);
-	REQUIRE(bind_run_leave(d, 3, "hog", 0) == 0); /* young again */
-	REQUIRE(bind_run_leave(d, 4, "y", 0) == 0);
-	CHECK_EQ(bind_run_leave(d, 5, "z", 1), 0); /* honest 1, past the grace */
+	/* The hog's two young again, y too: without the grace the newcomer
+	 * would take one of the hog's (an address holding two more). */
+	REQUIRE(bind_run_leave(d, 3, "hog", 0) == 0);
+	REQUIRE(bind_run_leave(d, 4, "hog", 0) == 0);
+	REQUIRE(bind_run_leave(d, 5, "y", 0) == 0);
+	CHECK_EQ(bind_run_leave(d, 6, "z", 1), 0); /* honest 1, past the grace */
+	CHECK(replayed(d, 3, "hog"));		   /* (before: the honest agent's BIND takes one) */
 	CHECK(!replayed(d, 1, "honest"));
+	rdmem_dedup_destroy(d);
+}
+
+/* A newcomer takes its own address's young window before one of an
+ * address holding more but not two more. */
+static void test_agents_own_address_first(void)
+{
+	struct rdmem_dedup *d = make(16, 3, 60000);
+
+	REQUIRE(d);
+	REQUIRE(bind_run_leave(d, 1, "a", 1) == 0);
+	REQUIRE(bind_run_leave(d, 2, "b", 1) == 0);
+	REQUIRE(bind_run_leave(d, 3, "b", 1) == 0);
+	CHECK_EQ(bind_run_leave(d, 4, "a", 1), 0);
+	CHECK(replayed(d, 2, "b"));
+	CHECK(replayed(d, 3, "b"));
+	CHECK(!replayed(d, 1, "a"));
 	rdmem_dedup_destroy(d);
 }
 
@@ -295,6 +317,7 @@ int main(void)
 	RUN(test_agents_cap);
 	RUN(test_agents_shared_by_address);
 	RUN(test_agents_grace_then_fair_share);
+	RUN(test_agents_own_address_first);
 	RUN(test_idle_expiry_and_floor);
 	return check_done();
 }
