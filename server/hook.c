@@ -283,6 +283,27 @@ void rdmem_hook_stats(struct rdmem_hook *h, struct rdmem_hook_stats *out)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* SIGTERM to the hook's process group, SIGKILL if it is still there after
+ * a second (a hook that ignores TERM must not hold the server's stop). */
+static pid_t hook_stop(pid_t pid, int *status)
+{
+	pid_t r;
+	int i;
+
+	kill(-pid, SIGTERM);
+	for (i = 0; i < 100; i++) {
+		r = waitpid(pid, status, WNOHANG);
+		if (r != 0 && !(r < 0 && errno == EINTR))
+			return r;
+		usleep(10 * 1000);
+	}
+	kill(-pid, SIGKILL);
+	do
+		r = waitpid(pid, status, 0);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
 void rdmem_hook_destroy(struct rdmem_hook *h)
 {
 	unsigned i;
@@ -297,10 +318,7 @@ void rdmem_hook_destroy(struct rdmem_hook *h)
 		if (!j->pid)
 			continue;
 		rdmem_warn("hook: stopping hook for %s (pid %d)", j->path, (int)j->pid);
-		kill(-j->pid, SIGTERM);
-		do
-			r = waitpid(j->pid, &status, 0);
-		while (r < 0 && errno == EINTR);
+		r = hook_stop(j->pid, &status);
 		if (r == j->pid) {
 			hook_finish(h, j, status);
 		} else {

@@ -104,7 +104,7 @@ static void test_queue_full_refused(void)
 	struct rdmem_hook_stats st;
 	unsigned i;
 
-	REQUIRE(rdmem_hook_create("sleep 5", 10000, &h) == 0);
+	REQUIRE(rdmem_hook_create("sleep 5; :", 10000, &h) == 0);
 	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING + RDMEM_HOOK_QUEUE; i++)
 		CHECK_EQ(rdmem_hook_run(h, "/img/x"), 0);
 	CHECK_EQ(rdmem_hook_run(h, "/img/one-too-many"), -EBUSY);
@@ -114,11 +114,28 @@ static void test_queue_full_refused(void)
 	rdmem_hook_destroy(h); /* stops the 8 running, drops the 64 waiting */
 }
 
+/* A hook that ignores SIGTERM does not hold the server's stop past ~1 s. */
+static void test_stop_kills_a_stubborn_hook(void)
+{
+	struct rdmem_hook *h;
+	uint64_t t0;
+
+	REQUIRE(rdmem_hook_create("trap '' TERM; sleep 30; :", 60000, &h) == 0);
+	REQUIRE(rdmem_hook_run(h, "/img/stubborn") == 0);
+	usleep(100 * 1000); /* the trap is set */
+	t0 = rdmem_now_ns();
+	rdmem_hook_destroy(h);
+	printf("# stubborn hook stopped in %llu ms\n",
+	       (unsigned long long)((rdmem_now_ns() - t0) / 1000000));
+	CHECK(rdmem_now_ns() - t0 < 3000000000ull);
+}
+
 int main(void)
 {
 	rdmem_log_init("test_hook", 0);
 	RUN(test_hung_hook_killed);
 	RUN(test_commits_wait_their_turn);
 	RUN(test_queue_full_refused);
+	RUN(test_stop_kills_a_stubborn_hook);
 	return check_done();
 }
