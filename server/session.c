@@ -415,18 +415,28 @@ void rdmem_session_publish_ctrl(struct rdmem_session *s, uint64_t now)
 	rdmem_session_tell_pool(s, (int64_t)p->used_bytes, (int64_t)s->objects.area_bytes, p->live);
 }
 
-/* The listener is full and this session's peer never sent a request. */
+/* The listener is full, or this session's address at its limit, and its
+ * peer never sent a request. */
 static int rdmem_session_unused(struct rdmem_session *s)
 {
-	/* relaxed: a time, no other data rides on it (the listener's store) */
-	if (s->heard || !s->guard ||
-	    s->opened_ns >= atomic_load_explicit(s->guard->reclaim_before_ns, memory_order_relaxed))
+	const struct rdmem_session_guard *g = s->guard;
+	int full;
+
+	/* relaxed: times, no other data rides on them (the listener's stores);
+	 * the address entry stays while this session counts in it */
+	if (s->heard || !g)
+		return 0;
+	full = s->opened_ns < atomic_load_explicit(g->reclaim_before_ns, memory_order_relaxed);
+	if (!full &&
+	    s->opened_ns >= atomic_load_explicit(g->addr_reclaim_before_ns, memory_order_relaxed))
 		return 0;
 	rdmem_service_count_net(s->svc, RDMEM_NET_RDMA_RECLAIMED);
-	rdmem_warn_limited("session %u (%s): no request in %llu ms while sessions are full: "
-			   "closed for a new agent (--session-grace-ms)",
+	rdmem_warn_limited("session %u (%s): no request in %llu ms while %s: closed for a new "
+			   "agent (--session-grace-ms)",
 			   s->id, rdmem_fab_peer(s->conn),
-			   (unsigned long long)((rdmem_now_ns() - s->opened_ns) / 1000000));
+			   (unsigned long long)((rdmem_now_ns() - s->opened_ns) / 1000000),
+			   full ? "sessions are full"
+				: "its address holds --max-sessions-per-addr");
 	return 1;
 }
 

@@ -69,13 +69,15 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
  * Hostile peers: what the listener knows of an open session, an entry of
  * its own table (server/share.c), so it may pick a session to close without
  * touching one a worker owns. The session ends (-ETIMEDOUT from tick) when
- * *reclaim_before_ns (set by the listener when it is full) passes its start
- * and its peer never sent a request, or when the listener sets evict.
+ * *reclaim_before_ns (set by the listener when it is full) or
+ * *addr_reclaim_before_ns (set when its address is at its limit) passes its
+ * start and its peer never sent a request, or when the listener sets evict.
  * (server/share.h says who gets a place when the server is full.)
  */
 struct rdmem_session_guard {
 	atomic_uint *addr_n; /* sessions of the peer's address: closing decrements it */
 	const atomic_uint_fast64_t *reclaim_before_ns;
+	const atomic_uint_fast64_t *addr_reclaim_before_ns; /* valid while it is open */
 	/* The worker's: the last sweep that saw new requests (opened_ns
 	 * before any); the listener closes the idlest. */
 	atomic_uint_fast64_t heard_ns;

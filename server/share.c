@@ -38,6 +38,9 @@
 struct share_addr {
 	char key[RDMEM_SHARE_KEY];
 	atomic_uint n;
+	/* This address's sessions opened before this that never sent are
+	 * reclaimed: set when the address is at --max-sessions-per-addr. */
+	atomic_uint_fast64_t reclaim_before_ns;
 };
 
 /* An address and when it was first refused. */
@@ -105,8 +108,11 @@ static struct share_addr *share_addr(struct rdmem_share *sh, const char *key, in
 		if (!n && !free_slot)
 			free_slot = a;
 	}
-	if (free_slot && create)
+	if (free_slot && create) {
 		snprintf(free_slot->key, sizeof(free_slot->key), "%s", key);
+		/* relaxed: no session points at a free entry (n is 0) */
+		atomic_store_explicit(&free_slot->reclaim_before_ns, 0, memory_order_relaxed);
+	}
 	return create ? free_slot : NULL;
 }
 
@@ -262,11 +268,12 @@ static int share_make_room(struct rdmem_share *sh, const char *key, uint64_t now
 	return 1;
 }
 
-/* Full: sessions older than the grace that never sent are reclaimed. */
-static void share_pressure(struct rdmem_share *sh, uint64_t now)
+/* Full (the table's time) or an address at its limit (that address's):
+ * sessions older than the grace that never sent are reclaimed. */
+static void share_pressure(struct rdmem_share *sh, atomic_uint_fast64_t *before, uint64_t now)
 {
 	/* relaxed: a time the workers compare with, no data rides on it */
-	atomic_store_explicit(&sh->reclaim_before_ns, now > sh->grace_ns ? now - sh->grace_ns : 0,
+	atomic_store_explicit(before, now > sh->grace_ns ? now - sh->grace_ns : 0,
 			      memory_order_relaxed);
 }
 
@@ -277,13 +284,14 @@ enum rdmem_share_verdict rdmem_share_admit(struct rdmem_share *sh, const char *k
 
 	/* At its own limit, an address gets no place, made or free. Its
 	 * sessions that never sent may be a hog sharing the address (a NAT)
-	 * with this peer: reclaimable, as when full. */
+	 * with this peer: reclaimable, as when full; other addresses' are not
+	 * (the server is not full for them). */
 	if (a && atomic_load_explicit(&a->n, memory_order_relaxed) >= sh->max_per_addr) {
-		share_pressure(sh, now);
+		share_pressure(sh, &a->reclaim_before_ns, now);
 		return RDMEM_SHARE_ADDR;
 	}
 	if (open >= sh->max_sessions) {
-		share_pressure(sh, now);
+		share_pressure(sh, &sh->reclaim_before_ns, now);
 		if (can_park && share_redialed(sh, key, now) &&
 		    (share_reclaimable(sh, now) || share_make_room(sh, key, now)))
 			return RDMEM_SHARE_PARK;
@@ -306,6 +314,7 @@ struct rdmem_session_guard *rdmem_share_attach(struct rdmem_share *sh, const cha
 	atomic_fetch_add_explicit(&a->n, 1, memory_order_relaxed);
 	g->addr_n = &a->n;
 	g->reclaim_before_ns = &sh->reclaim_before_ns;
+	g->addr_reclaim_before_ns = &a->reclaim_before_ns;
 	g->opened_ns = now;
 	/* relaxed: the worker gets the session (and g) through
 	 * rdmem_workers_add's hand-over, which orders these stores */

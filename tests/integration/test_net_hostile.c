@@ -294,8 +294,9 @@ static void atk_garbage(unsigned port, int ready)
 	}
 }
 
-/* RDMA session flood: hold up to n sessions that never send a request. */
-static void atk_sessions(unsigned port, int ready, unsigned n)
+/* RDMA session flood: hold up to n sessions that never send a request;
+ * late: 600 ms after it is under way, dial once more. */
+static void atk_sessions(unsigned port, int ready, unsigned n, int late)
 {
 	struct rdmem_link_config lc = { .fabric = RDMEM_FAB_SHM,
 					.host = srv_addr,
@@ -313,6 +314,12 @@ static void atk_sessions(unsigned port, int ready, unsigned n)
 	fprintf(stderr, "  attacker %d: %u of %u sessions\n", (int)getpid(), got, n);
 	if (write(ready, "r", 1) != 1)
 		_exit(4);
+	if (late) {
+		proc_sleep_ms(600);
+		got = rdmem_link_open(&lc, &l) == 0;
+		fprintf(stderr, "  attacker %d: the late dial %s\n", (int)getpid(),
+			got ? "got a session" : "was refused");
+	}
 	for (;;)
 		pause();
 }
@@ -417,7 +424,8 @@ enum attack {
 	ATK_SESSIONS,
 	ATK_SESSIONS_BUSY,
 	ATK_PHANTOMS,
-	ATK_EVICTOR
+	ATK_EVICTOR,
+	ATK_SESSIONS_LATE
 };
 
 /* Starts the attack in a child; returns its pid once it is under way. */
@@ -440,7 +448,7 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 		close(p[0]);
 		/* shm is host-local: its peers are processes */
 		if (a != ATK_SESSIONS && a != ATK_SESSIONS_BUSY && a != ATK_PHANTOMS &&
-		    a != ATK_EVICTOR)
+		    a != ATK_EVICTOR && a != ATK_SESSIONS_LATE)
 			net_enter();
 		if (a == ATK_IDLE)
 			atk_idle(port, p[1]);
@@ -450,8 +458,8 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 			atk_storm(port, p[1]);
 		else if (a == ATK_GARBAGE)
 			atk_garbage(port, p[1]);
-		else if (a == ATK_SESSIONS)
-			atk_sessions(port, p[1], arg);
+		else if (a == ATK_SESSIONS || a == ATK_SESSIONS_LATE)
+			atk_sessions(port, p[1], arg, a == ATK_SESSIONS_LATE);
 		else if (a == ATK_SESSIONS_BUSY)
 			atk_sessions_busy(port, p[1], arg);
 		else if (a == ATK_PHANTOMS)
@@ -871,6 +879,47 @@ static long long sessions_min(struct e2e *e, int ms)
 }
 
 /*
+ * An address at --max-sessions-per-addr dials again while the server has
+ * room: its own sessions that never sent, older than the grace, are
+ * reclaimed, and another address's silent session, as old, is not (the
+ * server is not full). Before, the per-address refusal set the server-wide
+ * reclaim time and closed the other address's session too.
+ */
+static void test_session_addr_limit_reclaims_own(void)
+{
+	struct e2e e;
+	pid_t quiet_peer, at_limit;
+	long long reclaimed, left;
+	int i;
+
+	if (old_flags)
+		return;
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	REQUIRE(e2e_server(&e, "shm", "--max-sessions", "8", "--max-sessions-per-addr", "2",
+			   "--session-grace-ms", "300", (const char *)NULL) == 0);
+	quiet_peer = attack_start(ATK_SESSIONS, e.port, 1);
+	REQUIRE(quiet_peer > 0);
+	/* opens 2 (its limit), dials a third 600 ms later: refused */
+	at_limit = attack_start(ATK_SESSIONS_LATE, e.port, 2);
+	REQUIRE(at_limit > 0);
+	/* workers sweep every 100 ms or less once told */
+	for (i = 0; i < 40 && server_ctr(&e, "net.rdma_reclaimed") < 2; i++)
+		proc_sleep_ms(50);
+	proc_sleep_ms(300);
+	reclaimed = server_ctr(&e, "net.rdma_reclaimed");
+	left = sessions_min(&e, 300);
+	printf("# address at its limit: reclaimed %lld (its own 2), sessions left %lld (the "
+	       "other address's 1), refused by address %lld\n",
+	       reclaimed, left, server_ctr(&e, "net.rdma_refused_addr"));
+	CHECK(server_ctr(&e, "net.rdma_refused_addr") >= 1);
+	CHECK_EQ(reclaimed, 2);
+	CHECK_EQ(left, 1);
+	attack_stop(at_limit);
+	attack_stop(quiet_peer);
+	e2e_fini(&e);
+}
+
+/*
  * One peer address (a process, on shm) holds every session and keeps each
  * busy, redialing a lost one at once; meanwhile a fresh address dials once
  * every 40 ms and never again. Those one-shot dials close no session. A
@@ -1094,6 +1143,7 @@ int main(void)
 	NRUN(test_idle_flood_one_address_many);
 	NRUN(test_idle_flood_secret);
 	NRUN(test_session_flood);
+	NRUN(test_session_addr_limit_reclaims_own);
 	NRUN(test_session_hog_busy);
 	NRUN(test_session_hogs_many);
 	NRUN(test_session_churn_bounded);
