@@ -39,12 +39,13 @@ int rdmem_tcp_admit_prove(struct conn *c)
 	c->over = 0;
 	s->nover--;
 	/* Room came (someone left), or a place of the address holding the most. */
-	if (s->nlive <= s->cfg.max_conns + s->nover ||
+	if (s->nlive - s->nover <= s->cfg.max_conns ||
 	    rdmem_tcp_share_take(s, c, srv_count_addr(s, c->host, 0)) == 0)
 		return 0;
 	rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_FULL);
 	rdmem_warn_limited("tcp %s: closing %s: %u connections open (--tcp-max-conns), and its "
-			   "address no longer holds two fewer than another",
+			   "address no longer holds two fewer than another, or closings for "
+			   "newcomers are at their pace",
 			   s->name, c->peer, s->nlive);
 	rdmem_tcp_conn_kill(c, "connections full");
 	return -1;
@@ -60,12 +61,14 @@ int rdmem_tcp_admit_prove(struct conn *c)
 static int srv_make_room(struct rdmem_tcp_server *s, const char *host, unsigned held)
 {
 	struct conn *c, *oldest = NULL;
-	int over;
 
-	if (s->nunproven < s->unproven_cap && s->nlive < s->cfg.max_conns)
+	/* The places past the limit (over) are not counted here. */
+	if (s->nunproven - s->nover < s->unproven_cap && s->nlive - s->nover < s->cfg.max_conns)
 		return 0;
-	for (c = s->conns; c; c = c->next) /* newest first: the last match is the oldest */
-		if (!c->dead && !c->proven)
+	/* newest first: the last match is the oldest; one that came in past
+	 * the full table is never displaced by one that did not qualify */
+	for (c = s->conns; c; c = c->next)
+		if (!c->dead && !c->proven && !c->over)
 			oldest = c;
 	if (!oldest && rdmem_tcp_share_admit(s, host, held))
 		return 1;
@@ -82,10 +85,8 @@ static int srv_make_room(struct rdmem_tcp_server *s, const char *host, unsigned 
 			   s->name, oldest->peer,
 			   (unsigned long long)((rdmem_now_ns() - oldest->born_ns) / 1000000), host,
 			   s->nunproven);
-	/* The newcomer takes its place, past the limit as it was. */
-	over = oldest->over;
 	rdmem_tcp_conn_kill(oldest, "evicted");
-	return over;
+	return 0;
 }
 
 int rdmem_tcp_admit(struct rdmem_tcp_server *s, const char *host)

@@ -28,9 +28,12 @@
 /* A connection's turn: it serves frames for at most this long, then the
  * loop serves the others before it goes on (rdmem_tcp_conn_process). */
 #define TCP_TURN_NS 200000ull
-/* tcp_share.c: newcomers past a full table at once; addresses waiting after
- * taking a place, and for how long; how often admission counts addresses. */
+/* tcp_share.c: newcomers past a full table at once; closings for them (one
+ * per RATE, BURST at once); addresses waiting after dropping a place they
+ * took, and for how long; how often admission counts addresses at least. */
 #define TCP_SHARE_OVER	  8u
+#define TCP_SHARE_RATE_NS 200000000ull
+#define TCP_SHARE_BURST	  4u
 #define TCP_SHARE_COOLS	  64u
 #define TCP_SHARE_COOL_NS 10000000000ull
 #define TCP_SHARE_TOP_NS  10000000ull
@@ -72,8 +75,9 @@ struct conn {
 	/* Proved itself: authenticated (with a secret) or sent a valid frame
 	 * (without). Until then it has auth_ms, and may be evicted. */
 	int proven;
-	int over;    /* unproven, past a full table (tcp_share.c): its proof makes room */
-	int partial; /* holds part of a frame (or a refused payload to drain) */
+	int over;	  /* unproven, past a full table (tcp_share.c): its proof makes room */
+	uint64_t took_ns; /* when its proof closed another address's connection for it */
+	int partial;	  /* holds part of a frame (or a refused payload to drain) */
 	char host
 	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
 	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
@@ -108,8 +112,10 @@ struct rdmem_tcp_server {
 	unsigned nover;
 	struct conn **share_scratch;
 	unsigned share_cap;
-	uint64_t share_top_ns; /* when share_top_* were counted (0: count again) */
+	uint64_t share_top_next_ns; /* share_top_* are counted again from then */
 	unsigned share_top_n;
+	unsigned share_tokens; /* closings that may start now */
+	uint64_t share_refill_ns;
 	char share_top_key[RDMEM_ADDR_GROUP_MAX];
 	struct tcp_share_cool {
 		char key[RDMEM_ADDR_GROUP_MAX];
@@ -173,5 +179,7 @@ int rdmem_tcp_share_admit(struct rdmem_tcp_server *s, const char *host, unsigned
 /* c came in so and proved itself (its address now holds held): 0 when the
  * idlest connection of the address holding the most was closed for it. */
 int rdmem_tcp_share_take(struct rdmem_tcp_server *s, struct conn *c, unsigned held);
+/* c is closing (a place it took and dropped makes its address wait). */
+void rdmem_tcp_share_closed(struct rdmem_tcp_server *s, const struct conn *c);
 
 #endif

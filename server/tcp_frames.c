@@ -258,10 +258,10 @@ int rdmem_tcp_conn_process(struct conn *c)
 		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
 			pos = c->rlen;
 			break;
-		} else if (rdmem_tcp_admit_prove(c) <
-			   0) {	       /* a valid frame (with a secret: after AUTH) */
-			pos = c->rlen; /* closed: no room was made for it */
-			break;
+		} else if (rdmem_tcp_admit_prove(c) < 0) {
+			/* a valid frame (with a secret: after AUTH), but it came
+			 * past a full table and no room was made: c is closed */
+			return -1;
 		} else {
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;

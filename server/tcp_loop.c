@@ -136,6 +136,7 @@ void rdmem_tcp_conn_kill(struct conn *c, const char *why)
 	if (c->over)
 		c->srv->nover--;
 	c->over = 0;
+	rdmem_tcp_share_closed(c->srv, c);
 	shutdown(c->fd, SHUT_RDWR);
 }
 
