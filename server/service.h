@@ -138,7 +138,6 @@ enum rdmem_net_ctr {
 	RDMEM_NET_TCP_IDLE,	      /* idle past --tcp-idle-ms */
 	RDMEM_NET_TCP_PARTIAL_LIMIT,  /* past --tcp-max-partial-per-addr mid-frame */
 	RDMEM_NET_TCP_TURNS_ENDED,    /* a connection's turn ended with frames left */
-	RDMEM_NET_TCP_SHARED,	      /* proven, closed for a newcomer of another address */
 	RDMEM_NET_RDMA_REFUSED_ADDR,  /* --max-sessions-per-addr reached */
 	RDMEM_NET_RDMA_RECLAIMED,     /* sessions that never sent, closed for a new one */
 	RDMEM_NET_RDMA_EVICTED,	      /* closed for a peer of another address (fair share) */

@@ -35,9 +35,10 @@ void rdmem_share_destroy(struct rdmem_share *sh);
 
 /* Whether a session may open for address key with `open` places taken now
  * (sessions, and a parked request's). FULL and PARK also start the reclaim
- * of sessions that never sent, ADDR that of the address's own; PARK (only when can_park) means a place is
- * being made: nudge the workers now, keep the request until open drops,
- * and let nobody else have the place meanwhile. */
+ * of sessions that never sent, ADDR that of the address's own; PARK (only
+ * when can_park) means a place is being made: nudge the workers now, keep
+ * the request until open drops, and let nobody else have the place
+ * meanwhile. */
 enum rdmem_share_verdict rdmem_share_admit(struct rdmem_share *sh, const char *key, uint32_t open,
 					   int can_park, uint64_t now);
 

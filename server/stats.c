@@ -118,9 +118,6 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("net.tcp_turns_ended", C, net[RDMEM_NET_TCP_TURNS_ENDED],
 	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
 	  "served the others before going on."),
-	S("net.tcp_shared", C, net[RDMEM_NET_TCP_SHARED],
-	  "Proven TCP connections closed, with --tcp-max-conns open, for a newcomer whose "
-	  "address held two fewer than theirs."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],

@@ -14,6 +14,14 @@
 #include "tcp/frame_mac.h"
 #include "tcp/tls.h"
 
+void rdmem_tcp_admit_prove(struct conn *c)
+{
+	if (c->proven)
+		return;
+	c->proven = 1;
+	c->srv->nunproven--;
+}
+
 /* Live connections from host; partial: only unproven ones mid-frame. */
 static unsigned srv_count_addr(const struct rdmem_tcp_server *s, const char *host, int partial)
 {
@@ -26,52 +34,20 @@ static unsigned srv_count_addr(const struct rdmem_tcp_server *s, const char *hos
 	return n;
 }
 
-int rdmem_tcp_admit_prove(struct conn *c)
-{
-	struct rdmem_tcp_server *s = c->srv;
-
-	if (c->proven)
-		return 0;
-	c->proven = 1;
-	s->nunproven--;
-	if (!c->over)
-		return 0;
-	c->over = 0;
-	s->nover--;
-	/* Room came (someone left), or a place of the address holding the most. */
-	if (s->nlive - s->nover <= s->cfg.max_conns ||
-	    rdmem_tcp_share_take(s, c, srv_count_addr(s, c->host, 0)) == 0)
-		return 0;
-	rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_FULL);
-	rdmem_warn_limited("tcp %s: closing %s: %u connections open (--tcp-max-conns), and its "
-			   "address no longer holds two fewer than another, or closings for "
-			   "newcomers are at their pace",
-			   s->name, c->peer, s->nlive);
-	rdmem_tcp_conn_kill(c, "connections full");
-	return -1;
-}
-
 /*
  * Room for one more unproven connection: closes the oldest unproven one when
  * they fill their share (or all of --tcp-max-conns), so idle connections
- * cannot lock newer peers out; proven ones are closed only for a newcomer
- * that proves itself (tcp_share.c). Returns 1 when the newcomer comes in
- * past the limit (conn->over: its proof must make room).
+ * cannot lock newer peers out; proven ones are never evicted for it.
  */
-static int srv_make_room(struct rdmem_tcp_server *s, const char *host, unsigned held)
+static int srv_make_room(struct rdmem_tcp_server *s, const char *host)
 {
 	struct conn *c, *oldest = NULL;
 
-	/* The places past the limit (over) are not counted here. */
-	if (s->nunproven - s->nover < s->unproven_cap && s->nlive - s->nover < s->cfg.max_conns)
+	if (s->nunproven < s->unproven_cap && s->nlive < s->cfg.max_conns)
 		return 0;
-	/* newest first: the last match is the oldest; one that came in past
-	 * the full table is never displaced by one that did not qualify */
-	for (c = s->conns; c; c = c->next)
-		if (!c->dead && !c->proven && !c->over)
+	for (c = s->conns; c; c = c->next) /* newest first: the last match is the oldest */
+		if (!c->dead && !c->proven)
 			oldest = c;
-	if (!oldest && rdmem_tcp_share_admit(s, host, held))
-		return 1;
 	if (!oldest) {
 		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_FULL);
 		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u connections open "
@@ -91,16 +67,14 @@ static int srv_make_room(struct rdmem_tcp_server *s, const char *host, unsigned 
 
 int rdmem_tcp_admit(struct rdmem_tcp_server *s, const char *host)
 {
-	unsigned held = srv_count_addr(s, host, 0);
-
-	if (held >= s->cfg.max_per_addr) {
+	if (srv_count_addr(s, host, 0) >= s->cfg.max_per_addr) {
 		rdmem_service_count_net(s->svc, RDMEM_NET_TCP_REFUSED_ADDR);
 		rdmem_warn_limited("tcp %s: refusing a connection from %s: %u open from that "
 				   "address (--tcp-max-per-addr)",
 				   s->name, host, s->cfg.max_per_addr);
 		return -1;
 	}
-	return srv_make_room(s, host, held);
+	return srv_make_room(s, host);
 }
 
 /*

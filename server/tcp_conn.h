@@ -28,15 +28,6 @@
 /* A connection's turn: it serves frames for at most this long, then the
  * loop serves the others before it goes on (rdmem_tcp_conn_process). */
 #define TCP_TURN_NS 200000ull
-/* tcp_share.c: newcomers past a full table at once; closings for them (one
- * per RATE, BURST at once); addresses waiting after dropping a place they
- * took, and for how long; how often admission counts addresses at least. */
-#define TCP_SHARE_OVER	  8u
-#define TCP_SHARE_RATE_NS 200000000ull
-#define TCP_SHARE_BURST	  4u
-#define TCP_SHARE_COOLS	  64u
-#define TCP_SHARE_COOL_NS 10000000000ull
-#define TCP_SHARE_TOP_NS  10000000ull
 
 enum tcp_ud { UD_ACCEPT = 1, UD_RECV, UD_SEND, UD_STOP, UD_CANCEL };
 #define UD_KIND_MASK 7ull
@@ -75,9 +66,7 @@ struct conn {
 	/* Proved itself: authenticated (with a secret) or sent a valid frame
 	 * (without). Until then it has auth_ms, and may be evicted. */
 	int proven;
-	int over;	  /* unproven, past a full table (tcp_share.c): its proof makes room */
-	uint64_t took_ns; /* when its proof closed another address's connection for it */
-	int partial;	  /* holds part of a frame (or a refused payload to drain) */
+	int partial; /* holds part of a frame (or a refused payload to drain) */
 	char host
 	    [RDMEM_ADDR_GROUP_MAX]; /* the peer's address group: what per-address limits count */
 	uint64_t born_ns, last_ns;  /* accepted; last byte in or out */
@@ -108,19 +97,6 @@ struct rdmem_tcp_server {
 	unsigned nunproven; /* live and not proven */
 	unsigned nyielded;  /* connections with yielded set */
 	unsigned unproven_cap;
-	/* tcp_share.c: live connections with over set, and what it keeps */
-	unsigned nover;
-	struct conn **share_scratch;
-	unsigned share_cap;
-	uint64_t share_top_next_ns; /* share_top_* are counted again from then */
-	unsigned share_top_n;
-	unsigned share_tokens; /* closings that may start now */
-	uint64_t share_refill_ns;
-	char share_top_key[RDMEM_ADDR_GROUP_MAX];
-	struct tcp_share_cool {
-		char key[RDMEM_ADDR_GROUP_MAX];
-		uint64_t until_ns;
-	} share_cools[TCP_SHARE_COOLS];
 	uint64_t swept_ns;
 	int accept_busy;
 	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
@@ -156,12 +132,10 @@ static inline size_t rdmem_tcp_conn_out_pending(const struct conn *c)
 }
 
 /* tcp_admit.c: admission, proof and deadlines. */
-/* A connection from host (its address group) may be accepted: 0, or 1 past
- * a full table (its conn->over); -1: refused. */
+/* 0: a connection from host (its address group) may be accepted. */
 int rdmem_tcp_admit(struct rdmem_tcp_server *s, const char *host);
-/* c proved itself (authenticated, or a valid frame without a secret); -1
- * when it came past a full table and no place could be made (c closed). */
-int rdmem_tcp_admit_prove(struct conn *c);
+/* c proved itself (authenticated, or a valid frame without a secret). */
+void rdmem_tcp_admit_prove(struct conn *c);
 /* The first frame when a secret is set: AUTH, answered with our proof. */
 int rdmem_tcp_admit_auth(struct conn *c, const struct rdmem_desc *req, const uint8_t *payload);
 /* Counts c if it holds half a frame unproven; -1 when c was closed for it. */
@@ -169,17 +143,5 @@ int rdmem_tcp_admit_partial(struct conn *c);
 /* Cuts connections past a deadline (at most every TCP_SWEEP_MS); returns
  * when it must run next (UINT64_MAX: not before something happens). */
 uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now);
-
-/* tcp_share.c: a full table of proven connections shared between addresses. */
-int rdmem_tcp_share_init(struct rdmem_tcp_server *s);
-void rdmem_tcp_share_fini(struct rdmem_tcp_server *s);
-/* 1: a newcomer from host (its address holding held) may come in past a
- * full table of proven connections. */
-int rdmem_tcp_share_admit(struct rdmem_tcp_server *s, const char *host, unsigned held);
-/* c came in so and proved itself (its address now holds held): 0 when the
- * idlest connection of the address holding the most was closed for it. */
-int rdmem_tcp_share_take(struct rdmem_tcp_server *s, struct conn *c, unsigned held);
-/* c is closing (a place it took and dropped makes its address wait). */
-void rdmem_tcp_share_closed(struct rdmem_tcp_server *s, const struct conn *c);
 
 #endif

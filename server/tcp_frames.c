@@ -258,11 +258,8 @@ int rdmem_tcp_conn_process(struct conn *c)
 		} else if (c->mac && conn_check_tag(c, c->rbuf + pos, &f) < 0) {
 			pos = c->rlen;
 			break;
-		} else if (rdmem_tcp_admit_prove(c) < 0) {
-			/* a valid frame (with a secret: after AUTH), but it came
-			 * past a full table and no room was made: c is closed */
-			return -1;
 		} else {
+			rdmem_tcp_admit_prove(c); /* a valid frame (with a secret: after AUTH) */
 			ret = conn_dispatch(c, &f.desc, c->rbuf + pos + RDMEM_DESC_SIZE);
 			pos += f.len;
 		}

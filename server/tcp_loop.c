@@ -133,10 +133,6 @@ void rdmem_tcp_conn_kill(struct conn *c, const char *why)
 	c->srv->nlive--;
 	if (!c->proven)
 		c->srv->nunproven--;
-	if (c->over)
-		c->srv->nover--;
-	c->over = 0;
-	rdmem_tcp_share_closed(c->srv, c);
 	shutdown(c->fd, SHUT_RDWR);
 }
 
@@ -162,14 +158,14 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	socklen_t salen = sizeof(sa);
 	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?", group[RDMEM_ADDR_GROUP_MAX];
 	struct conn *c;
-	int one = 1, over;
+	int one = 1;
 
 	if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0)
 		getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
 			    NI_NUMERICHOST | NI_NUMERICSERV);
 	/* An IPv6 peer counts by its /64, a v4-mapped one as its IPv4 address. */
 	rdmem_addr_group(host, group, sizeof(group));
-	if ((over = rdmem_tcp_admit(s, group)) < 0) {
+	if (rdmem_tcp_admit(s, group) < 0) {
 		close(fd);
 		return;
 	}
@@ -204,8 +200,6 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	s->nconns++;
 	s->nlive++;
 	s->nunproven++;
-	c->over = over;
-	s->nover += (unsigned)over;
 	rdmem_debug("tcp %s: connection from %s", s->name, c->peer);
 	conn_arm_recv(c);
 }
@@ -700,8 +694,6 @@ int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_se
 	s->unproven_cap = RDMEM_MAX(1u, s->cfg.max_conns - (unsigned)((uint64_t)s->cfg.max_conns *
 								      s->cfg.reserved_pct / 100));
 	s->lfd = s->stop_fd = -1;
-	if ((ret = rdmem_tcp_share_init(s)) < 0)
-		goto fail;
 	ret = srv_listen(s);
 	s->cfg.addr = NULL; /* the caller's string; s->name keeps what the logs need */
 	if (ret < 0)
@@ -725,7 +717,6 @@ fail:
 		close(s->lfd);
 	if (s->stop_fd >= 0)
 		close(s->stop_fd);
-	rdmem_tcp_share_fini(s);
 	free(s);
 	return ret;
 }
@@ -770,6 +761,5 @@ void rdmem_tcp_server_destroy(struct rdmem_tcp_server *s)
 		conn_free(s->conns);
 	close(s->lfd);
 	close(s->stop_fd);
-	rdmem_tcp_share_fini(s);
 	free(s);
 }

@@ -64,8 +64,6 @@
 static char ns_name[32], srv_addr[32] = "127.0.0.1";
 static const char *atk_src = "127.0.0.2"; /* loopback fallback: the attacker's address */
 static int use_ns;
-static int many_addrs;	  /* atk_addr's addresses are there */
-static char many_out[64]; /* where atk_tcp_many writes what it got */
 static int old_flags;
 static char secret[64];
 static const char *agent_flag, *agent_val; /* the honest agent's --secret-file */
@@ -121,23 +119,7 @@ static void net_up(void)
 		snprintf(srv_addr, sizeof(srv_addr), "127.0.0.1");
 		return;
 	}
-	/* More attacker addresses (tcp_share's tests): .10 to .73 */
-	if (sh("for i in $(seq 10 73); do echo addr add %.*s$i/24 dev %s; done | "
-	       "ip -n %s -batch -",
-	       (int)strlen(srv_addr) - 1, srv_addr, vb, ns_name) < 0)
-		printf("# extra attacker addresses not added: the many-address tests skip\n");
-	else
-		many_addrs = 1;
 	printf("# attacker in network namespace %s, server on %s\n", ns_name, srv_addr);
-}
-
-/* The attacker's i-th extra address (0..63). */
-static void atk_addr(unsigned i, char *out, size_t cap)
-{
-	if (use_ns)
-		snprintf(out, cap, "%.*s%u", (int)strlen(srv_addr) - 1, srv_addr, 10 + i);
-	else
-		snprintf(out, cap, "127.0.0.%u", 10 + i);
 }
 
 /* In the attacker's child: take its network (namespace or source address). */
@@ -157,9 +139,8 @@ static void net_enter(void)
 	close(fd);
 }
 
-/* A socket connecting to the server's TCP port (from address from, or the
- * attacker's own); -1 when none could be made. */
-static int atk_connect_from(unsigned port, int nonblock, const char *from)
+/* A socket connecting to the server's TCP port; -1 when none could be made. */
+static int atk_connect(unsigned port, int nonblock)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
@@ -167,10 +148,10 @@ static int atk_connect_from(unsigned port, int nonblock, const char *from)
 	if (fd < 0)
 		return -1;
 	inet_pton(AF_INET, srv_addr, &sa.sin_addr);
-	if (!use_ns || from) {
+	if (!use_ns) {
 		struct sockaddr_in src = { .sin_family = AF_INET };
 
-		inet_pton(AF_INET, from ? from : atk_src, &src.sin_addr);
+		inet_pton(AF_INET, atk_src, &src.sin_addr);
 		if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0) {
 			close(fd);
 			return -1;
@@ -181,11 +162,6 @@ static int atk_connect_from(unsigned port, int nonblock, const char *from)
 		return -1;
 	}
 	return fd;
-}
-
-static int atk_connect(unsigned port, int nonblock)
-{
-	return atk_connect_from(port, nonblock, NULL);
 }
 
 /* A valid PING header (the first bytes an honest peer sends). */
@@ -278,95 +254,6 @@ static void atk_storm(unsigned port, int ready)
 			_exit(4);
 		usleep(1000000 / STORM_RATE);
 	}
-}
-
-/* n connections, each proven by a PING and PINGing again every 20 ms (so
- * none is idle); a closed one is dialed again at once. */
-static void atk_tcp_hog(unsigned port, int ready, unsigned n)
-{
-	static int fds[64];
-	uint8_t hdr[RDMEM_DESC_SIZE], sink[4096];
-	unsigned i, held, round;
-
-	ping_header(hdr, 0);
-	n = RDMEM_MIN(n, 64u);
-	for (round = 0;; round++) {
-		for (i = held = 0; i < n; i++) {
-			if (fds[i] > 0 && recv(fds[i], sink, sizeof(sink), MSG_DONTWAIT) == 0) {
-				close(fds[i]); /* the server closed it */
-				fds[i] = 0;
-			}
-			if (fds[i] <= 0)
-				fds[i] = atk_connect(port, 0);
-			if (fds[i] > 0 &&
-			    send(fds[i], hdr, sizeof(hdr), MSG_NOSIGNAL) != sizeof(hdr)) {
-				close(fds[i]);
-				fds[i] = 0;
-			}
-			held += fds[i] > 0;
-		}
-		if (round == 10) {
-			fprintf(stderr, "  tcp hog %d: %u of %u connections\n", (int)getpid(), held,
-				n);
-			if (write(ready, "r", 1) != 1)
-				_exit(4);
-		}
-		usleep(20000);
-	}
-}
-
-/*
- * n addresses (atk_addr) each want one connection: connect, PING, keep it
- * once answered (a place taken), dial again every 20 ms while refused or
- * closed. Writes "at1s=A final=F" to many_out: how many held an answered
- * connection 1 s after the start, and after 6 s.
- */
-static void atk_tcp_many(unsigned port, int ready, unsigned n)
-{
-	static int fds[64], held[64];
-	uint8_t hdr[RDMEM_DESC_SIZE], sink[4096];
-	uint64_t t0 = rdmem_now_ns(), at1 = 0;
-	unsigned i, got;
-	char from[32];
-	FILE *f;
-
-	ping_header(hdr, 0);
-	n = RDMEM_MIN(n, 64u);
-	if (write(ready, "r", 1) != 1)
-		_exit(4);
-	while (rdmem_now_ns() - t0 < 6000000000ull) {
-		for (i = got = 0; i < n; i++) {
-			ssize_t r = fds[i] > 0 ? recv(fds[i], sink, sizeof(sink), MSG_DONTWAIT) : 0;
-
-			if (fds[i] > 0 && r > 0)
-				held[i] = 1; /* answered: it proved itself and stayed */
-			if (fds[i] > 0 && (r == 0 || (r < 0 && errno != EAGAIN))) {
-				close(fds[i]);
-				fds[i] = held[i] = 0;
-			}
-			if (fds[i] <= 0) {
-				atk_addr(i, from, sizeof(from));
-				fds[i] = atk_connect_from(port, 0, from);
-				if (fds[i] > 0 &&
-				    send(fds[i], hdr, sizeof(hdr), MSG_NOSIGNAL) != sizeof(hdr)) {
-					close(fds[i]);
-					fds[i] = 0;
-				}
-			}
-			got += held[i];
-		}
-		if (!at1 && rdmem_now_ns() - t0 >= 1000000000ull)
-			at1 = got + 1;
-		usleep(20000);
-	}
-	for (i = got = 0; i < n; i++)
-		got += held[i];
-	if ((f = fopen(many_out, "w"))) {
-		fprintf(f, "at1s=%llu final=%u\n", (unsigned long long)(at1 ? at1 - 1 : 0), got);
-		fclose(f);
-	}
-	for (;;)
-		pause();
 }
 
 /* Garbage, truncated frames (every offset of the header), huge length fields. */
@@ -539,9 +426,7 @@ enum attack {
 	ATK_SESSIONS_BUSY,
 	ATK_PHANTOMS,
 	ATK_EVICTOR,
-	ATK_SESSIONS_LATE,
-	ATK_TCP_HOG,
-	ATK_TCP_MANY
+	ATK_SESSIONS_LATE
 };
 
 /* Starts the attack in a child; returns its pid once it is under way. */
@@ -574,10 +459,6 @@ static pid_t attack_start(enum attack a, unsigned port, unsigned arg)
 			atk_storm(port, p[1]);
 		else if (a == ATK_GARBAGE)
 			atk_garbage(port, p[1]);
-		else if (a == ATK_TCP_HOG)
-			atk_tcp_hog(port, p[1], arg);
-		else if (a == ATK_TCP_MANY)
-			atk_tcp_many(port, p[1], arg);
 		else if (a == ATK_SESSIONS || a == ATK_SESSIONS_LATE)
 			atk_sessions(port, p[1], arg, a == ATK_SESSIONS_LATE);
 		else if (a == ATK_SESSIONS_BUSY)
@@ -890,164 +771,6 @@ static void test_silent_cut_on_time(void)
 	CHECK(n == 0 || (n < 0 && errno == ECONNRESET));
 	CHECK(ms >= 950 && ms <= 1400);
 	close(fd);
-}
-
-/* A plain TCP connection from this process's own address (the honest
- * agent's), never sending. */
-static int own_connect(unsigned port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	inet_pton(AF_INET, srv_addr, &sa.sin_addr);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/*
- * One address holds every one of --tcp-max-conns connections, proven and
- * PINGing each every 20 ms. A connection from another address that never
- * proves itself closes none of them (it is cut at --tcp-auth-ms); a fresh
- * agent gets in (the hog's idlest connection is closed once it proves
- * itself), all its calls succeed, and the hog, redialing all the while,
- * loses exactly one. Before, proven connections were never closed for a
- * newcomer: the agent was refused for as long as the hog stayed. (The
- * counters are read once the hog is gone: a STATS query is a connection
- * from the agent's address too, and would take a place itself.)
- */
-static void test_tcp_hog_shared(void)
-{
-	static struct honest r;
-	struct e2e e;
-	long long shared = -1, refused = -1, cut = -1;
-	pid_t hog;
-	int fd;
-
-	if (old_flags)
-		return;
-	REQUIRE(e2e_init(&e, "tcp") == 0);
-	REQUIRE(server_start(&e, "--tcp-max-conns", "16", "--tcp-auth-ms", "1000") == 0);
-	hog = attack_start(ATK_TCP_HOG, e.port + 1, 16);
-	REQUIRE(hog > 0);
-	fd = own_connect(e.port + 1);
-	CHECK(fd >= 0);
-	proc_sleep_ms(1300); /* past its --tcp-auth-ms and a sweep */
-	if (fd >= 0)
-		close(fd);
-	if (e2e_agent(&e, (const char *)NULL) < 0) {
-		CHECK(!"a fresh agent gets a TCP connection while one address holds them all");
-	} else {
-		honest_under_attack(e.h, &r);
-		attack_stop(hog);
-		hog = 0;
-		proc_sleep_ms(100); /* the hog's connections close */
-		shared = server_ctr(&e, "net.tcp_shared");
-		refused = server_ctr(&e, "net.tcp_refused_full");
-		cut = server_ctr(&e, "net.tcp_deadline");
-		printf("# attack tcp-hog: 16 of 16 proven, PINGing; honest %u/%u ok, p99 %.3f ms, "
-		       "closed for it %lld, hog's redials refused %lld, cut unproven %lld\n",
-		       r.ok, r.ok + r.fail, r.p99_ns / 1e6, shared, refused, cut);
-		CHECK_EQ(r.fail, 0u);
-		CHECK(r.n > 100);
-		CHECK_EQ(shared, 1); /* the agent's; not the silent connection's */
-		CHECK(refused > 0);
-		CHECK(cut >= 1);
-	}
-	attack_stop(hog);
-	e2e_fini(&e);
-}
-
-/*
- * 24 addresses want a place of the 16 one address holds: places are made
- * for several at once (8 past the limit may prove themselves together),
- * at the bucket's pace (4 at once, then one per 200 ms: at most 9 in the
- * first second), until the hog holds 1 and every other place has one
- * address (15 taken).
- */
-static void test_tcp_share_paced(void)
-{
-	unsigned long long at1 = 0, fin = 0;
-	struct e2e e;
-	pid_t hog, many;
-	FILE *f;
-	int i;
-
-	if (old_flags || !many_addrs) {
-		printf("# skipped: %s\n", old_flags ? "old flags" : "no extra attacker addresses");
-		return;
-	}
-	snprintf(many_out, sizeof(many_out), "/tmp/rdmem-tcp-many-%d", (int)getpid());
-	unlink(many_out);
-	REQUIRE(e2e_init(&e, "tcp") == 0);
-	REQUIRE(server_start(&e, "--tcp-max-conns", "16", "--tcp-auth-ms", "1000") == 0);
-	hog = attack_start(ATK_TCP_HOG, e.port + 1, 16);
-	REQUIRE(hog > 0);
-	many = attack_start(ATK_TCP_MANY, e.port + 1, 24);
-	REQUIRE(many > 0);
-	for (i = 0; i < 100 && access(many_out, R_OK) != 0; i++)
-		proc_sleep_ms(100); /* it writes after 6 s */
-	attack_stop(many);
-	attack_stop(hog);
-	proc_sleep_ms(100);
-	if ((f = fopen(many_out, "r"))) {
-		CHECK_EQ(fscanf(f, "at1s=%llu final=%llu", &at1, &fin), 2);
-		fclose(f);
-	}
-	unlink(many_out);
-	printf("# tcp-share paced: 24 addresses against a hog holding 16: %llu places after 1 s, "
-	       "%llu after 6 s, net.tcp_shared %lld, hog's redials refused %lld\n",
-	       at1, fin, server_ctr(&e, "net.tcp_shared"), server_ctr(&e, "net.tcp_refused_full"));
-	CHECK(at1 >= 4 && at1 <= 10);
-	CHECK_EQ(fin, 15ull);
-	CHECK_EQ(server_ctr(&e, "net.tcp_shared"), 15);
-	e2e_fini(&e);
-}
-
-/*
- * An address that takes a place and drops it, again and again (every
- * ~20 ms for 3 s), closes one of the hog's connections, not hundreds: a
- * place taken and dropped within 10 s makes its address wait 10 s.
- */
-static void test_tcp_share_churn(void)
-{
-	uint8_t hdr[RDMEM_DESC_SIZE], rep[RDMEM_DESC_SIZE];
-	uint64_t end;
-	unsigned answered = 0, tries = 0;
-	long long shared;
-	struct e2e e;
-	pid_t hog;
-
-	if (old_flags)
-		return;
-	ping_header(hdr, 0);
-	REQUIRE(e2e_init(&e, "tcp") == 0);
-	REQUIRE(server_start(&e, "--tcp-max-conns", "16", "--tcp-auth-ms", "1000") == 0);
-	hog = attack_start(ATK_TCP_HOG, e.port + 1, 16);
-	REQUIRE(hog > 0);
-	for (end = rdmem_now_ns() + 3000000000ull; rdmem_now_ns() < end; tries++) {
-		int fd = own_connect(e.port + 1);
-		struct timeval tv = { 0, 200000 };
-
-		if (fd < 0)
-			continue;
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr) &&
-		    recv(fd, rep, sizeof(rep), MSG_WAITALL) == sizeof(rep))
-			answered++;
-		close(fd);
-		proc_sleep_ms(20);
-	}
-	attack_stop(hog);
-	proc_sleep_ms(100);
-	shared = server_ctr(&e, "net.tcp_shared");
-	printf("# tcp-share churn: %u dials in 3 s, %u answered, net.tcp_shared %lld\n", tries,
-	       answered, shared);
-	CHECK(tries > 20);
-	CHECK_EQ(shared, 1);
-	e2e_fini(&e);
 }
 
 /* Without the per-address limit in the way: the reserved share and closing
@@ -1422,9 +1145,6 @@ int main(void)
 	NRUN(test_garbage);
 	e2e_fini(&tcp_e);
 	NRUN(test_idle_flood_one_address_many);
-	NRUN(test_tcp_hog_shared);
-	NRUN(test_tcp_share_paced);
-	NRUN(test_tcp_share_churn);
 	NRUN(test_idle_flood_secret);
 	NRUN(test_session_flood);
 	NRUN(test_session_addr_limit_reclaims_own);
