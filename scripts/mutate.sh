@@ -37,6 +37,8 @@ mutations=(
 	"dedup-grace-ignored|server/dedup.c|s/\t\treturn 1;\n\treturn a->addr == mine/\t\treturn 3;\n\treturn a->addr == mine/|test_dedup"
 	"dedup-own-ignored|server/dedup.c|s/return a->addr == mine /return (const void *)a == mine /|test_dedup"
 	"dedup-empty-not-first|server/dedup.c|s/memory_order_relaxed\)\)\n\t\treturn 0;/memory_order_relaxed))\n\t\treturn 3;/|test_dedup"
+	"tcp-out-budget-ignored|server/tcp_loop.c|s/return c->srv->out_held > c->srv->cfg.out_budget \? TCP_OUT_LOW : TCP_OUT_HIGH;/return TCP_OUT_HIGH;/|test_tcp_out_budget"
+	"tcp-out-held-leaks|server/tcp_loop.c|s/\ts->out_held -= c->held;\n//|test_tcp_out_budget"
 	"hook-timeout-ignored|server/hook.c|s/\tif \(j->killed /\treturn;\n\tif (j->killed /|test_hook"
 	"kv-limit-ignored|server/kv.c|s/if \(!kv->max_bytes /if (1 + !kv->max_bytes /|test_kv"
 	"kv-replace-charged-whole|server/kv.c|s/\(old \? \(int64_t\)rdmem_kv_charge\(old->klen, old->vlen\) : 0\)/0/|test_kv"

@@ -38,6 +38,11 @@ static const char usage_text[] =
     "      --tcp-reserved-pct P share of --tcp-max-conns kept for proven peers\n"
     "                           (authenticated, or sent a valid frame), 0..90\n"
     "                           (default 10)\n"
+    "      --tcp-out-budget BYTES\n"
+    "                           reply buffers of all TCP connections; past it a\n"
+    "                           connection is read only while under 64 KiB of its\n"
+    "                           replies are unsent (not 4 MiB); k/m/g suffix,\n"
+    "                           1m..1024g (default 64m)\n"
     "      --image-dir DIR      accept image uploads into DIR\n"
     "      --image-hook CMD     run CMD <final path> after each committed image\n"
     "      --image-hook-timeout MS\n"
@@ -132,6 +137,7 @@ enum {
 	OPT_TCP_MAX_PER_ADDR,
 	OPT_TCP_MAX_PARTIAL,
 	OPT_TCP_RESERVED,
+	OPT_TCP_OUT_BUDGET,
 	OPT_MAX_SESSIONS_PER_ADDR,
 	OPT_SESSION_GRACE_MS,
 	OPT_TLS_CERT,
@@ -185,6 +191,7 @@ static const struct option long_opts[] = {
 	{ "tcp-max-per-addr", required_argument, NULL, OPT_TCP_MAX_PER_ADDR },
 	{ "tcp-max-partial-per-addr", required_argument, NULL, OPT_TCP_MAX_PARTIAL },
 	{ "tcp-reserved-pct", required_argument, NULL, OPT_TCP_RESERVED },
+	{ "tcp-out-budget", required_argument, NULL, OPT_TCP_OUT_BUDGET },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -226,6 +233,7 @@ static const struct rdmem_opt_num ranges[] = {
 	N(OPT_TCP_MAX_PER_ADDR, "--tcp-max-per-addr", 1, 65536, tcp.max_per_addr),
 	N(OPT_TCP_MAX_PARTIAL, "--tcp-max-partial-per-addr", 1, 65536, tcp.max_partial_per_addr),
 	N(OPT_TCP_RESERVED, "--tcp-reserved-pct", 0, 90, tcp.reserved_pct),
+	B(OPT_TCP_OUT_BUDGET, "--tcp-out-budget", 1ull << 20, 1ull << 40, tcp.out_budget),
 };
 
 #undef N

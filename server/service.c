@@ -606,6 +606,12 @@ void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
 	atomic_fetch_add_explicit(&svc->net[what], 1, memory_order_relaxed);
 }
 
+void rdmem_service_set_tcp_out_held(struct rdmem_service *svc, uint64_t bytes)
+{
+	/* relaxed: a gauge for STATS, nothing is published through it */
+	atomic_store_explicit(&svc->tcp_out_held, bytes, memory_order_relaxed);
+}
+
 void rdmem_service_count_bad_input(struct rdmem_service *svc)
 {
 	atomic_fetch_add_explicit(&svc->bad_input, 1, memory_order_relaxed);

@@ -138,6 +138,7 @@ enum rdmem_net_ctr {
 	RDMEM_NET_TCP_IDLE,	      /* idle past --tcp-idle-ms */
 	RDMEM_NET_TCP_PARTIAL_LIMIT,  /* past --tcp-max-partial-per-addr mid-frame */
 	RDMEM_NET_TCP_TURNS_ENDED,    /* a connection's turn ended with frames left */
+	RDMEM_NET_TCP_OUT_PAUSED,     /* reading paused at TCP_OUT_LOW: --tcp-out-budget */
 	RDMEM_NET_RDMA_REFUSED_ADDR,  /* --max-sessions-per-addr reached */
 	RDMEM_NET_RDMA_RECLAIMED,     /* sessions that never sent, closed for a new one */
 	RDMEM_NET_RDMA_EVICTED,	      /* closed for a peer of another address (fair share) */
@@ -150,6 +151,8 @@ enum rdmem_net_ctr {
 	RDMEM_NET__COUNT
 };
 void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what);
+/* The TCP path's reply buffers, all connections (bytes allocated): a gauge. */
+void rdmem_service_set_tcp_out_held(struct rdmem_service *svc, uint64_t bytes);
 
 /* The RDMA side adds its own section to STATS. Safe while calls are served;
  * fn NULL clears it, and returns only once no STATS is inside the old hook. */

@@ -65,6 +65,7 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 		s->dd_window = rdmem_dedup_get_config(svc->dedup)->window;
 	}
 	s->dd_untracked = ld(&svc->untracked);
+	s->tcp_out_held = ld(&svc->tcp_out_held);
 	s->max_value = svc->cfg.max_value;
 	s->max_image = svc->cfg.max_image;
 }
@@ -118,6 +119,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("net.tcp_turns_ended", C, net[RDMEM_NET_TCP_TURNS_ENDED],
 	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
 	  "served the others before going on."),
+	S("net.tcp_out_paused", C, net[RDMEM_NET_TCP_OUT_PAUSED],
+	  "TCP connections whose reading paused at 64 KiB of unsent replies, not 4 MiB, "
+	  "because all connections' reply buffers held more than --tcp-out-budget."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),
 	S("net.rdma_reclaimed", C, net[RDMEM_NET_RDMA_RECLAIMED],
@@ -134,6 +138,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "TLS handshakes refused (certificate, protocol) or not finished within --tcp-auth-ms."),
 	S("tls.record_failures", C, net[RDMEM_NET_TLS_RECORD_FAILURES],
 	  "TLS records that failed to decrypt (changed on the way): each closed its connection."),
+	S("tcp.out_held_bytes", G, tcp_out_held,
+	  "Reply buffers the TCP connections hold (allocated bytes), against --tcp-out-budget."),
 	S("bytes_in", C, bytes_in, "Request key and value bytes."),
 	S("bytes_out", C, bytes_out, "Reply value bytes."),
 	OP("ping", RDMEM_OP_PING),

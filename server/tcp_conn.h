@@ -15,9 +15,12 @@
 #include "server/tcp_loop.h"
 #include "tcp/tls.h"
 
-#define TCP_RBUF_MIN	 (64u << 10)
-#define TCP_OBUF_KEEP	 (256u << 10) /* larger send buffers are freed once sent */
-#define TCP_OUT_HIGH	 (4u << 20)   /* unsent reply bytes that pause reading */
+#define TCP_RBUF_MIN  (64u << 10)
+#define TCP_OBUF_KEEP (256u << 10) /* larger send buffers are freed once sent */
+#define TCP_OUT_HIGH  (4u << 20)   /* unsent reply bytes that pause reading */
+/* The same while all connections' reply buffers hold more than
+ * --tcp-out-budget (rdmem_tcp_conn_out_high). */
+#define TCP_OUT_LOW	 (64u << 10)
 #define TCP_RING_ENTRIES 512u
 #define TCP_TICK_MS	 100
 #define TCP_CLOSE_MS	 2000u
@@ -47,8 +50,10 @@ struct conn {
 	size_t rcap;
 	uint64_t drain; /* payload bytes of a refused frame still to discard */
 	struct outbuf out[2];
-	int fill;    /* out[fill] takes new replies; out[!fill] may be in flight */
-	size_t sent; /* bytes of out[!fill] the kernel took so far */
+	size_t held; /* what out[] and TLS's ciphertext buffer hold, counted in srv->out_held */
+	int budget_paused; /* reading paused by --tcp-out-budget (counted once a pause) */
+	int fill;	   /* out[fill] takes new replies; out[!fill] may be in flight */
+	size_t sent;	   /* bytes of out[!fill] the kernel took so far */
 	int send_busy;
 	int recv_busy;
 	unsigned ops; /* SQEs in flight that name this connection */
@@ -97,6 +102,7 @@ struct rdmem_tcp_server {
 	unsigned nunproven; /* live and not proven */
 	unsigned nyielded;  /* connections with yielded set */
 	unsigned unproven_cap;
+	size_t out_held; /* every connection's held: reply buffers allocated */
 	uint64_t swept_ns;
 	int accept_busy;
 	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
@@ -123,6 +129,12 @@ void rdmem_tcp_conn_set_yielded(struct conn *c, int yielded);
 int rdmem_tcp_conn_turn_over(const struct conn *c, uint64_t start);
 /* Ends c's turn with frames (or TLS records) left: the loop comes back to it. */
 void rdmem_tcp_conn_end_turn(struct conn *c);
+
+/* Brings c->held and the server's sum up to date with c's buffers. */
+void rdmem_tcp_conn_account(struct conn *c);
+/* Unsent reply bytes past which c's reading and dispatching pause:
+ * TCP_OUT_HIGH, or TCP_OUT_LOW while the sum is over --tcp-out-budget. */
+size_t rdmem_tcp_conn_out_high(struct conn *c);
 
 /* Reply bytes not yet taken by the kernel (TLS: not yet encrypted and sent). */
 static inline size_t rdmem_tcp_conn_out_pending(const struct conn *c)

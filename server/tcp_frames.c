@@ -224,7 +224,8 @@ int rdmem_tcp_conn_process(struct conn *c)
 	rdmem_tcp_conn_set_yielded(c, 0);
 	if (c->reject_pending && !c->drain && !c->closing)
 		ret = conn_reject_end(c);
-	while (ret == 0 && !c->closing && rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH) {
+	while (ret == 0 && !c->closing &&
+	       rdmem_tcp_conn_out_pending(c) <= rdmem_tcp_conn_out_high(c)) {
 		struct rdmem_frame f;
 		size_t avail = c->rlen - pos;
 		enum rdmem_frame_kind k;

@@ -7,6 +7,8 @@
  * into memory a send still reads. Memory is bounded per connection: the
  * receive buffer grows only to the largest valid frame, and reading (and
  * dispatching) pauses while more than TCP_OUT_HIGH reply bytes are unsent.
+ * Across connections, reply buffers are bounded by --tcp-out-budget: past
+ * it, each connection pauses at TCP_OUT_LOW instead (rdmem_tcp_conn_out_high).
  * Framing, dispatch and replies (a refused frame answered with a status and
  * its payload drained, bytes that are no frame closing the connection) are
  * server/tcp_frames.c; who may connect and stay (limits, AUTH, deadlines)
@@ -70,6 +72,32 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need)
 
 static void conn_arm_recv(struct conn *c);
 
+void rdmem_tcp_conn_account(struct conn *c)
+{
+	struct rdmem_tcp_server *s = c->srv;
+	size_t held = c->out[0].cap + c->out[1].cap + (c->tls ? rdmem_tls_out_cap(c->tls) : 0);
+
+	if (held == c->held)
+		return;
+	s->out_held = s->out_held - c->held + held;
+	c->held = held;
+	rdmem_service_set_tcp_out_held(s->svc, s->out_held);
+}
+
+/*
+ * Without a budget across connections, each peer that stops reading holds
+ * TCP_OUT_HIGH of replies until --tcp-idle-ms reaps it (64 such took the
+ * server from 5 to 266 MiB). Past the budget nobody is cut, nothing is
+ * refused: a connection with more than TCP_OUT_LOW unsent just stops being
+ * read until its peer takes some, so the sum grows by TCP_OUT_LOW and one
+ * reply per connection at most, and a reader that keeps up keeps going.
+ */
+size_t rdmem_tcp_conn_out_high(struct conn *c)
+{
+	rdmem_tcp_conn_account(c);
+	return c->srv->out_held > c->srv->cfg.out_budget ? TCP_OUT_LOW : TCP_OUT_HIGH;
+}
+
 /* An empty send buffer over TCP_OBUF_KEEP goes back to the allocator. */
 static void outbuf_trim(struct outbuf *ob)
 {
@@ -96,6 +124,7 @@ void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now)
 	outbuf_trim(&c->out[0]);
 	outbuf_trim(&c->out[1]);
 	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
+	rdmem_tcp_conn_account(c);
 }
 
 /* ---- connection lifetime ------------------------------------------------ */
@@ -119,6 +148,8 @@ static void conn_free(struct conn *c)
 	free(c->rbuf);
 	free(c->out[0].p);
 	free(c->out[1].p);
+	s->out_held -= c->held;
+	rdmem_service_set_tcp_out_held(s->svc, s->out_held);
 	free(c);
 }
 
@@ -245,6 +276,7 @@ static void conn_arm_send(struct conn *c)
 	io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_SEND));
 	c->send_busy = 1;
 	c->ops++;
+	rdmem_tcp_conn_account(c); /* sealing may have grown TLS's buffer */
 }
 
 static void conn_arm_recv(struct conn *c)
@@ -253,8 +285,15 @@ static void conn_arm_recv(struct conn *c)
 	uint8_t *buf = c->rbuf + c->rlen;
 	size_t len = c->rcap - c->rlen;
 
-	if (c->recv_busy || c->closing || c->dead || rdmem_tcp_conn_out_pending(c) > TCP_OUT_HIGH)
+	if (c->recv_busy || c->closing || c->dead)
 		return;
+	if (rdmem_tcp_conn_out_pending(c) > rdmem_tcp_conn_out_high(c)) {
+		if (!c->budget_paused && rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH) {
+			c->budget_paused = 1;
+			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TCP_OUT_PAUSED);
+		}
+		return;
+	}
 	/* Frames left for its next turn: that turn moves rbuf's bytes down, and
 	 * a recv in flight would land where the buffer ended before. */
 	if (c->yielded)
@@ -273,6 +312,7 @@ static void conn_arm_recv(struct conn *c)
 	}
 	io_uring_prep_recv(sqe, c->fd, buf, len, 0);
 	io_uring_sqe_set_data64(sqe, tcp_ud(c, UD_RECV));
+	c->budget_paused = 0;
 	c->recv_busy = 1;
 	c->ops++;
 }
@@ -327,7 +367,7 @@ static int conn_tls_read(struct conn *c)
 	uint64_t start = rdmem_now_ns();
 
 	while (!c->dead && !c->closing && !c->yielded &&
-	       rdmem_tcp_conn_out_pending(c) <= TCP_OUT_HIGH && c->rlen < c->rcap) {
+	       rdmem_tcp_conn_out_pending(c) <= rdmem_tcp_conn_out_high(c) && c->rlen < c->rcap) {
 		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
 
 		if (n == -EAGAIN)
@@ -445,6 +485,7 @@ static void conn_on_send(struct conn *c, int res)
 	c->sent = 0;
 	if (!c->tls) /* with TLS, rdmem_tcp_conn_tls_trim frees them once the connection rests */
 		outbuf_trim(ob);
+	rdmem_tcp_conn_account(c);
 	/* Replies drained: frames held back by back-pressure can run now. */
 	if (!c->closing && c->rlen &&
 	    (rdmem_tcp_conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0))
@@ -677,6 +718,8 @@ static void rdmem_tcp_config_defaults(struct rdmem_tcp_server_config *c)
 		c->max_partial_per_addr = RDMEM_TCP_DEFAULT_PARTIAL_PER_ADDR;
 	if (!c->set_reserved)
 		c->reserved_pct = RDMEM_TCP_DEFAULT_RESERVED_PCT;
+	if (!c->out_budget)
+		c->out_budget = RDMEM_TCP_DEFAULT_OUT_BUDGET;
 }
 
 int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,

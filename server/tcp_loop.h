@@ -31,6 +31,7 @@ struct rdmem_tcp_server_config {
 	unsigned max_per_addr;	       /* --tcp-max-per-addr */
 	unsigned max_partial_per_addr; /* --tcp-max-partial-per-addr: connections mid-frame */
 	unsigned reserved_pct;	       /* --tcp-reserved-pct; 0 is a valid value: set_reserved */
+	uint64_t out_budget;	       /* --tcp-out-budget: reply buffers of all connections */
 	int set_reserved;
 };
 
@@ -40,6 +41,7 @@ struct rdmem_tcp_server_config {
 #define RDMEM_TCP_DEFAULT_MAX_PER_ADDR	   64u
 #define RDMEM_TCP_DEFAULT_PARTIAL_PER_ADDR 8u
 #define RDMEM_TCP_DEFAULT_RESERVED_PCT	   10u
+#define RDMEM_TCP_DEFAULT_OUT_BUDGET	   (64ull << 20)
 
 /* Binds and listens (so a busy port fails here, before any thread starts). */
 int rdmem_tcp_server_create(struct rdmem_service *svc, const struct rdmem_tcp_server_config *cfg,

@@ -342,6 +342,11 @@ void rdmem_tls_out_trim(struct rdmem_tls *t, size_t keep)
 	t->out_cap = 0;
 }
 
+size_t rdmem_tls_out_cap(const struct rdmem_tls *t)
+{
+	return t->out_cap;
+}
+
 int rdmem_tls_in_empty(const struct rdmem_tls *t)
 {
 	return t->in_len == 0;

@@ -60,6 +60,8 @@ size_t rdmem_tls_out_pending(const struct rdmem_tls *t);
 void rdmem_tls_out_take(struct rdmem_tls *t, uint8_t **p, size_t *len, size_t *cap);
 /* Frees the session's (empty) out-buffer if it is over keep bytes. */
 void rdmem_tls_out_trim(struct rdmem_tls *t, size_t keep);
+/* Bytes the session's out-buffer holds allocated (what a server budgets). */
+size_t rdmem_tls_out_cap(const struct rdmem_tls *t);
 
 /* 0: done; -EAGAIN: send what is pending and feed more; else failed (rdmem_tls_why). */
 int rdmem_tls_handshake(struct rdmem_tls *t);

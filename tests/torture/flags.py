@@ -77,6 +77,8 @@ SERVER = {
     "--tcp-idle-ms": dict(kind="num", lo=1000, hi=86400000, default=300000),
     "--tcp-auth-ms": dict(kind="num", lo=100, hi=60000, default=3000),
     "--session-grace-ms": dict(kind="num", lo=100, hi=3600000, default=5000),
+    # Slows readers instead of refusing anyone: drawn, so calls must ride it.
+    "--tcp-out-budget": dict(kind="bytes", lo=MI, hi=1024 * GI, default=64 * MI),
     "--tcp-max-conns": dict(kind="num", lo=16, hi=65536, default=1024, p=0),
     "--tcp-max-per-addr": dict(kind="num", lo=1, hi=65536, default=64, p=0),
     "--tcp-max-partial-per-addr": dict(kind="num", lo=1, hi=65536, default=8, p=0),

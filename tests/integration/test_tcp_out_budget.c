@@ -1,0 +1,213 @@
+/* test_tcp_out_budget.c - rdmem-server's TCP reply buffers against peers
+ * that stop reading (--tcp-out-budget, docs/architecture.md "Server
+ * connection lifecycle against hostile peers").
+ *
+ * HOLDERS proven connections each pipeline FRAMES ECHOs of 64 KiB and read
+ * none of the replies (a 4 KiB receive buffer, so the kernel holds little
+ * of them). Each connection alone pauses at 4 MiB of unsent replies; until
+ * --tcp-idle-ms reaps them, 16 such held ~8 MiB each (its fill buffer
+ * doubles past 4 MiB) with nothing bounding the sum. With
+ * --tcp-out-budget 1m, once the sum is past 1 MiB a connection is read only
+ * while it has under 64 KiB unsent. Checked: the gauge and the server's
+ * RSS stay small, an honest agent on the TCP path is served meanwhile, and
+ * nobody is cut: once the holders read, every reply arrives in order with
+ * its bytes, and the buffers go back when they close.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "rdmem/util.h"
+#include "rdmem/wire.h"
+#include "tcp/frame.h"
+#include "check.h"
+#include "e2e.h"
+
+#define HOLDERS 16
+#define FRAMES	160
+#define VAL	(64u << 10)
+#define FRAME	(RDMEM_DESC_SIZE + VAL)
+
+struct holder {
+	int fd;
+	uint64_t sent;	    /* request stream bytes sent */
+	uint64_t got;	    /* bytes of the current reply read */
+	uint32_t replies;   /* complete replies checked */
+	uint32_t bad;	    /* replies out of order or with wrong bytes */
+	uint8_t rep[FRAME]; /* the reply being read */
+};
+
+static struct holder holders[HOLDERS];
+static uint8_t frame[FRAME];
+
+static uint8_t fill_byte(int h, uint32_t i)
+{
+	return (uint8_t)(i * 7 + (uint32_t)h);
+}
+
+static int holder_connect(struct holder *h, unsigned port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int rcv = 4096;
+
+	h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (h->fd < 0)
+		return -1;
+	setsockopt(h->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	return connect(h->fd, (struct sockaddr *)&sa, sizeof(sa));
+}
+
+/* Sends what the socket takes now of holder n's stream; 1 if it took any. */
+static int holder_send(int n)
+{
+	struct holder *h = &holders[n];
+	uint32_t i = (uint32_t)(h->sent / FRAME);
+	size_t off = (size_t)(h->sent % FRAME);
+	struct rdmem_desc d;
+	ssize_t r;
+
+	if (i >= FRAMES)
+		return 0;
+	memset(&d, 0, sizeof(d));
+	d.state = RDMEM_FRAME_MAGIC;
+	d.op = RDMEM_OP_ECHO;
+	d.val_len = VAL;
+	d.req_id = (uint64_t)i + 1;
+	rdmem_frame_put(frame, &d);
+	memset(frame + RDMEM_DESC_SIZE, fill_byte(n, i), VAL);
+	r = send(h->fd, frame + off, FRAME - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (r <= 0)
+		return 0;
+	h->sent += (uint64_t)r;
+	return 1;
+}
+
+/* Reads what holder n's socket has; checks each reply as it completes. */
+static int holder_recv(int n)
+{
+	struct holder *h = &holders[n];
+	struct rdmem_desc d;
+	ssize_t r = recv(h->fd, h->rep + h->got, FRAME - h->got, MSG_DONTWAIT);
+	uint32_t i;
+
+	if (r <= 0)
+		return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ? -1 : 0;
+	h->got += (uint64_t)r;
+	if (h->got < FRAME)
+		return 1;
+	memcpy(&d, h->rep, sizeof(d)); /* little-endian wire, as this host */
+	h->bad += d.req_id != (uint64_t)h->replies + 1 || d.status || d.val_len != VAL;
+	for (i = 0; i < VAL && h->rep[RDMEM_DESC_SIZE + i] == fill_byte(n, h->replies); i++)
+		;
+	h->bad += i != VAL;
+	h->replies++;
+	h->got = 0;
+	return 1;
+}
+
+/* Sends (and with read, reads) until nothing moves for quiet_ms or all is done. */
+static void holders_run(int read, int quiet_ms, int max_ms)
+{
+	uint64_t end = rdmem_now_ns() + (uint64_t)max_ms * 1000000ull;
+	uint64_t moved = rdmem_now_ns();
+	struct pollfd p[HOLDERS];
+	int n, done;
+
+	do {
+		for (n = 0, done = 1; n < HOLDERS; n++) {
+			p[n].fd = holders[n].fd;
+			p[n].events = (holders[n].sent < (uint64_t)FRAMES * FRAME ? POLLOUT : 0) |
+				      (read && holders[n].replies < FRAMES ? POLLIN : 0);
+			done &= !p[n].events;
+		}
+		if (done || poll(p, HOLDERS, 50) < 0)
+			break;
+		for (n = 0; n < HOLDERS; n++) {
+			int any = 0;
+
+			if (p[n].revents & POLLOUT)
+				any |= holder_send(n);
+			if (read && (p[n].revents & (POLLIN | POLLHUP | POLLERR)))
+				any |= holder_recv(n) != 0;
+			if (any)
+				moved = rdmem_now_ns();
+		}
+	} while (rdmem_now_ns() < end && rdmem_now_ns() - moved < (uint64_t)quiet_ms * 1000000ull);
+}
+
+static long long stat_num(struct e2e *e, const char *name)
+{
+	static char json[1 << 16];
+
+	return e2e_server_json(e, json, sizeof(json)) < 0 ? -1 : e2e_json_num(json, name);
+}
+
+static void test_stalled_readers_share_a_budget(void)
+{
+	struct rdmem_opts o = { .timeout_ms = 2000 };
+	long long held, held_end = -1, paused;
+	long rss0, rss1;
+	uint32_t replies = 0, bad = 0;
+	int n, pings = 0, i;
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "tcp") == 0);
+	/* All holders share one address, and each one's first frame spans
+	 * recvs: at the default 8 unproven ones mid-frame the rest are cut. */
+	REQUIRE(e2e_server(&e, "shm", "--tcp-out-budget", "1m", "--tcp-max-per-addr", "256",
+			   "--tcp-max-partial-per-addr", "64", (const char *)NULL) == 0);
+	REQUIRE(e2e_agent(&e, (const char *)NULL) == 0);
+	rss0 = proc_status_kb(e.server.pid, "VmRSS");
+	for (n = 0; n < HOLDERS; n++)
+		REQUIRE(holder_connect(&holders[n], e.port + 1) == 0);
+	holders_run(0, 500, 10000); /* until the server stops reading every one */
+	proc_sleep_ms(200);
+	held = stat_num(&e, "tcp.out_held_bytes");
+	paused = stat_num(&e, "net.tcp_out_paused");
+	rss1 = proc_status_kb(e.server.pid, "VmRSS");
+	for (i = 0; i < 20; i++)
+		pings += rdmem_ping(e.h, &o) == 0;
+	printf("# %d holders: reply buffers %lld KiB (budget 1024), server RSS +%ld KiB, "
+	       "%lld pauses; honest pings %d/20\n",
+	       HOLDERS, held / 1024, rss1 - rss0, paused, pings);
+	CHECK(held >= 0 && held <= 16ll << 20); /* without the budget: ~8 MiB a holder */
+	CHECK(rss1 - rss0 < 48l << 10);
+	CHECK(paused >= HOLDERS / 2);
+	CHECK_EQ(pings, 20);
+	/* Nobody was cut: every reply comes once they read. */
+	holders_run(1, 3000, 60000);
+	for (n = 0; n < HOLDERS; n++) {
+		if (holders[n].replies < FRAMES)
+			printf("# holder %d: %u replies, %llu of %u requests' bytes sent\n", n,
+			       holders[n].replies, (unsigned long long)holders[n].sent,
+			       FRAMES * FRAME);
+		replies += holders[n].replies;
+		bad += holders[n].bad;
+		close(holders[n].fd);
+	}
+	printf("# replies %u of %u, %u wrong\n", replies, HOLDERS * FRAMES, bad);
+	CHECK_EQ(replies, HOLDERS * FRAMES);
+	CHECK_EQ(bad, 0u);
+	/* Closed connections give their buffers back (the agent's is small). */
+	for (i = 0; i < 100 && (held_end = stat_num(&e, "tcp.out_held_bytes")) > 1ll << 20; i++)
+		proc_sleep_ms(50);
+	printf("# reply buffers after the holders closed: %lld KiB\n", held_end / 1024);
+	CHECK(held_end >= 0 && held_end <= 1ll << 20);
+	e2e_fini(&e);
+}
+
+int main(void)
+{
+	rdmem_log_init("test_tcp_out_budget", 0);
+	signal(SIGPIPE, SIG_IGN);
+	RUN(test_stalled_readers_share_a_budget);
+	return check_done();
+}
