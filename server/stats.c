@@ -120,7 +120,7 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "TCP connections whose turn (200 us of frames) ended with frames left: the loop "
 	  "served the others before going on."),
 	S("net.tcp_out_paused", C, net[RDMEM_NET_TCP_OUT_PAUSED],
-	  "TCP connections whose reading paused at 64 KiB of unsent replies, not 4 MiB, "
+	  "Times a TCP connection's reading paused at 64 KiB of unsent replies, not 4 MiB, "
 	  "because all connections' reply buffers held more than --tcp-out-budget."),
 	S("net.rdma_refused_addr", C, net[RDMEM_NET_RDMA_REFUSED_ADDR],
 	  "RDMA sessions refused: --max-sessions-per-addr open from that address."),

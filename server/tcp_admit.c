@@ -194,7 +194,7 @@ static const char *conn_expired(const struct conn *c, uint64_t now, enum rdmem_n
 	return NULL;
 }
 
-/* When conn_expired or the TLS trim can next have something to do for c
+/* When conn_expired or the rest trim can next have something to do for c
  * (each is "now > deadline", hence the + 1); UINT64_MAX: only after an
  * event on it, which moves last_ns and runs the loop anyway. */
 static uint64_t conn_next_ns(const struct conn *c)
@@ -208,9 +208,9 @@ static uint64_t conn_next_ns(const struct conn *c)
 		return c->close_by_ns + 1;
 	t = c->proven ? c->last_ns + s->cfg.idle_ms * 1000000ull + 1
 		      : c->born_ns + s->cfg.auth_ms * 1000000ull + 1;
-	if (c->tls && !c->send_busy &&
+	if (c->held && !c->send_busy &&
 	    c->trimmed_at_ns != c->last_ns) /* busy: its completion runs the loop */
-		t = RDMEM_MIN(t, c->last_ns + TCP_TLS_REST_MS * 1000000ull);
+		t = RDMEM_MIN(t, c->last_ns + TCP_REST_MS * 1000000ull);
 	return t;
 }
 
@@ -243,7 +243,7 @@ uint64_t rdmem_tcp_admit_sweep(struct rdmem_tcp_server *s, uint64_t now)
 		if (why)
 			rdmem_tcp_conn_kill(c, why);
 		else if (!c->dead)
-			rdmem_tcp_conn_tls_trim(c, now);
+			rdmem_tcp_conn_rest_trim(c, now);
 		if (!why)
 			next_ns = RDMEM_MIN(next_ns, conn_next_ns(c));
 		rdmem_tcp_conn_maybe_free(c);

@@ -26,8 +26,8 @@
 #define TCP_CLOSE_MS	 2000u
 #define TCP_SWEEP_MS	 20 /* deadlines are checked this often */
 /* Ciphertext per recv with TLS, held per connection as rbuf's minimum is. */
-#define TCP_TLS_IN	(64u << 10)
-#define TCP_TLS_REST_MS 1000 /* then a TLS connection's large buffers are freed */
+#define TCP_TLS_IN  (64u << 10)
+#define TCP_REST_MS 1000 /* then a connection's reply buffers are freed */
 /* A connection's turn: it serves frames for at most this long, then the
  * loop serves the others before it goes on (rdmem_tcp_conn_process). */
 #define TCP_TURN_NS 200000ull
@@ -116,7 +116,7 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
 void rdmem_tcp_conn_kill(struct conn *c, const char *why);
 void rdmem_tcp_conn_maybe_free(struct conn *c);
 void rdmem_tcp_conn_close_after_flush(struct conn *c);
-void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now);
+void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now);
 
 /* tcp_frames.c: framing, dispatch and replies. */
 /* A reply with no value: refused frames and failed calls. */

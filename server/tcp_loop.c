@@ -60,8 +60,14 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need)
 
 	if (need <= ob->cap)
 		return 0;
-	while (cap < need)
+	while (cap < need && cap < TCP_OBUF_KEEP)
 		cap *= 2;
+	/* Past that, by half (appends stay amortized) or to what one large
+	 * reply needs, in 64 KiB steps: doubling for a 1 MiB + 64 B reply
+	 * allocated 2 MiB, for a 64 MiB one 128 MiB. */
+	if (cap < need)
+		cap = (RDMEM_MAX(need, ob->cap + ob->cap / 2) + TCP_RBUF_MIN - 1) &
+		      ~(size_t)(TCP_RBUF_MIN - 1);
 	p = realloc(ob->p, cap);
 	if (!p)
 		return -ENOMEM;
@@ -89,8 +95,10 @@ void rdmem_tcp_conn_account(struct conn *c)
  * TCP_OUT_HIGH of replies until --tcp-idle-ms reaps it (64 such took the
  * server from 5 to 266 MiB). Past the budget nobody is cut, nothing is
  * refused: a connection with more than TCP_OUT_LOW unsent just stops being
- * read until its peer takes some, so the sum grows by TCP_OUT_LOW and one
- * reply per connection at most, and a reader that keeps up keeps going.
+ * read until its peer takes some, so each connection adds at most
+ * TCP_OUT_LOW and one reply (which may be --max-value large: this bounds
+ * how many a peer piles up, not the size of one), and a reader that keeps
+ * up keeps going.
  */
 size_t rdmem_tcp_conn_out_high(struct conn *c)
 {
@@ -98,10 +106,10 @@ size_t rdmem_tcp_conn_out_high(struct conn *c)
 	return c->srv->out_held > c->srv->cfg.out_budget ? TCP_OUT_LOW : TCP_OUT_HIGH;
 }
 
-/* An empty send buffer over TCP_OBUF_KEEP goes back to the allocator. */
-static void outbuf_trim(struct outbuf *ob)
+/* An empty send buffer over keep bytes goes back to the allocator. */
+static void outbuf_trim(struct outbuf *ob, size_t keep)
 {
-	if (ob->len || ob->cap <= TCP_OBUF_KEEP)
+	if (ob->len || ob->cap <= keep)
 		return;
 	free(ob->p);
 	ob->p = NULL;
@@ -112,18 +120,21 @@ static void outbuf_trim(struct outbuf *ob)
  * With TLS, three buffers take turns (two for replies, the session's for
  * ciphertext): freeing a large one after each send made every large reply
  * fault its pages in twice (a third of the server's time at 1 MiB values).
- * They are kept while the connection is busy and freed here once it has
- * rested TCP_TLS_REST_MS, so an idle connection holds no large buffer.
+ * They are kept while the connection is busy; without TLS those up to
+ * TCP_OBUF_KEEP are. Every one is freed here once the connection has rested
+ * TCP_REST_MS, so an idle connection holds no reply buffer (and none counts
+ * against --tcp-out-budget: 130 idle ones kept the default budget spent).
  */
-void rdmem_tcp_conn_tls_trim(struct conn *c, uint64_t now)
+void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now)
 {
-	if (!c->tls || c->send_busy || now - c->last_ns < TCP_TLS_REST_MS * 1000000ull ||
+	if (!c->held || c->send_busy || now - c->last_ns < TCP_REST_MS * 1000000ull ||
 	    c->trimmed_at_ns == c->last_ns)
 		return;
 	c->trimmed_at_ns = c->last_ns;
-	outbuf_trim(&c->out[0]);
-	outbuf_trim(&c->out[1]);
-	rdmem_tls_out_trim(c->tls, TCP_OBUF_KEEP);
+	outbuf_trim(&c->out[0], 0);
+	outbuf_trim(&c->out[1], 0);
+	if (c->tls)
+		rdmem_tls_out_trim(c->tls, 0);
 	rdmem_tcp_conn_account(c);
 }
 
@@ -483,8 +494,8 @@ static void conn_on_send(struct conn *c, int res)
 	}
 	ob->len = 0;
 	c->sent = 0;
-	if (!c->tls) /* with TLS, rdmem_tcp_conn_tls_trim frees them once the connection rests */
-		outbuf_trim(ob);
+	if (!c->tls) /* with TLS, rdmem_tcp_conn_rest_trim frees them once the connection rests */
+		outbuf_trim(ob, TCP_OBUF_KEEP);
 	rdmem_tcp_conn_account(c);
 	/* Replies drained: frames held back by back-pressure can run now. */
 	if (!c->closing && c->rlen &&
