@@ -196,7 +196,10 @@ static void test_stalled_readers_share_a_budget(void)
 	       "%lld pauses; honest pings %d/20\n",
 	       HOLDERS - 1, held / 1024, rss1 - rss0, paused, pings);
 	CHECK(held >= 0 && held <= 16ll << 20); /* without the budget: ~8 MiB a holder */
-	CHECK(rss1 - rss0 < 48l << 10);
+	/* ASan's quarantine and TSan's caches keep freed memory: RSS says
+	 * nothing there (the gauge does; the plain build checks both). */
+	if (!getenv("RDMEM_SANITIZER"))
+		CHECK(rss1 - rss0 < 48l << 10);
 	CHECK(paused >= HOLDERS / 2);
 	CHECK_EQ(pings, 20);
 	/* Nobody was cut: every reply comes once they read. */
