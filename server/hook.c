@@ -173,7 +173,9 @@ static void hook_start_waiting(struct rdmem_hook *h)
 /* Past the timeout: kills the hook's process group; the next reap collects it. */
 static void hook_check_timeout(struct rdmem_hook *h, struct hook_job *j, uint64_t now)
 {
-	if (j->killed || now - j->started_ns <= h->timeout_ns)
+	/* Not now - started_ns: were now ever older than the start, the
+	 * unsigned age would wrap past every timeout. */
+	if (j->killed || now <= j->started_ns + h->timeout_ns)
 		return;
 	j->killed = 1;
 	h->stats.timed_out++;
@@ -245,10 +247,14 @@ static void hook_finish(struct rdmem_hook *h, struct hook_job *j, int status)
 
 unsigned rdmem_hook_reap(struct rdmem_hook *h)
 {
-	uint64_t now = rdmem_now_ns();
+	uint64_t now;
 	unsigned i, busy;
 
 	pthread_mutex_lock(&h->lock);
+	/* Read under the lock: a hook a worker started while this reap waited
+	 * for the lock must not look younger than "now" (it was killed at
+	 * birth, tests/unit/test_hook.c). */
+	now = rdmem_now_ns();
 	for (i = 0; i < RDMEM_HOOK_MAX_RUNNING; i++) {
 		struct hook_job *j = &h->jobs[i];
 		int status;

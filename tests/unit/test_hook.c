@@ -1,10 +1,13 @@
 /* test_hook.c - the post-commit hook (server/hook.c): a hook that hangs is
  * killed at its timeout with what it started, commits past the 8 running
  * wait their turn and all run, and past the 64 waiting one is refused and
- * counted. Real processes (/bin/sh), no server.
+ * counted, and a reap on another thread never kills a hook being started.
+ * Real processes (/bin/sh), no server.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,6 +117,50 @@ static void test_queue_full_refused(void)
 	rdmem_hook_destroy(h); /* stops the 8 running, drops the 64 waiting */
 }
 
+/* The service tick reaps on its thread while a worker starts hooks on
+ * another (server/service.c). A reap that read the clock before it waited
+ * for the lock a spawn held saw the new hook start after "now", and the
+ * unsigned age wrapped past any timeout: the hook was killed at birth.
+ * In CI that killed the stand-in of tests/integration/yolo.sh. */
+struct reaper {
+	struct rdmem_hook *h;
+	_Atomic int stop;
+};
+
+static void *reap_loop(void *arg)
+{
+	struct reaper *r = arg;
+
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed))
+		rdmem_hook_reap(r->h);
+	return NULL;
+}
+
+static void test_reap_racing_a_start_kills_nothing(void)
+{
+	struct reaper r = { 0 };
+	struct rdmem_hook_stats st;
+	pthread_t t;
+	int i;
+
+	REQUIRE(rdmem_hook_create("exit 0", 60000, &r.h) == 0);
+	REQUIRE(pthread_create(&t, NULL, reap_loop, &r) == 0);
+	for (i = 0; i < 200; i++) {
+		CHECK_EQ(rdmem_hook_run(r.h, "/img/raced"), 0);
+		usleep(1000);
+	}
+	atomic_store_explicit(&r.stop, 1, memory_order_relaxed);
+	pthread_join(t, NULL);
+	reap_all(r.h, 5000);
+	rdmem_hook_stats(r.h, &st);
+	printf("# 200 hooks started while another thread reaped: %llu timed out, %llu failed\n",
+	       (unsigned long long)st.timed_out, (unsigned long long)st.failures);
+	CHECK_EQ(st.runs, 200);
+	CHECK_EQ(st.timed_out, 0);
+	CHECK_EQ(st.failures, 0);
+	rdmem_hook_destroy(r.h);
+}
+
 /* A hook that ignores SIGTERM does not hold the server's stop past ~1 s. */
 static void test_stop_kills_a_stubborn_hook(void)
 {
@@ -137,5 +184,6 @@ int main(void)
 	RUN(test_commits_wait_their_turn);
 	RUN(test_queue_full_refused);
 	RUN(test_stop_kills_a_stubborn_hook);
+	RUN(test_reap_racing_a_start_kills_nothing);
 	return check_done();
 }
