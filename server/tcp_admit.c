@@ -131,7 +131,7 @@ refuse:
 			   c->peer, why);
 	rdmem_service_count_auth_failure(c->srv->svc);
 	ret = rdmem_tcp_conn_reply_status(c, req, RDMEM_S_DENIED);
-	rdmem_tcp_conn_close_after_flush(c);
+	rdmem_tcp_conn_refuse(c);
 	return ret;
 }
 

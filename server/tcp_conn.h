@@ -78,8 +78,12 @@ struct conn {
 	uint64_t trimmed_at_ns;	    /* last_ns when its TLS buffers were last trimmed */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer ident;
-	int yielded;	      /* its turn ended with complete frames left (srv_resume_yielded) */
-	int closing;	      /* no more reads; close once flushed */
+	int yielded; /* its turn ended with complete frames left (srv_resume_yielded) */
+	int closing; /* no more reads; close once flushed */
+	/* A bad frame, a failed tag or AUTH: nothing more it sent is served.
+	 * Without it, a closing connection still answers the complete frames
+	 * it holds (the server's stop: every frame received gets its reply). */
+	int refused;
 	int dead;	      /* socket shut down; freed when ops == 0 */
 	uint64_t close_by_ns; /* a closing peer that never reads is cut here */
 	struct conn *prev, *next;
@@ -116,6 +120,8 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
 void rdmem_tcp_conn_kill(struct conn *c, const char *why);
 void rdmem_tcp_conn_maybe_free(struct conn *c);
 void rdmem_tcp_conn_close_after_flush(struct conn *c);
+/* Closes after flushing what was answered; the rest it sent is dropped. */
+void rdmem_tcp_conn_refuse(struct conn *c);
 void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now);
 
 /* tcp_frames.c: framing, dispatch and replies. */

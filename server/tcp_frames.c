@@ -117,7 +117,7 @@ static void conn_mac_failure(struct conn *c, uint64_t seq)
 			   "or reflected on the way): closing the connection",
 			   c->srv->name, (unsigned long long)seq, c->peer);
 	rdmem_service_count_mac_failure(c->srv->svc);
-	rdmem_tcp_conn_close_after_flush(c);
+	rdmem_tcp_conn_refuse(c);
 }
 
 /* 0 when the whole frame at p (f->len bytes, tag included) is authentic. */
@@ -222,9 +222,9 @@ int rdmem_tcp_conn_process(struct conn *c)
 	int ret = 0;
 
 	rdmem_tcp_conn_set_yielded(c, 0);
-	if (c->reject_pending && !c->drain && !c->closing)
+	if (c->reject_pending && !c->drain && !c->refused)
 		ret = conn_reject_end(c);
-	while (ret == 0 && !c->closing &&
+	while (ret == 0 && !c->refused &&
 	       rdmem_tcp_conn_out_pending(c) <= rdmem_tcp_conn_out_high(c)) {
 		struct rdmem_frame f;
 		size_t avail = c->rlen - pos;
@@ -242,7 +242,7 @@ int rdmem_tcp_conn_process(struct conn *c)
 		if (k == RDMEM_FRAME_BAD) {
 			conn_log_bad(c, &f);
 			pos = c->rlen;
-			rdmem_tcp_conn_close_after_flush(c);
+			rdmem_tcp_conn_refuse(c);
 			break;
 		}
 		if (k == RDMEM_FRAME_REJECT) {

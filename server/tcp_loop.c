@@ -194,6 +194,12 @@ void rdmem_tcp_conn_close_after_flush(struct conn *c)
 		rdmem_tcp_conn_kill(c, "done");
 }
 
+void rdmem_tcp_conn_refuse(struct conn *c)
+{
+	c->refused = 1;
+	rdmem_tcp_conn_close_after_flush(c);
+}
+
 static void conn_new(struct rdmem_tcp_server *s, int fd)
 {
 	struct sockaddr_storage sa;
@@ -377,7 +383,9 @@ static int conn_tls_read(struct conn *c)
 {
 	uint64_t start = rdmem_now_ns();
 
-	while (!c->dead && !c->closing && !c->yielded &&
+	/* Closing, records already received are still read (a stop answers
+	 * them); a refused connection's are not. */
+	while (!c->dead && !c->refused && !c->yielded &&
 	       rdmem_tcp_conn_out_pending(c) <= rdmem_tcp_conn_out_high(c) && c->rlen < c->rcap) {
 		ssize_t n = rdmem_tls_recv(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen);
 
@@ -413,7 +421,7 @@ static void conn_tls_input(struct conn *c)
 		r = rdmem_tls_handshake(c->tls);
 		if (r < 0 && r != -EAGAIN) {
 			conn_tls_fail(c, RDMEM_NET_TLS_HANDSHAKE_FAILURES, "TLS handshake failed");
-			rdmem_tcp_conn_close_after_flush(c); /* its alert tells the peer why */
+			rdmem_tcp_conn_refuse(c); /* its alert tells the peer why */
 		} else if (r == 0) {
 			rdmem_service_count_net(c->srv->svc, RDMEM_NET_TLS_HANDSHAKES);
 			rdmem_debug("tcp %s: TLS with %s: %s", c->srv->name, c->peer,
@@ -497,8 +505,9 @@ static void conn_on_send(struct conn *c, int res)
 	if (!c->tls) /* with TLS, rdmem_tcp_conn_rest_trim frees them once the connection rests */
 		outbuf_trim(ob, TCP_OBUF_KEEP);
 	rdmem_tcp_conn_account(c);
-	/* Replies drained: frames held back by back-pressure can run now. */
-	if (!c->closing && c->rlen &&
+	/* Replies drained: frames held back by back-pressure can run now,
+	 * closing or not (a stop answers every frame received). */
+	if (!c->refused && c->rlen &&
 	    (rdmem_tcp_conn_process(c) < 0 || rdmem_tcp_admit_partial(c) < 0))
 		return;
 	conn_kick(c);
@@ -570,9 +579,10 @@ static void srv_begin_stop(struct rdmem_tcp_server *s)
 			srv_cancel(s, tcp_ud(c, UD_RECV)); /* its completion flushes and closes */
 			continue;
 		}
-		/* Frames left for its next turn: answered now (no turn ends while
-		 * stopping), then flushed. */
-		if (c->yielded && !c->dead && rdmem_tcp_conn_process(c) < 0)
+		/* Frames left for its next turn or held back by back-pressure:
+		 * answered now as far as the reply mark lets (no turn ends while
+		 * stopping), the rest as its replies drain (conn_on_send). */
+		if (c->rlen && !c->dead && rdmem_tcp_conn_process(c) < 0)
 			continue;
 		rdmem_tcp_conn_close_after_flush(c);
 		conn_kick(c);

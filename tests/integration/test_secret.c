@@ -239,6 +239,60 @@ static void test_auth_alone_does_not_prove(void)
 	e2e_fini(&e);
 }
 
+/*
+ * Nothing after a refused AUTH counts: a wrong proof followed, in the same
+ * send, by a right one gets one reply, DENIED, then the end. (A refused
+ * connection that went on parsing would take the second proof: a guesser
+ * would get as many tries as it could pipeline.)
+ */
+static void test_nothing_after_a_refused_auth(void)
+{
+	uint8_t frames[2 * (RDMEM_DESC_SIZE + sizeof(struct rdmem_auth_tcp))], buf[256];
+	const size_t one = RDMEM_DESC_SIZE + sizeof(struct rdmem_auth_tcp);
+	struct timeval tmo = { 5, 0 };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct rdmem_auth_tcp tok[2];
+	struct rdmem_desc d, rep;
+	struct rdmem_auth *a;
+	struct e2e e;
+	size_t got = 0;
+	ssize_t n;
+	int fd, i;
+
+	REQUIRE(proof_server(&e, &a) == 0);
+	tok[0] = make_proof(a, rdmem_auth_nonce());
+	tok[0].mac[0] ^= 1; /* wrong */
+	tok[1] = make_proof(a, rdmem_auth_nonce());
+	for (i = 0; i < 2; i++) {
+		memset(&d, 0, sizeof(d));
+		d.state = RDMEM_FRAME_MAGIC;
+		d.op = RDMEM_OP_AUTH;
+		d.val_len = sizeof(tok[i]);
+		d.req_id = (uint64_t)i + 1;
+		rdmem_frame_put(frames + i * one, &d);
+		memcpy(frames + i * one + RDMEM_DESC_SIZE, &tok[i], sizeof(tok[i]));
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	REQUIRE(fd >= 0);
+	sa.sin_port = htons((uint16_t)(e.port + 1));
+	inet_pton(AF_INET, e2e_addr(), &sa.sin_addr);
+	REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo));
+	CHECK(send(fd, frames, sizeof(frames), MSG_NOSIGNAL) == (ssize_t)sizeof(frames));
+	while ((n = recv(fd, buf + got, sizeof(buf) - got, 0)) > 0 || (n < 0 && errno == EINTR))
+		got += n > 0 ? (size_t)n : 0;
+	CHECK_EQ(n, 0); /* closed by the server */
+	CHECK_EQ(got, (size_t)RDMEM_DESC_SIZE);
+	if (got >= RDMEM_DESC_SIZE) {
+		memcpy(&rep, buf, sizeof(rep)); /* little-endian wire, as this host */
+		CHECK_EQ(rep.req_id, 1);
+		CHECK_EQ(rep.status, RDMEM_S_DENIED);
+	}
+	close(fd);
+	rdmem_auth_free(a);
+	e2e_fini(&e);
+}
+
 static void test_loose_secret_file_refused(void)
 {
 	struct e2e e;
@@ -265,6 +319,7 @@ int main(void)
 	RUN(test_replayed_proof);
 	RUN(test_stale_clock_proof);
 	RUN(test_auth_alone_does_not_prove);
+	RUN(test_nothing_after_a_refused_auth);
 	RUN(test_loose_secret_file_refused);
 	unlink(secret);
 	unlink(other);
