@@ -28,6 +28,7 @@
 #include "rdmem/wire.h"
 #include "tests/check.h"
 #include "tests/proc.h"
+#include "tests/raw_tcp.h"
 
 #define MIB	     (1u << 20)
 #define TIMEOUT_MS   10000
@@ -881,18 +882,7 @@ static void test_concurrent_clients(void)
 
 static int raw_connect(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct timeval tv = { 5, 0 };
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
+	return raw_tcp_connect("127.0.0.1", port, 5);
 }
 
 static struct rdmem_desc raw_desc(uint16_t op, uint16_t klen, uint32_t vlen, uint64_t id)
@@ -907,26 +897,6 @@ static struct rdmem_desc raw_desc(uint16_t op, uint16_t klen, uint32_t vlen, uin
 	d.val_len = vlen;
 	d.req_id = id;
 	return d;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = recv(fd, (uint8_t *)buf + got, len - got, 0);
-
-		/* With SO_RCVTIMEO set, recv is not restarted after an interruption,
-		 * and one comes with no signal when this thread's io_uring is torn
-		 * down (the kernel's exit work reaches it about 15 ms after an
-		 * rdmem_tcp_client_close): the stream is intact. */
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
 }
 
 /* 1: the server closed the connection (EOF or reset) within the receive timeout. */
@@ -960,9 +930,9 @@ static void test_bad_input(void)
 	send(fd, "xxxxx", 5, 0);
 	d = raw_desc(RDMEM_OP_PING, 0, 0, 42);
 	send(fd, &d, sizeof(d), 0);
-	CHECK(read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 41 &&
+	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 41 &&
 	      rep.status == RDMEM_S_BAD_REQUEST);
-	CHECK(read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 42 && rep.status == 0);
+	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 42 && rep.status == 0);
 
 	/* Over the cap but drainable: TOO_BIG, and the connection goes on. */
 	junk = calloc(1, 2 * MIB);
@@ -972,12 +942,12 @@ static void test_bad_input(void)
 	send(fd, "junk", 4, 0);
 	CHECK(send(fd, junk, 2 * MIB, 0) == 2 * MIB);
 	free(junk);
-	CHECK(read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 43 &&
+	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 43 &&
 	      rep.status == RDMEM_S_TOO_BIG);
 	d = raw_desc(RDMEM_OP_KV_GET, 4, 0, 44);
 	send(fd, &d, sizeof(d), 0);
 	send(fd, "junk", 4, 0);
-	CHECK(read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 44 &&
+	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 44 &&
 	      rep.status == RDMEM_S_NOT_FOUND);
 
 	/* A 4 GiB length prefix: closed, nothing allocated for it. */
@@ -1046,8 +1016,8 @@ static void test_back_pressure(void)
 	CHECK(rss1 - rss0 < 24 * 1024); /* bounded by the output limit, not by 48 MiB */
 	CHECK_EQ(call1(RDMEM_OP_PING, NULL, NULL, 0, NULL, 0).err, 0);
 	for (i = 0; i < N; i++) {
-		if (read_full(fd, &rep, sizeof(rep)) || rep.req_id != 500 + (uint64_t)i ||
-		    rep.val_len != MIB || read_full(fd, body, MIB))
+		if (raw_tcp_read_full(fd, &rep, sizeof(rep)) || rep.req_id != 500 + (uint64_t)i ||
+		    rep.val_len != MIB || raw_tcp_read_full(fd, body, MIB))
 			break;
 		ok += rdmem_big_verify(MIB, 0, body, MIB) == MIB;
 	}

@@ -31,6 +31,7 @@
 #include "tcp/frame.h"
 #include "check.h"
 #include "e2e.h"
+#include "raw_tcp.h"
 
 #define HOLDERS 16
 #define FRAMES	160
@@ -149,23 +150,6 @@ static void holders_run(int first, int count, int read, int quiet_ms, int max_ms
 				moved = rdmem_now_ns();
 		}
 	} while (rdmem_now_ns() < end && rdmem_now_ns() - moved < (uint64_t)quiet_ms * 1000000ull);
-}
-
-/* len bytes from fd, or -1 at its end, an error or the timeout. */
-static int read_all(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = recv(fd, (uint8_t *)buf + got, len - got, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
 }
 
 static long long stat_num(struct e2e *e, const char *name)
@@ -290,10 +274,10 @@ static void test_stop_answers_frames_held_back(void)
 	for (i = 0; i < STOP_FRAMES; i++) {
 		struct rdmem_desc rep;
 
-		if (read_all(fd, &rep, sizeof(rep)) < 0)
+		if (raw_tcp_read_full(fd, &rep, sizeof(rep)) < 0)
 			break;
 		if (rep.req_id != (uint64_t)i + 1 || rep.status || rep.val_len != STOP_VAL ||
-		    read_all(fd, body, STOP_VAL) < 0) {
+		    raw_tcp_read_full(fd, body, STOP_VAL) < 0) {
 			wrong++;
 			break;
 		}
