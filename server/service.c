@@ -606,10 +606,11 @@ void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what)
 	atomic_fetch_add_explicit(&svc->net[what], 1, memory_order_relaxed);
 }
 
-void rdmem_service_set_tcp_out_held(struct rdmem_service *svc, uint64_t bytes)
+void rdmem_service_set_tcp_held(struct rdmem_service *svc, uint64_t out_bytes, uint64_t in_bytes)
 {
-	/* relaxed: a gauge for STATS, nothing is published through it */
-	atomic_store_explicit(&svc->tcp_out_held, bytes, memory_order_relaxed);
+	/* relaxed: gauges for STATS, nothing is published through them */
+	atomic_store_explicit(&svc->tcp_out_held, out_bytes, memory_order_relaxed);
+	atomic_store_explicit(&svc->tcp_in_held, in_bytes, memory_order_relaxed);
 }
 
 void rdmem_service_count_bad_input(struct rdmem_service *svc)

@@ -152,7 +152,7 @@ enum rdmem_net_ctr {
 };
 void rdmem_service_count_net(struct rdmem_service *svc, enum rdmem_net_ctr what);
 /* The TCP path's reply buffers, all connections (bytes allocated): a gauge. */
-void rdmem_service_set_tcp_out_held(struct rdmem_service *svc, uint64_t bytes);
+void rdmem_service_set_tcp_held(struct rdmem_service *svc, uint64_t out_bytes, uint64_t in_bytes);
 
 /* The RDMA side adds its own section to STATS. Safe while calls are served;
  * fn NULL clears it, and returns only once no STATS is inside the old hook. */

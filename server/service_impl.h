@@ -38,6 +38,7 @@ struct rdmem_service {
 	atomic_uint_fast64_t mac_failures;  /* TCP frames whose tag failed after AUTH */
 	atomic_uint_fast64_t net[RDMEM_NET__COUNT];
 	atomic_uint_fast64_t tcp_out_held; /* the TCP loop's sum of reply buffers */
+	atomic_uint_fast64_t tcp_in_held;  /* and of receive buffers */
 	atomic_uint_fast64_t reclaim_freed;
 	atomic_uint_fast64_t reclaim_refused;
 	atomic_int_fast64_t sessions;
@@ -66,7 +67,7 @@ struct rdmem_server_snapshot {
 	uint64_t uptime_s, sessions, kv_keys, kv_bytes, kv_max_bytes, kv_charged, kv_refused;
 	uint64_t rdma_qps, rdma_cqs, rdma_mrs, rdma_registered_bytes, rdma_recv_wqes;
 	uint64_t bad_input, bad_request, auth_failures, mac_failures, bytes_in, bytes_out;
-	uint64_t net[RDMEM_NET__COUNT], tcp_out_held;
+	uint64_t net[RDMEM_NET__COUNT], tcp_out_held, tcp_in_held;
 	uint64_t op_calls[RDMEM_OP__COUNT], op_errors[RDMEM_OP__COUNT];
 	uint64_t path_calls[RDMEM_PATH__COUNT];
 	uint64_t pool_used, pool_bytes, pool_live, reclaim_freed, reclaim_refused;

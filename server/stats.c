@@ -66,6 +66,7 @@ void rdmem_server_snapshot_take(struct rdmem_service *svc, struct rdmem_server_s
 	}
 	s->dd_untracked = ld(&svc->untracked);
 	s->tcp_out_held = ld(&svc->tcp_out_held);
+	s->tcp_in_held = ld(&svc->tcp_in_held);
 	s->max_value = svc->cfg.max_value;
 	s->max_image = svc->cfg.max_image;
 }
@@ -140,6 +141,9 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	  "TLS records that failed to decrypt (changed on the way): each closed its connection."),
 	S("tcp.out_held_bytes", G, tcp_out_held,
 	  "Reply buffers the TCP connections hold (allocated bytes), against --tcp-out-budget."),
+	S("tcp.in_held_bytes", G, tcp_in_held,
+	  "Receive buffers the TCP connections hold: 64 KiB each, up to a frame while larger "
+	  "frames come, given back after 1 s at rest."),
 	S("bytes_in", C, bytes_in, "Request key and value bytes."),
 	S("bytes_out", C, bytes_out, "Reply value bytes."),
 	OP("ping", RDMEM_OP_PING),

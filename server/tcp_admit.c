@@ -208,7 +208,7 @@ static uint64_t conn_next_ns(const struct conn *c)
 		return c->close_by_ns + 1;
 	t = c->proven ? c->last_ns + s->cfg.idle_ms * 1000000ull + 1
 		      : c->born_ns + s->cfg.auth_ms * 1000000ull + 1;
-	if (c->held && !c->send_busy &&
+	if (rdmem_tcp_conn_trimmable(c) && !c->send_busy &&
 	    c->trimmed_at_ns != c->last_ns) /* busy: its completion runs the loop */
 		t = RDMEM_MIN(t, c->last_ns + TCP_REST_MS * 1000000ull);
 	return t;

@@ -50,7 +50,8 @@ struct conn {
 	size_t rcap;
 	uint64_t drain; /* payload bytes of a refused frame still to discard */
 	struct outbuf out[2];
-	size_t held; /* what out[] and TLS's ciphertext buffer hold, counted in srv->out_held */
+	size_t held;  /* what out[] and TLS's ciphertext buffer hold, counted in srv->out_held */
+	size_t rheld; /* rcap as counted in srv->in_held */
 	int budget_paused; /* reading paused by --tcp-out-budget (counted once a pause) */
 	int fill;	   /* out[fill] takes new replies; out[!fill] may be in flight */
 	size_t sent;	   /* bytes of out[!fill] the kernel took so far */
@@ -107,6 +108,7 @@ struct rdmem_tcp_server {
 	unsigned nyielded;  /* connections with yielded set */
 	unsigned unproven_cap;
 	size_t out_held; /* every connection's held: reply buffers allocated */
+	size_t in_held;	 /* every connection's rcap */
 	uint64_t swept_ns;
 	int accept_busy;
 	uint64_t accept_resume_ns; /* accept paused after EMFILE and alike */
@@ -120,6 +122,14 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
 void rdmem_tcp_conn_kill(struct conn *c, const char *why);
 void rdmem_tcp_conn_maybe_free(struct conn *c);
 void rdmem_tcp_conn_close_after_flush(struct conn *c);
+/* Gives a receive buffer grown for large frames back (TCP_RBUF_MIN), when
+ * what it holds fits; never with a recv into it in flight. */
+void rdmem_tcp_conn_rbuf_shrink(struct conn *c);
+/* Holds a buffer rdmem_tcp_conn_rest_trim would give back. */
+static inline int rdmem_tcp_conn_trimmable(const struct conn *c)
+{
+	return c->held || c->rcap > TCP_RBUF_MIN;
+}
 /* Closes after flushing what was answered; the rest it sent is dropped. */
 void rdmem_tcp_conn_refuse(struct conn *c);
 void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now);

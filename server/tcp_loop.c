@@ -83,11 +83,13 @@ void rdmem_tcp_conn_account(struct conn *c)
 	struct rdmem_tcp_server *s = c->srv;
 	size_t held = c->out[0].cap + c->out[1].cap + (c->tls ? rdmem_tls_out_cap(c->tls) : 0);
 
-	if (held == c->held)
+	if (held == c->held && c->rcap == c->rheld)
 		return;
 	s->out_held = s->out_held - c->held + held;
 	c->held = held;
-	rdmem_service_set_tcp_out_held(s->svc, s->out_held);
+	s->in_held = s->in_held - c->rheld + c->rcap;
+	c->rheld = c->rcap;
+	rdmem_service_set_tcp_held(s->svc, s->out_held, s->in_held);
 }
 
 /*
@@ -116,6 +118,18 @@ static void outbuf_trim(struct outbuf *ob, size_t keep)
 	ob->cap = 0;
 }
 
+/* Cancels the op named ud. With no SQE free, nothing: a stop's deadline
+ * closes the connection anyway, a rest trim is tried at the next rest. */
+static void srv_cancel(struct rdmem_tcp_server *s, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = tcp_sqe(s);
+
+	if (!sqe)
+		return;
+	io_uring_prep_cancel64(sqe, ud, 0);
+	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_CANCEL));
+}
+
 /*
  * With TLS, three buffers take turns (two for replies, the session's for
  * ciphertext): freeing a large one after each send made every large reply
@@ -124,17 +138,25 @@ static void outbuf_trim(struct outbuf *ob, size_t keep)
  * TCP_OBUF_KEEP are. Every one is freed here once the connection has rested
  * TCP_REST_MS, so an idle connection holds no reply buffer (and none counts
  * against --tcp-out-budget: 130 idle ones kept the default budget spent).
+ * So is a receive buffer grown for large frames (tcp_frames.c keeps it
+ * while they come).
  */
 void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now)
 {
-	if (!c->held || c->send_busy || now - c->last_ns < TCP_REST_MS * 1000000ull ||
-	    c->trimmed_at_ns == c->last_ns)
+	if (!rdmem_tcp_conn_trimmable(c) || c->send_busy ||
+	    now - c->last_ns < TCP_REST_MS * 1000000ull || c->trimmed_at_ns == c->last_ns)
 		return;
 	c->trimmed_at_ns = c->last_ns;
 	outbuf_trim(&c->out[0], 0);
 	outbuf_trim(&c->out[1], 0);
 	if (c->tls)
 		rdmem_tls_out_trim(c->tls, 0);
+	/* A recv in flight lands in rbuf (with TLS, in the session's buffer):
+	 * cancelled first, the buffer shrunk at its completion (conn_on_recv). */
+	if (c->recv_busy && !c->tls && c->rcap > TCP_RBUF_MIN)
+		srv_cancel(c->srv, tcp_ud(c, UD_RECV));
+	else
+		rdmem_tcp_conn_rbuf_shrink(c);
 	rdmem_tcp_conn_account(c);
 }
 
@@ -160,7 +182,8 @@ static void conn_free(struct conn *c)
 	free(c->out[0].p);
 	free(c->out[1].p);
 	s->out_held -= c->held;
-	rdmem_service_set_tcp_out_held(s->svc, s->out_held);
+	s->in_held -= c->rheld;
+	rdmem_service_set_tcp_held(s->svc, s->out_held, s->in_held);
 	free(c);
 }
 
@@ -239,6 +262,7 @@ static void conn_new(struct rdmem_tcp_server *s, int fd)
 	c->srv = s;
 	c->fd = fd;
 	c->rcap = TCP_RBUF_MIN;
+	rdmem_tcp_conn_account(c);
 	c->authed = !s->cfg.auth;
 	c->born_ns = c->last_ns = rdmem_now_ns();
 	c->next = s->conns;
@@ -437,6 +461,11 @@ static void conn_on_recv(struct conn *c, int res)
 	if (c->dead)
 		return;
 	if (res <= 0) {
+		if (res == -ECANCELED && !c->srv->stopping) { /* the rest trim's */
+			rdmem_tcp_conn_rbuf_shrink(c);
+			conn_kick(c);
+			return;
+		}
 		if (res == -ECANCELED) { /* server stopping: answer what we have */
 			rdmem_tcp_conn_process(c);
 			rdmem_tcp_conn_close_after_flush(c);
@@ -553,16 +582,6 @@ static void srv_arm_stop_poll(struct rdmem_tcp_server *s)
 		return;
 	io_uring_prep_read(sqe, s->stop_fd, &s->stop_val, sizeof(s->stop_val), 0);
 	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_STOP));
-}
-
-static void srv_cancel(struct rdmem_tcp_server *s, uint64_t ud)
-{
-	struct io_uring_sqe *sqe = tcp_sqe(s);
-
-	if (!sqe)
-		return;
-	io_uring_prep_cancel64(sqe, ud, 0);
-	io_uring_sqe_set_data64(sqe, tcp_ud(NULL, UD_CANCEL));
 }
 
 static void srv_begin_stop(struct rdmem_tcp_server *s)
