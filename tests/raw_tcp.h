@@ -6,11 +6,14 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <unistd.h>
+
+#include "rdmem/wire.h"
 
 /* A connection to addr:port whose receives time out after timeout_s; -1
  * when it cannot be made. */
@@ -29,6 +32,21 @@ static inline int raw_tcp_connect(const char *addr, unsigned port, int timeout_s
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
+}
+
+/* A request header as a TCP frame starts (rdmem_frame_put swaps it to the wire). */
+static inline struct rdmem_desc raw_tcp_desc(uint16_t op, uint16_t klen, uint32_t vlen, uint64_t id)
+{
+	struct rdmem_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.state = RDMEM_FRAME_MAGIC;
+	d.op = op;
+	d.path = RDMEM_PATH_TCP;
+	d.key_len = klen;
+	d.val_len = vlen;
+	d.req_id = id;
+	return d;
 }
 
 /* len bytes from fd: 0, or -1 at the stream's end, an error or the timeout. */

@@ -205,10 +205,7 @@ static void test_auth_alone_does_not_prove(void)
 	REQUIRE(e2e_server(&e, "shm", "--secret-file", secret, "--tcp-auth-ms", "1000", NULL) == 0);
 	REQUIRE(rdmem_auth_load(secret, &a) == 0);
 	tok = make_proof(a, rdmem_auth_nonce());
-	memset(&d, 0, sizeof(d));
-	d.state = RDMEM_FRAME_MAGIC;
-	d.op = RDMEM_OP_AUTH;
-	d.val_len = sizeof(tok);
+	d = raw_tcp_desc(RDMEM_OP_AUTH, 0, sizeof(tok), 0);
 	rdmem_frame_put(frame, &d);
 	memcpy(frame + RDMEM_DESC_SIZE, &tok, sizeof(tok));
 	fd = raw_tcp_connect(e2e_addr(), e.port + 1, 5);
@@ -259,11 +256,7 @@ static void test_nothing_after_a_refused_auth(void)
 	tok[0].mac[0] ^= 1; /* wrong */
 	tok[1] = make_proof(a, rdmem_auth_nonce());
 	for (i = 0; i < 2; i++) {
-		memset(&d, 0, sizeof(d));
-		d.state = RDMEM_FRAME_MAGIC;
-		d.op = RDMEM_OP_AUTH;
-		d.val_len = sizeof(tok[i]);
-		d.req_id = (uint64_t)i + 1;
+		d = raw_tcp_desc(RDMEM_OP_AUTH, 0, sizeof(tok[i]), (uint64_t)i + 1);
 		rdmem_frame_put(frames + i * one, &d);
 		memcpy(frames + i * one + RDMEM_DESC_SIZE, &tok[i], sizeof(tok[i]));
 	}

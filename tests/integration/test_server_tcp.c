@@ -885,20 +885,6 @@ static int raw_connect(void)
 	return raw_tcp_connect("127.0.0.1", port, 5);
 }
 
-static struct rdmem_desc raw_desc(uint16_t op, uint16_t klen, uint32_t vlen, uint64_t id)
-{
-	struct rdmem_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.state = RDMEM_FRAME_MAGIC;
-	d.op = op;
-	d.path = RDMEM_PATH_TCP;
-	d.key_len = klen;
-	d.val_len = vlen;
-	d.req_id = id;
-	return d;
-}
-
 /* 1: the server closed the connection (EOF or reset) within the receive timeout. */
 static int closed_by_server(int fd)
 {
@@ -925,10 +911,10 @@ static void test_bad_input(void)
 	/* Unknown op: answered BAD_REQUEST, payload skipped, connection kept. */
 	fd = raw_connect();
 	REQUIRE(fd >= 0);
-	d = raw_desc(200, 0, 5, 41);
+	d = raw_tcp_desc(200, 0, 5, 41);
 	send(fd, &d, sizeof(d), 0);
 	send(fd, "xxxxx", 5, 0);
-	d = raw_desc(RDMEM_OP_PING, 0, 0, 42);
+	d = raw_tcp_desc(RDMEM_OP_PING, 0, 0, 42);
 	send(fd, &d, sizeof(d), 0);
 	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 41 &&
 	      rep.status == RDMEM_S_BAD_REQUEST);
@@ -937,21 +923,21 @@ static void test_bad_input(void)
 	/* Over the cap but drainable: TOO_BIG, and the connection goes on. */
 	junk = calloc(1, 2 * MIB);
 	REQUIRE(junk);
-	d = raw_desc(RDMEM_OP_KV_PUT, 4, 2 * MIB, 43);
+	d = raw_tcp_desc(RDMEM_OP_KV_PUT, 4, 2 * MIB, 43);
 	send(fd, &d, sizeof(d), 0);
 	send(fd, "junk", 4, 0);
 	CHECK(send(fd, junk, 2 * MIB, 0) == 2 * MIB);
 	free(junk);
 	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 43 &&
 	      rep.status == RDMEM_S_TOO_BIG);
-	d = raw_desc(RDMEM_OP_KV_GET, 4, 0, 44);
+	d = raw_tcp_desc(RDMEM_OP_KV_GET, 4, 0, 44);
 	send(fd, &d, sizeof(d), 0);
 	send(fd, "junk", 4, 0);
 	CHECK(raw_tcp_read_full(fd, &rep, sizeof(rep)) == 0 && rep.req_id == 44 &&
 	      rep.status == RDMEM_S_NOT_FOUND);
 
 	/* A 4 GiB length prefix: closed, nothing allocated for it. */
-	d = raw_desc(RDMEM_OP_KV_PUT, 1, UINT32_MAX, 45);
+	d = raw_tcp_desc(RDMEM_OP_KV_PUT, 1, UINT32_MAX, 45);
 	send(fd, &d, sizeof(d), 0);
 	CHECK(closed_by_server(fd));
 	close(fd);
@@ -966,7 +952,7 @@ static void test_bad_input(void)
 	/* A truncated frame, then the client vanishes. */
 	fd = raw_connect();
 	REQUIRE(fd >= 0);
-	d = raw_desc(RDMEM_OP_KV_PUT, 8, 1000, 46);
+	d = raw_tcp_desc(RDMEM_OP_KV_PUT, 8, 1000, 46);
 	send(fd, &d, 30, 0);
 	close(fd);
 	fd = raw_connect();
@@ -1007,7 +993,7 @@ static void test_back_pressure(void)
 
 	REQUIRE(fd >= 0 && body && rss0 > 0);
 	for (i = 0; i < N; i++) {
-		d = raw_desc(RDMEM_OP_LARGE_GET, 6, 0, 500 + (uint64_t)i);
+		d = raw_tcp_desc(RDMEM_OP_LARGE_GET, 6, 0, 500 + (uint64_t)i);
 		send(fd, &d, sizeof(d), 0);
 		send(fd, "big:1m", 6, 0);
 	}

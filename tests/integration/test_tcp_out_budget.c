@@ -81,11 +81,7 @@ static int holder_send(int n)
 
 	if (i >= FRAMES)
 		return 0;
-	memset(&d, 0, sizeof(d));
-	d.state = RDMEM_FRAME_MAGIC;
-	d.op = RDMEM_OP_ECHO;
-	d.val_len = VAL;
-	d.req_id = (uint64_t)i + 1;
+	d = raw_tcp_desc(RDMEM_OP_ECHO, 0, VAL, (uint64_t)i + 1);
 	rdmem_frame_put(frame, &d);
 	memset(frame + RDMEM_DESC_SIZE, fill_byte(n, i), VAL);
 	r = send(h->fd, frame + off, FRAME - off, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -257,11 +253,7 @@ static void test_stop_answers_frames_held_back(void)
 	for (i = 0; i < STOP_FRAMES; i++) {
 		struct rdmem_desc d;
 
-		memset(&d, 0, sizeof(d));
-		d.state = RDMEM_FRAME_MAGIC;
-		d.op = RDMEM_OP_LARGE_GET;
-		d.key_len = 8;
-		d.req_id = (uint64_t)i + 1;
+		d = raw_tcp_desc(RDMEM_OP_LARGE_GET, 8, 0, (uint64_t)i + 1);
 		rdmem_frame_put(req + len, &d);
 		memcpy(req + len + RDMEM_DESC_SIZE, "big:256k", 8);
 		len += RDMEM_DESC_SIZE + 8;
@@ -308,11 +300,7 @@ static int echo_big(int fd, uint32_t i, uint8_t *buf)
 {
 	struct rdmem_desc d;
 
-	memset(&d, 0, sizeof(d));
-	d.state = RDMEM_FRAME_MAGIC;
-	d.op = RDMEM_OP_ECHO;
-	d.val_len = BIG_VAL;
-	d.req_id = i;
+	d = raw_tcp_desc(RDMEM_OP_ECHO, 0, BIG_VAL, i);
 	rdmem_frame_put(buf, &d);
 	memset(buf + RDMEM_DESC_SIZE, (int)(i * 13 + 1), BIG_VAL);
 	if (send(fd, buf, RDMEM_DESC_SIZE + BIG_VAL, MSG_NOSIGNAL) != RDMEM_DESC_SIZE + BIG_VAL)

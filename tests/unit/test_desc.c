@@ -7,21 +7,13 @@
 #include "tcp/frame.h"
 #include "rdmem/wire.h"
 #include "tests/check.h"
+#include "tests/raw_tcp.h"
 
 #define CAP (1u << 20)
 
 static struct rdmem_desc req(uint16_t op, uint16_t klen, uint32_t vlen)
 {
-	struct rdmem_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.state = RDMEM_FRAME_MAGIC;
-	d.op = op;
-	d.path = RDMEM_PATH_TCP;
-	d.key_len = klen;
-	d.val_len = vlen;
-	d.req_id = 77;
-	return d;
+	return raw_tcp_desc(op, klen, vlen, 77);
 }
 
 static void test_desc_check(void)
