@@ -122,9 +122,12 @@ int rdmem_tcp_outbuf_reserve(struct outbuf *ob, size_t need);
 void rdmem_tcp_conn_kill(struct conn *c, const char *why);
 void rdmem_tcp_conn_maybe_free(struct conn *c);
 void rdmem_tcp_conn_close_after_flush(struct conn *c);
-/* Gives a receive buffer grown for large frames back (TCP_RBUF_MIN), when
- * what it holds fits; never with a recv into it in flight. */
+/* Gives a receive buffer grown for large frames back, down to what the bytes
+ * it holds need (TCP_RBUF_MIN, or the frame begun); never with a recv into
+ * it in flight. */
 void rdmem_tcp_conn_rbuf_shrink(struct conn *c);
+/* It holds more than those bytes need. */
+int rdmem_tcp_conn_rbuf_spare(const struct conn *c);
 /* Holds a buffer rdmem_tcp_conn_rest_trim would give back. */
 static inline int rdmem_tcp_conn_trimmable(const struct conn *c)
 {

@@ -168,35 +168,56 @@ static int conn_reject_tagged(struct conn *c, const struct rdmem_frame *f, const
  * 1 MiB values at 170 MB/s, later ones at 1.2 GB/s, once malloc's mmap
  * threshold had risen and the heap served them).
  */
-static int conn_fit_rbuf(struct conn *c)
+/* What the buffered bytes need: TCP_RBUF_MIN, what is there, or all of
+ * the frame begun at the start. */
+static size_t conn_rbuf_need(const struct conn *c)
 {
+	size_t need = RDMEM_MAX((size_t)TCP_RBUF_MIN, c->rlen);
 	struct rdmem_frame f;
-	uint8_t *p;
 
 	if (rdmem_frame_parse_tagged(c->rbuf, c->rlen, c->srv->cfg.max_value, conn_tag_len(c),
-				     &f) != RDMEM_FRAME_NEED ||
-	    f.len <= c->rcap)
-		return 0; /* else the header was seen and is valid: len is under the caps */
-	p = realloc(c->rbuf, f.len);
+				     &f) == RDMEM_FRAME_NEED &&
+	    f.len > need)
+		need = f.len; /* header seen and valid: len is under the caps */
+	return need;
+}
+
+static int conn_fit_rbuf(struct conn *c)
+{
+	size_t need = conn_rbuf_need(c);
+	uint8_t *p;
+
+	if (need <= c->rcap)
+		return 0;
+	p = realloc(c->rbuf, need);
 	if (!p)
 		return -ENOMEM;
 	c->rbuf = p;
-	c->rcap = f.len;
+	c->rcap = need;
 	rdmem_tcp_conn_account(c);
 	return 0;
 }
 
+int rdmem_tcp_conn_rbuf_spare(const struct conn *c)
+{
+	return c->rcap > conn_rbuf_need(c);
+}
+
+/* Never below what the bytes held need: a partial 1 MiB frame whose first
+ * 64 KiB were there had its buffer cut to exactly those, and the recv
+ * armed next had no room: the connection stalled until --tcp-idle-ms. */
 void rdmem_tcp_conn_rbuf_shrink(struct conn *c)
 {
+	size_t need = conn_rbuf_need(c);
 	uint8_t *p;
 
-	if (c->rcap <= TCP_RBUF_MIN || c->rlen > TCP_RBUF_MIN)
+	if (need >= c->rcap)
 		return;
-	p = realloc(c->rbuf, TCP_RBUF_MIN);
+	p = realloc(c->rbuf, need);
 	if (!p)
 		return; /* kept as it was */
 	c->rbuf = p;
-	c->rcap = TCP_RBUF_MIN;
+	c->rcap = need;
 	rdmem_tcp_conn_account(c);
 }
 

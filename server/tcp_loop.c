@@ -153,7 +153,7 @@ void rdmem_tcp_conn_rest_trim(struct conn *c, uint64_t now)
 		rdmem_tls_out_trim(c->tls, 0);
 	/* A recv in flight lands in rbuf (with TLS, in the session's buffer):
 	 * cancelled first, the buffer shrunk at its completion (conn_on_recv). */
-	if (c->recv_busy && !c->tls && c->rcap > TCP_RBUF_MIN)
+	if (c->recv_busy && !c->tls && rdmem_tcp_conn_rbuf_spare(c))
 		srv_cancel(c->srv, tcp_ud(c, UD_RECV));
 	else
 		rdmem_tcp_conn_rbuf_shrink(c);

@@ -294,16 +294,25 @@ static void test_stop_answers_frames_held_back(void)
  * against 1.2 GB/s), and gives it back once it rests, though its recv is
  * in flight (cancelled, then re-armed): then it still serves.
  */
-#define BIG_VAL (1u << 20)
+#define BIG_VAL		  (1u << 20)
+#define TCP_RBUF_MIN_TEST (64u << 10) /* the server's TCP_RBUF_MIN */
 
-static int echo_big(int fd, uint32_t i, uint8_t *buf)
+/* ECHO i of BIG_VAL bytes, its first `pause_at` bytes sent 1.5 s before
+ * the rest (0: at once); 0 when the reply comes back exact. */
+static int echo_big(int fd, uint32_t i, uint8_t *buf, size_t pause_at)
 {
+	const size_t len = RDMEM_DESC_SIZE + BIG_VAL;
 	struct rdmem_desc d;
 
 	d = raw_tcp_desc(RDMEM_OP_ECHO, 0, BIG_VAL, i);
 	rdmem_frame_put(buf, &d);
 	memset(buf + RDMEM_DESC_SIZE, (int)(i * 13 + 1), BIG_VAL);
-	if (send(fd, buf, RDMEM_DESC_SIZE + BIG_VAL, MSG_NOSIGNAL) != RDMEM_DESC_SIZE + BIG_VAL)
+	if (pause_at) {
+		if (send(fd, buf, pause_at, MSG_NOSIGNAL) != (ssize_t)pause_at)
+			return -1;
+		proc_sleep_ms(1500); /* the connection rests: its buffer is trimmed */
+	}
+	if (send(fd, buf + pause_at, len - pause_at, MSG_NOSIGNAL) != (ssize_t)(len - pause_at))
 		return -1;
 	memset(buf, 0, RDMEM_DESC_SIZE + BIG_VAL);
 	if (raw_tcp_read_full(fd, buf, RDMEM_DESC_SIZE + BIG_VAL) < 0)
@@ -329,17 +338,21 @@ static void test_receive_buffer_kept_then_given_back(void)
 	fd = raw_tcp_connect("127.0.0.1", e.port + 1, 10);
 	REQUIRE(fd >= 0);
 	for (i = 1; i <= 8; i++)
-		ok += echo_big(fd, (uint32_t)i, buf) == 0;
+		ok += echo_big(fd, (uint32_t)i, buf, 0) == 0;
 	busy = stat_num(&e, "tcp.in_held_bytes"); /* within 1 s of the last frame */
 	for (i = 0; i < 60 && (rest = stat_num(&e, "tcp.in_held_bytes")) > 256 << 10; i++)
 		proc_sleep_ms(50);
-	ok += echo_big(fd, 9, buf) == 0; /* the recv the trim cancelled was re-armed */
+	ok += echo_big(fd, 9, buf, 0) == 0; /* the recv the trim cancelled was re-armed */
+	/* Resting with exactly 64 KiB of a 1 MiB frame (the review's case: the
+	 * buffer was cut to those bytes and no recv had room), or fewer. */
+	ok += echo_big(fd, 10, buf, TCP_RBUF_MIN_TEST) == 0;
+	ok += echo_big(fd, 11, buf, 100) == 0;
 	printf("# receive buffers: %lld KiB while 1 MiB frames came, %lld KiB at rest; "
-	       "%d of 9 echoes exact\n",
+	       "%d of 11 echoes exact (two rested mid-frame)\n",
 	       busy / 1024, rest / 1024, ok);
 	CHECK(busy >= (long long)BIG_VAL);
 	CHECK(rest >= 0 && rest <= 256 << 10); /* ours and the STATS connection's, 64 KiB each */
-	CHECK_EQ(ok, 9);
+	CHECK_EQ(ok, 11);
 	close(fd);
 	e2e_fini(&e);
 }
