@@ -40,7 +40,7 @@ mutations=(
 	"tcp-out-budget-ignored|server/tcp_loop.c|s/return c->srv->out_held > c->srv->cfg.out_budget \? TCP_OUT_LOW : TCP_OUT_HIGH;/return TCP_OUT_HIGH;/|test_tcp_out_budget"
 	"tcp-out-held-leaks|server/tcp_loop.c|s/\ts->out_held -= c->held;\n//|test_tcp_out_budget"
 	"tcp-out-low-always|server/tcp_loop.c|s/return c->srv->out_held > c->srv->cfg.out_budget \? TCP_OUT_LOW : TCP_OUT_HIGH;/return TCP_OUT_LOW;/|test_tcp_out_budget"
-	"tcp-out-held-never-shrinks|server/tcp_loop.c|s/\tif \(held == c->held\)\n/\tif (held <= c->held)\n/|test_tcp_out_budget"
+	"tcp-out-held-never-shrinks|server/tcp_loop.c|s/\ts->out_held = s->out_held - c->held \+ held;\n\tc->held = held;/\tif (held > c->held) {\n\t\ts->out_held = s->out_held - c->held + held;\n\t\tc->held = held;\n\t}/|test_tcp_out_budget"
 	"tcp-rest-trim-off|server/tcp_loop.c|s/\tc->trimmed_at_ns = c->last_ns;\n\toutbuf_trim\(&c->out\[0\], 0\);/\tc->trimmed_at_ns = c->last_ns;\n\treturn;\n\toutbuf_trim(\&c->out[0], 0);/|test_tcp_out_budget"
 	"tcp-stop-drops-held-frames|server/tcp_loop.c|s/if \(!c->refused && c->rlen &&/if (!c->closing \&\& c->rlen \&\&/|test_tcp_out_budget"
 	"tcp-refused-auth-read-on|server/tcp_admit.c|s/rdmem_tcp_conn_refuse\(c\);\n\treturn ret;/rdmem_tcp_conn_close_after_flush(c);\n\treturn ret;/|test_secret"
