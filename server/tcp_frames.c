@@ -159,15 +159,6 @@ static int conn_reject_tagged(struct conn *c, const struct rdmem_frame *f, const
 	return c->drain ? 0 : conn_reject_end(c);
 }
 
-/*
- * Makes room for the frame at the buffer start. Only after new bytes came,
- * so no recv is in flight into the buffer moved. A grown buffer is kept
- * while large frames come and given back once the connection rests
- * (rdmem_tcp_conn_rbuf_shrink): shrunk after each one, every 1 MiB frame
- * faulted its pages in afresh (a fresh server's first connection echoed
- * 1 MiB values at 170 MB/s, later ones at 1.2 GB/s, once malloc's mmap
- * threshold had risen and the heap served them).
- */
 /* What the buffered bytes need: TCP_RBUF_MIN, what is there, or all of
  * the frame begun at the start. */
 static size_t conn_rbuf_need(const struct conn *c)
@@ -182,6 +173,17 @@ static size_t conn_rbuf_need(const struct conn *c)
 	return need;
 }
 
+/*
+ * Makes room for the frame at the buffer start. It grows only for a header
+ * not seen before: after a recv completed, or after frames held back were
+ * served (none is armed while they wait), so never with a recv in flight
+ * into the buffer it moves. A grown buffer is kept
+ * while large frames come and given back once the connection rests
+ * (rdmem_tcp_conn_rbuf_shrink): shrunk after each one, every 1 MiB frame
+ * faulted its pages in afresh (a fresh server's first connection echoed
+ * 1 MiB values at 170 MB/s, later ones at 1.2 GB/s, once malloc's mmap
+ * threshold had risen and the heap served them).
+ */
 static int conn_fit_rbuf(struct conn *c)
 {
 	size_t need = conn_rbuf_need(c);
