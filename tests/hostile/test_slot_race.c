@@ -13,6 +13,9 @@
  *   - a PUT whose key flips between two keys of one length: deleting both
  *     leaves the store as it was (no entry stored under one key's hash and
  *     the other's bytes, which no lookup and no DEL reaches).
+ * A race kills a server that reads a value in place only when the flip
+ * lands between its check and its use; which ops are served in place is
+ * checked without a race too (test_parsed_values_are_copied).
  * Each race runs RACE_MS and at least RACE_CALLS calls; before the fix the
  * first two failed within a few hundred calls (a review's reproducers: the
  * worker died at call 9, a file was written outside the directory at call
@@ -34,6 +37,7 @@
 #include "raw_peer.h"
 #include "rdmem/blob.h"
 #include "rdmem/content.h"
+#include "server/service.h"
 
 #define RACE_MS 1500
 /* A race goes on past RACE_MS until it made RACE_CALLS calls (a loaded CI
@@ -297,6 +301,23 @@ static void test_put_key_flip(void)
 	raw_peer_close(&p);
 }
 
+/*
+ * What the races above prove only when the worker's check and its second
+ * read interleave with a flip (a loaded host may not interleave them in a
+ * whole race): every op that parses its value gets a copy the peer cannot
+ * rewrite. Only PUT (stores its value) and ECHO (returns it) read the value
+ * once as opaque bytes and may serve it from the slot
+ * (rdmem_service_value_opaque, server/service.h).
+ */
+static void test_parsed_values_are_copied(void)
+{
+	uint16_t op;
+
+	for (op = RDMEM_OP_PING; op < RDMEM_OP__COUNT; op++)
+		CHECK_EQ(rdmem_service_value_opaque(op),
+			 op == RDMEM_OP_KV_PUT || op == RDMEM_OP_ECHO);
+}
+
 /* Each race has a server of its own: one that died in a race leaves the
  * next race a fresh one to prove itself against. */
 static void run_race(const char *name, void (*race)(void))
@@ -323,6 +344,7 @@ int main(void)
 		printf("not ok - make %s/img: %s\n", dir, strerror(errno));
 		return 1;
 	}
+	RUN(test_parsed_values_are_copied);
 	run_race("test_mget_offset_flip", test_mget_offset_flip);
 	run_race("test_image_name_flip", test_image_name_flip);
 	run_race("test_put_key_flip", test_put_key_flip);
