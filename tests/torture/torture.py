@@ -42,7 +42,11 @@ VERBS = None  # dict(addr=..., src=...) or None: the shm fabric
 # takes seconds): the harness's own waits scale by SLOW (4 over verbs).
 SLOW = 1
 VERBS_SEG_CAP = 64 << 20  # an agent's front-door segment
-VERBS_REG_CAP = 16 << 20  # a server ring (slots x slot bytes), an agent ring (slots x resp bytes)
+# A server ring (slots x slot bytes), the server's reply staging (slots x
+# stage bytes: 2,251 x 1 MiB pinned 2.2 GiB a session in the VM's 2 GiB,
+# whose registration outlasted the agents' connect timeout), an agent ring
+# (slots x resp bytes).
+VERBS_REG_CAP = 16 << 20
 VERBS_CAPS = {("s", "--objpool-slabs"): 256, ("s", "--max-value"): F.MI,
               ("a", "--max-value"): F.MI, ("s", "--max-sessions"): 16,
               ("s", "--workers"): 4, ("s", "--max-image"): 4 * F.MI}
@@ -162,10 +166,11 @@ def verbs_draw(c, seed):
             d[flag] = min(d[flag], cap)
         elif flag == "--max-sessions":
             d[flag] = cap  # the default (64) would let restarts pile up pinned leases
-    for d, stride in ((sf, "--slot-bytes"), (af, "--resp-bytes")):
-        dflt = F.SERVER[stride]["default"] if d is sf else F.AGENT[stride]["default"]
+    for d, strides in ((sf, ("--slot-bytes", "--stage-bytes")), (af, ("--resp-bytes",))):
+        table = F.SERVER if d is sf else F.AGENT
+        stride = max(d.get(f, table[f]["default"]) for f in strides)
         slots = d.get("--ring-slots", 256)
-        while slots > 1 and slots * d.get(stride, dflt) > VERBS_REG_CAP:
+        while slots > 1 and slots * stride > VERBS_REG_CAP:
             slots //= 2
         if slots != d.get("--ring-slots", 256):
             d["--ring-slots"] = slots
