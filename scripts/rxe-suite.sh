@@ -17,7 +17,8 @@
 #                  test_link_cycles (100 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
-#                  then server, under a low `ulimit -l`), many_sessions (256, the
+#                  then server, under a low `ulimit -l`), lease_fits (a session
+#                  lease past the VM's memory refused at start), many_sessions (256, the
 #                  device's resource table against the server's gauges;
 #                  grouped, so the turn word is written over verbs),
 #                  session_flood (a hog holding sessions that never send),
@@ -40,7 +41,7 @@ set -u
 BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
-CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget inline_calls rdma_server clients link_cycles
+CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget inline_calls rdma_server lease_fits clients link_cycles
  rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
  group_yield mw torture"
 export RDMEM_BIN=$BIN
@@ -498,6 +499,21 @@ check_memlock_server() {
 	grep -h 'error' "$slog" | tail -n +2 | head -3 | sed 's/^/#   memlock_server (server): /'
 	kill "$AGENT_PID" "$spid" 2>/dev/null
 	wait 2>/dev/null
+}
+
+# A session's lease is pinned whole: one larger than the VM's 2 GiB
+# (--ring-slots 4096 x --stage-bytes 1 MiB of replies alone is 4 GiB) can
+# never register, and trying stalled every connect. Refused at start, with
+# the flags named.
+check_lease_fits() {
+	local slog=/tmp/rxe-lease-fits.log rc
+	timeout -k 5 60 "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p 7485 --no-tcp --fabric verbs \
+		--ring-slots 4096 --stage-bytes 1048576 >"$slog" 2>&1
+	rc=$?
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q 'no session could ever register' "$slog" &&
+		grep -q -- '--stage-bytes' "$slog"
+	status_line lease_fits $? "a lease past the VM's memory is refused at start (exit $rc)"
+	grep 'pins' "$slog" | sed 's/^/#   lease_fits: /'
 }
 
 # The RDMA listener against a session flood over real verbs. A hog takes 8

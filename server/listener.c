@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fabric/dataplane.h"
+#include "rdmem/memlimit.h"
 #include "rdmem/netaddr.h"
 #include "rdmem/util.h"
 #include "server/pool.h"
@@ -337,6 +338,32 @@ static void rdmem_listener_memlock_check(const struct rdmem_rdma_config *c)
 		  (unsigned long long)fit, c->max_sessions);
 }
 
+/*
+ * A session pins its whole lease when it registers. One larger than the
+ * memory this process may use can never register, and each try first
+ * pushes the machine into reclaim for seconds, the listener stuck in it:
+ * in a 2 GiB VM, 2,251 ring slots x a 1 MiB stage (2.2 GiB a session)
+ * outlasted every agent's connect timeout. Refused at start instead.
+ */
+static int rdmem_listener_lease_fits(const struct rdmem_rdma_config *c)
+{
+	struct rdmem_pool_config pc = rdmem_session_pool_config(c, 1);
+	uint64_t lease = rdmem_pool_lease_size(&pc), mem;
+	const char *whose;
+
+	if (c->fabric != RDMEM_FAB_VERBS)
+		return 0; /* nothing pinned: the shm fabric maps, the kernel pages in */
+	if (lease <= (mem = rdmem_mem_limit(&whose)))
+		return 0;
+	rdmem_err("rdma: each session pins %llu MiB (--ring-slots %u x --slot-bytes %u of "
+		  "requests, --ring-slots x --stage-bytes %u of replies, --objpool-slabs %u of "
+		  "objects), more than %s (%llu MiB): no session could ever register. Lower "
+		  "--ring-slots, --stage-bytes, --slot-bytes or --objpool-slabs",
+		  (unsigned long long)(lease >> 20), c->ring_slots, c->slot_bytes, c->stage_bytes,
+		  c->objpool_slabs, whose, (unsigned long long)(mem >> 20));
+	return -EINVAL;
+}
+
 int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_service *svc,
 			      struct rdmem_listener_thread **out)
 {
@@ -347,6 +374,11 @@ int rdmem_rdma_listener_start(const struct rdmem_rdma_config *cfg, struct rdmem_
 		return -ENOMEM;
 	lt->cfg = cfg;
 	lt->svc = svc;
+	lt->stop_efd = -1;
+	if ((ret = rdmem_listener_lease_fits(cfg)) < 0) {
+		rdmem_listener_free(lt);
+		return ret;
+	}
 	rdmem_listener_memlock_check(cfg);
 	lt->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ret = lt->stop_efd < 0 ? -errno
