@@ -17,6 +17,7 @@
 # survived" line each, a table, and "N passed, N failed". Exits 1 unless
 # every mutation was killed.
 set -u
+unset mutant # set per mutant run only (run_for)
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 per_test_timeout=${RDMEM_MUTATE_TIMEOUT:-90}
@@ -29,6 +30,7 @@ per_test_timeout=${RDMEM_MUTATE_TIMEOUT:-90}
 mutations=(
 	"bounds-payload|server/session.c|s/rdmem_desc_payload_len\(req\) > area - req->data_off/rdmem_desc_payload_len(req) > area/|test_rdma_server"
 	"request-read-in-place|server/session.c|s/\tif \(rdmem_session_snapshot\(s, &req, &call\) < 0\) \{/\tcall.key = s->req + req.data_off;\n\tcall.val = call.key + req.key_len;\n\tif (0 \&\& rdmem_session_snapshot(s, &req, &call) < 0) {/|test_slot_race"
+	"lease-fits-ignored|server/listener.c|s/\tif \(\(ret = rdmem_listener_lease_fits\(cfg\)\) < 0\) \{/\tif (0 \&\& (ret = rdmem_listener_lease_fits(cfg)) < 0) {/|test_flags"
 	"value-opaque-all|server/service.h|s/return op == RDMEM_OP_KV_PUT \S\S op == RDMEM_OP_ECHO;/return op != 0;/|test_slot_race"
 	"ring-full-waits|libclient/call.c|s/\t\tif \(call_mark_no_entry\(a, s\) == 0\)/\t\tif (0 \&\& call_mark_no_entry(a, s) == 0)/|test_ring_hostile"
 	"image-done-kept|server/image.c|s/return \(u = img_oldest_done\(st\)\) \? u : img_stalled\(st, now\);/return (u = 0 ? img_oldest_done(st) : NULL) ? u : img_stalled(st, now);/|test_image"
@@ -172,7 +174,7 @@ build_for() { # TESTS...
 		case $t in tsan:* | asan:*) build_san "$t" >>build.log 2>&1 || return 1 ;; esac
 	done
 }
-run_for() { # TESTS... ; 0 when they all pass (FAIL_FAST=1: stop at the first failed case)
+run_for() { # TESTS... ; 0 when they all pass (mutant=1: stop at the first failed case)
 	local t progs=()
 	for t in "$@"; do
 		case $t in
@@ -181,7 +183,7 @@ run_for() { # TESTS... ; 0 when they all pass (FAIL_FAST=1: stop at the first fa
 		esac
 	done
 	RDMEM_BIN=$work/build RDMEM_TEST_TIMEOUT=$per_test_timeout \
-		env ${FAIL_FAST:+RDMEM_TEST_FAIL_FAST=1} scripts/run-tests.sh "${progs[@]}" >run.log 2>&1
+		env ${mutant:+RDMEM_TEST_FAIL_FAST=1} scripts/run-tests.sh "${progs[@]}" >run.log 2>&1
 }
 
 all_tests=()
@@ -227,7 +229,7 @@ for m in "${mutations[@]}"; do
 		verdict="no-build"
 		echo "not ok - mutation $name: the mutated tree does not build"
 		tail -5 build.log | sed 's/^/#   /'
-	elif FAIL_FAST=1 run_for "${ts[@]}"; then
+	elif mutant=1 run_for "${ts[@]}"; then
 		verdict="SURVIVED"
 		echo "not ok - mutation $name ($file): survived $tests"
 	else

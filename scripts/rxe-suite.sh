@@ -501,17 +501,19 @@ check_memlock_server() {
 	wait 2>/dev/null
 }
 
-# A session's lease is pinned whole: one larger than the VM's 2 GiB
-# (--ring-slots 4096 x --stage-bytes 1 MiB of replies alone is 4 GiB) can
-# never register, and trying stalled every connect. Refused at start, with
-# the flags named.
+# A session's lease is pinned whole: one larger than the VM's memory can
+# never register, and trying stalled every connect (a 2.2 GiB lease in the
+# 2 GiB VM). Refused at start, with the flags named. The lease here (~0.5
+# TiB: 65,536 slabs with 8,192 objects of 64 MiB, 4,096 slots of 1 MiB
+# requests and 1 MiB replies) is past any VM's RDMEM_RXE_MEM.
 check_lease_fits() {
 	local slog=/tmp/rxe-lease-fits.log rc
 	timeout -k 5 60 "$BIN/rdmem-server" -b "$RXE_DUMMY_IP" -p 7485 --no-tcp --fabric verbs \
-		--ring-slots 4096 --stage-bytes 1048576 >"$slog" 2>&1
+		--ring-slots 4096 --slot-bytes 1048576 --stage-bytes 1048576 --objpool-slabs 65536 \
+		--max-value 64m >"$slog" 2>&1
 	rc=$?
 	[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q 'no session could ever register' "$slog" &&
-		grep -q -- '--stage-bytes' "$slog"
+		grep -q -- '--stage-bytes 1048576; objects [0-9]* MiB: --objpool-slabs 65536, --max-value 67108864' "$slog"
 	status_line lease_fits $? "a lease past the VM's memory is refused at start (exit $rc)"
 	grep 'pins' "$slog" | sed 's/^/#   lease_fits: /'
 }

@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include "fabric/dataplane.h"
+#include "rdmem/layout.h"
 #include "rdmem/memlimit.h"
 #include "rdmem/netaddr.h"
 #include "rdmem/util.h"
+#include "server/objpool.h"
 #include "server/pool.h"
 #include "server/share.h"
 #include "server/worker.h"
@@ -355,12 +357,17 @@ static int rdmem_listener_lease_fits(const struct rdmem_rdma_config *c)
 		return 0; /* nothing pinned: the shm fabric maps, the kernel pages in */
 	if (lease <= (mem = rdmem_mem_limit(&whose)))
 		return 0;
-	rdmem_err("rdma: each session pins %llu MiB (--ring-slots %u x --slot-bytes %u of "
-		  "requests, --ring-slots x --stage-bytes %u of replies, --objpool-slabs %u of "
-		  "objects), more than %s (%llu MiB): no session could ever register. Lower "
-		  "--ring-slots, --stage-bytes, --slot-bytes or --objpool-slabs",
-		  (unsigned long long)(lease >> 20), c->ring_slots, c->slot_bytes, c->stage_bytes,
-		  c->objpool_slabs, whose, (unsigned long long)(mem >> 20));
+	/* Each area by the flags that size it (server/pool.c's geometry). */
+	rdmem_err("rdma: each session pins %llu MiB (requests %llu MiB: --ring-slots %u x "
+		  "--slot-bytes %u; replies %llu MiB: --ring-slots x --stage-bytes %u; objects "
+		  "%llu MiB: --objpool-slabs %u, --max-value %u), more than %s (%llu MiB): no "
+		  "session could ever register. Lower the largest; the server does not start",
+		  (unsigned long long)(lease >> 20),
+		  (unsigned long long)(c->ring_slots * rdmem_slot_stride(c->slot_bytes) >> 20),
+		  c->ring_slots, c->slot_bytes,
+		  (unsigned long long)(c->ring_slots * rdmem_slot_stride(c->stage_bytes) >> 20),
+		  c->stage_bytes, (unsigned long long)(rdmem_objpool_area_bytes(&pc.obj) >> 20),
+		  c->objpool_slabs, c->max_value, whose, (unsigned long long)(mem >> 20));
 	return -EINVAL;
 }
 

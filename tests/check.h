@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check_case_failed;
 static int check_cases_failed;
@@ -56,6 +57,16 @@ static inline void check_fold_outside(void)
 	check_case_failed = 0;
 }
 
+/* RDMEM_TEST_FAIL_FAST=1 (not empty, not 0): exit after the first failed
+ * case. Its stderr lines may be lost where a test pipes stderr through a
+ * thread of its own (test_ring_hostile, test_client_cutoff). */
+static inline int check_fail_fast(void)
+{
+	const char *v = getenv("RDMEM_TEST_FAIL_FAST");
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
 static inline void check_run(const char *name, void (*fn)(void))
 {
 	check_fold_outside();
@@ -72,8 +83,10 @@ static inline void check_run(const char *name, void (*fn)(void))
 	fflush(stdout);
 	/* scripts/mutate.sh needs one failed case, not the rest: the children
 	 * a test started (tests/proc.h) get SIGTERM when it exits. */
-	if (check_case_failed && getenv("RDMEM_TEST_FAIL_FAST"))
+	if (check_case_failed && check_fail_fast()) {
+		fflush(stderr);
 		exit(1);
+	}
 	check_cases_failed += check_case_failed;
 	check_case_failed = 0;
 }

@@ -291,6 +291,34 @@ static void test_flag_limits_named(void)
 	}
 }
 
+/*
+ * Over verbs a session pins its whole lease: one larger than the machine
+ * (here ~526 GiB: 65,536 slabs with 8,192 objects of 64 MiB) could never
+ * register, so the server refuses to start, naming each area's flags. The
+ * check runs before any RDMA device is opened: it holds on a host without one.
+ */
+static void test_lease_past_memory_refused(void)
+{
+	char cmd[2048], log[] = "/tmp/rdmem-lease-XXXXXX";
+	unsigned base = proc_free_port_pair();
+	int fd = mkstemp(log);
+
+	REQUIRE(base && fd >= 0);
+	close(fd);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/rdmem-server -b 127.0.0.1 -p %u --tcp-port %u --fabric verbs --ring-slots 4096 "
+	    "--slot-bytes 1m --stage-bytes 1m --objpool-slabs 65536 --max-value 64m >%s 2>&1; "
+	    "[ $? -eq 1 ] && grep -q 'no session could ever register' %s && "
+	    "grep -q -- 'objects [0-9]* MiB: --objpool-slabs 65536, --max-value 67108864' %s",
+	    proc_bin(), base, base + 1, log, log, log);
+	CHECK_EQ(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "sed 's/^/#   /' %s", log);
+	if (system(cmd) != 0)
+		printf("# could not show %s\n", log);
+	unlink(log);
+}
+
 /* --shm-group: the segment belongs to that group, mode 0660. */
 static void test_shm_group(void)
 {
@@ -419,6 +447,7 @@ int main(void)
 	RUN(test_no_image_dir);
 	RUN(test_agent_thresholds);
 	RUN(test_flag_limits_named);
+	RUN(test_lease_past_memory_refused);
 	RUN(test_shm_group);
 	RUN(test_simulate_at_start);
 	RUN(test_bind_any_warns);
