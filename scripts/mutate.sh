@@ -6,11 +6,12 @@
 # substitution of a known bug, rebuilds what it touches, runs its small
 # fixed set of relevant tests (each stops at its first failed case:
 # RDMEM_TEST_FAIL_FAST, tests/check.h), and puts the file back. A mutation
-# the tests do not fail "survived": that is a missing test. A mutation whose text no
-# longer matches the source fails too (update it here with the code).
+# the tests do not fail "survived": that is a missing test. A mutation whose
+# text no longer matches the source fails too (update it here with the code).
 #
 #   scripts/mutate.sh            every mutation (CI: 92 took 1,023 s on 2 vCPUs
-#                                before fail-fast; each one's time is tabled)
+#                                before fail-fast, 772 s after; each one's
+#                                time is tabled)
 #   scripts/mutate.sh NAME...    only these
 #
 # Prints one "ok - mutation NAME: killed by ..." / "not ok - mutation NAME:
