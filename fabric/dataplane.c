@@ -55,13 +55,27 @@ static int rdmem_dp_pieces(const struct rdmem_dp_msg *m, uint32_t desc_lkey)
 	return probe.nsge - 1;
 }
 
+/* Clears a WR's header; its gather list is read only up to nsge, so the
+ * entries past it are left as they are (zeroing the whole WR, 16 entries,
+ * cost ~23 instructions a message). */
+static void rdmem_dp_reset(struct rdmem_wr *wr)
+{
+	wr->wr_id = 0;
+	wr->op = 0;
+	wr->flags = 0;
+	wr->nsge = 0;
+	wr->imm = 0;
+	wr->remote_addr = 0;
+	wr->rkey = 0;
+}
+
 int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rdmem_wr *wr)
 {
 	uint32_t inl = rdmem_fab_max_inline(c), max_sge = rdmem_fab_max_send_sge(c);
 	struct rdmem_sge desc = { (uintptr_t)m->desc, RDMEM_DESC_SIZE, m->desc_lkey };
 	int n = 0, i;
 
-	memset(wr, 0, sizeof(*wr));
+	rdmem_dp_reset(wr);
 	m->desc->state = RDMEM_RING_READY;
 	/* The staging copy goes out as wire bytes; a NIC reads it after we post. */
 	rdmem_desc_to_wire(m->desc);
@@ -71,7 +85,7 @@ int rdmem_dp_build(struct rdmem_conn *c, const struct rdmem_dp_msg *m, struct rd
 	if (1 + m->npayload > (int)max_sge && 1 + rdmem_dp_pieces(m, m->desc_lkey) > (int)max_sge) {
 		/* Too many pieces for one gather list: the payload first, on
 		 * its own, and the descriptor after it (RC keeps the order). */
-		memset(&wr[1], 0, sizeof(wr[1]));
+		rdmem_dp_reset(&wr[1]);
 		for (i = 0; i < m->npayload; i++)
 			rdmem_dp_gather(&wr[n], &m->payload[i]);
 		rdmem_dp_write(&wr[n++], RDMEM_WR_WRITE, m->slot_addr + RDMEM_DESC_SIZE, m->rkey,

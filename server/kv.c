@@ -390,15 +390,14 @@ static int kv_read_one(struct rdmem_kv *kv, const struct rdmem_kv_key *key,
 	return ret;
 }
 
-int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t n,
-		  struct rdmem_kv_ref *refs, rdmem_kv_read_fn fn, void *ctx)
+/* Many keys (an MGET): every shard involved locked at once, in order. */
+static int kv_read_many(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t n,
+			struct rdmem_kv_ref *refs, rdmem_kv_read_fn fn, void *ctx)
 {
 	uint64_t set[KV_MAX_SHARDS / 64] = { 0 };
 	uint32_t i;
 	int ret;
 
-	if (n == 1)
-		return kv_key_ok(keys[0].len) ? kv_read_one(kv, keys, refs, fn, ctx) : -EINVAL;
 	for (i = 0; i < n; i++) {
 		unsigned sh;
 
@@ -419,6 +418,16 @@ int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t
 	ret = fn(ctx, refs, n);
 	kv_lock_set(kv, set, 0);
 	return ret;
+}
+
+/* A GET does not pay for an MGET's shard set (zeroing it alone cost 21
+ * instructions a call). */
+int rdmem_kv_read(struct rdmem_kv *kv, const struct rdmem_kv_key *keys, uint32_t n,
+		  struct rdmem_kv_ref *refs, rdmem_kv_read_fn fn, void *ctx)
+{
+	if (n == 1)
+		return kv_key_ok(keys[0].len) ? kv_read_one(kv, keys, refs, fn, ctx) : -EINVAL;
+	return kv_read_many(kv, keys, n, refs, fn, ctx);
 }
 
 void rdmem_kv_limit_usage(struct rdmem_kv *kv, uint64_t *max_bytes, uint64_t *charged,
