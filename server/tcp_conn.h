@@ -144,7 +144,7 @@ int rdmem_tcp_conn_reply_status(struct conn *c, const struct rdmem_desc *req, ui
  * left: c->yielded); returns -1 when the connection closes. */
 int rdmem_tcp_conn_process(struct conn *c);
 void rdmem_tcp_conn_set_yielded(struct conn *c, int yielded);
-/* TCP_TURN_NS passed since start (never while the server stops). */
+/* TCP_TURN_NS passed since start; while the server stops, its drain deadline. */
 int rdmem_tcp_conn_turn_over(const struct conn *c, uint64_t start);
 /* Ends c's turn with frames (or TLS records) left: the loop comes back to it. */
 void rdmem_tcp_conn_end_turn(struct conn *c);

@@ -239,12 +239,20 @@ void rdmem_tcp_conn_end_turn(struct conn *c)
 /*
  * The turn is over: TCP_TURN_NS since start, looked at after every frame
  * (a vDSO clock read, ~20 ns, against microseconds a frame: eight MGETs of
- * 4,096 keys between looks would run milliseconds). Never while the server
- * stops: then every frame received is answered before the connection closes.
+ * 4,096 keys between looks would run milliseconds). While the server stops,
+ * every frame received is answered before the connection closes, so the
+ * turn goes on, but only until the stop's drain deadline: then the sweep
+ * closes what is left. Before, a stop with thousands of connections each
+ * holding a buffer of 4,096-key MGETs served them all, seconds past the
+ * deadline and past the loop's own last look at the clock.
  */
 int rdmem_tcp_conn_turn_over(const struct conn *c, uint64_t start)
 {
-	return !c->srv->stopping && rdmem_now_ns() - start >= TCP_TURN_NS;
+	uint64_t now = rdmem_now_ns();
+
+	if (c->srv->stopping)
+		return now > c->srv->stop_deadline_ns;
+	return now - start >= TCP_TURN_NS;
 }
 
 /*
@@ -271,7 +279,8 @@ int rdmem_tcp_conn_process(struct conn *c)
 		size_t avail = c->rlen - pos;
 		enum rdmem_frame_kind k;
 
-		if (frames && rdmem_tcp_conn_turn_over(c, start)) {
+		/* A stop past its deadline serves not even a first frame. */
+		if ((frames || c->srv->stopping) && rdmem_tcp_conn_turn_over(c, start)) {
 			rdmem_tcp_conn_end_turn(c);
 			break;
 		}
