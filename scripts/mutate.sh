@@ -48,6 +48,8 @@ mutations=(
 	"tcp-out-held-never-shrinks|server/tcp_loop.c|s/\ts->out_held = s->out_held - c->held \+ held;\n\tc->held = held;/\tif (held > c->held) {\n\t\ts->out_held = s->out_held - c->held + held;\n\t\tc->held = held;\n\t}/|test_tcp_out_budget"
 	"tcp-rest-trim-off|server/tcp_loop.c|s/\tc->trimmed_at_ns = c->last_ns;\n\toutbuf_trim\(&c->out\[0\], 0\);/\tc->trimmed_at_ns = c->last_ns;\n\treturn;\n\toutbuf_trim(\&c->out[0], 0);/|test_tcp_out_budget"
 	"tcp-stop-drops-held-frames|server/tcp_loop.c|s/if \(!c->refused && c->rlen &&/if (!c->closing \&\& c->rlen \&\&/|test_tcp_out_budget"
+	"image-part-follows-links|server/image.c|s/const int flags = O_WRONLY \x7c O_CREAT \x7c O_EXCL \x7c O_NOFOLLOW \x7c O_CLOEXEC;/const int flags = O_WRONLY \x7c O_CREAT \x7c O_TRUNC \x7c O_CLOEXEC;/|test_image"
+	"image-dir-unchecked|server/image.c|s/\tstruct stat sb;\n\n\tif \(fstat\(dirfd, &sb\) < 0\) \{/\tstruct stat sb;\n\n\treturn 0;\n\tif (fstat(dirfd, \&sb) < 0) {/|test_image"
 	"take-flood-not-struck|agent/frontdoor_ring.c|s/\t\trdmem_frontdoor_strike\(fd, c, \x22a take request with no slot marked\x22, 1\);/\t\t(void)0;/|test_ring_hostile"
 	"take-credit-ignored|agent/frontdoor_ring.c|s/\telse if \(cl->take_credit\)\n\t\tcl->take_credit--;\n//|test_ring_hostile"
 	"tcp-stop-turn-unbounded|server/tcp_frames.c|s/\t\treturn now > c->srv->stop_deadline_ns;/\t\treturn 0;/|test_tcp_turn"

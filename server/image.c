@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rdmem/content.h"
@@ -248,6 +249,23 @@ static void img_take_record(struct rdmem_image_store *st, struct upload *u)
 static int img_apply(struct rdmem_image_store *st, struct upload *u,
 		     const struct rdmem_image_chunk *c, uint64_t now, struct rdmem_image_ack *ack);
 
+/*
+ * A new temp file, never an existing name: O_EXCL | O_NOFOLLOW write through
+ * nothing another process put there (a symlink planted at a name the peer
+ * chose the id of made the server truncate and write its target, as root).
+ * A name already there (a leftover, or a plant) is removed, the link itself
+ * and not what it points to, and the create tried once more.
+ */
+static int img_create_part(struct rdmem_image_store *st, const char *tmp)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(st->dirfd, tmp, flags, 0644);
+
+	if (fd < 0 && errno == EEXIST && unlinkat(st->dirfd, tmp, 0) == 0)
+		fd = openat(st->dirfd, tmp, flags, 0644);
+	return fd;
+}
+
 /* Opens the file of a new upload into u (no record yet: img_chunk_locked). */
 static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chunk *c, uint64_t now,
 		     struct upload *u)
@@ -261,7 +279,7 @@ static int img_start(struct rdmem_image_store *st, const struct rdmem_image_chun
 		return -E2BIG;
 	snprintf(tmp, sizeof(tmp), ".%.*s.%" PRIu64 ".part", (int)c->name_len,
 		 (const char *)c->name, c->upload_id);
-	fd = openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = img_create_part(st, tmp);
 	if (fd < 0) {
 		int err = -errno;
 
@@ -566,6 +584,38 @@ static void img_sweep_stale(struct rdmem_image_store *st)
 	closedir(d);
 }
 
+/*
+ * The directory is ours alone: owned by us or root, writable by neither its
+ * group nor others. Anyone else who can write there can plant the names the
+ * server writes or renames onto, or swap a committed file for a symlink
+ * before the hook (run as the server's user) or a viewer opens it.
+ */
+static int img_dir_private(int dirfd, const char *dir)
+{
+	struct stat sb;
+
+	if (fstat(dirfd, &sb) < 0) {
+		int err = errno;
+
+		rdmem_err("image: --image-dir %s: fstat: %s", dir, strerror(err));
+		return -err;
+	}
+	if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+		rdmem_err("image: --image-dir %s is owned by uid %u, not by this server's user "
+			  "(uid %u) or root: refused",
+			  dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+		rdmem_err("image: --image-dir %s is writable by its group or others (mode %04o): "
+			  "another user could plant the names uploads are written to or swap "
+			  "a stored image before the hook runs; refused (chmod go-w %s)",
+			  dir, (unsigned)(sb.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
 int rdmem_image_create(const char *dir, uint64_t max_image, uint32_t timeout_ms,
 		       struct rdmem_image_store **out)
 {
@@ -582,6 +632,11 @@ int rdmem_image_create(const char *dir, uint64_t max_image, uint32_t timeout_ms,
 	if (st->dirfd < 0) {
 		ret = -errno;
 		rdmem_err("image: cannot open image directory %s: %s", dir, strerror(errno));
+		free(st);
+		return ret;
+	}
+	if ((ret = img_dir_private(st->dirfd, dir)) < 0) {
+		close(st->dirfd);
 		free(st);
 		return ret;
 	}

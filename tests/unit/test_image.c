@@ -386,6 +386,61 @@ static void test_stalled_uploads_give_way(void)
 	clear_dir();
 }
 
+/*
+ * A symlink planted at the temp name of an upload whose id the peer chose:
+ * the server writes neither through it nor over its target, and the upload
+ * goes on in a file of its own. Before, it truncated and wrote the target
+ * with its own rights (a review's root server overwrote a 0600 file of
+ * root's), then renamed the link to the final name.
+ */
+static void test_planted_symlink_not_followed(void)
+{
+	static const char victim_text[] = "not the server's to write\n";
+	char victim[] = "/tmp/rdmem-test-image-victim-XXXXXX", link[600], got[64] = { 0 };
+	uint64_t hash = rdmem_hash_update(RDMEM_HASH_INIT, img, sizeof(img));
+	struct rdmem_image_store *st = store(10000);
+	struct stat sb;
+	int vfd;
+
+	REQUIRE(st);
+	vfd = mkstemp(victim);
+	REQUIRE(vfd >= 0);
+	REQUIRE(write(vfd, victim_text, sizeof(victim_text) - 1) == sizeof(victim_text) - 1);
+	snprintf(link, sizeof(link), "%s/.pic.42.part", dir);
+	REQUIRE(symlink(victim, link) == 0);
+	CHECK_EQ(upload_prefix(st, 42, "pic", sizeof(img), sizeof(img)), 0);
+	CHECK_EQ(chunk(st, 42, "pic", RDMEM_F_IMG_COMMIT, sizeof(img), 0, 0, hash), 0);
+	CHECK(pread(vfd, got, sizeof(got) - 1, 0) == sizeof(victim_text) - 1 &&
+	      strcmp(got, victim_text) == 0);
+	CHECK(fstat(vfd, &sb) == 0 && sb.st_size == (off_t)(sizeof(victim_text) - 1));
+	CHECK(file_equals("pic", img, sizeof(img)));
+	snprintf(link, sizeof(link), "%s/pic", dir);
+	CHECK(lstat(link, &sb) == 0 && S_ISREG(sb.st_mode)); /* a file, not the link */
+	close(vfd);
+	unlink(victim);
+	rdmem_image_destroy(st);
+	clear_dir();
+}
+
+/* A directory others can write, or another user's, is refused at start. */
+static void test_shared_dir_refused(void)
+{
+	struct rdmem_image_store *st = NULL;
+
+	REQUIRE(chmod(dir, 0770) == 0);
+	CHECK_EQ(rdmem_image_create(dir, sizeof(img), 1000, &st), -EPERM);
+	CHECK(chmod(dir, 01777) == 0);
+	CHECK_EQ(rdmem_image_create(dir, sizeof(img), 1000, &st), -EPERM);
+	CHECK(chmod(dir, 0700) == 0);
+	if (geteuid() == 0) {
+		CHECK(chown(dir, 1234, (gid_t)-1) == 0);
+		CHECK_EQ(rdmem_image_create(dir, sizeof(img), 1000, &st), -EPERM);
+		CHECK(chown(dir, 0, (gid_t)-1) == 0);
+	}
+	CHECK_EQ(rdmem_image_create(dir, sizeof(img), 1000, &st), 0);
+	rdmem_image_destroy(st);
+}
+
 int main(void)
 {
 	size_t i;
@@ -404,6 +459,8 @@ int main(void)
 	RUN(test_timeout_and_stale);
 	RUN(test_more_uploads_than_records);
 	RUN(test_stalled_uploads_give_way);
+	RUN(test_planted_symlink_not_followed);
+	RUN(test_shared_dir_refused);
 	rmdir(dir);
 	return check_done();
 }
