@@ -48,6 +48,8 @@ mutations=(
 	"tcp-out-held-never-shrinks|server/tcp_loop.c|s/\ts->out_held = s->out_held - c->held \+ held;\n\tc->held = held;/\tif (held > c->held) {\n\t\ts->out_held = s->out_held - c->held + held;\n\t\tc->held = held;\n\t}/|test_tcp_out_budget"
 	"tcp-rest-trim-off|server/tcp_loop.c|s/\tc->trimmed_at_ns = c->last_ns;\n\toutbuf_trim\(&c->out\[0\], 0\);/\tc->trimmed_at_ns = c->last_ns;\n\treturn;\n\toutbuf_trim(\&c->out[0], 0);/|test_tcp_out_budget"
 	"tcp-stop-drops-held-frames|server/tcp_loop.c|s/if \(!c->refused && c->rlen &&/if (!c->closing \&\& c->rlen \&\&/|test_tcp_out_budget"
+	"shm-impostor-trusted|fabric/emu_cm.c|s/\tif \(cr.uid == 0 \x7c\x7c cr.uid == geteuid\(\) \x7c\x7c/\tif (1 \x7c\x7c cr.uid == geteuid() \x7c\x7c/|shm_impostor.sh"
+	"shm-tcp-owner-ignored|fabric/emu_cm.c|s/owner == \(unsigned\)uid;/owner == (unsigned)uid \&\& 0;/|shm_impostor.sh"
 	"image-part-follows-links|server/image.c|s/const int flags = O_WRONLY \x7c O_CREAT \x7c O_EXCL \x7c O_NOFOLLOW \x7c O_CLOEXEC;/const int flags = O_WRONLY \x7c O_CREAT \x7c O_TRUNC \x7c O_CLOEXEC;/|test_image"
 	"image-dir-unchecked|server/image.c|s/\tstruct stat sb;\n\n\tif \(fstat\(dirfd, &sb\) < 0\) \{/\tstruct stat sb;\n\n\treturn 0;\n\tif (fstat(dirfd, \&sb) < 0) {/|test_image"
 	"take-flood-not-struck|agent/frontdoor_ring.c|s/\t\trdmem_frontdoor_strike\(fd, c, \x22a take request with no slot marked\x22, 1\);/\t\t(void)0;/|test_ring_hostile"
@@ -140,6 +142,7 @@ selected() { # NAME
 
 work=$(mktemp -d /tmp/rdmem-mutate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+chmod 0755 "$work" # shm_impostor.sh runs a server of the copy as another user
 (cd "$root" && git ls-files -z --cached --others --exclude-standard |
 	tar --null -T - -cf - 2>/dev/null) | tar -C "$work" -xf - || {
 	echo "not ok - mutate: cannot copy the tree to $work"
@@ -157,7 +160,7 @@ targets_of() { # TESTS...
 	printf "%s\n" build/rdmem-server build/rdmem-agent build/rdmem build/tests/scale_bench
 	for t in "$@"; do
 		case $t in
-		tsan:* | asan:*) ;;
+		tsan:* | asan:* | *.sh) ;; # built apart; a script needs the daemons above
 		*) echo "build/tests/$t" ;;
 		esac
 	done
@@ -186,6 +189,7 @@ run_for() { # TESTS... ; 0 when they all pass (mutant=1: stop at the first faile
 	for t in "$@"; do
 		case $t in
 		tsan:* | asan:*) progs+=("$(san_prog "$t")") ;;
+		*.sh) progs+=("tests/integration/$t") ;;
 		*) progs+=("build/tests/$t") ;;
 		esac
 	done
