@@ -68,10 +68,6 @@ struct rdmem_fd_client {
 	uint64_t orphan_taken; /* bit s: the scan took slot s; its late entry is no strike */
 	uint64_t score;	       /* strikes, leaking one per RDMEM_FD_STRIKE_DECAY_NS */
 	uint64_t score_ns;     /* when score last leaked */
-	/* Marked slots taken before their take byte was read (by an earlier
-	 * request or the orphan scan): that many requests may find none
-	 * (rdmem_frontdoor_judge_take). At most the client's slots. */
-	uint32_t take_credit;
 };
 
 /* A connection that has not finished its hello yet. */

@@ -636,8 +636,7 @@ static int rdmem_frontdoor_drain(struct rdmem_frontdoor *fd)
  * own word in its own area, so unlike an orphan (two looks 90 ms apart, in
  * case its entry is only late) the slot is taken at once: no entry comes.
  */
-static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32_t c,
-					      uint32_t *found)
+static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32_t c)
 {
 	struct rdmem_fd_client *cl = &fd->clients[c];
 	uint64_t held = atomic_load_explicit(&cl->held, memory_order_relaxed);
@@ -659,36 +658,12 @@ static int rdmem_frontdoor_take_client_marked(struct rdmem_frontdoor *fd, uint32
 		if (RDMEM_SLOT_PHASE(st) != RDMEM_SLOT_SUBMITTED || !(st & RDMEM_SLOT_NO_ENTRY) ||
 		    (held & (1ull << s)))
 			continue;
-		(*found)++;
 		if (rdmem_frontdoor_take(fd, c, s, 1)) {
 			rdmem_frontdoor_count(&fd->n_no_entry);
 			taken++;
 		}
 	}
 	return taken;
-}
-
-/*
- * A take request of client c found `found` marked slots. An honest client
- * sends one take byte per slot it marks, and a request (every byte one read
- * of the door found) takes all the slots marked by then, so a request that
- * found k slots stands for k bytes, of which k - 1 may come as requests of
- * their own that find none. A request with no such byte owed is a byte sent
- * with no slot marked: a misbehaviour. Before, such a flood was legal and
- * cost the door and the actor a wake-up a byte once the client split its
- * bytes (an fd passed with each, or two writer processes), 2.4 and 1.5 s of
- * their CPU in 3 s; now it is cut off past --client-strikes.
- */
-static void rdmem_frontdoor_judge_take(struct rdmem_frontdoor *fd, uint32_t c, uint32_t found)
-{
-	struct rdmem_fd_client *cl = &fd->clients[c];
-
-	if (found)
-		cl->take_credit = RDMEM_MIN(cl->take_credit + found - 1, fd->geom.slots);
-	else if (cl->take_credit)
-		cl->take_credit--;
-	else
-		rdmem_frontdoor_strike(fd, c, "a take request with no slot marked", 1);
 }
 
 /* Every client whose take request the door passed on: their marked slots. */
@@ -701,14 +676,9 @@ static int rdmem_frontdoor_take_marked(struct rdmem_frontdoor *fd)
 	 * client's take_req (rdmem_door_ask_take). */
 	if (!atomic_exchange_explicit(&fd->take_req, 0, memory_order_acquire))
 		return 0;
-	for (c = 0; c < fd->geom.clients; c++) {
-		uint32_t found = 0;
-
-		if (!atomic_exchange_explicit(&fd->clients[c].take_req, 0, memory_order_relaxed))
-			continue;
-		taken += rdmem_frontdoor_take_client_marked(fd, c, &found);
-		rdmem_frontdoor_judge_take(fd, c, found);
-	}
+	for (c = 0; c < fd->geom.clients; c++)
+		if (atomic_exchange_explicit(&fd->clients[c].take_req, 0, memory_order_relaxed))
+			taken += rdmem_frontdoor_take_client_marked(fd, c);
 	rdmem_frontdoor_end_batch(fd);
 	fd->active |= taken > 0;
 	return taken;
@@ -729,7 +699,6 @@ static void rdmem_frontdoor_reclaim(struct rdmem_frontdoor *fd, uint32_t c)
 	atomic_store_explicit(&cl->late_strikes, 0, memory_order_relaxed);
 	atomic_store_explicit(&cl->pid_unwatched, 0, memory_order_relaxed);
 	cl->orphan_taken = 0;
-	cl->take_credit = 0;
 	cl->score = 0;
 	cl->pid = 0;
 	atomic_store_explicit(&entry->pid, 0, memory_order_relaxed);
@@ -779,8 +748,8 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c, 
 		 * (ABANDONED is an RMW in its release sequence), so the seq it
 		 * wrote before is what we read below.
 		 */
-		uint32_t st = atomic_load_explicit(&slot->state, memory_order_acquire);
-		uint32_t phase = RDMEM_SLOT_PHASE(st);
+		uint32_t phase =
+		    RDMEM_SLOT_PHASE(atomic_load_explicit(&slot->state, memory_order_acquire));
 		uint64_t bit = 1ull << s;
 
 		if ((phase != RDMEM_SLOT_SUBMITTED && phase != RDMEM_SLOT_ABANDONED) ||
@@ -796,10 +765,6 @@ static int rdmem_frontdoor_scan_orphans(struct rdmem_frontdoor *fd, uint32_t c, 
 			if (rdmem_frontdoor_take(fd, c, s, 1)) {
 				cl->orphan_taken |= bit;
 				taken++;
-				/* Marked, its take byte not read yet: that request finds none. */
-				if (st & RDMEM_SLOT_NO_ENTRY)
-					cl->take_credit =
-					    RDMEM_MIN(cl->take_credit + 1, fd->geom.slots);
 			}
 			continue;
 		}
