@@ -369,8 +369,7 @@ int rdmem_link_open(const struct rdmem_link_config *cfg, struct rdmem_link **out
 				       .max_recv_wr = cfg->ring_slots + RDMEM_LINK_RECVS_SPARE,
 				       .max_inline = RDMEM_DP_INLINE,
 				       .signal_every = 64,
-				       .src_addr = cfg->src_addr,
-				       .server_tcp_port = cfg->tcp_port };
+				       .src_addr = cfg->src_addr };
 	struct rdmem_link *l = calloc(1, sizeof(*l));
 	int ret;
 

@@ -40,7 +40,6 @@ struct rdmem_link_config {
 	enum rdmem_fab_kind fabric;
 	const char *host;
 	uint16_t port;
-	uint16_t tcp_port; /* the server's TCP port: who holds it may serve the shm fabric */
 	uint32_t ring_slots;
 	uint32_t resp_bytes;
 	uint8_t *fd_base;     /* front-door range, for zero-copy (NULL: none) */

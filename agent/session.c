@@ -456,7 +456,6 @@ static void *rdmem_agent_connector(void *arg)
 	struct rdmem_link_config lc = { .fabric = s->cfg.fabric,
 					.host = s->cfg.server,
 					.port = s->cfg.port,
-					.tcp_port = s->cfg.tcp_port,
 					.ring_slots = s->cfg.ring_slots,
 					.resp_bytes = s->cfg.resp_bytes,
 					.timeout_ms = s->cfg.connect_timeout_ms,

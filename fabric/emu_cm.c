@@ -778,54 +778,29 @@ static int shmfab_dial(const struct sockaddr_un *sun, socklen_t sl, const char *
 	return sock;
 }
 
-/* 1 when uid owns a listening TCP socket on port in this network namespace
- * (/proc/net/tcp and tcp6: local port, state 0A, uid). */
-static int shmfab_tcp_listener_of(uint16_t port, uid_t uid)
-{
-	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
-	char line[512];
-	int found = 0;
-
-	for (size_t t = 0; t < RDMEM_ARRAY_SIZE(tables) && !found; t++) {
-		FILE *f = fopen(tables[t], "re");
-
-		if (!f)
-			continue;
-		while (!found && fgets(line, sizeof(line), f)) {
-			unsigned lport, st, owner;
-
-			if (sscanf(line, " %*s %*[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %u", &lport, &st,
-				   &owner) == 3)
-				found = lport == port && st == 0x0A && owner == (unsigned)uid;
-		}
-		fclose(f);
-	}
-	return found;
-}
-
 /*
- * The listener's name is abstract: any local user may bind it, and first,
- * on a port whose server serves TCP only or has not started. So a listener
- * is trusted only when its user is root, ours, or the user holding the
- * server's TCP port here: the same trust TCP gets (whoever holds the port).
- * Before, a review's unprivileged user bound the name beside a TCP-only
- * server and took every RDMA-path call of a root agent: values in and out.
+ * The listener's name is abstract: no owner, no mode, so any local user may
+ * bind it, and first, on a port whose server serves TCP only, uses verbs or
+ * has not started. So a listener is trusted only when its user is root or
+ * ours. Before, a review's unprivileged user bound the name beside a
+ * TCP-only root server and took every RDMA-path call of a root agent. A
+ * server of another user is not reached over this fabric; calls to it go
+ * over TCP. (Trusting the user that holds the server's TCP port was tried
+ * and withdrawn the same day: another user may listen on that port on
+ * another local address, [::1] beside 0.0.0.0.)
  */
-static int shmfab_trust_server(int sock, const char *name, uint16_t tcp_port)
+static int shmfab_trust_server(int sock, const char *name)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
 	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
 		return shmfab_syserr("SO_PEERCRED of %s", name);
-	if (cr.uid == 0 || cr.uid == geteuid() ||
-	    (tcp_port && shmfab_tcp_listener_of(tcp_port, cr.uid)))
+	if (cr.uid == 0 || cr.uid == geteuid())
 		return 0;
-	rdmem_err_limited("shm: %s is served by uid %u (pid %d), which is not root, not ours "
-			  "(uid %u) and holds no TCP listener on the server's port %u here: "
-			  "not trusted (another user may have taken the name); calls go over TCP",
-			  name, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid(),
-			  (unsigned)tcp_port);
+	rdmem_err_limited("shm: %s is served by uid %u (pid %d), neither root nor ours (uid %u): "
+			  "not trusted (any local user can take the name); calls go over TCP",
+			  name, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
 	return -EACCES;
 }
 
@@ -849,7 +824,7 @@ int shmfab_resolve(const char *host, uint16_t port, const struct rdmem_fab_attr 
 	sock = shmfab_dial(&sun, sl, base, timeout_ms);
 	if (sock < 0)
 		return sock;
-	rc = shmfab_trust_server(sock, base, attr ? attr->server_tcp_port : 0);
+	rc = shmfab_trust_server(sock, base);
 	if (rc) {
 		close(sock);
 		return rc;

@@ -48,7 +48,7 @@ mutations=(
 	"tcp-out-held-never-shrinks|server/tcp_loop.c|s/\ts->out_held = s->out_held - c->held \+ held;\n\tc->held = held;/\tif (held > c->held) {\n\t\ts->out_held = s->out_held - c->held + held;\n\t\tc->held = held;\n\t}/|test_tcp_out_budget"
 	"tcp-rest-trim-off|server/tcp_loop.c|s/\tc->trimmed_at_ns = c->last_ns;\n\toutbuf_trim\(&c->out\[0\], 0\);/\tc->trimmed_at_ns = c->last_ns;\n\treturn;\n\toutbuf_trim(\&c->out[0], 0);/|test_tcp_out_budget"
 	"tcp-stop-drops-held-frames|server/tcp_loop.c|s/if \(!c->refused && c->rlen &&/if (!c->closing \&\& c->rlen \&\&/|test_tcp_out_budget"
-	"shm-impostor-trusted|fabric/emu_cm.c|s/\tif \(cr.uid == 0 \x7c\x7c cr.uid == geteuid\(\) \x7c\x7c/\tif (1 \x7c\x7c cr.uid == geteuid() \x7c\x7c/|shm_impostor.sh"
+	"shm-impostor-trusted|fabric/emu_cm.c|s/\tif \(cr.uid == 0 \x7c\x7c cr.uid == geteuid\(\)\)/\tif (1 \x7c\x7c cr.uid == geteuid())/|shm_impostor.sh"
 	"image-part-follows-links|server/image.c|s/const int flags = O_WRONLY \x7c O_CREAT \x7c O_EXCL \x7c O_NOFOLLOW \x7c O_CLOEXEC;/const int flags = O_WRONLY \x7c O_CREAT \x7c O_TRUNC \x7c O_CLOEXEC;/|test_image"
 	"image-dir-unchecked|server/image.c|s/\tstruct stat sb;\n\n\tif \(fstat\(dirfd, &sb\) < 0\) \{/\tstruct stat sb;\n\n\treturn 0;\n\tif (fstat(dirfd, \&sb) < 0) {/|test_image"
 	"tcp-stop-turn-unbounded|server/tcp_frames.c|s/\t\treturn now > c->srv->stop_deadline_ns;/\t\treturn 0;/|test_tcp_turn"

@@ -99,15 +99,12 @@ struct rdmem_wc {
 
 /* Queue sizes; the CQ holds send + recv depth, so it cannot overflow. */
 struct rdmem_fab_attr {
-	uint32_t max_send_wr;	  /* outstanding WRs the caller may post */
-	uint32_t max_recv_wr;	  /* receives for immediates */
-	uint32_t max_inline;	  /* bytes; clamped to what the device gives */
-	uint32_t signal_every;	  /* the backend signals at least every N WRs itself */
-	const char *src_addr;	  /* client: local address to connect from (verbs: it
+	uint32_t max_send_wr;  /* outstanding WRs the caller may post */
+	uint32_t max_recv_wr;  /* receives for immediates */
+	uint32_t max_inline;   /* bytes; clamped to what the device gives */
+	uint32_t signal_every; /* the backend signals at least every N WRs itself */
+	const char *src_addr;  /* client: local address to connect from (verbs: it
 				  picks the RDMA device), NULL: routing decides */
-	uint16_t server_tcp_port; /* client, shm: the server's TCP port; a listener of
-				     another user is trusted when that user listens there
-				     (0: only root's or ours) */
 };
 
 #define RDMEM_FAB_CONNECT_PRIV_MAX 54
