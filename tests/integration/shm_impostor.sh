@@ -38,6 +38,16 @@ if ! as_other test -x "$bdir/rdmem-server"; then
 	echo "ok - shm impostor refused # SKIP uid $uid cannot run $bdir/rdmem-server (a private directory on its path)"
 	exit 0
 fi
+# Starts a root agent (the default fabric: shm for a local server) on PORT
+# with front door SHM, and checks it refuses the listener, saying why.
+agent_refusing() { # PORT SHM
+	: >"$tmp/agent.log"
+	"$bdir/rdmem-agent" -s 127.0.0.1 -p "$1" --shm-name "$2" >>"$tmp/agent.log" 2>&1 &
+	LS_AGENT_PID=$!
+	expect "the agent starts" ls_wait_log "$tmp/agent.log" "ready:" 10
+	expect "the agent refuses uid $uid's shm listener and says why" \
+		ls_wait_log "$tmp/agent.log" "not trusted (any local user can take the name)" 10
+}
 imp_pid=
 stop_imp() { [ -n "$imp_pid" ] && ls_stop_pid "$imp_pid"; imp_pid=; }
 trap 'stop_imp; ls_stop; rm -rf "$tmp"' EXIT
@@ -54,12 +64,7 @@ fi
 # The impostor: another user, the shm name of the same port, TCP elsewhere.
 start_other "$tmp/impostor.log" -b 127.0.0.1 -p "$port" --tcp-port "$((other + 1))" --fabric shm
 expect "the impostor binds @rdmem-shm:$port as uid $uid" ls_wait_log "$tmp/impostor.log" "listening shm" 10
-: >"$tmp/agent.log"
-"$bdir/rdmem-agent" -s 127.0.0.1 -p "$port" --shm-name "$shm" >>"$tmp/agent.log" 2>&1 &
-LS_AGENT_PID=$!
-expect "the agent starts" ls_wait_log "$tmp/agent.log" "ready:" 10
-expect "the agent refuses the listener and says why" \
-	ls_wait_log "$tmp/agent.log" "not trusted (any local user can take the name)" 10
+agent_refusing "$port" "$shm"
 check "a PUT through the agent" 0 "$bdir/rdmem" --shm-name "$shm" put impostor-key secret-value
 check "the real server holds it (over TCP)" 0 "$bdir/rdmem" --shm-name "$shm" --path tcp get impostor-key
 expect "... with the value put" grep -q secret-value "$tmp/out"
@@ -72,12 +77,7 @@ stop_imp
 read -r port <<<"$(ls_free_ports 1)"
 start_other "$tmp/other.log" -b 127.0.0.1 -p "$port" --fabric shm
 expect "uid $uid's server (shm and TCP) starts" ls_wait_log "$tmp/other.log" "listening tcp" 10
-: >"$tmp/agent.log"
-"$bdir/rdmem-agent" -s 127.0.0.1 -p "$port" --shm-name "$shm-2" >>"$tmp/agent.log" 2>&1 &
-LS_AGENT_PID=$!
-expect "the agent starts" ls_wait_log "$tmp/agent.log" "ready:" 10
-expect "its shm listener is not trusted either" \
-	ls_wait_log "$tmp/agent.log" "not trusted (any local user can take the name)" 10
+agent_refusing "$port" "$shm-2"
 check "a PUT to it goes over TCP" 0 "$bdir/rdmem" --shm-name "$shm-2" put k v
 check "and a GET" 0 "$bdir/rdmem" --shm-name "$shm-2" get k
 expect "... with the value put" grep -qx v "$tmp/out"
