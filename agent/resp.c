@@ -1483,6 +1483,43 @@ static int resp_listen_tcp(struct rdmem_resp *r)
 	return 0;
 }
 
+/* The socket's directory: owned by this user or root, and writable by no one
+ * else unless sticky. In a directory another user may rename in, they could
+ * swap the socket for a link between our bind and chmod (chmod follows
+ * links), and the agent would chmod 0660 whatever the link names. */
+static int resp_unix_dir_private(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *slash;
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		slash[slash == dir] = '\0'; /* "/x" keeps "/" */
+	if (stat(dir, &st) < 0) {
+		int rc = -errno;
+
+		rdmem_err("resp: --resp-socket %s: directory %s: %s", path, dir, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		rdmem_err("resp: --resp-socket %s: directory %s belongs to uid %u, not this user "
+			  "(uid %u) or root",
+			  path, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		rdmem_err("resp: --resp-socket %s: directory %s is writable by others (mode %04o) "
+			  "and not sticky: another user could swap the socket; chmod go-w it",
+			  path, dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* A stale socket file (nobody listening) is replaced; a live one is not. */
 static int resp_unix_stale(const char *path, const struct sockaddr_un *sun)
 {
@@ -1514,6 +1551,8 @@ static int resp_listen_unix(struct rdmem_resp *r)
 		return -ENAMETOOLONG;
 	}
 	strcpy(sun.sun_path, r->cfg.socket);
+	if ((rc = resp_unix_dir_private(r->cfg.socket)) < 0)
+		return rc;
 	if ((rc = resp_unix_stale(r->cfg.socket, &sun)) < 0) {
 		rdmem_err("resp: --resp-socket %s: %s", r->cfg.socket,
 			  rc == -EEXIST ? "exists and is not a socket" : strerror(-rc));

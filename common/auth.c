@@ -25,40 +25,10 @@ struct rdmem_auth {
 	uint32_t next;
 };
 
-static int rdmem_auth_read(const char *path, uint8_t *buf, size_t cap, size_t *len)
-{
-	struct stat st;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0) {
-		ret = -errno;
-		rdmem_err("secret file %s: %s", path, strerror(errno));
-		return ret;
-	}
-	if (fstat(fd, &st) < 0 || (st.st_mode & (S_IRWXG | S_IRWXO))) {
-		rdmem_err("secret file %s: readable by others (mode %03o); chmod 600 it", path,
-			  (unsigned)(st.st_mode & 0777));
-		close(fd);
-		return -EPERM;
-	}
-	n = read(fd, buf, cap);
-	if (n < 0)
-		ret = -errno;
-	close(fd);
-	if (ret < 0 || n < RDMEM_AUTH_MIN_SECRET || (size_t)n == cap) {
-		rdmem_err("secret file %s: needs %d to %d bytes of secret", path,
-			  RDMEM_AUTH_MIN_SECRET, RDMEM_AUTH_MAX_SECRET - 1);
-		return ret < 0 ? ret : -EINVAL;
-	}
-	*len = (size_t)n;
-	return 0;
-}
-
 int rdmem_auth_load(const char *path, struct rdmem_auth **out)
 {
-	uint8_t secret[RDMEM_AUTH_MAX_SECRET];
 	struct rdmem_auth *a;
+	uint8_t *secret;
 	size_t len = 0;
 	int ret;
 
@@ -66,17 +36,24 @@ int rdmem_auth_load(const char *path, struct rdmem_auth **out)
 		rdmem_err("libsodium failed to initialise");
 		return -EIO;
 	}
-	if ((ret = rdmem_auth_read(path, secret, sizeof(secret), &len)) < 0)
+	ret = rdmem_conf_file_read("--secret-file", path, 1, RDMEM_AUTH_MAX_SECRET, &secret, &len);
+	if (ret < 0)
 		return ret;
+	if (len < RDMEM_AUTH_MIN_SECRET) {
+		rdmem_err("--secret-file %s: %zu bytes; needs %d to %d bytes of secret", path, len,
+			  RDMEM_AUTH_MIN_SECRET, RDMEM_AUTH_MAX_SECRET);
+		rdmem_conf_file_free(secret, len);
+		return -EINVAL;
+	}
 	a = calloc(1, sizeof(*a));
 	if (!a) {
-		sodium_memzero(secret, sizeof(secret));
+		rdmem_conf_file_free(secret, len);
 		return -ENOMEM;
 	}
 	/* The file may hold text with a newline: hash it to a uniform key. */
 	crypto_generichash(a->key, sizeof(a->key), secret, len, (const uint8_t *)"rdmem-key-v1",
 			   12);
-	sodium_memzero(secret, sizeof(secret));
+	rdmem_conf_file_free(secret, len);
 	pthread_mutex_init(&a->lock, NULL);
 	*out = a;
 	return 0;

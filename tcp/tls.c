@@ -68,64 +68,69 @@ const char *rdmem_tls_files_misuse(const struct rdmem_tls_files *f, int server)
 	return NULL;
 }
 
-/* Readable regular file; a key also private to its owner, as --secret-file. */
-static int tls_check_file(const char *flag, const char *path, int secret)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+/* Files of PEM: a certificate chain or a CA bundle fits this many times over. */
+#define TLS_FILE_MAX (1u << 20)
 
-	if (fd < 0) {
-		ret = -errno;
-		rdmem_err("%s %s: %s", flag, path, strerror(errno));
-		return ret;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rdmem_err("%s %s: not a regular file", flag, path);
-		ret = -EINVAL;
-	} else if (secret && (st.st_mode & (S_IRWXG | S_IRWXO))) {
-		rdmem_err("%s %s: readable by others (mode %03o); chmod 600 it", flag, path,
-			  (unsigned)(st.st_mode & 0777));
-		ret = -EPERM;
-	}
-	close(fd);
-	return ret;
+/* One PEM file, checked and read through one open (common/conf_file.c); a
+ * key also private to its owner, as --secret-file. */
+struct tls_pem {
+	uint8_t *data;
+	size_t len;
+};
+
+static int tls_pem_read(const char *flag, const char *path, int secret, struct tls_pem *p)
+{
+	return rdmem_conf_file_read(flag, path, secret, TLS_FILE_MAX, &p->data, &p->len);
 }
 
-static int tls_check_files(const struct rdmem_tls_files *f)
+static gnutls_datum_t tls_pem_datum(const struct tls_pem *p)
 {
-	int ret = 0;
-
-	if (f->cert && (ret = tls_check_file("--tls-cert", f->cert, 0)) < 0)
-		return ret;
-	if (f->key && (ret = tls_check_file("--tls-key", f->key, 1)) < 0)
-		return ret;
-	if (f->ca && (ret = tls_check_file("--tls-ca", f->ca, 0)) < 0)
-		return ret;
-	return 0;
+	return (gnutls_datum_t){ .data = p->data, .size = (unsigned)p->len };
 }
 
+static int tls_load_key(struct rdmem_tls_ctx *x, const struct rdmem_tls_files *f,
+			const struct tls_pem *cert, const struct tls_pem *key)
+{
+	gnutls_datum_t c = tls_pem_datum(cert), k = tls_pem_datum(key);
+	int r = gnutls_certificate_set_x509_key_mem(x->cred, &c, &k, GNUTLS_X509_FMT_PEM);
+
+	if (r < 0)
+		rdmem_err("--tls-cert %s / --tls-key %s: cannot load: %s", f->cert, f->key,
+			  gnutls_strerror(r));
+	return r < 0 ? -EINVAL : 0;
+}
+
+static int tls_load_ca(struct rdmem_tls_ctx *x, const struct rdmem_tls_files *f,
+		       const struct tls_pem *ca)
+{
+	gnutls_datum_t d = tls_pem_datum(ca);
+	int r = gnutls_certificate_set_x509_trust_mem(x->cred, &d, GNUTLS_X509_FMT_PEM);
+
+	if (r <= 0)
+		rdmem_err("--tls-ca %s: %s", f->ca,
+			  r < 0 ? gnutls_strerror(r) : "no certificate in it");
+	return r <= 0 ? -EINVAL : 0;
+}
+
+/* Every file is read (and checked) before any is parsed, so a missing or
+ * loose file is named before a PEM error in another. */
 static int tls_load(struct rdmem_tls_ctx *x, const struct rdmem_tls_files *f)
 {
-	int r;
+	struct tls_pem cert = { 0 }, key = { 0 }, ca = { 0 };
+	int ret = 0;
 
-	if (f->cert) {
-		r = gnutls_certificate_set_x509_key_file(x->cred, f->cert, f->key,
-							 GNUTLS_X509_FMT_PEM);
-		if (r < 0) {
-			rdmem_err("--tls-cert %s / --tls-key %s: cannot load: %s", f->cert, f->key,
-				  gnutls_strerror(r));
-			return -EINVAL;
-		}
-	}
-	if (f->ca) {
-		r = gnutls_certificate_set_x509_trust_file(x->cred, f->ca, GNUTLS_X509_FMT_PEM);
-		if (r <= 0) {
-			rdmem_err("--tls-ca %s: %s", f->ca,
-				  r < 0 ? gnutls_strerror(r) : "no certificate in it");
-			return -EINVAL;
-		}
-	}
-	return 0;
+	if (f->cert && (ret = tls_pem_read("--tls-cert", f->cert, 0, &cert)) == 0)
+		ret = tls_pem_read("--tls-key", f->key, 1, &key);
+	if (ret == 0 && f->ca)
+		ret = tls_pem_read("--tls-ca", f->ca, 0, &ca);
+	if (ret == 0 && f->cert)
+		ret = tls_load_key(x, f, &cert, &key);
+	if (ret == 0 && f->ca)
+		ret = tls_load_ca(x, f, &ca);
+	rdmem_conf_file_free(cert.data, cert.len);
+	rdmem_conf_file_free(key.data, key.len);
+	rdmem_conf_file_free(ca.data, ca.len);
+	return ret < 0 ? -EINVAL : 0;
 }
 
 int rdmem_tls_ctx_create(const struct rdmem_tls_files *f, int server, struct rdmem_tls_ctx **out)
@@ -146,8 +151,6 @@ int rdmem_tls_ctx_create(const struct rdmem_tls_files *f, int server, struct rdm
 		rdmem_err("TLS on the agent needs --tls-ca");
 		return -EINVAL;
 	}
-	if ((ret = tls_check_files(f)) < 0)
-		return ret;
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;

@@ -49,6 +49,15 @@ static inline void rdmem_cpu_relax(void)
  */
 int rdmem_parse_size(const char *s, uint64_t *out);
 
+/* Reads the whole file at path, named by flag in every error (see
+ * common/conf_file.c): a regular file of at most max bytes, checked and read
+ * through one open, never blocking on a FIFO; with secret, also owned by this
+ * user or root and closed to group and others. *data is malloc'd: give it
+ * back with rdmem_conf_file_free(*data, *len), which wipes it. */
+int rdmem_conf_file_read(const char *flag, const char *path, int secret, size_t max, uint8_t **data,
+			 size_t *len);
+void rdmem_conf_file_free(uint8_t *data, size_t len);
+
 /* Parses a path name ("auto", "eager", "lazy", "bulk", "tcp": rdmem_path_name
  * in rdmem/wire.h) into *path; -EINVAL for any other (or NULL) name. Shared by
  * rdmem-agent's --path and the rdmem tool's --path. */

@@ -160,4 +160,12 @@ done; exit 1"
 expect "the agent logged no error" bash -c "! grep -q ': error:' '$tmp/run/agent.log'"
 ls_stop
 expect "the agent removed its Unix socket on exit" [ ! -e "$sock" ]
+# A directory others may rename in (0777, not sticky): another user could
+# swap the socket for a link before the chmod. Refused at start.
+mkdir "$tmp/open" && chmod 0777 "$tmp/open"
+timeout -s KILL 20 "$bdir/rdmem-agent" -s 127.0.0.1 -p 1 --fabric tcp --shm-name "$shm-open" \
+	--resp-socket "$tmp/open/redis.sock" >"$tmp/open.log" 2>&1
+rc=$?
+expect "--resp-socket in a directory others can write (0777) is refused (exit $rc)" \
+	bash -c "[ $rc = 1 ] && grep -q 'writable by others (mode 0777)' '$tmp/open.log' && [ ! -e '$tmp/open/redis.sock' ]"
 exit $failed

@@ -22,11 +22,14 @@
 #include "tcp/frame.h"
 #include "rdmem/auth.h"
 
-static char secret[128], other[128], loose[128];
+/* In a directory of our own (mkdtemp): a fixed name under /tmp is one
+ * another user can plant a link at first. */
+static char dir[64] = "/tmp/rdmem-secret-XXXXXX";
+static char secret[128], other[128], loose[128], foreign[128], fifo[128];
 
 static void write_secret(const char *path, const char *text, mode_t mode)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 
 	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
 		abort();
@@ -287,14 +290,51 @@ static void test_loose_secret_file_refused(void)
 	e2e_fini(&e);
 }
 
+/* A secret another user owns: they chose it and can change it. */
+static void test_foreign_secret_file_refused(void)
+{
+	struct e2e e;
+
+	if (geteuid() != 0) {
+		check_skip("foreign secret", "needs root to give a file to another uid");
+		return;
+	}
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	CHECK(e2e_server(&e, "shm", "--secret-file", foreign, NULL) < 0);
+	CHECK(proc_log_has(&e.server, "owned by uid 64123"));
+	e2e_fini(&e);
+}
+
+/* A FIFO at the path: refused at once (the open used to wait for a writer,
+ * holding the start for good). */
+static void test_fifo_secret_file_refused(void)
+{
+	uint64_t t0 = rdmem_now_ns();
+	struct e2e e;
+
+	REQUIRE(e2e_init(&e, "shm") == 0);
+	CHECK(e2e_server(&e, "shm", "--secret-file", fifo, NULL) < 0);
+	CHECK(proc_log_has(&e.server, "--secret-file"));
+	CHECK(proc_log_has(&e.server, "not a regular file"));
+	CHECK(rdmem_now_ns() - t0 < 5000000000ull);
+	e2e_fini(&e);
+}
+
 int main(void)
 {
-	snprintf(secret, sizeof(secret), "/tmp/rdmem-secret-%d", (int)getpid());
-	snprintf(other, sizeof(other), "/tmp/rdmem-secret-other-%d", (int)getpid());
-	snprintf(loose, sizeof(loose), "/tmp/rdmem-secret-loose-%d", (int)getpid());
+	if (!mkdtemp(dir))
+		abort();
+	snprintf(secret, sizeof(secret), "%s/secret", dir);
+	snprintf(other, sizeof(other), "%s/other", dir);
+	snprintf(loose, sizeof(loose), "%s/loose", dir);
+	snprintf(foreign, sizeof(foreign), "%s/foreign", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
 	write_secret(secret, "correct horse battery staple\n", 0600);
 	write_secret(other, "incorrect donkey battery staple\n", 0600);
 	write_secret(loose, "correct horse battery staple\n", 0644);
+	write_secret(foreign, "correct horse battery staple\n", 0600);
+	if ((geteuid() == 0 && chown(foreign, 64123, 64123) < 0) || mkfifo(fifo, 0600) < 0)
+		abort();
 	rdmem_log_init("test_secret", 0);
 	RUN(test_with_the_secret);
 	RUN(test_without_a_secret);
@@ -305,8 +345,13 @@ int main(void)
 	RUN(test_auth_alone_does_not_prove);
 	RUN(test_nothing_after_a_refused_auth);
 	RUN(test_loose_secret_file_refused);
+	RUN(test_foreign_secret_file_refused);
+	RUN(test_fifo_secret_file_refused);
 	unlink(secret);
 	unlink(other);
 	unlink(loose);
+	unlink(foreign);
+	unlink(fifo);
+	rmdir(dir);
 	return check_done();
 }

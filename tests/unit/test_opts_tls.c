@@ -1,27 +1,36 @@
 /* test_opts_tls.c - the TLS flags of rdmem-server and rdmem-agent: in
  * --help, a cert without its key (and the like) refused at parse time
  * (exit 2), and files checked at start (exit 1): missing, not a regular
- * file, a key readable by others; each error names the flag.
+ * file, a key readable by others; each error names the flag. A FIFO at a
+ * file's path is refused at once (it used to block the start until a writer
+ * came), and a key owned by another user is refused (as root).
  * --tls-server-name empty or over 253 characters: refused (exit 2). */
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include "tests/opts_check.h"
 
-static char dir[128], pem[160], key_ok[160], key_loose[160];
+static char dir[128], pem[160], key_ok[160], key_loose[160], fifo[160], key_other[160];
 
-static void expect(const char *prog, const char *args, int status, const char *want)
+/* prog runs under wrap (a command prefix, or ""). */
+static void expect_in(const char *wrap, const char *prog, const char *args, int status,
+		      const char *want)
 {
 	char cmd[1024], out[8192];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s/%s %s", proc_bin(), prog, args);
+	snprintf(cmd, sizeof(cmd), "%s%s/%s %s", wrap, proc_bin(), prog, args);
 	st = opts_run(cmd, out, sizeof(out));
 	if (st != status || !strstr(out, want))
 		fprintf(stderr, "  %s: exit %d, wanted %d and \"%s\" in:\n%.600s\n", cmd, st,
 			status, want, out);
 	CHECK_EQ(st, status);
 	CHECK(strstr(out, want) != NULL);
+}
+
+static void expect(const char *prog, const char *args, int status, const char *want)
+{
+	expect_in("", prog, args, status, want);
 }
 
 static void put_file(const char *path, mode_t mode)
@@ -52,6 +61,34 @@ static void test_server_tls_flags(void)
 	/* Readable, private, but no PEM inside: GnuTLS's refusal, naming both flags. */
 	snprintf(a, sizeof(a), "-b 127.0.0.1 -p 1 --tls-cert %s --tls-key %s", pem, key_ok);
 	expect("rdmem-server", a, 1, "--tls-cert");
+}
+
+/* Run under timeout(1): a start blocked on the FIFO is killed (exit 137), not
+ * left to hang the suite. */
+static void test_fifo_refused_at_once(void)
+{
+	char a[1024];
+
+	snprintf(a, sizeof(a), "-b 127.0.0.1 -p 1 --tls-cert %s --tls-key %s", pem, fifo);
+	expect_in("timeout -s KILL 10 ", "rdmem-server", a, 1, "--tls-key");
+	expect_in("timeout -s KILL 10 ", "rdmem-server", a, 1, "not a regular file");
+	snprintf(a, sizeof(a), "-b 127.0.0.1 -p 1 --tls-cert %s --tls-key %s --tls-ca %s", pem,
+		 key_ok, fifo);
+	expect_in("timeout -s KILL 10 ", "rdmem-server", a, 1, "not a regular file");
+}
+
+/* Whoever owns the key chose it and can swap it: only this user or root. */
+static void test_key_of_another_user_refused(void)
+{
+	char a[1024];
+
+	if (geteuid() != 0) {
+		check_skip("key of another user", "needs root to give a file to another uid");
+		return;
+	}
+	snprintf(a, sizeof(a), "-b 127.0.0.1 -p 1 --tls-cert %s --tls-key %s", pem, key_other);
+	expect("rdmem-server", a, 1, "--tls-key");
+	expect("rdmem-server", a, 1, "owned by uid 64123");
 }
 
 static void test_agent_tls_flags(void)
@@ -109,7 +146,16 @@ int main(void)
 	put_file(pem, 0644);
 	put_file(key_ok, 0600);
 	put_file(key_loose, 0644);
+	snprintf(fifo, sizeof(fifo), "%s/fifo.key", dir);
+	snprintf(key_other, sizeof(key_other), "%s/other.key", dir);
+	if (mkfifo(fifo, 0600) < 0)
+		abort();
+	put_file(key_other, 0600);
+	if (geteuid() == 0 && chown(key_other, 64123, 64123) < 0)
+		abort();
 	RUN(test_server_tls_flags);
+	RUN(test_fifo_refused_at_once);
+	RUN(test_key_of_another_user_refused);
 	RUN(test_agent_tls_flags);
 	RUN(test_tls_help);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
