@@ -37,7 +37,7 @@
 struct rdmem_tcp_counters {
 	atomic_uint_fast64_t calls, ok, failed, retried, unreachable, timeouts, connects,
 	    disconnects, bytes_out, bytes_in, mac_failures, tls_handshakes, tls_handshake_failures,
-	    tls_record_failures;
+	    tls_record_failures, timeouts_held;
 	atomic_uint connected, inflight, waiting;
 };
 
@@ -47,6 +47,7 @@ struct rdmem_tcp_actor {
 	struct rdmem_queue in;
 	struct rdmem_tcp_client *cli;
 	struct rdmem_tcp_call *tcalls; /* one per (client, slot) */
+	uint8_t *theld; /* per tcall: past its deadline, held until withdrawing tears nothing */
 	struct rdmem_agent_call *wait_head, *wait_tail;
 	uint32_t nwaiting;
 	uint64_t next_connect_ns, backoff_ns;
@@ -304,6 +305,7 @@ static void rdmem_tcp_prepare(struct rdmem_tcp_actor *a, struct rdmem_agent_call
 	uint32_t off = rdmem_call_reply_off(call);
 
 	memset(t, 0, sizeof(*t));
+	a->theld[t - a->tcalls] = 0;
 	t->req = call->req;
 	t->req.path = RDMEM_PATH_TCP;
 	t->req.flags &= (uint16_t)~RDMEM_F_WANT_OBJREF;
@@ -404,6 +406,13 @@ static int rdmem_tcp_progress(struct rdmem_tcp_actor *a, int timeout_ms)
  * slots (or a dead client's entry) would wait for the server. Rare (only
  * once a deadline passed, at most every RDMEM_TCP_SENT_SCAN_NS), so the
  * scan of every (client, slot) costs nothing in the normal case.
+ *
+ * A call half on the wire (or whose value is being received into its
+ * slot) is held, not withdrawn: withdrawing it would break the connection
+ * every client shares, so one client's short deadlines on large values
+ * could make the agent reconnect and resend everyone's calls at will. It
+ * keeps its front-door slot (the kernel still reads or writes it) and is
+ * answered TIMEOUT at a later scan, once its bytes are with the kernel.
  */
 static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 {
@@ -421,6 +430,13 @@ static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 			continue;
 		if (now < call->deadline_ns) {
 			first = RDMEM_MIN(first, call->deadline_ns);
+			continue;
+		}
+		if (rdmem_tcp_client_withdraw_tears(a->cli, t)) {
+			if (!a->theld[i])
+				rdmem_tcp_count(&a->c.timeouts_held, 1);
+			a->theld[i] = 1;
+			first = RDMEM_MIN(first, now); /* look again at the next scan */
 			continue;
 		}
 		if (rdmem_tcp_client_withdraw(a->cli, t)) {
@@ -557,8 +573,10 @@ int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem
 	atomic_init(&a->ident.next_call_id, RDMEM_AGENT_FIRST_CALL_ID);
 	rdmem_info("agent id %016llx (exactly-once calls)", (unsigned long long)a->ident.agent_id);
 	a->tcalls = calloc(ncalls, sizeof(*a->tcalls));
-	if (!a->tcalls || rdmem_queue_init(&a->in, (uint32_t)ncalls) < 0) {
+	a->theld = calloc(ncalls, 1);
+	if (!a->tcalls || !a->theld || rdmem_queue_init(&a->in, (uint32_t)ncalls) < 0) {
 		free(a->tcalls);
+		free(a->theld);
 		free(a);
 		return -ENOMEM;
 	}
@@ -566,6 +584,7 @@ int rdmem_tcp_actor_start(const struct rdmem_tcp_actor_config *cfg, struct rdmem
 	if (ret < 0) {
 		rdmem_queue_fini(&a->in);
 		free(a->tcalls);
+		free(a->theld);
 		free(a);
 		return ret;
 	}
@@ -592,6 +611,7 @@ void rdmem_tcp_actor_stop(struct rdmem_tcp_actor *a)
 		    &(struct rdmem_agent_reply){ RDMEM_S_SHUTDOWN, 0, 0, 0, 0, { 0, 0, 0 } });
 	rdmem_queue_fini(&a->in);
 	free(a->tcalls);
+	free(a->theld);
 	free(a);
 }
 
@@ -619,6 +639,7 @@ void rdmem_tcp_actor_get_stats(struct rdmem_tcp_actor *a, struct rdmem_tcp_actor
 	RDMEM_LOAD(tls_handshakes);
 	RDMEM_LOAD(tls_handshake_failures);
 	RDMEM_LOAD(tls_record_failures);
+	RDMEM_LOAD(timeouts_held);
 	RDMEM_LOAD(connected);
 	RDMEM_LOAD(inflight);
 	RDMEM_LOAD(waiting);

@@ -32,7 +32,7 @@ struct rdmem_tcp_actor_config {
 struct rdmem_tcp_actor_stats {
 	uint64_t calls, ok, failed, retried, unreachable, timeouts, connects, disconnects;
 	uint64_t bytes_out, bytes_in, mac_failures;
-	uint64_t tls_handshakes, tls_handshake_failures, tls_record_failures;
+	uint64_t tls_handshakes, tls_handshake_failures, tls_record_failures, timeouts_held;
 	uint32_t connected, inflight, waiting;
 	uint32_t sim_reply_loss; /* fault injection: TCP replies left to drop */
 };

@@ -53,6 +53,7 @@ mutations=(
 	"conf-file-blocks-on-fifo|common/conf_file.c|s/O_RDONLY \x7c O_CLOEXEC \x7c O_NONBLOCK \x7c O_NOCTTY/O_RDONLY \x7c O_CLOEXEC \x7c O_NOCTTY/|test_opts_tls test_secret"
 	"conf-file-owner-unchecked|common/conf_file.c|s/if \(secret && st->st_uid != geteuid\(\) && st->st_uid != 0\)/if (0)/|test_opts_tls test_secret"
 	"resp-socket-dir-unchecked|agent/resp.c|s/\(rc = resp_unix_dir_private\(r->cfg.socket\)\) < 0\)/(rc = resp_unix_dir_private(r->cfg.socket)) < -4096)/|resp.sh"
+	"tcp-half-sent-withdrawn|agent/tcp_actor.c|s/\t\tif \(rdmem_tcp_client_withdraw_tears\(a->cli, t\)\) \{/\t\tif (0 \&\& rdmem_tcp_client_withdraw_tears(a->cli, t)) {/|test_tcp_held"
 	"image-dir-unchecked|server/image.c|s/\tstruct stat sb;\n\n\tif \(fstat\(dirfd, &sb\) < 0\) \{/\tstruct stat sb;\n\n\treturn 0;\n\tif (fstat(dirfd, \&sb) < 0) {/|test_image"
 	"tcp-stop-turn-unbounded|server/tcp_frames.c|s/\t\treturn now > c->srv->stop_deadline_ns;/\t\treturn 0;/|test_tcp_turn"
 	"tcp-stop-first-frame-served|server/tcp_frames.c|s/if \(\(frames \x7c\x7c c->srv->stopping\) &&/if (frames \&\&/|test_tcp_turn"

@@ -948,6 +948,40 @@ static void cli_wait_idle(struct rdmem_tcp_client *c)
 	}
 }
 
+/* Where slot stands in the send queue (sq_len: not queued). */
+static unsigned cli_queue_pos(const struct rdmem_tcp_client *c, unsigned slot)
+{
+	unsigned k;
+
+	for (k = 0; k < c->sq_len; k++)
+		if (c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] == slot)
+			break;
+	return k;
+}
+
+/* 1 while letting slot's call go would tear the stream: its request bytes
+ * are in the send in flight (the kernel reads the caller's buffers until it
+ * completes; with TLS they are in the ciphertext) or half sent, or its
+ * reply's value is being received into the caller's buffer. */
+static int cli_withdraw_tears(const struct rdmem_tcp_client *c, unsigned slot)
+{
+	unsigned k;
+
+	if (c->dead)
+		return 0;
+	if (c->slots[slot].sent)
+		return c->body.active && c->body.slot == slot && !c->body.drain;
+	k = cli_queue_pos(c, slot);
+	return k < c->send_batch || (k == 0 && c->head_off);
+}
+
+int rdmem_tcp_client_withdraw_tears(const struct rdmem_tcp_client *c,
+				    const struct rdmem_tcp_call *call)
+{
+	return rdmem_tcp_client_holds(c, call) &&
+	       cli_withdraw_tears(c, (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1)));
+}
+
 /* A timed-out sync call leaves the window without tearing the stream. */
 static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
 {
@@ -956,17 +990,15 @@ static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 	if (cli_take_done(c, call) || c->slots[slot].call != call)
 		return;
 	if (c->slots[slot].sent) {
-		if (c->body.active && c->body.slot == slot && !c->body.drain) {
+		if (cli_withdraw_tears(c, slot)) {
 			cli_kill(c, "a call timed out while its reply arrived");
 			cli_wait_idle(c);
 		}
 		c->slots[slot].call = NULL; /* its reply will be drained */
 		return;
 	}
-	for (k = 0; k < c->sq_len; k++)
-		if (c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] == slot)
-			break;
-	if (k < c->send_batch || (k == 0 && c->head_off)) {
+	k = cli_queue_pos(c, slot);
+	if (cli_withdraw_tears(c, slot)) {
 		cli_kill(c, "a call timed out half-sent");
 		cli_wait_idle(c);
 		c->slots[slot].call = NULL;

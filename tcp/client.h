@@ -64,6 +64,12 @@ void rdmem_tcp_client_close(struct rdmem_tcp_client *c);
  */
 /* 1 while the client holds call (submitted, not completed, not withdrawn). */
 int rdmem_tcp_client_holds(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call);
+/* 1 while withdrawing call would break the connection: its request is in
+ * the send in flight or half sent, or its reply's value is being received
+ * into its buffer. A caller that shares the connection (the agent) waits
+ * until this clears, so one caller's deadline cannot cut off the others. */
+int rdmem_tcp_client_withdraw_tears(const struct rdmem_tcp_client *c,
+				    const struct rdmem_tcp_call *call);
 int rdmem_tcp_client_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call);
 int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max);
 /* -EAGAIN when the window is full, -ECONNRESET when the connection is dead, -EINVAL. */
