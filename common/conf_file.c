@@ -2,21 +2,103 @@
  * --tls-cert, --tls-key, --tls-ca): checked and read through one open file
  * description, so nothing can swap the file between the check and the read.
  *
- * O_NONBLOCK on open: a FIFO planted at the path would otherwise block the
- * daemon's start until somebody opens it for writing. A secret must belong to
- * this user or root (whoever owns it chose the secret and can change it) and
- * be closed to group and others. */
+ * The file is opened O_PATH, checked, then reopened for reading: a FIFO
+ * planted at the path would block the daemon's start in open until somebody
+ * wrote to it, and a device's open has side effects. Each file, and every
+ * directory and link on its path (as given and as resolved), must belong to
+ * this user or root and be writable by nobody else (directories: unless
+ * sticky): whoever can change the file, or what the path names, chooses the
+ * secret or the CA. A secret (or key) is also closed to group and others,
+ * and has one name. */
 #include "rdmem/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int conf_file_check(const char *flag, const char *path, int fd, int secret,
-			   size_t max, struct stat *st)
+static int conf_owner_ok(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+/* One step of a path: a directory ours or root's that nobody else may write
+ * (sticky is fine: nobody else may rename what is ours in it), or a link
+ * ours or root's (another user's link, say in /tmp, would choose the file). */
+static int conf_step_trusted(const char *flag, const char *path, const char *step)
+{
+	struct stat st;
+
+	if (lstat(step, &st) < 0) {
+		int ret = -errno;
+
+		rdmem_err("%s %s: %s: %s", flag, path, step, strerror(-ret));
+		return ret;
+	}
+	if (!conf_owner_ok(st.st_uid)) {
+		rdmem_err("%s %s: %s is owned by uid %u, not this user (uid %u) or root, who "
+			  "could swap the file",
+			  flag, path, step, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		rdmem_err("%s %s: directory %s is writable by others (mode %04o) and not sticky: "
+			  "another user could swap the file; chmod go-w it",
+			  flag, path, step, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Every step of path, as given and as resolved (realpath), from "/" down to
+ * the file itself (its own checks come on the open descriptor). With every
+ * step trusted, nobody else can change what the path names after the check. */
+static int conf_walk(const char *flag, const char *shown, const char *path)
+{
+	char step[PATH_MAX];
+	size_t len = strlen(path), i;
+	int ret;
+
+	if (len >= sizeof(step) || path[0] != '/')
+		return -ENAMETOOLONG;
+	for (i = 1; i <= len; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		memcpy(step, path, i);
+		step[i] = '\0';
+		if ((ret = conf_step_trusted(flag, shown, i == 1 ? "/" : step)) < 0)
+			return ret;
+	}
+	return conf_step_trusted(flag, shown, "/");
+}
+
+static int conf_path_trusted(const char *flag, const char *path)
+{
+	char abs[PATH_MAX], real[PATH_MAX];
+	int n, ret;
+
+	if (path[0] == '/')
+		n = snprintf(abs, sizeof(abs), "%s", path);
+	else if (getcwd(real, sizeof(real)))
+		n = snprintf(abs, sizeof(abs), "%s/%s", real, path);
+	else
+		return -errno;
+	if (n < 0 || (size_t)n >= sizeof(abs) || !realpath(path, real)) {
+		ret = n < 0 || (size_t)n >= sizeof(abs) ? -ENAMETOOLONG : -errno;
+		rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+		return ret;
+	}
+	if ((ret = conf_walk(flag, path, abs)) < 0)
+		return ret;
+	return conf_walk(flag, path, real);
+}
+
+static int conf_file_check(const char *flag, const char *path, int fd, int secret, size_t max,
+			   struct stat *st)
 {
 	if (fstat(fd, st) < 0) {
 		int ret = -errno;
@@ -28,9 +110,9 @@ static int conf_file_check(const char *flag, const char *path, int fd, int secre
 		rdmem_err("%s %s: not a regular file", flag, path);
 		return -EINVAL;
 	}
-	if (secret && st->st_uid != geteuid() && st->st_uid != 0) {
+	if (!conf_owner_ok(st->st_uid)) {
 		rdmem_err("%s %s: owned by uid %u, not by this user (uid %u) or root; whoever "
-			  "owns it chose the secret",
+			  "owns it chose what it says",
 			  flag, path, (unsigned)st->st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
@@ -39,11 +121,54 @@ static int conf_file_check(const char *flag, const char *path, int fd, int secre
 			  (unsigned)(st->st_mode & 0777));
 		return -EPERM;
 	}
+	if (!secret && (st->st_mode & (S_IWGRP | S_IWOTH))) {
+		rdmem_err("%s %s: writable by others (mode %03o); chmod go-w it", flag, path,
+			  (unsigned)(st->st_mode & 0777));
+		return -EPERM;
+	}
+	/* A second name: in a sticky directory (/tmp) another user may have
+	 * linked a file of root's whose bytes they know. */
+	if (secret && st->st_nlink != 1) {
+		rdmem_err("%s %s: has %lu names (hard links); a secret must have one", flag, path,
+			  (unsigned long)st->st_nlink);
+		return -EPERM;
+	}
 	if ((uint64_t)st->st_size > max) {
 		rdmem_err("%s %s: %llu bytes, over the limit of %zu", flag, path,
 			  (unsigned long long)st->st_size, max);
 		return -EFBIG;
 	}
+	return 0;
+}
+
+/* O_PATH: nothing of the file is opened yet (opening a device runs its
+ * driver: /dev/watchdog arms), only looked at. */
+static int conf_open(const char *flag, const char *path, int *fd)
+{
+	*fd = open(path, O_PATH | O_CLOEXEC);
+	if (*fd >= 0)
+		return 0;
+	rdmem_err("%s %s: %s", flag, path, strerror(errno));
+	return -errno;
+}
+
+/* The file checked, opened for reading through its descriptor: the same
+ * file, whatever its path names by now. O_NONBLOCK all the same. */
+static int conf_reopen(const char *flag, const char *path, int *fd)
+{
+	char via[32];
+	int rfd;
+
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", *fd);
+	rfd = open(via, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (rfd < 0) {
+		int ret = -errno;
+
+		rdmem_err("%s %s: reopening it through %s: %s", flag, path, via, strerror(-ret));
+		return ret;
+	}
+	close(*fd);
+	*fd = rfd;
 	return 0;
 }
 
@@ -67,25 +192,24 @@ static ssize_t conf_file_read_all(int fd, uint8_t *buf, size_t cap)
 	return (ssize_t)got;
 }
 
-int rdmem_conf_file_read(const char *flag, const char *path, int secret, size_t max,
-			 uint8_t **data, size_t *len)
+int rdmem_conf_file_read(const char *flag, const char *path, int secret, size_t max, uint8_t **data,
+			 size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), ret;
 	struct stat st;
 	uint8_t *buf;
 	ssize_t n;
+	int fd, ret;
 
-	if (fd < 0) {
-		ret = -errno;
-		rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+	if ((ret = conf_path_trusted(flag, path)) < 0 || (ret = conf_open(flag, path, &fd)) < 0)
 		return ret;
-	}
-	if ((ret = conf_file_check(flag, path, fd, secret, max, &st)) < 0) {
+	if ((ret = conf_file_check(flag, path, fd, secret, max, &st)) < 0 ||
+	    (ret = conf_reopen(flag, path, &fd)) < 0) {
 		close(fd);
 		return ret;
 	}
 	buf = malloc(max + 1);
 	if (!buf) {
+		rdmem_err("%s %s: out of memory for %zu bytes", flag, path, max + 1);
 		close(fd);
 		return -ENOMEM;
 	}

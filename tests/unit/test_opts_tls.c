@@ -91,6 +91,71 @@ static void test_key_of_another_user_refused(void)
 	expect("rdmem-server", a, 1, "owned by uid 64123");
 }
 
+/* Server with --tls-cert pem and --tls-key key (or --tls-ca ca): exit 1 with want. */
+static void expect_key(const char *key, const char *ca, const char *want)
+{
+	char a[1024];
+
+	snprintf(a, sizeof(a), "-b 127.0.0.1 -p 1 --tls-cert %s --tls-key %s%s%s", pem, key,
+		 ca ? " --tls-ca " : "", ca ? ca : "");
+	expect("rdmem-server", a, 1, want);
+}
+
+/*
+ * Whoever can change what a path names chooses the key (or the CA, or the
+ * secret: the same code). A review pointed a root server's --secret-file,
+ * through a link of its own in a directory it could write, at a root file
+ * of 0600 whose bytes a Debian package ships. Every step of the path must
+ * be this user's or root's and writable by nobody else (a sticky directory
+ * aside), and a link must be ours or root's; a key has one name.
+ */
+static void test_path_must_be_trusted(void)
+{
+	char open_dir[200], key_in_open[240], their_link[240], hard[200], ca_loose[200];
+	char theirs[200], key_in_theirs[240], ours[200];
+
+	if (geteuid() != 0) {
+		check_skip("path trust", "needs root to give files to another uid");
+		return;
+	}
+	snprintf(open_dir, sizeof(open_dir), "%s/open", dir);
+	snprintf(key_in_open, sizeof(key_in_open), "%s/k.key", open_dir);
+	REQUIRE(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0);
+	put_file(key_in_open, 0600);
+	expect_key(key_in_open, NULL, "is writable by others (mode 0777) and not sticky");
+	/* Sticky (as /tmp): fine for our own file, not for another user's link. */
+	REQUIRE(chmod(open_dir, 01777) == 0);
+	expect_key(key_in_open, NULL, "cannot load");
+	snprintf(their_link, sizeof(their_link), "%s/their.key", open_dir);
+	REQUIRE(symlink(key_ok, their_link) == 0 && lchown(their_link, 64123, 64123) == 0);
+	expect_key(their_link, NULL, "is owned by uid 64123");
+	/* Our own link: followed, and the file it names checked. */
+	snprintf(ours, sizeof(ours), "%s/our.key", dir);
+	REQUIRE(symlink(key_ok, ours) == 0);
+	expect_key(ours, NULL, "cannot load");
+	/* A second name of a private file (another user may link root's). */
+	snprintf(hard, sizeof(hard), "%s/hard.key", dir);
+	REQUIRE(link(key_ok, hard) == 0);
+	expect_key(hard, NULL, "has 2 names");
+	REQUIRE(unlink(hard) == 0);
+	/* A directory of another user's on the way. */
+	snprintf(theirs, sizeof(theirs), "%s/theirs", dir);
+	snprintf(key_in_theirs, sizeof(key_in_theirs), "%s/k.key", theirs);
+	REQUIRE(mkdir(theirs, 0755) == 0);
+	put_file(key_in_theirs, 0600);
+	REQUIRE(chown(theirs, 64123, 64123) == 0);
+	expect_key(key_in_theirs, NULL, "is owned by uid 64123");
+	/* ... also where our own link leads: the path as resolved is walked too. */
+	snprintf(ours, sizeof(ours), "%s/to-theirs.key", dir);
+	REQUIRE(symlink(key_in_theirs, ours) == 0);
+	expect_key(ours, NULL, "is owned by uid 64123");
+	/* A CA others may write: they would choose whom we trust. */
+	snprintf(ca_loose, sizeof(ca_loose), "%s/ca-loose.pem", dir);
+	put_file(ca_loose, 0664);
+	expect_key(key_ok, ca_loose, "--tls-ca");
+	expect_key(key_ok, ca_loose, "writable by others (mode 664)");
+}
+
 static void test_agent_tls_flags(void)
 {
 	char a[1024], name[255];
@@ -156,6 +221,7 @@ int main(void)
 	RUN(test_server_tls_flags);
 	RUN(test_fifo_refused_at_once);
 	RUN(test_key_of_another_user_refused);
+	RUN(test_path_must_be_trusted);
 	RUN(test_agent_tls_flags);
 	RUN(test_tls_help);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
