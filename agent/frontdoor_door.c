@@ -7,6 +7,7 @@
  * Protocol: shm/door.h.
  */
 #include "agent/frontdoor_impl.h"
+#include "agent/unix_at.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,16 +75,6 @@ static int rdmem_door_dir(const char *dir, gid_t group)
 			  (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
 		return -EPERM;
 	}
-	return 0;
-}
-
-static int rdmem_door_addr(const char *path, struct sockaddr_un *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa->sun_path, path, strlen(path) + 1);
 	return 0;
 }
 
@@ -183,29 +174,52 @@ static int rdmem_door_clear(const char *path, int reset, uint64_t *epoch)
 	return 0;
 }
 
-static int rdmem_door_listen(struct rdmem_door *d, gid_t group)
+/* The directory as bound through (agent/unix_at.c): checked again on its
+ * descriptor, so a directory above it renamed since rdmem_door_dir looked
+ * cannot put another user's directory, or a link, under our chmod. */
+static int rdmem_door_dir_held(const char *path, const struct rdmem_unix_at *at)
 {
-	struct sockaddr_un sa;
 	struct stat st;
 
-	if (rdmem_door_addr(d->path, &sa))
-		return -ENAMETOOLONG;
-	d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (d->listen_fd < 0)
+	if (fstat(at->dirfd, &st) < 0)
 		return -errno;
-	if (bind(d->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rdmem_err("front door: bind %s: %s", d->path, strerror(errno));
-		return -errno;
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		rdmem_err("front door: the directory of %s changed under us (owner uid %u, mode "
+			  "%04o): not ours alone",
+			  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
 	}
-	if (chmod(d->path, 0660) < 0 ||
-	    (group != (gid_t)-1 && group != 0 && chown(d->path, (uid_t)-1, group) < 0) ||
-	    lstat(d->path, &st) < 0 || listen(d->listen_fd, RDMEM_DOOR_BACKLOG) < 0) {
-		rdmem_err("front door: socket %s: %s", d->path, strerror(errno));
-		return -errno;
+	return 0;
+}
+
+static int rdmem_door_listen(struct rdmem_door *d, gid_t group)
+{
+	struct rdmem_unix_at at;
+	struct stat st;
+	int rc;
+
+	if ((rc = rdmem_unix_at_open("front door: socket", d->path, &at)) < 0)
+		return rc;
+	if ((rc = rdmem_door_dir_held(d->path, &at)) < 0)
+		goto out;
+	d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (d->listen_fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = rdmem_unix_at_bind(&at, d->listen_fd, 0660, group != 0 ? group : (gid_t)-1, &st);
+	if (rc == 0 && listen(d->listen_fd, RDMEM_DOOR_BACKLOG) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		rdmem_err("front door: socket %s: %s", d->path, strerror(-rc));
+		rdmem_unix_at_unlink(&at, &st); /* ours only */
+		goto out;
 	}
 	d->dev = st.st_dev;
 	d->ino = st.st_ino;
-	return 0;
+out:
+	rdmem_unix_at_close(&at);
+	return rc;
 }
 
 /*

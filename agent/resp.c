@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 
 #include "agent/resp_mem.h"
 #include "agent/resp_parse.h"
+#include "agent/unix_at.h"
 #include "common/metrics.h"
 #include "libclient/rdmem.h"
 #include "rdmem/blob.h"
@@ -114,6 +116,8 @@ struct rdmem_resp {
 	struct rdmem_resp_config cfg;
 	rdmem_t *h;
 	int ep, evfd, lfd_tcp, lfd_unix;
+	struct rdmem_unix_at unix_at; /* --resp-socket's directory and name */
+	struct stat unix_st;	      /* the socket file bound there: removed at exit if still it */
 	pthread_t thread;
 	int started;
 	struct resp_conn *conns;
@@ -1483,78 +1487,65 @@ static int resp_listen_tcp(struct rdmem_resp *r)
 	return 0;
 }
 
-/* The socket's directory: owned by this user or root, and writable by no one
- * else unless sticky. In a directory another user may rename in, they could
- * swap the socket for a link between our bind and chmod (chmod follows
- * links), and the agent would chmod 0660 whatever the link names. */
-static int resp_unix_dir_private(const char *path)
+/* The socket's directory (checked on its descriptor): owned by this user or
+ * root, and writable by no one else unless sticky. Where another user may
+ * rename entries, they could swap our socket for a link once it is bound. */
+static int resp_unix_dir_private(const char *path, const struct rdmem_unix_at *at)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *slash;
 	struct stat st;
 
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		slash[slash == dir] = '\0'; /* "/x" keeps "/" */
-	if (stat(dir, &st) < 0) {
+	if (fstat(at->dirfd, &st) < 0) {
 		int rc = -errno;
 
-		rdmem_err("resp: --resp-socket %s: directory %s: %s", path, dir, strerror(-rc));
+		rdmem_err("resp: --resp-socket %s: its directory: %s", path, strerror(-rc));
 		return rc;
 	}
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
-		rdmem_err("resp: --resp-socket %s: directory %s belongs to uid %u, not this user "
+		rdmem_err("resp: --resp-socket %s: its directory belongs to uid %u, not this user "
 			  "(uid %u) or root",
-			  path, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+			  path, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-		rdmem_err("resp: --resp-socket %s: directory %s is writable by others (mode %04o) "
+		rdmem_err("resp: --resp-socket %s: its directory is writable by others (mode %04o) "
 			  "and not sticky: another user could swap the socket; chmod go-w it",
-			  path, dir, (unsigned)(st.st_mode & 07777));
+			  path, (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
 	return 0;
 }
 
 /* A stale socket file (nobody listening) is replaced; a live one is not. */
-static int resp_unix_stale(const char *path, const struct sockaddr_un *sun)
+static int resp_unix_stale(const struct rdmem_unix_at *at)
 {
 	struct stat st;
 	int fd, live;
 
-	if (lstat(path, &st) < 0)
+	if (fstatat(at->dirfd, at->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	live =
-	    connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) == 0 || errno != ECONNREFUSED;
+	live = connect(fd, (const struct sockaddr *)&at->via, sizeof(at->via)) == 0 ||
+	       errno != ECONNREFUSED;
 	close(fd);
 	if (live)
 		return -EADDRINUSE;
-	return unlink(path) < 0 ? -errno : 0;
+	return unlinkat(at->dirfd, at->name, 0) < 0 ? -errno : 0;
 }
 
 static int resp_listen_unix(struct rdmem_resp *r)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = r->cfg.socket;
 	int fd, rc;
 
-	if (strlen(r->cfg.socket) >= sizeof(sun.sun_path)) {
-		rdmem_err("resp: --resp-socket: path over %zu bytes", sizeof(sun.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sun.sun_path, r->cfg.socket);
-	if ((rc = resp_unix_dir_private(r->cfg.socket)) < 0)
+	if ((rc = rdmem_unix_at_open("resp: --resp-socket", path, &r->unix_at)) < 0 ||
+	    (rc = resp_unix_dir_private(path, &r->unix_at)) < 0)
 		return rc;
-	if ((rc = resp_unix_stale(r->cfg.socket, &sun)) < 0) {
-		rdmem_err("resp: --resp-socket %s: %s", r->cfg.socket,
+	if ((rc = resp_unix_stale(&r->unix_at)) < 0) {
+		rdmem_err("resp: --resp-socket %s: %s", path,
 			  rc == -EEXIST ? "exists and is not a socket" : strerror(-rc));
 		return rc;
 	}
@@ -1562,10 +1553,12 @@ static int resp_listen_unix(struct rdmem_resp *r)
 	if (fd < 0)
 		return -errno;
 	/* chmod before listen: nobody can connect while the mode is the umask's. */
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chmod(r->cfg.socket, 0660) < 0 ||
-	    listen(fd, 128) < 0) {
+	rc = rdmem_unix_at_bind(&r->unix_at, fd, 0660, (gid_t)-1, &r->unix_st);
+	if (rc == 0 && listen(fd, 128) < 0)
 		rc = -errno;
-		rdmem_err("resp: --resp-socket %s: %s", r->cfg.socket, strerror(-rc));
+	if (rc < 0) {
+		rdmem_err("resp: --resp-socket %s: %s", path, strerror(-rc));
+		rdmem_unix_at_unlink(&r->unix_at, &r->unix_st); /* ours only */
 		close(fd);
 		return rc;
 	}
@@ -1636,8 +1629,9 @@ static void resp_release(struct rdmem_resp *r)
 		rdmem_close(r->h);
 	if (r->lfd_unix >= 0) {
 		close(r->lfd_unix);
-		unlink(r->cfg.socket);
+		rdmem_unix_at_unlink(&r->unix_at, &r->unix_st);
 	}
+	rdmem_unix_at_close(&r->unix_at);
 	if (r->lfd_tcp >= 0)
 		close(r->lfd_tcp);
 	if (r->evfd >= 0)
@@ -1675,7 +1669,7 @@ int rdmem_resp_start(const struct rdmem_resp_config *cfg, struct rdmem_resp **ou
 	r->cfg = *cfg;
 	if (!r->cfg.max_conns)
 		r->cfg.max_conns = RDMEM_RESP_DEFAULT_MAX_CONNS;
-	r->ep = r->evfd = r->lfd_tcp = r->lfd_unix = -1;
+	r->ep = r->evfd = r->lfd_tcp = r->lfd_unix = r->unix_at.dirfd = -1;
 	r->start_ns = rdmem_now_ns();
 	rc = resp_setup(r);
 	if (rc == 0)
