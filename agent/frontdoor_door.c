@@ -301,11 +301,12 @@ int rdmem_door_open(struct rdmem_frontdoor *fd, const struct rdmem_frontdoor_con
 	d->conn = malloc(fd->geom.clients * sizeof(*d->conn));
 	d->pidfd = malloc(fd->geom.clients * sizeof(*d->pidfd));
 	d->claimed = calloc(fd->geom.clients, sizeof(*d->claimed));
+	d->quiet_until = calloc(fd->geom.clients, sizeof(*d->quiet_until));
 	d->owner = calloc(fd->geom.clients, sizeof(*d->owner));
 	d->sweep = calloc(fd->geom.clients, sizeof(*d->sweep));
 	for (c = 0; d->conn && d->pidfd && c < fd->geom.clients; c++)
 		d->conn[c] = d->pidfd[c] = -1; /* before any return: close() reads them */
-	if (!d->conn || !d->pidfd || !d->claimed || !d->owner || !d->sweep ||
+	if (!d->conn || !d->pidfd || !d->claimed || !d->quiet_until || !d->owner || !d->sweep ||
 	    pipe2(d->wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -ENOMEM;
 	if ((rc = rdmem_door_dir_of(d->path, dir, sizeof(dir))))
@@ -471,7 +472,14 @@ static int rdmem_door_take(struct rdmem_frontdoor *fd, const struct rdmem_door_p
 	return rdmem_door_assign(fd, p, w, area_fd);
 }
 
-static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c);
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now);
+
+/* What to poll client c's connection for: a hang-up only while it rests
+ * after a take request (rdmem_door_readable), else anything. */
+static short rdmem_door_events(const struct rdmem_door *d, uint32_t c, uint64_t now)
+{
+	return now < d->quiet_until[c] ? POLLRDHUP : POLLIN;
+}
 
 /*
  * Looks at every attached connection now (one poll, no wait) and handles
@@ -483,19 +491,21 @@ static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c);
 static int rdmem_door_sweep(struct rdmem_frontdoor *fd)
 {
 	struct rdmem_door *d = &fd->door;
+	uint64_t now = rdmem_now_ns();
 	uint32_t c, n = 0, k = 0;
 	int found = 0;
 
 	for (c = 0; c < fd->geom.clients; c++)
 		if (d->conn[c] >= 0)
-			d->sweep[n++] = (struct pollfd){ d->conn[c], POLLIN, 0 };
+			d->sweep[n++] =
+			    (struct pollfd){ d->conn[c], rdmem_door_events(d, c, now), 0 };
 	if (!n || poll(d->sweep, n, 0) <= 0)
 		return 0;
 	for (c = 0; c < fd->geom.clients && k < n; c++) {
 		if (d->conn[c] < 0 || d->sweep[k].fd != d->conn[c])
 			continue;
 		if (d->sweep[k++].revents) {
-			rdmem_door_readable(fd, c);
+			rdmem_door_readable(fd, c, now);
 			found += d->conn[c] < 0;
 		}
 	}
@@ -858,8 +868,17 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
  * read per buffer, not a round (poll, lstat, a wake of the actor) per
  * 64 bytes, as a review's flood did (1.2-1.4 s of the door's CPU in 1.5 s
  * for 5-7 ms of the client's).
+ *
+ * Then the connection rests RDMEM_DOOR_TAKE_GAP_NS (the door polls it for a
+ * hang-up only): a client can make every byte a read of its own (an fd
+ * passed with each, or bytes from two processes, which the kernel never
+ * merges), and each read costs the door a round and the actor a wake and
+ * a pass over every client. A review's flood so took 2.4 and 1.5 s of
+ * their CPU in 3 s. No client can be hurt by another's rest, and an honest
+ * client asks only when the ring is full (kept full by someone else): its
+ * second request within the gap waits for the rest of it.
  */
-static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c)
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now)
 {
 	char b[64 << 10]; /* on the door thread's stack: one per front door */
 	ssize_t n;
@@ -870,6 +889,7 @@ static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c)
 	if (n > 0 && !rdmem_door_stray(b, n)) {
 		rdmem_door_count(&fd->n_take_reqs);
 		rdmem_door_ask_take(fd, c);
+		fd->door.quiet_until[c] = now + RDMEM_DOOR_TAKE_GAP_NS;
 		return;
 	}
 	if (n > 0) { /* nothing else comes after the hello: cut it off */
@@ -952,7 +972,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 			if (d->pidfd[who[i] & 0xffffu] == pf[i].fd)
 				rdmem_door_owner_exited(fd, who[i] & 0xffffu);
 		} else if (d->conn[who[i]] == pf[i].fd)
-			rdmem_door_readable(fd, who[i]);
+			rdmem_door_readable(fd, who[i], now);
 	}
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		struct rdmem_door_pending *p = &d->pending[i];
@@ -1020,8 +1040,12 @@ static int rdmem_door_fds(struct rdmem_frontdoor *fd, struct pollfd *pf, uint32_
 	}
 	for (c = 0; c < fd->geom.clients; c++) {
 		if (d->conn[c] >= 0) {
+			short ev = rdmem_door_events(d, c, now);
+
+			if (ev != POLLIN) /* resting: read it when the rest ends */
+				rdmem_door_until(d->quiet_until[c], now, timeout_ms);
 			who[n] = c;
-			pf[n++] = (struct pollfd){ d->conn[c], POLLIN, 0 };
+			pf[n++] = (struct pollfd){ d->conn[c], ev, 0 };
 		}
 		if (d->pidfd[c] >= 0) { /* readable once the owner exits */
 			who[n] = 0x40000000u | c;
@@ -1113,10 +1137,12 @@ void rdmem_door_close(struct rdmem_frontdoor *fd)
 	free(d->conn);
 	free(d->pidfd);
 	free(d->claimed);
+	free(d->quiet_until);
 	free(d->owner);
 	free(d->sweep);
 	d->sweep = NULL;
 	d->conn = d->pidfd = NULL;
 	d->claimed = NULL;
+	d->quiet_until = NULL;
 	d->owner = NULL;
 }

@@ -99,12 +99,13 @@ struct rdmem_door {
 	pthread_t thread;
 	int started;
 	struct rdmem_door_pending pending[RDMEM_DOOR_PENDING];
-	int *conn;	      /* per client entry: its owner's connection, or -1 */
-	int *pidfd;	      /* per client entry: its owner's pidfd, or -1 */
-	uint64_t *claimed;    /* per client entry: the claim word the door set */
-	uid_t *owner;	      /* per client entry: its owner's uid (SO_PEERCRED) */
-	struct pollfd *sweep; /* per client entry: for rdmem_door_sweep() */
-	uint32_t per_uid;     /* --clients-per-uid: entries one capped uid may hold */
+	int *conn;	       /* per client entry: its owner's connection, or -1 */
+	int *pidfd;	       /* per client entry: its owner's pidfd, or -1 */
+	uint64_t *claimed;     /* per client entry: the claim word the door set */
+	uint64_t *quiet_until; /* per client entry: its connection is not read before (ns) */
+	uid_t *owner;	       /* per client entry: its owner's uid (SO_PEERCRED) */
+	struct pollfd *sweep;  /* per client entry: for rdmem_door_sweep() */
+	uint32_t per_uid;      /* --clients-per-uid: entries one capped uid may hold */
 	uint32_t next_gen;
 	uint64_t next_serial;	     /* attaches ever assigned: each one's serial */
 	uint64_t accepted;	     /* connections accepted, for pending seq */

@@ -44,9 +44,14 @@
 #define RDMEM_DOOR_MAGIC_WELCOME 0x57524f44u /* "DORW" */
 /* 2: two memfds (common part, the client's own area) and their sizes. */
 /* 3: RDMEM_DOOR_TAKE and RDMEM_SLOT_NO_ENTRY. */
-#define RDMEM_DOOR_VERSION  3
-#define RDMEM_DOOR_TAKE	    't'
-#define RDMEM_DOOR_ROOT_DIR "/run/rdmem"
+#define RDMEM_DOOR_VERSION 3
+#define RDMEM_DOOR_TAKE	   't'
+/* After reading a take request the agent leaves that connection unread this
+ * long (hang-ups aside): a client's next request waits up to this, so that
+ * one that makes every byte a read of its own costs the agent at most a
+ * read per gap (agent/frontdoor_door.c). */
+#define RDMEM_DOOR_TAKE_GAP_NS 2000000ull
+#define RDMEM_DOOR_ROOT_DIR    "/run/rdmem"
 /* The seals every segment carries: nobody can change its size, or the seals. */
 #define RDMEM_DOOR_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 /* A connection that has not sent its whole hello by then is closed. */

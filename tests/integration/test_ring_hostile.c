@@ -673,6 +673,79 @@ static void test_hostile_take_flood(void)
 	fx_stop(&f);
 }
 
+/* One take byte per sendmsg, each with an fd (its stdin) passed along: the
+ * kernel never merges such messages into one read, so every byte would be
+ * a read of the door's and a wake of the actor's. */
+static void attack_take_flood_fds(struct hostile *x)
+{
+	uint64_t end = rdmem_now_ns() + JAM_MS * 1000000ull;
+	char byte = RDMEM_DOOR_TAKE, ctl[CMSG_SPACE(sizeof(int))];
+
+	while (rdmem_now_ns() < end) {
+		struct iovec iov = { &byte, 1 };
+		struct msghdr m = { .msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		int in = 0;
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &in, sizeof(in));
+		if (sendmsg(x->sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+			(*flood_bytes)++;
+		else if (errno == EAGAIN || errno == ETOOMANYREFS)
+			usleep(50); /* the socket (or our fds in flight) full: the door rests */
+		else
+			_exit(4); /* cut off: the byte is legal, that is a failure */
+	}
+}
+
+/*
+ * The same flood with every byte a read of its own. After a take request
+ * the door leaves a client's connection unread for RDMEM_DOOR_TAKE_GAP_NS
+ * (2 ms), so the flood gets at most one read per gap (about 750 in its
+ * 1.5 s), where a review's got 75,968 and cost the door and the actor 2.4
+ * and 1.5 s of CPU in 3 s. Pings go on within the jam's bound.
+ */
+static void test_hostile_take_flood_unmergeable(void)
+{
+	long long reqs, most;
+	struct pings r;
+	uint64_t t0;
+	struct fx f;
+	pid_t pid;
+
+	REQUIRE(fx_start(&f, "take bytes that cannot merge") == 0);
+	flood_bytes = mmap(NULL, sizeof(*flood_bytes), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(flood_bytes != MAP_FAILED);
+	*flood_bytes = 0;
+	reqs = fx_stat(&f, "take_requests");
+	CHECK(reqs >= 0);
+	t0 = rdmem_now_ns();
+	pid = spawn_hostile(attack_take_flood_fds);
+	REQUIRE(pid >= 0);
+	r = pings_during_attack(&f);
+	CHECK_EQ(wait_hostile(pid), 0);
+	reqs = fx_stat(&f, "take_requests") - reqs;
+	/* One read per gap from the first byte to the count read: the bytes
+	 * left in the socket when the flooder stops are read on after it. */
+	most = (long long)((rdmem_now_ns() - t0) / RDMEM_DOOR_TAKE_GAP_NS) + 10;
+	printf("# %" PRIu64 " take bytes, each with an fd, read in %lld reads (at most %lld); "
+	       "%" PRIu64 " local pings meanwhile, %" PRIu64 " over %" PRIu64
+	       " ms, the slowest %" PRIu64 " us\n",
+	       *flood_bytes, reqs, most, r.n, r.slow, r.bound_ms, r.worst_us);
+	CHECK(*flood_bytes > 0);
+	CHECK(reqs > 0 && reqs <= most);
+	CHECK_EQ(r.slow, 0);
+	munmap(flood_bytes, sizeof(*flood_bytes));
+	fx_finish(&f, fx_recover_ms(&f));
+	fx_stop(&f);
+}
+
 /*
  * The agent's sleeping word held at 0 on an idle ring: producers then never
  * ring the doorbell, and an idle actor has no scan tick to find their
@@ -931,6 +1004,7 @@ int main(int argc, char **argv)
 	RUN(test_hostile_head_flood);
 	RUN(test_hostile_ring_kept_full);
 	RUN(test_hostile_take_flood);
+	RUN(test_hostile_take_flood_unmergeable);
 	RUN(test_hostile_negative_pid);
 	RUN(test_hostile_sleeping_word_cleared);
 	RUN(test_hostile_idle_sleeping_then_head);
