@@ -32,6 +32,11 @@
 #define RDMEM_TCP_DONE_BATCH	 64
 #define RDMEM_TCP_BUSY_TICK_MS	 50	    /* the longest sleep while calls are on the wire */
 #define RDMEM_TCP_SENT_SCAN_NS	 5000000ull /* calls on the wire: deadline scan at most this often */
+/* A call held past its deadline (rdmem_tcp_expire_sent): looked at again this
+ * often, and let go at this much past its deadline even if that breaks the
+ * connection (a server that stopped reading, or stalled mid-reply). */
+#define RDMEM_TCP_HELD_LOOK_NS 10000000ull
+#define RDMEM_TCP_HELD_MAX_NS  2000000000ull
 
 /* Counters written by the actor only, read by stats: relaxed is enough. */
 struct rdmem_tcp_counters {
@@ -407,12 +412,15 @@ static int rdmem_tcp_progress(struct rdmem_tcp_actor *a, int timeout_ms)
  * once a deadline passed, at most every RDMEM_TCP_SENT_SCAN_NS), so the
  * scan of every (client, slot) costs nothing in the normal case.
  *
- * A call half on the wire (or whose value is being received into its
+ * A call half on the wire (or whose value a recv in flight writes into its
  * slot) is held, not withdrawn: withdrawing it would break the connection
  * every client shares, so one client's short deadlines on large values
  * could make the agent reconnect and resend everyone's calls at will. It
  * keeps its front-door slot (the kernel still reads or writes it) and is
- * answered TIMEOUT at a later scan, once its bytes are with the kernel.
+ * answered TIMEOUT at a later look, once the kernel is done with it, or
+ * RDMEM_TCP_HELD_MAX_NS past its deadline, when it is withdrawn anyway: a
+ * server that stopped reading or stalled mid-reply would hold it for good
+ * (no client can make an honest server stall, so this reopens nothing).
  */
 static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 {
@@ -432,11 +440,12 @@ static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 			first = RDMEM_MIN(first, call->deadline_ns);
 			continue;
 		}
-		if (rdmem_tcp_client_withdraw_tears(a->cli, t)) {
+		if (now - call->deadline_ns < RDMEM_TCP_HELD_MAX_NS &&
+		    rdmem_tcp_client_withdraw_tears(a->cli, t)) {
 			if (!a->theld[i])
 				rdmem_tcp_count(&a->c.timeouts_held, 1);
 			a->theld[i] = 1;
-			first = RDMEM_MIN(first, now); /* look again at the next scan */
+			first = RDMEM_MIN(first, now + RDMEM_TCP_HELD_LOOK_NS);
 			continue;
 		}
 		if (rdmem_tcp_client_withdraw(a->cli, t)) {

@@ -532,6 +532,38 @@ static void cli_complete_body(struct rdmem_tcp_client *c)
 	cli_finish(c, b->slot);
 }
 
+/* Where slot stands in the send queue (sq_len: not queued). */
+static unsigned cli_queue_pos(const struct rdmem_tcp_client *c, unsigned slot)
+{
+	unsigned k;
+
+	for (k = 0; k < c->sq_len; k++)
+		if (c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] == slot)
+			break;
+	return k;
+}
+
+/* 1 while slot's request is in the send in flight (the kernel reads the
+ * caller's buffers until it completes; with TLS it is in the ciphertext) or
+ * half sent. */
+static int cli_on_the_wire(const struct rdmem_tcp_client *c, unsigned slot)
+{
+	unsigned k;
+
+	if (c->slots[slot].sent)
+		return 0;
+	k = cli_queue_pos(c, slot);
+	return k < c->send_batch || (k == 0 && c->head_off);
+}
+
+/* 1 while a recv in flight writes slot's reply value into the caller's
+ * buffer. Without one, the rest of the value can be read and dropped. */
+static int cli_receiving_into(const struct rdmem_tcp_client *c, unsigned slot)
+{
+	return c->body.active && c->body.slot == slot && !c->body.drain && c->recv_busy &&
+	       c->recv_direct;
+}
+
 /* Validates a reply header and starts its body; -1 on a protocol error. */
 static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 {
@@ -550,6 +582,12 @@ static int cli_start_body(struct rdmem_tcp_client *c, const uint8_t *p)
 	if (slot >= RDMEM_TCP_CLIENT_WINDOW || !c->slots[slot].busy ||
 	    c->slots[slot].req_id != b->hdr.req_id || c->slots[slot].replied) {
 		cli_protocol_error(c, "reply with an unknown req_id");
+		return -1;
+	}
+	/* A reply may beat the end of its request (a refusal after the header),
+	 * never its first byte: the slot could be withdrawn unsent meanwhile. */
+	if (!c->slots[slot].sent && !cli_on_the_wire(c, slot)) {
+		cli_protocol_error(c, "reply to a request not sent yet");
 		return -1;
 	}
 	call = c->slots[slot].call;
@@ -948,62 +986,37 @@ static void cli_wait_idle(struct rdmem_tcp_client *c)
 	}
 }
 
-/* Where slot stands in the send queue (sq_len: not queued). */
-static unsigned cli_queue_pos(const struct rdmem_tcp_client *c, unsigned slot)
-{
-	unsigned k;
-
-	for (k = 0; k < c->sq_len; k++)
-		if (c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] == slot)
-			break;
-	return k;
-}
-
-/* 1 while letting slot's call go would tear the stream: its request bytes
- * are in the send in flight (the kernel reads the caller's buffers until it
- * completes; with TLS they are in the ciphertext) or half sent, or its
- * reply's value is being received into the caller's buffer. */
-static int cli_withdraw_tears(const struct rdmem_tcp_client *c, unsigned slot)
-{
-	unsigned k;
-
-	if (c->dead)
-		return 0;
-	if (c->slots[slot].sent)
-		return c->body.active && c->body.slot == slot && !c->body.drain;
-	k = cli_queue_pos(c, slot);
-	return k < c->send_batch || (k == 0 && c->head_off);
-}
-
 int rdmem_tcp_client_withdraw_tears(const struct rdmem_tcp_client *c,
 				    const struct rdmem_tcp_call *call)
 {
+	unsigned slot = (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1));
+
 	return rdmem_tcp_client_holds(c, call) &&
-	       cli_withdraw_tears(c, (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1)));
+	       (cli_on_the_wire(c, slot) || cli_receiving_into(c, slot));
 }
 
-/* A timed-out sync call leaves the window without tearing the stream. */
+/* A timed-out call leaves the window; only a call the kernel still reads or
+ * writes tears the stream (rdmem_tcp_client_withdraw_tears). */
 static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
 {
 	unsigned slot = (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1)), k;
+	int on_wire;
 
 	if (cli_take_done(c, call) || c->slots[slot].call != call)
 		return;
-	if (c->slots[slot].sent) {
-		if (cli_withdraw_tears(c, slot)) {
-			cli_kill(c, "a call timed out while its reply arrived");
-			cli_wait_idle(c);
-		}
-		c->slots[slot].call = NULL; /* its reply will be drained */
+	on_wire = cli_on_the_wire(c, slot);
+	if (on_wire || cli_receiving_into(c, slot)) {
+		cli_kill(c, on_wire ? "a call timed out half-sent"
+				    : "a call timed out while its reply arrived");
+		cli_wait_idle(c);
+	}
+	if (c->body.active && c->body.slot == slot)
+		c->body.drain = 1; /* the rest of its value is read and dropped */
+	if (c->slots[slot].sent || on_wire) {
+		c->slots[slot].call = NULL; /* its reply will be drained, or the slot failed */
 		return;
 	}
 	k = cli_queue_pos(c, slot);
-	if (cli_withdraw_tears(c, slot)) {
-		cli_kill(c, "a call timed out half-sent");
-		cli_wait_idle(c);
-		c->slots[slot].call = NULL;
-		return;
-	}
 	cli_untag_from(c, k);
 	for (; k + 1 < c->sq_len; k++)
 		c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] =
