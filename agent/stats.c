@@ -88,9 +88,6 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	S("paths.tcp.unreachable", C, tcp.unreachable,
 	  "TCP calls failed with no server to send them to."),
 	S("paths.tcp.timeouts", C, tcp.timeouts, "TCP calls past their deadline."),
-	S("tcp.timeouts_held", C, tcp.timeouts_held,
-	  "TCP calls past their deadline held until their bytes were with the kernel "
-	  "(withdrawing them would have broken the shared connection)."),
 	S("rdma.slots_in_use", G, rdma.inflight, "Server request-ring slots held by calls."),
 	S("rdma.slots", G, rdma.slots, "Server request-ring slots of the session."),
 	S("rdma.posted", C, rdma.posted, "RDMA calls posted on the current link."),
@@ -175,6 +172,9 @@ static const struct rdmem_ctr rdmem_agent_ctrs[] = {
 	  "failed -ENOMEM."),
 	S("tcp.connected", G, tcp.connected, "1 while the TCP fallback connection is up."),
 	S("tcp.connects", C, tcp.connects, "TCP connections made."),
+	S("tcp.timeouts_held", C, tcp.timeouts_held,
+	  "TCP calls past their deadline held until the kernel was done with their slot "
+	  "(withdrawing them would have broken the shared connection; at most 2 s)."),
 	S("tcp.disconnects", C, tcp.disconnects, "TCP connections lost."),
 	S("tcp.inflight", G, tcp.inflight, "TCP calls on the wire."),
 	S("tcp.waiting", G, tcp.waiting, "TCP calls waiting for a connection or window."),
