@@ -28,73 +28,136 @@ static int conf_owner_ok(uid_t uid)
 
 /* One step of a path: a directory ours or root's that nobody else may write
  * (sticky is fine: nobody else may rename what is ours in it), or a link
- * ours or root's (another user's link, say in /tmp, would choose the file). */
-static int conf_step_trusted(const char *flag, const char *path, const char *step)
+ * ours or root's (another user's link, say in /tmp, would choose the file).
+ * *st: what the step is. */
+static int conf_step_trusted(const char *flag, const char *path, const char *step, struct stat *st)
 {
-	struct stat st;
-
-	if (lstat(step, &st) < 0) {
+	if (lstat(step, st) < 0) {
 		int ret = -errno;
 
-		rdmem_err("%s %s: %s: %s", flag, path, step, strerror(-ret));
+		if (!strcmp(step, path))
+			rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+		else
+			rdmem_err("%s %s: %s: %s", flag, path, step, strerror(-ret));
 		return ret;
 	}
-	if (!conf_owner_ok(st.st_uid)) {
+	if (!conf_owner_ok(st->st_uid)) {
 		rdmem_err("%s %s: %s is owned by uid %u, not this user (uid %u) or root, who "
 			  "could swap the file",
-			  flag, path, step, (unsigned)st.st_uid, (unsigned)geteuid());
+			  flag, path, step, (unsigned)st->st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
-	if (S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+	if (S_ISDIR(st->st_mode) && (st->st_mode & (S_IWGRP | S_IWOTH)) &&
+	    !(st->st_mode & S_ISVTX)) {
 		rdmem_err("%s %s: directory %s is writable by others (mode %04o) and not sticky: "
 			  "another user could swap the file; chmod go-w it",
-			  flag, path, step, (unsigned)(st.st_mode & 07777));
+			  flag, path, step, (unsigned)(st->st_mode & 07777));
 		return -EPERM;
 	}
 	return 0;
 }
 
-/* Every step of path, as given and as resolved (realpath), from "/" down to
- * the file itself (its own checks come on the open descriptor). With every
- * step trusted, nobody else can change what the path names after the check. */
-static int conf_walk(const char *flag, const char *shown, const char *path)
+/* real's parent ("/" stays "/"). */
+static void conf_up(char *real)
 {
-	char step[PATH_MAX];
-	size_t len = strlen(path), i;
-	int ret;
+	char *slash = strrchr(real, '/');
 
-	if (len >= sizeof(step) || path[0] != '/')
-		return -ENAMETOOLONG;
-	for (i = 1; i <= len; i++) {
-		if (path[i] != '/' && path[i] != '\0')
-			continue;
-		memcpy(step, path, i);
-		step[i] = '\0';
-		if ((ret = conf_step_trusted(flag, shown, i == 1 ? "/" : step)) < 0)
-			return ret;
-	}
-	return conf_step_trusted(flag, shown, "/");
+	if (slash == real)
+		real[1] = '\0';
+	else
+		*slash = '\0';
 }
 
-static int conf_path_trusted(const char *flag, const char *path)
+/* Takes the first component off *rest into comp (cap bytes); 0 when none left. */
+static int conf_next_component(const char **rest, char *comp, size_t cap)
 {
-	char abs[PATH_MAX], real[PATH_MAX];
-	int n, ret;
+	const char *p = *rest, *end;
+
+	while (*p == '/')
+		p++;
+	if (!*p)
+		return 0;
+	end = strchrnul(p, '/');
+	snprintf(comp, cap, "%.*s", (int)RDMEM_MIN((size_t)(end - p), cap - 1), p);
+	*rest = end;
+	return 1;
+}
+
+/* cur/comp into cur (cur "/" gives "/comp"); -ENAMETOOLONG past PATH_MAX. */
+static int conf_join(char *cur, const char *comp)
+{
+	size_t n = strlen(cur);
+	int w = snprintf(cur + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", comp);
+
+	return w < 0 || (size_t)w >= PATH_MAX - n ? -ENAMETOOLONG : 0;
+}
+
+/* The link at cur sends the walk on: its target, then what was left. */
+static int conf_follow(const char *cur, const char *rest, char *todo)
+{
+	char target[PATH_MAX], tail[PATH_MAX];
+	ssize_t n = readlink(cur, target, sizeof(target) - 1);
+	int w;
+
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	snprintf(tail, sizeof(tail), "%s", rest);
+	w = snprintf(todo, PATH_MAX, "%s/%s", target, tail);
+	return w < 0 || w >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Resolves path as the kernel will, a step at a time, checking "/", every
+ * directory and every link met on the way, the links a link leads through
+ * included, and the file's own entry (conf_step_trusted). With every step
+ * trusted, nobody else can change what the path names after the check.
+ * real: the file reached, a path without links.
+ */
+static int conf_path_trusted(const char *flag, const char *path, char *real)
+{
+	char todo[PATH_MAX], comp[NAME_MAX + 1];
+	const char *rest;
+	struct stat st;
+	int links = 0, ret;
 
 	if (path[0] == '/')
-		n = snprintf(abs, sizeof(abs), "%s", path);
-	else if (getcwd(real, sizeof(real)))
-		n = snprintf(abs, sizeof(abs), "%s/%s", real, path);
+		ret = snprintf(todo, sizeof(todo), "%s", path);
+	else if (getcwd(real, PATH_MAX))
+		ret = snprintf(todo, sizeof(todo), "%s/%s", real, path);
 	else
-		return -errno;
-	if (n < 0 || (size_t)n >= sizeof(abs) || !realpath(path, real)) {
-		ret = n < 0 || (size_t)n >= sizeof(abs) ? -ENAMETOOLONG : -errno;
-		rdmem_err("%s %s: %s", flag, path, strerror(-ret));
-		return ret;
+		ret = -1;
+	if (ret < 0 || (size_t)ret >= sizeof(todo)) {
+		rdmem_err("%s %s: %s", flag, path, ret < 0 ? strerror(errno) : "path too long");
+		return ret < 0 ? -errno : -ENAMETOOLONG;
 	}
-	if ((ret = conf_walk(flag, path, abs)) < 0)
+	if ((ret = conf_step_trusted(flag, path, "/", &st)) < 0)
 		return ret;
-	return conf_walk(flag, path, real);
+	strcpy(real, "/");
+	for (rest = todo; conf_next_component(&rest, comp, sizeof(comp));) {
+		if (!strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) { /* checked on the way down */
+			conf_up(real);
+			continue;
+		}
+		if ((ret = conf_join(real, comp)) < 0 ||
+		    (ret = conf_step_trusted(flag, path, real, &st)) < 0)
+			return ret;
+		if (!S_ISLNK(st.st_mode))
+			continue;
+		if (++links > 40 || (ret = conf_follow(real, rest, todo)) < 0) {
+			ret = links > 40 ? -ELOOP : ret;
+			rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+			return ret;
+		}
+		rest = todo;
+		if (todo[0] == '/')
+			strcpy(real, "/");
+		else
+			conf_up(real); /* a relative target starts at the link's directory */
+	}
+	return 0;
 }
 
 static int conf_file_check(const char *flag, const char *path, int fd, int secret, size_t max,
@@ -143,9 +206,9 @@ static int conf_file_check(const char *flag, const char *path, int fd, int secre
 
 /* O_PATH: nothing of the file is opened yet (opening a device runs its
  * driver: /dev/watchdog arms), only looked at. */
-static int conf_open(const char *flag, const char *path, int *fd)
+static int conf_open(const char *flag, const char *path, const char *real, int *fd)
 {
-	*fd = open(path, O_PATH | O_CLOEXEC);
+	*fd = open(real, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd >= 0)
 		return 0;
 	rdmem_err("%s %s: %s", flag, path, strerror(errno));
@@ -195,12 +258,14 @@ static ssize_t conf_file_read_all(int fd, uint8_t *buf, size_t cap)
 int rdmem_conf_file_read(const char *flag, const char *path, int secret, size_t max, uint8_t **data,
 			 size_t *len)
 {
+	char real[PATH_MAX];
 	struct stat st;
 	uint8_t *buf;
 	ssize_t n;
 	int fd, ret;
 
-	if ((ret = conf_path_trusted(flag, path)) < 0 || (ret = conf_open(flag, path, &fd)) < 0)
+	if ((ret = conf_path_trusted(flag, path, real)) < 0 ||
+	    (ret = conf_open(flag, path, real, &fd)) < 0)
 		return ret;
 	if ((ret = conf_file_check(flag, path, fd, secret, max, &st)) < 0 ||
 	    (ret = conf_reopen(flag, path, &fd)) < 0) {

@@ -112,7 +112,7 @@ static void expect_key(const char *key, const char *ca, const char *want)
 static void test_path_must_be_trusted(void)
 {
 	char open_dir[200], key_in_open[240], their_link[240], hard[200], ca_loose[200];
-	char theirs[200], key_in_theirs[240], ours[200];
+	char theirs[200], key_in_theirs[240], ours[200], nested[240];
 
 	if (geteuid() != 0) {
 		check_skip("path trust", "needs root to give files to another uid");
@@ -149,6 +149,20 @@ static void test_path_must_be_trusted(void)
 	snprintf(ours, sizeof(ours), "%s/to-theirs.key", dir);
 	REQUIRE(symlink(key_in_theirs, ours) == 0);
 	expect_key(ours, NULL, "is owned by uid 64123");
+	/* ... and a link met on the way there: ours leads into their directory,
+	 * where their link leads back to a private file of ours (a review's
+	 * case: neither the path as given nor as resolved shows their link). */
+	snprintf(nested, sizeof(nested), "%s/cfg", theirs);
+	snprintf(their_link, sizeof(their_link), "%s/cfg/s", theirs);
+	REQUIRE(mkdir(nested, 0755) == 0 && chown(nested, 64123, 64123) == 0);
+	REQUIRE(symlink(key_ok, their_link) == 0 && lchown(their_link, 64123, 64123) == 0);
+	snprintf(ours, sizeof(ours), "%s/via-theirs.key", dir);
+	REQUIRE(symlink(their_link, ours) == 0);
+	expect_key(ours, NULL, "is owned by uid 64123");
+	/* A relative link with ".." that stays in our tree: followed. */
+	snprintf(ours, sizeof(ours), "%s/rel.key", dir);
+	REQUIRE(symlink("open/../ok.key", ours) == 0);
+	expect_key(ours, NULL, "cannot load");
 	/* A CA others may write: they would choose whom we trust. */
 	snprintf(ca_loose, sizeof(ca_loose), "%s/ca-loose.pem", dir);
 	put_file(ca_loose, 0664);
