@@ -40,21 +40,34 @@ static void rdmem_door_count(_Atomic uint64_t *n)
 
 /* ---- the directory and the socket ---------------------------------------- */
 
+/* Gives the directory we just made its mode and group through a descriptor
+ * (O_NOFOLLOW): by path, a user who may rename a directory above it could
+ * swap it for a link first and have chmod and chown act on the link's target. */
+static int rdmem_door_dir_mode(const char *dir, gid_t group)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), ret = 0;
+	struct stat st;
+
+	/* The umask may have cut the mode; group members must search it. */
+	if (dfd < 0 || fstat(dfd, &st) < 0 || fchmod(dfd, 0750) < 0 ||
+	    (group != (gid_t)-1 && group != 0 && fchown(dfd, (uid_t)-1, group) < 0))
+		ret = -errno;
+	else if (st.st_uid != geteuid())
+		ret = -EPERM; /* not the directory we made */
+	if (ret)
+		rdmem_err("front door: socket directory %s: chmod/chown: %s", dir, strerror(-ret));
+	if (dfd >= 0)
+		close(dfd);
+	return ret;
+}
+
 /* Creates dir 0750 (group: cfg's), or checks an existing one is ours and private. */
 static int rdmem_door_dir(const char *dir, gid_t group)
 {
 	struct stat st;
 
-	if (mkdir(dir, 0750) == 0) {
-		/* The umask may have cut the mode; group members must search it. */
-		if (chmod(dir, 0750) < 0 ||
-		    (group != (gid_t)-1 && group != 0 && chown(dir, (uid_t)-1, group) < 0)) {
-			rdmem_err("front door: socket directory %s: chmod/chown: %s", dir,
-				  strerror(errno));
-			return -errno;
-		}
-		return 0;
-	}
+	if (mkdir(dir, 0750) == 0)
+		return rdmem_door_dir_mode(dir, group);
 	if (errno != EEXIST) {
 		rdmem_err("front door: cannot create the socket directory %s: %s (create it "
 			  "with mode 0750, or pass --socket PATH)",
@@ -883,6 +896,13 @@ static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t
 	char b[64 << 10]; /* on the door thread's stack: one per front door */
 	ssize_t n;
 
+	/* Resting, it is polled for a hang-up only: whatever it still sent is
+	 * not read. A review's client shut its side after each batch of bytes,
+	 * and reading on at each such event gave it a read per round again. */
+	if (now < fd->door.quiet_until[c]) {
+		rdmem_door_hangup(fd, c);
+		return;
+	}
 	n = recv(fd->door.conn[c], b, sizeof(b), MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;

@@ -28,6 +28,10 @@ int rdmem_unix_at_open(const char *flag, const char *path, struct rdmem_unix_at 
 	int n;
 
 	at->dirfd = -1;
+	if (strlen(path) >= sizeof(at->via.sun_path)) { /* clients connect by path */
+		rdmem_err("%s %s: path over %zu bytes", flag, path, sizeof(at->via.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
 	if (!*name || strlen(name) >= sizeof(at->name) || dlen >= sizeof(dir)) {
 		rdmem_err("%s %s: %s", flag, path,
 			  *name ? "name or directory too long" : "names no socket (ends in '/')");

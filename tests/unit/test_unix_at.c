@@ -138,6 +138,17 @@ static void test_path_forms(void)
 	CHECK_EQ(rdmem_unix_at_open("--test", long_name, &at), -ENAMETOOLONG);
 	CHECK_EQ(at.dirfd, -1);
 	CHECK_EQ(rdmem_unix_at_open("--test", "/nonexistent-dir-rdmem/x.sock", &at), -ENOENT);
+	/* A path no client could connect to (over a sun_path), though its name
+	 * alone would fit. */
+	{
+		char deep[200];
+
+		memset(deep, 'd', sizeof(deep));
+		deep[0] = '/';
+		deep[150] = '/';
+		memcpy(deep + 151, "x.sock", 7);
+		CHECK_EQ(rdmem_unix_at_open("--test", deep, &at), -ENAMETOOLONG);
+	}
 	close(fd);
 }
 
