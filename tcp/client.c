@@ -996,25 +996,29 @@ int rdmem_tcp_client_withdraw_tears(const struct rdmem_tcp_client *c,
 }
 
 /* A timed-out call leaves the window; only a call the kernel still reads or
- * writes tears the stream (rdmem_tcp_client_withdraw_tears). */
-static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
+ * writes tears the stream (rdmem_tcp_client_withdraw_tears). Returns 0 if
+ * the call completed while the kernel let go of it (it is on the done list,
+ * progress() hands it back), else 1: the client touches it no more. */
+static int cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
 {
 	unsigned slot = (unsigned)(call->req.req_id & ((1u << CLI_SLOT_BITS) - 1)), k;
 	int on_wire;
 
 	if (cli_take_done(c, call) || c->slots[slot].call != call)
-		return;
+		return 1;
 	on_wire = cli_on_the_wire(c, slot);
 	if (on_wire || cli_receiving_into(c, slot)) {
 		cli_kill(c, on_wire ? "a call timed out half-sent"
 				    : "a call timed out while its reply arrived");
 		cli_wait_idle(c);
+		if (cli_on_done_list(c, call)) /* its send and reply ended in the wait */
+			return 0;
 	}
 	if (c->body.active && c->body.slot == slot)
 		c->body.drain = 1; /* the rest of its value is read and dropped */
 	if (c->slots[slot].sent || on_wire) {
 		c->slots[slot].call = NULL; /* its reply will be drained, or the slot failed */
-		return;
+		return 1;
 	}
 	k = cli_queue_pos(c, slot);
 	cli_untag_from(c, k);
@@ -1022,7 +1026,16 @@ static void cli_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call
 		c->sendq[(c->sq_head + k) % RDMEM_TCP_CLIENT_WINDOW] =
 		    c->sendq[(c->sq_head + k + 1) % RDMEM_TCP_CLIENT_WINDOW];
 	c->sq_len--;
+	if (c->body.active && c->body.slot == slot) {
+		/* A reply already coming for a request a short send left unsent (a
+		 * server's lie): the slot stays out of use until that body ends, so
+		 * its header is never stamped on the slot's next call. */
+		c->slots[slot].call = NULL;
+		c->slots[slot].sent = 1;
+		return 1;
+	}
 	cli_free_slot(c, slot);
+	return 1;
 }
 
 int rdmem_tcp_client_holds(const struct rdmem_tcp_client *c, const struct rdmem_tcp_call *call)
@@ -1034,10 +1047,7 @@ int rdmem_tcp_client_holds(const struct rdmem_tcp_client *c, const struct rdmem_
 
 int rdmem_tcp_client_withdraw(struct rdmem_tcp_client *c, struct rdmem_tcp_call *call)
 {
-	if (!rdmem_tcp_client_holds(c, call))
-		return 0;
-	cli_withdraw(c, call);
-	return 1;
+	return rdmem_tcp_client_holds(c, call) && cli_withdraw(c, call);
 }
 
 int rdmem_tcp_client_abort(struct rdmem_tcp_client *c, struct rdmem_tcp_call **done, int max)
@@ -1075,7 +1085,8 @@ int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *cal
 		if (cli_take_done(c, call))
 			return call->result;
 		if (left == 0) {
-			cli_withdraw(c, call);
+			if (!cli_withdraw(c, call) && cli_take_done(c, call))
+				return call->result; /* it ended while the kernel let go */
 			return call->result = -ETIMEDOUT;
 		}
 		ret = cli_pump(c, (int)left, UNTIL_CALL, call);
@@ -1083,7 +1094,8 @@ int rdmem_tcp_client_call(struct rdmem_tcp_client *c, struct rdmem_tcp_call *cal
 			rdmem_err("tcp client %s: io_uring: %s", c->peer, strerror(-ret));
 			cli_kill(c, "io_uring failed");
 			cli_wait_idle(c);
-			cli_withdraw(c, call);
+			if (!cli_withdraw(c, call))
+				cli_take_done(c, call);
 			return call->result = ret;
 		}
 	}
