@@ -192,29 +192,56 @@ static inline void e2e_fini(struct e2e *e)
 		fprintf(stderr, "  could not remove %s\n", e->image_dir);
 }
 
+/* The value of member key (n bytes) of the object at p ('{'), looked up at
+ * that object's own level only; NULL when it has none. */
+static inline const char *e2e_json_member(const char *p, const char *key, size_t n)
+{
+	int depth = 0;
+
+	for (; *p; p++) {
+		if (*p == '"') {
+			const char *s = p + 1, *e = s;
+
+			while (*e && *e != '"')
+				e += e[0] == '\\' && e[1] ? 2 : 1;
+			if (!*e)
+				return NULL;
+			if (depth == 1 && (size_t)(e - s) == n && !strncmp(s, key, n) &&
+			    e[1] == ':')
+				return e + 2;
+			p = e;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+		} else if ((*p == '}' || *p == ']') && --depth == 0) {
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
 /*
- * A number from the agent's JSON telemetry by a dotted path of keys, e.g.
- * "paths.eager.ok" or "server.objects_live"; each key is searched after
- * the previous one. Returns -1 when it is not there.
+ * A number from JSON telemetry by a dotted path of keys, e.g.
+ * "paths.eager.ok": each key a member of the object the previous one names
+ * (a key of the same name elsewhere does not count: "tcp.timeouts_held"
+ * used to find rdma.timeouts_held, searched as text after "tcp"). Returns
+ * -1 when it is not there.
  */
 static inline long long e2e_json_num(const char *json, const char *path)
 {
-	char key[64];
-	const char *p = json, *dot;
+	const char *p = strchr(json, '{');
 
-	while (*path) {
-		size_t n;
+	while (p && *path) {
+		const char *dot = strchr(path, '.');
+		size_t n = dot ? (size_t)(dot - path) : strlen(path);
 
-		dot = strchr(path, '.');
-		n = dot ? (size_t)(dot - path) : strlen(path);
-		snprintf(key, sizeof(key), "\"%.*s\":", (int)n, path);
-		p = strstr(p, key);
-		if (!p)
-			return -1;
-		p += strlen(key);
+		p = e2e_json_member(p, path, n);
 		path += n + (dot ? 1 : 0);
+		while (p && *path && *p == ' ')
+			p++;
+		if (p && *path && *p != '{')
+			return -1;
 	}
-	return strtoll(p, NULL, 10);
+	return p ? strtoll(p, NULL, 10) : -1;
 }
 
 /* The server's STATS JSON, asked over its TCP port (tcp_port) into buf. */

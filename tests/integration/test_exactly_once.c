@@ -110,7 +110,7 @@ static void test_put_retried_applies_once(void)
 	CHECK_RUNS("ops.put.calls", runs, replayed, 1, 1);
 	CHECK_EQ(get_is("eo-put", "first"), 1);
 	REQUIRE(e2e_ctl(&e, "force-path tcp") == 0);
-	retried = e2e_stat(&e, "tcp.retried");
+	retried = e2e_stat(&e, "paths.tcp.retried");
 	runs = srv_stat("ops.put.calls");
 	replayed = srv_stat("dedup.replayed");
 	REQUIRE(e2e_ctl(&e, "simulate-tcp-reply-loss 1") == 0);
@@ -118,7 +118,7 @@ static void test_put_retried_applies_once(void)
 	CHECK_EQ(put_str("eo-put2", "old"), 0);
 	CHECK_EQ(e2e_stat(&e, "simulate.tcp_reply_loss"), 0);
 	CHECK_RUNS("ops.put.calls", runs, replayed, 1, 1);
-	CHECK_EQ(e2e_stat(&e, "tcp.retried") - retried, 1);
+	CHECK_EQ(e2e_stat(&e, "paths.tcp.retried") - retried, 1);
 	CHECK_EQ(get_is("eo-put2", "old"), 1);
 	REQUIRE(e2e_ctl(&e, "force-path auto") == 0);
 }
