@@ -220,13 +220,39 @@ static inline const char *e2e_json_member(const char *p, const char *key, size_t
 }
 
 /*
- * A number from JSON telemetry by a dotted path of keys, e.g.
- * "paths.eager.ok": each key a member of the object the previous one names
- * (a key of the same name elsewhere does not count: "tcp.timeouts_held"
- * used to find rdma.timeouts_held, searched as text after "tcp"). Returns
- * -1 when it is not there.
+ * A number from JSON by a dotted path of keys, each key searched as text
+ * after the previous one: "slices" finds the first worker's in
+ * rdma.workers[], as the server-STATS tests want. Loose: a key of the same
+ * name earlier in the text wins, so the agent's stats go through
+ * e2e_json_path_num instead. Returns -1 when it is not there.
  */
 static inline long long e2e_json_num(const char *json, const char *path)
+{
+	char key[64];
+	const char *p = json, *dot;
+
+	while (*path) {
+		size_t n;
+
+		dot = strchr(path, '.');
+		n = dot ? (size_t)(dot - path) : strlen(path);
+		snprintf(key, sizeof(key), "\"%.*s\":", (int)n, path);
+		p = strstr(p, key);
+		if (!p)
+			return -1;
+		p += strlen(key);
+		path += n + (dot ? 1 : 0);
+	}
+	return strtoll(p, NULL, 10);
+}
+
+/*
+ * A number by a dotted path of keys, each key a member of the object the
+ * previous one names: "tcp.timeouts_held" is the tcp object's, never
+ * rdma.timeouts_held (which the loose search found, as text after "tcp").
+ * Returns -1 when it is not there or is not a number.
+ */
+static inline long long e2e_json_path_num(const char *json, const char *path)
 {
 	const char *p = strchr(json, '{');
 
@@ -236,12 +262,12 @@ static inline long long e2e_json_num(const char *json, const char *path)
 
 		p = e2e_json_member(p, path, n);
 		path += n + (dot ? 1 : 0);
-		while (p && *path && *p == ' ')
+		while (p && *p == ' ')
 			p++;
 		if (p && *path && *p != '{')
 			return -1;
 	}
-	return p ? strtoll(p, NULL, 10) : -1;
+	return p && (*p == '-' || (*p >= '0' && *p <= '9')) ? strtoll(p, NULL, 10) : -1;
 }
 
 /* The server's STATS JSON, asked over its TCP port (tcp_port) into buf. */
@@ -306,7 +332,7 @@ static inline long long e2e_stat(struct e2e *e, const char *path)
 
 	if (rdmem_agent_stats(e->h, 1, &text, &len, NULL) < 0)
 		return -1;
-	v = e2e_json_num(text, path);
+	v = e2e_json_path_num(text, path);
 	free(text);
 	return v;
 }
