@@ -485,7 +485,8 @@ static int rdmem_door_take(struct rdmem_frontdoor *fd, const struct rdmem_door_p
 	return rdmem_door_assign(fd, p, w, area_fd);
 }
 
-static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now);
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now,
+				short revents);
 
 /* What to poll client c's connection for: a hang-up only while it rests
  * after a take request (rdmem_door_readable), else anything. */
@@ -518,7 +519,7 @@ static int rdmem_door_sweep(struct rdmem_frontdoor *fd)
 		if (d->conn[c] < 0 || d->sweep[k].fd != d->conn[c])
 			continue;
 		if (d->sweep[k++].revents) {
-			rdmem_door_readable(fd, c, now);
+			rdmem_door_readable(fd, c, now, d->sweep[k - 1].revents);
 			found += d->conn[c] < 0;
 		}
 	}
@@ -891,16 +892,19 @@ static void rdmem_door_hangup(struct rdmem_frontdoor *fd, uint32_t c)
  * client asks only when the ring is full (kept full by someone else): its
  * second request within the gap waits for the rest of it.
  */
-static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now)
+static void rdmem_door_readable(struct rdmem_frontdoor *fd, uint32_t c, uint64_t now, short revents)
 {
 	char b[64 << 10]; /* on the door thread's stack: one per front door */
 	ssize_t n;
 
 	/* Resting, it is polled for a hang-up only: whatever it still sent is
 	 * not read. A review's client shut its side after each batch of bytes,
-	 * and reading on at each such event gave it a read per round again. */
+	 * and reading on at each such event gave it a read per round again.
+	 * POLLIN alone: seen before a sweep in this round read it and started
+	 * its rest; not a hang-up. */
 	if (now < fd->door.quiet_until[c]) {
-		rdmem_door_hangup(fd, c);
+		if (revents & (POLLRDHUP | POLLHUP | POLLERR))
+			rdmem_door_hangup(fd, c);
 		return;
 	}
 	n = recv(fd->door.conn[c], b, sizeof(b), MSG_DONTWAIT);
@@ -992,7 +996,7 @@ static void rdmem_door_round(struct rdmem_frontdoor *fd, struct pollfd *pf, uint
 			if (d->pidfd[who[i] & 0xffffu] == pf[i].fd)
 				rdmem_door_owner_exited(fd, who[i] & 0xffffu);
 		} else if (d->conn[who[i]] == pf[i].fd)
-			rdmem_door_readable(fd, who[i], now);
+			rdmem_door_readable(fd, who[i], now, pf[i].revents);
 	}
 	for (i = 0; i < RDMEM_DOOR_PENDING; i++) {
 		struct rdmem_door_pending *p = &d->pending[i];
