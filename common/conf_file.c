@@ -68,7 +68,8 @@ static void conf_up(char *real)
 		*slash = '\0';
 }
 
-/* Takes the first component off *rest into comp (cap bytes); 0 when none left. */
+/* Takes the first component off *rest into comp (cap bytes); 0 when none
+ * left, -ENAMETOOLONG for one over cap - 1 bytes (the kernel's answer). */
 static int conf_next_component(const char **rest, char *comp, size_t cap)
 {
 	const char *p = *rest, *end;
@@ -78,7 +79,9 @@ static int conf_next_component(const char **rest, char *comp, size_t cap)
 	if (!*p)
 		return 0;
 	end = strchrnul(p, '/');
-	snprintf(comp, cap, "%.*s", (int)RDMEM_MIN((size_t)(end - p), cap - 1), p);
+	if ((size_t)(end - p) >= cap)
+		return -ENAMETOOLONG;
+	snprintf(comp, cap, "%.*s", (int)(end - p), p);
 	*rest = end;
 	return 1;
 }
@@ -103,7 +106,7 @@ static int conf_follow(const char *cur, const char *rest, char *todo)
 		return -errno;
 	target[n] = '\0';
 	snprintf(tail, sizeof(tail), "%s", rest);
-	w = snprintf(todo, PATH_MAX, "%s/%s", target, tail);
+	w = snprintf(todo, PATH_MAX, "%s%s", target, tail); /* tail: "" or "/..." */
 	return w < 0 || w >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
@@ -134,7 +137,11 @@ static int conf_path_trusted(const char *flag, const char *path, char *real)
 	if ((ret = conf_step_trusted(flag, path, "/", &st)) < 0)
 		return ret;
 	strcpy(real, "/");
-	for (rest = todo; conf_next_component(&rest, comp, sizeof(comp));) {
+	for (rest = todo; (ret = conf_next_component(&rest, comp, sizeof(comp))) != 0;) {
+		if (ret < 0) {
+			rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+			return ret;
+		}
 		if (!strcmp(comp, "."))
 			continue;
 		if (!strcmp(comp, "..")) { /* checked on the way down */
@@ -144,6 +151,10 @@ static int conf_path_trusted(const char *flag, const char *path, char *real)
 		if ((ret = conf_join(real, comp)) < 0 ||
 		    (ret = conf_step_trusted(flag, path, real, &st)) < 0)
 			return ret;
+		if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode) && *rest) {
+			rdmem_err("%s %s: %s is not a directory", flag, path, real);
+			return -ENOTDIR; /* "file/x", "file/": as the kernel says */
+		}
 		if (!S_ISLNK(st.st_mode))
 			continue;
 		if (++links > 40 || (ret = conf_follow(real, rest, todo)) < 0) {
