@@ -5,11 +5,11 @@
  * The file is opened O_PATH, checked, then reopened for reading: a FIFO
  * planted at the path would block the daemon's start in open until somebody
  * wrote to it, and a device's open has side effects. Each file, and every
- * directory and link on its path (as given and as resolved), must belong to
- * this user or root and be writable by nobody else (directories: unless
- * sticky): whoever can change the file, or what the path names, chooses the
- * secret or the CA. A secret (or key) is also closed to group and others,
- * and has one name. */
+ * directory and link met while resolving its path (the links a link leads
+ * through included: conf_path_trusted), must belong to this user or root
+ * and be writable by nobody else (directories: unless sticky): whoever can
+ * change the file, or what the path names, chooses the secret or the CA. A
+ * secret (or key) is also closed to group and others, and has one name. */
 #include "rdmem/util.h"
 
 #include <errno.h>
@@ -131,8 +131,9 @@ static int conf_path_trusted(const char *flag, const char *path, char *real)
 	else
 		ret = -1;
 	if (ret < 0 || (size_t)ret >= sizeof(todo)) {
-		rdmem_err("%s %s: %s", flag, path, ret < 0 ? strerror(errno) : "path too long");
-		return ret < 0 ? -errno : -ENAMETOOLONG;
+		ret = ret < 0 ? -errno : -ENAMETOOLONG; /* before the log call can change errno */
+		rdmem_err("%s %s: %s", flag, path, strerror(-ret));
+		return ret;
 	}
 	if ((ret = conf_step_trusted(flag, path, "/", &st)) < 0)
 		return ret;
