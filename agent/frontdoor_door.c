@@ -61,6 +61,13 @@ static int rdmem_door_dir_mode(const char *dir, gid_t group)
 	return ret;
 }
 
+/* The socket's directory as clients need it: ours, writable by nobody else. */
+static int rdmem_door_dir_ours(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == geteuid() &&
+	       !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
 /* Creates dir 0750 (group: cfg's), or checks an existing one is ours and private. */
 static int rdmem_door_dir(const char *dir, gid_t group)
 {
@@ -80,7 +87,7 @@ static int rdmem_door_dir(const char *dir, gid_t group)
 	    st.st_gid != group && chown(dir, (uid_t)-1, group) < 0)
 		rdmem_warn("front door: socket directory %s: chown to group %u: %s", dir,
 			   (unsigned)group, strerror(errno));
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+	if (!rdmem_door_dir_ours(&st)) {
 		rdmem_err("front door: socket directory %s is %s (owner uid %u, mode %04o): "
 			  "clients could not trust it; remove it (the agent creates it 0750) or "
 			  "chown it to uid %u and chmod go-w",
@@ -196,7 +203,7 @@ static int rdmem_door_dir_held(const char *path, const struct rdmem_unix_at *at)
 
 	if (fstat(at->dirfd, &st) < 0)
 		return -errno;
-	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+	if (!rdmem_door_dir_ours(&st)) {
 		rdmem_err("front door: the directory of %s changed under us (owner uid %u, mode "
 			  "%04o): not ours alone",
 			  path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));

@@ -1500,13 +1500,13 @@ static int resp_unix_dir_private(const char *path, const struct rdmem_unix_at *a
 		rdmem_err("resp: --resp-socket %s: its directory: %s", path, strerror(-rc));
 		return rc;
 	}
-	if (st.st_uid != geteuid() && st.st_uid != 0) {
+	if (!rdmem_uid_trusted(st.st_uid)) {
 		rdmem_err("resp: --resp-socket %s: its directory belongs to uid %u, not this user "
 			  "(uid %u) or root",
 			  path, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+	if (rdmem_dir_open_to_others(st.st_mode)) {
 		rdmem_err("resp: --resp-socket %s: its directory is writable by others (mode %04o) "
 			  "and not sticky: another user could swap the socket; chmod go-w it",
 			  path, (unsigned)(st.st_mode & 07777));

@@ -21,9 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int conf_owner_ok(uid_t uid)
+int rdmem_uid_trusted(uid_t uid)
 {
 	return uid == 0 || uid == geteuid();
+}
+
+int rdmem_dir_open_to_others(mode_t mode)
+{
+	return (mode & (S_IWGRP | S_IWOTH)) && !(mode & S_ISVTX);
 }
 
 /* One step of a path: a directory ours or root's that nobody else may write
@@ -41,14 +46,13 @@ static int conf_step_trusted(const char *flag, const char *path, const char *ste
 			rdmem_err("%s %s: %s: %s", flag, path, step, strerror(-ret));
 		return ret;
 	}
-	if (!conf_owner_ok(st->st_uid)) {
+	if (!rdmem_uid_trusted(st->st_uid)) {
 		rdmem_err("%s %s: %s is owned by uid %u, not this user (uid %u) or root, who "
 			  "could swap the file",
 			  flag, path, step, (unsigned)st->st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
-	if (S_ISDIR(st->st_mode) && (st->st_mode & (S_IWGRP | S_IWOTH)) &&
-	    !(st->st_mode & S_ISVTX)) {
+	if (S_ISDIR(st->st_mode) && rdmem_dir_open_to_others(st->st_mode)) {
 		rdmem_err("%s %s: directory %s is writable by others (mode %04o) and not sticky: "
 			  "another user could swap the file; chmod go-w it",
 			  flag, path, step, (unsigned)(st->st_mode & 07777));
@@ -96,7 +100,7 @@ static int conf_join(char *cur, const char *comp)
 }
 
 /* The link at cur sends the walk on: its target, then what was left. */
-static int conf_follow(const char *cur, const char *rest, char *todo)
+static int conf_follow(const char *cur, const char *rest, char *pending)
 {
 	char target[PATH_MAX], tail[PATH_MAX];
 	ssize_t n = readlink(cur, target, sizeof(target) - 1);
@@ -106,7 +110,7 @@ static int conf_follow(const char *cur, const char *rest, char *todo)
 		return -errno;
 	target[n] = '\0';
 	snprintf(tail, sizeof(tail), "%s", rest);
-	w = snprintf(todo, PATH_MAX, "%s%s", target, tail); /* tail: "" or "/..." */
+	w = snprintf(pending, PATH_MAX, "%s%s", target, tail); /* tail: "" or "/..." */
 	return w < 0 || w >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
@@ -119,18 +123,18 @@ static int conf_follow(const char *cur, const char *rest, char *todo)
  */
 static int conf_path_trusted(const char *flag, const char *path, char *real)
 {
-	char todo[PATH_MAX], comp[NAME_MAX + 1];
+	char pending[PATH_MAX], comp[NAME_MAX + 1];
 	const char *rest;
 	struct stat st;
 	int links = 0, ret;
 
 	if (path[0] == '/')
-		ret = snprintf(todo, sizeof(todo), "%s", path);
+		ret = snprintf(pending, sizeof(pending), "%s", path);
 	else if (getcwd(real, PATH_MAX))
-		ret = snprintf(todo, sizeof(todo), "%s/%s", real, path);
+		ret = snprintf(pending, sizeof(pending), "%s/%s", real, path);
 	else
 		ret = -1;
-	if (ret < 0 || (size_t)ret >= sizeof(todo)) {
+	if (ret < 0 || (size_t)ret >= sizeof(pending)) {
 		ret = ret < 0 ? -errno : -ENAMETOOLONG; /* before the log call can change errno */
 		rdmem_err("%s %s: %s", flag, path, strerror(-ret));
 		return ret;
@@ -138,7 +142,7 @@ static int conf_path_trusted(const char *flag, const char *path, char *real)
 	if ((ret = conf_step_trusted(flag, path, "/", &st)) < 0)
 		return ret;
 	strcpy(real, "/");
-	for (rest = todo; (ret = conf_next_component(&rest, comp, sizeof(comp))) != 0;) {
+	for (rest = pending; (ret = conf_next_component(&rest, comp, sizeof(comp))) != 0;) {
 		if (ret < 0) {
 			rdmem_err("%s %s: %s", flag, path, strerror(-ret));
 			return ret;
@@ -158,13 +162,13 @@ static int conf_path_trusted(const char *flag, const char *path, char *real)
 		}
 		if (!S_ISLNK(st.st_mode))
 			continue;
-		if (++links > 40 || (ret = conf_follow(real, rest, todo)) < 0) {
+		if (++links > 40 || (ret = conf_follow(real, rest, pending)) < 0) {
 			ret = links > 40 ? -ELOOP : ret;
 			rdmem_err("%s %s: %s", flag, path, strerror(-ret));
 			return ret;
 		}
-		rest = todo;
-		if (todo[0] == '/')
+		rest = pending;
+		if (pending[0] == '/')
 			strcpy(real, "/");
 		else
 			conf_up(real); /* a relative target starts at the link's directory */
@@ -185,7 +189,7 @@ static int conf_file_check(const char *flag, const char *path, int fd, int secre
 		rdmem_err("%s %s: not a regular file", flag, path);
 		return -EINVAL;
 	}
-	if (!conf_owner_ok(st->st_uid)) {
+	if (!rdmem_uid_trusted(st->st_uid)) {
 		rdmem_err("%s %s: owned by uid %u, not by this user (uid %u) or root; whoever "
 			  "owns it chose what it says",
 			  flag, path, (unsigned)st->st_uid, (unsigned)geteuid());

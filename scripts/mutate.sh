@@ -52,7 +52,7 @@ mutations=(
 	"image-part-follows-links|server/image.c|s/const int flags = O_WRONLY \x7c O_CREAT \x7c O_EXCL \x7c O_NOFOLLOW \x7c O_CLOEXEC;/const int flags = O_WRONLY \x7c O_CREAT \x7c O_TRUNC \x7c O_CLOEXEC;/|test_image"
 	"conf-file-takes-a-fifo|common/conf_file.c|s/if \(!S_ISREG\(st->st_mode\)\) \{/if (0) {/|test_opts_tls test_secret"
 	"conf-file-owner-unchecked|common/conf_file.c|s/return uid == 0 \x7c\x7c uid == geteuid\(\);/return uid != (uid_t)-2 \x7c\x7c 1;/|test_opts_tls test_secret"
-	"conf-link-owner-unchecked|common/conf_file.c|s/\tif \(!conf_owner_ok\(st->st_uid\)\) \{\n\t\trdmem_err\(\x22%s %s: %s is owned/\tif (!S_ISLNK(st->st_mode) \&\& !conf_owner_ok(st->st_uid)) {\n\t\trdmem_err(\x22%s %s: %s is owned/|test_opts_tls"
+	"conf-link-owner-unchecked|common/conf_file.c|s/\tif \(!rdmem_uid_trusted\(st->st_uid\)\) \{\n\t\trdmem_err\(\x22%s %s: %s is owned/\tif (!S_ISLNK(st->st_mode) \&\& !rdmem_uid_trusted(st->st_uid)) {\n\t\trdmem_err(\x22%s %s: %s is owned/|test_opts_tls"
 	"conf-links-not-walked|common/conf_file.c|s/\t\tif \(!S_ISLNK\(st.st_mode\)\)\n\t\t\tcontinue;/\t\tif (1)\n\t\t\tcontinue;/|test_opts_tls"
 	"resp-socket-dir-unchecked|agent/resp.c|s/\(rc = resp_unix_dir_private\(path, &r->unix_at\)\) < 0\)/(rc = resp_unix_dir_private(path, \&r->unix_at)) < -4096)/|resp.sh"
 	"tcp-half-sent-withdrawn|agent/tcp_actor.c|s/\t\t    rdmem_tcp_client_withdraw_tears\(a->cli, t\)\) \{/\t\t    0 \&\& rdmem_tcp_client_withdraw_tears(a->cli, t)) {/|test_tcp_held"

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define RDMEM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -57,6 +58,11 @@ int rdmem_parse_size(const char *s, uint64_t *out);
 int rdmem_conf_file_read(const char *flag, const char *path, int secret, size_t max, uint8_t **data,
 			 size_t *len);
 void rdmem_conf_file_free(uint8_t *data, size_t len);
+/* Trust rules for paths another local user may touch (common/conf_file.c):
+ * a uid of root or this process's, and a directory in which others could
+ * rename or plant entries (writable by group or others, not sticky). */
+int rdmem_uid_trusted(uid_t uid);
+int rdmem_dir_open_to_others(mode_t mode);
 
 /* Parses a path name ("auto", "eager", "lazy", "bulk", "tcp": rdmem_path_name
  * in rdmem/wire.h) into *path; -EINVAL for any other (or NULL) name. Shared by
