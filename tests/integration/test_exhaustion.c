@@ -252,6 +252,9 @@ static void test_kv_memory_full(void)
 	CHECK_EQ(rc, -ENOSPC);
 	/* Nearly all of the megabyte holds values: entry headers and keys are small. */
 	CHECK(n >= (1 << 20) / 4200 && n <= (1 << 20) / 4096);
+	/* charged: at least the values themselves, at most the cap */
+	CHECK(e2e_server_stat_auth(&e, NULL, "kv.charged_bytes") >=
+	      (long long)n * (long long)sizeof(val));
 	CHECK(e2e_server_stat_auth(&e, NULL, "kv.charged_bytes") <= 1 << 20);
 	CHECK_EQ(e2e_server_stat_auth(&e, NULL, "kv.refused_full"), 1);
 	CHECK_EQ(e2e_server_stat_auth(&e, NULL, "kv.keys"), n);

@@ -1138,6 +1138,7 @@ static void test_servers_file(void)
 	CHECK(wait_listed(one_two, 2, 2000));
 	check_routes_by(one_two, 2, "sf12", 150);
 	c1 = tcp_connects(0);
+	CHECK(c1 >= 0); /* present: the equalities below must not be -1 == -1 */
 
 	REQUIRE(write_list(all3, NS) == 0);
 	CHECK_EQ(kill(agent.pid, SIGHUP), 0);
@@ -1171,6 +1172,7 @@ static void test_servers_file(void)
 		CHECK_EQ(lost, 0);
 	}
 	c3 = tcp_connects(2);
+	CHECK(c3 >= 0);
 
 	REQUIRE(write_list(one_three, 2) == 0);
 	CHECK_EQ(rdmem_agent_ctl(h, "reload", &reply, &len, NULL), 0);
