@@ -104,9 +104,9 @@ static uint64_t rdmem_link_nonce(void)
 	return (uint64_t)time(NULL) << 32 | r;
 }
 
-/* The agent region: response slots and the turn word (resp), then
- * descriptor staging, control page snapshot, RECLAIM buffers and payload
- * staging (local). */
+/* The agent's memory for a link: response slots and the turn word (resp, an
+ * allocation of its own), and the local region: descriptor staging, control
+ * page snapshot, RECLAIM buffers and payload staging. Returns both. */
 static uint64_t rdmem_link_region_bytes(uint32_t slots, uint32_t resp_bytes, uint64_t *resp_out)
 {
 	uint64_t resp = rdmem_link_page_up(rdmem_turn_off(slots, resp_bytes) + RDMEM_TURN_BYTES);
@@ -145,24 +145,28 @@ static int rdmem_link_regions(struct rdmem_link *l, const struct rdmem_link_conf
 	uint64_t resp, local, stage;
 	int ret;
 
-	l->region_len = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp);
-	local = l->region_len - resp;
+	/* Two allocations: the server may write the response slots, and only
+	 * them (fabric.h: a remote-access registration is one whole allocation). */
+	local = rdmem_link_region_bytes(l->slots, l->resp_bytes, &resp) - resp;
 	stage = rdmem_link_page_up((uint64_t)l->slots * RDMEM_DESC_SIZE);
-	l->region = rdmem_fab_alloc(l->conn, l->region_len);
+	l->resp = rdmem_fab_alloc(l->conn, resp);
+	if (!l->resp)
+		return -ENOMEM;
+	l->resp_len = resp;
+	l->region = rdmem_fab_alloc(l->conn, local);
 	if (!l->region)
 		return -ENOMEM;
-	l->resp = l->region;
+	l->region_len = local;
 	/* Where our hello's slots end: the server serves fewer if it must. */
-	l->turn = (uint64_t *)(l->region + rdmem_turn_off(l->slots, l->resp_bytes));
-	l->stage = (struct rdmem_desc *)(l->region + resp);
-	l->ctrl = (struct rdmem_ctrl *)(l->region + resp + stage);
-	l->reclaim = l->region + resp + stage + RDMEM_CTRL_BYTES;
-	/* Last in the region (rdmem_link_region_bytes). */
-	l->stage_payload = l->region + l->region_len - (uint64_t)l->slots * RDMEM_LINK_STAGE_BYTES;
-	ret = rdmem_fab_reg(l->conn, l->region, resp, RDMEM_ACCESS_REMOTE_WRITE, &l->mr_resp);
+	l->turn = (uint64_t *)(l->resp + rdmem_turn_off(l->slots, l->resp_bytes));
+	l->stage = (struct rdmem_desc *)l->region;
+	l->ctrl = (struct rdmem_ctrl *)(l->region + stage);
+	l->reclaim = l->region + stage + RDMEM_CTRL_BYTES;
+	/* Last in the local region (rdmem_link_region_bytes). */
+	l->stage_payload = l->region + local - (uint64_t)l->slots * RDMEM_LINK_STAGE_BYTES;
+	ret = rdmem_fab_reg(l->conn, l->resp, resp, RDMEM_ACCESS_REMOTE_WRITE, &l->mr_resp);
 	if (ret == 0)
-		ret = rdmem_fab_reg(l->conn, l->region + resp, local, RDMEM_ACCESS_LOCAL,
-				    &l->mr_local);
+		ret = rdmem_fab_reg(l->conn, l->region, local, RDMEM_ACCESS_LOCAL, &l->mr_local);
 	if (ret == 0 && cfg->fd_base && cfg->pin) {
 		l->regs = calloc((size_t)cfg->fd_clients * cfg->fd_slots, sizeof(*l->regs));
 		l->reg_failed = calloc(cfg->fd_clients, sizeof(*l->reg_failed));
@@ -409,6 +413,8 @@ void rdmem_link_close(struct rdmem_link *l)
 		rdmem_fab_dereg(l->conn, &l->mr_resp);
 		if (l->region)
 			rdmem_fab_free(l->conn, l->region, l->region_len);
+		if (l->resp)
+			rdmem_fab_free(l->conn, l->resp, l->resp_len);
 		rdmem_fab_close(l->conn);
 	}
 	free(l->regs);

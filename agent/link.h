@@ -1,8 +1,9 @@
 /* link.h - one established RDMA connection from the agent to a server: its
  * registered regions and the server's regions as the handshake gave them.
  *
- *   agent region   response slots (descriptor + payload each)   remote write (replies)
- *                  descriptor staging, control-page snapshot, RECLAIM buffers,
+ *   resp           response slots (descriptor + payload each)   remote write (replies);
+ *                  an allocation of its own: on shm the server gets its file
+ *   local region   descriptor staging, control-page snapshot, RECLAIM buffers,
  *                  small-payload staging: local
  *   front door     each client slot's payload (shm/segment.h), registered
  *                  local-only at the slot's first call after each attach that
@@ -69,10 +70,11 @@ struct rdmem_link {
 	uint64_t req_stride;
 	uint64_t max_request; /* largest request payload this link carries */
 	uint32_t max_reads;   /* READs the agent keeps in flight: agreed depth, capped by config */
-	uint8_t *region;
+	uint8_t *region;      /* local: the staging, the control-page copy, RECLAIMs */
 	uint64_t region_len;
-	uint8_t *resp;	/* response slot i at i * w.resp_stride: descriptor, then payload */
-	uint64_t *turn; /* the turn word the server writes (layout.h) */
+	uint8_t *resp;	   /* response slot i at i * w.resp_stride: descriptor, then payload */
+	uint64_t resp_len; /* resp is an allocation of its own: the server writes it */
+	uint64_t *turn;	   /* the turn word the server writes (layout.h) */
 	struct rdmem_desc *stage; /* request descriptors as posted, one per slot */
 	uint8_t *stage_payload;	  /* RDMEM_LINK_STAGE_BYTES per slot: small request payloads */
 	struct rdmem_ctrl *ctrl;  /* the last control-page READ lands here */

@@ -89,15 +89,16 @@ int shmfab_syserr(const char *fmt, ...)
 }
 
 /* A sealed memfd: neither side can shrink it under the other's mapping (a
- * SIGBUS) nor change the seals. */
-static int shmfab_memfd(const char *what, size_t size, int *out)
+ * SIGBUS). final: no seal can be added either; else the seals are closed
+ * when the file is first exported (shmfab_seal_export). */
+static int shmfab_memfd(const char *what, size_t size, int final, int *out)
 {
 	int fd = memfd_create(what, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int seals = F_SEAL_SHRINK | F_SEAL_GROW | (final ? F_SEAL_SEAL : 0);
 
 	if (fd < 0)
 		return shmfab_syserr("memfd_create(%s)", what);
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+	if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, seals) < 0) {
 		int rc = shmfab_syserr("sizing/sealing memfd %s of %zu bytes", what, size);
 
 		close(fd);
@@ -110,10 +111,13 @@ static int shmfab_memfd(const char *what, size_t size, int *out)
 void shmfab_ring(int fd, const char *what, const char *peer)
 {
 	/* EAGAIN: rings are queued, the waiter wakes anyway. ECONNREFUSED: the
-	 * peer is gone, which check() reports. */
+	 * peer is gone, which check() reports. Rate-limited: the peer holds a
+	 * dup of our own bell's send end and can make every ring fail (EPIPE
+	 * after its shutdown()), which costs only this connection's wake-ups. */
 	if (send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
 	    errno != ECONNREFUSED)
-		rdmem_warn("shm: ringing %s doorbell (%s): %s", what, peer, strerror(errno));
+		rdmem_warn_limited("shm: ringing %s doorbell (%s): %s", what, peer,
+				   strerror(errno));
 }
 
 int shmfab_take_doorbell(struct shmfab_conn *c, int *fd)
@@ -167,7 +171,7 @@ static int shmfab_conn_page(struct shmfab_conn *c)
 	int bell[2], rc;
 
 	c->page_len = shmfab_page_bytes(c->rq_cap);
-	rc = shmfab_memfd("rdmem-shm-rq", c->page_len, &c->page_fd);
+	rc = shmfab_memfd("rdmem-shm-rq", c->page_len, 1, &c->page_fd);
 	if (rc)
 		return rc;
 	c->page = mmap(NULL, c->page_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->page_fd, 0);
@@ -366,7 +370,7 @@ static struct shmfab_alloc *shmfab_alloc_map(size_t len, const char *whose)
 		rdmem_err("shm: alloc of %zu bytes for %s: out of memory", len, whose);
 		return NULL;
 	}
-	if (shmfab_memfd("rdmem-shm-region", size, &a->fd)) {
+	if (shmfab_memfd("rdmem-shm-region", size, 0, &a->fd)) {
 		free(a);
 		return NULL;
 	}
@@ -513,11 +517,51 @@ static int shmfab_keys(struct shmfab_conn *c, int idx, struct shmfab_mr *m)
 	return 0;
 }
 
+/*
+ * Fixes what the peer may do with the file before it gets it. Its fd's open
+ * mode is no limit: memfds have mode 0777, so a peer reopens a read-only fd
+ * through /proc/self/fd writable. The seals are: F_SEAL_FUTURE_WRITE for a
+ * read-only export (no new writable mapping, no write(): ours, made before,
+ * stays), and F_SEAL_SEAL for every export, so the peer can add none. An
+ * allocation is therefore exported with one access only; a registration
+ * asking for another is refused. (Memory has no write-only mapping: a
+ * peer may read what it may write.)
+ */
+static int shmfab_seal_export(struct shmfab_conn *c, const struct shmfab_alloc *a, unsigned access)
+{
+	int want = access & RDMEM_ACCESS_REMOTE_WRITE ? 0 : F_SEAL_FUTURE_WRITE;
+	int seals = fcntl(a->fd, F_GET_SEALS);
+
+	if (seals < 0)
+		return shmfab_syserr("reading the seals of an allocation for %s", c->name);
+	if (seals & F_SEAL_SEAL) {
+		if ((seals & F_SEAL_FUTURE_WRITE) == want)
+			return 0;
+		rdmem_err("shm: remote-access registration %p for %s: its allocation was "
+			  "exported %s before, and one file has one access",
+			  a->addr, c->name, want ? "writable" : "read-only");
+		return -EINVAL;
+	}
+	if (fcntl(a->fd, F_ADD_SEALS, want | F_SEAL_SEAL) < 0)
+		return shmfab_syserr("sealing an allocation for %s (Linux 5.1 or later "
+				     "seals a read-only export)",
+				     c->name);
+	return 0;
+}
+
+/* 1 when [addr, addr + len) is all of allocation a: its start, into its last page. */
+static int shmfab_whole_alloc(const struct shmfab_alloc *a, const void *addr, uint64_t len)
+{
+	size_t whole;
+
+	return addr == a->addr && !shmfab_round_page(len, &whole) && whole == a->len;
+}
+
 static int shmfab_reg_remote(struct shmfab_conn *c, struct shmfab_mr *m, uint64_t len,
 			     unsigned access)
 {
 	struct shmfab_alloc *a;
-	int nremote = 0;
+	int nremote = 0, rc;
 
 	if (c->state == SHMFAB_CONNECTED) {
 		rdmem_err("shm: remote-access registration %p+%llu for %s after connect/accept: "
@@ -539,11 +583,19 @@ static int shmfab_reg_remote(struct shmfab_conn *c, struct shmfab_mr *m, uint64_
 			  (void *)m->addr, (unsigned long long)len, c->name);
 		return -EINVAL;
 	}
+	/* The peer gets the allocation's file, and a file cannot be handed out
+	 * in part: whatever else it held, the peer could map too (a read-only
+	 * area through a writable region's fd, or memory never registered). */
+	if (!shmfab_whole_alloc(a, m->addr, len)) {
+		rdmem_err("shm: remote-access registration %p+%llu for %s is not a whole "
+			  "allocation (%p+%zu): the peer would reach all of it (fabric.h)",
+			  (void *)m->addr, (unsigned long long)len, c->name, a->addr, a->len);
+		return -EINVAL;
+	}
+	if ((rc = shmfab_seal_export(c, a, access)) < 0)
+		return rc;
 	m->fd = shmfab_peer_fd(c, a->fd, access);
-	if (m->fd < 0)
-		return m->fd;
-	m->fd_off = (uintptr_t)m->addr - (uintptr_t)a->addr;
-	return 0;
+	return m->fd < 0 ? m->fd : 0;
 }
 
 static int shmfab_reg_locked(struct shmfab_conn *c, void *addr, uint64_t len, unsigned access,

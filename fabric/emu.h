@@ -110,8 +110,7 @@ struct shmfab_mr {
 	uint64_t len;
 	uint32_t lkey, rkey;
 	unsigned access;
-	int fd;		 /* remote access: the fd the peer gets, else -1 */
-	uint64_t fd_off; /* of addr inside fd */
+	int fd; /* remote access: the fd the peer gets, else -1 */
 	uint8_t in_use;
 	uint8_t exported; /* sent to the peer: its live flag is ours to clear */
 };

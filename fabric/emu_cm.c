@@ -236,7 +236,7 @@ static size_t shmfab_msg_build(struct shmfab_conn *c, int type, const void *priv
 			continue;
 		m->region[n] = (struct shmfab_wire_region){ .addr = (uintptr_t)mr->addr,
 							    .len = mr->len,
-							    .offset = mr->fd_off,
+							    .offset = 0, /* a whole allocation */
 							    .rkey = mr->rkey,
 							    .access = mr->access };
 		fds[SHMFAB_FD_REGION0 + n++] = mr->fd;

@@ -136,6 +136,8 @@ mutations=(
 	"never-inline|agent/session.c|s/if \(!s->fd_holds \&\& !atomic_load_explicit\(&s->actor_wants/if (0 \&\& !atomic_load_explicit(\&s->actor_wants/|test_inline_calls"
 	"asleep-not-woken|agent/session.c|s/\tif \(ring\)\n\t\trdmem_queue_ring\(&s->in\);/\tif (0)\n\t\trdmem_queue_ring(\&s->in);/|test_inline_calls"
 	"front-door-registers|agent/session.c|s/rdmem_rdma_may_register\(s->rdma, 0\);/rdmem_rdma_may_register(s->rdma, 1);/|test_inline_calls"
+	"shm-exports-part-of-a-file|fabric/emu.c|s/\tif \(!shmfab_whole_alloc\(a, m->addr, len\)\) \{/\tif (0 \&\& !shmfab_whole_alloc(a, m->addr, len)) {/|test_fabric_shm"
+	"shm-read-only-unsealed|fabric/emu.c|s/\tif \(\(rc = shmfab_seal_export\(c, a, access\)\) < 0\)/\tif (0 \&\& (rc = shmfab_seal_export(c, a, access)) < 0)/|test_fabric_shm"
 	"front-door-drops-link|agent/session.c|s/\tif \(s->fd_holds\) \{\n\t\tif \(!s->link_err\)/\tif (0) {\n\t\tif (!s->link_err)/|test_inline_calls"
 )
 

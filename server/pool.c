@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rdmem/util.h"
 
@@ -13,22 +14,37 @@ static uint64_t rdmem_pool_page_up(uint64_t n)
 	return (n + RDMEM_POOL_PAGE - 1) / RDMEM_POOL_PAGE * RDMEM_POOL_PAGE;
 }
 
-/* Lays out one lease: every area page-aligned, so each registers on its own. */
+/* Gives back every area mapped in mem (NULL ones are skipped). */
+static void rdmem_pool_unmap(const struct rdmem_pool *p, struct rdmem_pool_mem *mem)
+{
+	int a;
+
+	for (a = 0; a < RDMEM_POOL_AREAS; a++) {
+		if (mem->area[a])
+			rdmem_fab_free_shared(p->cfg.fabric, mem->area[a], p->area_bytes[a]);
+		mem->area[a] = NULL;
+	}
+}
+
+/* Sizes one lease's areas, each page-rounded: each is an allocation of its
+ * own (fabric.h: a remote-access registration is one whole allocation). */
 static void rdmem_pool_geometry(struct rdmem_pool *p)
 {
 	const struct rdmem_pool_config *c = &p->cfg;
-	uint64_t req =
+	uint64_t *b = p->area_bytes;
+	int a;
+
+	b[RDMEM_POOL_REQ] =
 	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_slot_stride(c->slot_bytes));
-	uint64_t objects = rdmem_pool_page_up(rdmem_objpool_area_bytes(&c->obj));
+	b[RDMEM_POOL_OBJECTS] = rdmem_pool_page_up(rdmem_objpool_area_bytes(&c->obj));
+	b[RDMEM_POOL_CTRL] = rdmem_pool_page_up(RDMEM_CTRL_BYTES);
 	/* The reply staging has the response slots' shape: one gather entry
 	 * carries a reply's descriptor and payload. */
-	uint64_t staging =
+	b[RDMEM_POOL_STAGING] =
 	    rdmem_pool_page_up((uint64_t)c->lease_slots * rdmem_slot_stride(c->stage_bytes));
-
-	p->off_objects = req;
-	p->off_ctrl = p->off_objects + objects;
-	p->off_staging = p->off_ctrl + RDMEM_CTRL_BYTES;
-	p->lease_bytes = p->off_staging + staging;
+	p->lease_bytes = 0;
+	for (a = 0; a < RDMEM_POOL_AREAS; a++)
+		p->lease_bytes += b[a];
 }
 
 uint64_t rdmem_pool_lease_size(const struct rdmem_pool_config *cfg)
@@ -69,25 +85,24 @@ void rdmem_pool_destroy(struct rdmem_pool *p)
 		return;
 	/* Sessions give their leases back first; this only covers a leak. */
 	for (i = 0; i < p->cfg.leases; i++)
-		if (p->mem[i])
-			rdmem_fab_free_shared(p->cfg.fabric, p->mem[i], p->lease_bytes);
+		rdmem_pool_unmap(p, &p->mem[i]);
 	pthread_mutex_destroy(&p->lock);
 	free(p->mem);
 	free(p->taken);
 	free(p);
 }
 
-static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, uint8_t *b,
+static void rdmem_pool_fill(const struct rdmem_pool *p, uint32_t i, uint8_t *const *m,
 			    struct rdmem_lease *l)
 {
 	l->index = i;
-	l->req = b;
-	l->objects = b + p->off_objects;
-	l->ctrl = b + p->off_ctrl;
-	l->staging = b + p->off_staging;
-	l->req_len = p->off_objects;
-	l->objects_len = p->off_ctrl - p->off_objects;
-	l->staging_len = p->lease_bytes - p->off_staging;
+	l->req = m[RDMEM_POOL_REQ];
+	l->objects = m[RDMEM_POOL_OBJECTS];
+	l->ctrl = m[RDMEM_POOL_CTRL];
+	l->staging = m[RDMEM_POOL_STAGING];
+	l->req_len = p->area_bytes[RDMEM_POOL_REQ];
+	l->objects_len = p->area_bytes[RDMEM_POOL_OBJECTS];
+	l->staging_len = p->area_bytes[RDMEM_POOL_STAGING];
 }
 
 /* Marks a free lease taken; returns its index, or cfg.leases when none is free. */
@@ -106,49 +121,61 @@ static uint32_t rdmem_pool_claim(struct rdmem_pool *p)
 	return i;
 }
 
-/* Unmarks lease i; returns the memory it held (NULL if it was not taken). */
-static uint8_t *rdmem_pool_unclaim(struct rdmem_pool *p, uint32_t i)
+/* Unmarks lease i; *mem gets the memory it held (all NULL if it was not taken). */
+static void rdmem_pool_unclaim(struct rdmem_pool *p, uint32_t i, struct rdmem_pool_mem *mem)
 {
-	uint8_t *mem = NULL;
-
+	memset(mem, 0, sizeof(*mem));
 	pthread_mutex_lock(&p->lock);
 	if (i < p->cfg.leases && p->taken[i]) {
-		mem = p->mem[i];
-		p->mem[i] = NULL;
+		*mem = p->mem[i];
+		memset(&p->mem[i], 0, sizeof(p->mem[i]));
 		p->taken[i] = 0;
 		p->ntaken--;
 	}
 	pthread_mutex_unlock(&p->lock);
-	return mem;
+}
+
+/* Fresh memory for each area of a lease: 0, or -ENOMEM with none kept. */
+static int rdmem_pool_map(const struct rdmem_pool *p, struct rdmem_pool_mem *mem)
+{
+	int a;
+
+	for (a = 0; a < RDMEM_POOL_AREAS; a++) {
+		mem->area[a] = rdmem_fab_alloc_shared(p->cfg.fabric, p->area_bytes[a]);
+		if (!mem->area[a]) {
+			rdmem_pool_unmap(p, mem);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 int rdmem_pool_take(struct rdmem_pool *p, struct rdmem_lease *out)
 {
 	uint32_t i = rdmem_pool_claim(p);
-	uint8_t *mem;
+	struct rdmem_pool_mem mem = { { NULL } };
 
 	if (i == p->cfg.leases)
 		return -EBUSY;
 	/* Fresh memory, never the last tenant's: see pool.h. Mapped outside the
-	 * lock (a syscall); the lease is ours already. */
-	mem = rdmem_fab_alloc_shared(p->cfg.fabric, p->lease_bytes);
-	if (!mem) {
-		rdmem_pool_unclaim(p, i);
+	 * lock (syscalls); the lease is ours already. */
+	if (rdmem_pool_map(p, &mem) < 0) {
+		rdmem_pool_unclaim(p, i, &mem);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&p->lock);
 	p->mem[i] = mem;
 	pthread_mutex_unlock(&p->lock);
-	rdmem_pool_fill(p, i, mem, out);
+	rdmem_pool_fill(p, i, mem.area, out);
 	return 0;
 }
 
 void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l)
 {
-	uint8_t *mem = rdmem_pool_unclaim(p, l->index);
+	struct rdmem_pool_mem mem;
 
-	if (mem)
-		rdmem_fab_free_shared(p->cfg.fabric, mem, p->lease_bytes);
+	rdmem_pool_unclaim(p, l->index, &mem);
+	rdmem_pool_unmap(p, &mem);
 }
 
 uint32_t rdmem_pool_taken(struct rdmem_pool *p)
@@ -159,9 +186,4 @@ uint32_t rdmem_pool_taken(struct rdmem_pool *p)
 	n = p->ntaken;
 	pthread_mutex_unlock(&p->lock);
 	return n;
-}
-
-uint64_t rdmem_pool_remote_bytes(const struct rdmem_pool *p)
-{
-	return p->off_staging; /* request slots, objects and the control page */
 }

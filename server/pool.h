@@ -2,11 +2,14 @@
  * geometry, one lease per session (ScaleRPC's "virtualized mapping", sized by what a
  * session may have in flight rather than by a private full-size ring).
  *
- * A lease is a contiguous block: request slots (descriptor and payload
- * each, include/rdmem/layout.h), an object pool for LAZY replies, a control
- * page, and a local staging area for EAGER replies. The session registers exactly these ranges on its own
- * connection, so its peer can reach its lease and nothing else, and a lease
- * comes back to the pool whole when the session ends, whatever killed it.
+ * A lease is four areas: request slots (descriptor and payload each,
+ * include/rdmem/layout.h), an object pool for LAZY replies, a control page,
+ * and a local staging area for EAGER replies. Each is an allocation of its
+ * own, which the session registers whole on its own connection (fabric.h: on
+ * shm the peer gets the allocation's file), so its peer can reach the three
+ * remote areas of its lease, each only as registered, and nothing else. A
+ * lease comes back to the pool whole when the session ends, whatever killed
+ * it.
  *
  * Two shapes from one code path: --shared-pool on, one pool for the server
  * with max-sessions small leases; off, a pool per session holding one lease
@@ -49,12 +52,18 @@ struct rdmem_lease {
 	uint64_t req_len, objects_len, staging_len;
 };
 
+enum { RDMEM_POOL_REQ, RDMEM_POOL_OBJECTS, RDMEM_POOL_CTRL, RDMEM_POOL_STAGING, RDMEM_POOL_AREAS };
+
+struct rdmem_pool_mem {
+	uint8_t *area[RDMEM_POOL_AREAS];
+};
+
 struct rdmem_pool {
 	struct rdmem_pool_config cfg;
-	uint64_t lease_bytes;
-	uint64_t off_objects, off_ctrl, off_staging; /* within a lease */
-	pthread_mutex_t lock; /* leases are taken and returned by session setup/teardown */
-	uint8_t **mem;	      /* per lease: its memory while taken, else NULL */
+	uint64_t lease_bytes;		       /* the four areas */
+	uint64_t area_bytes[RDMEM_POOL_AREAS]; /* each page-rounded */
+	pthread_mutex_t lock;	    /* leases are taken and returned by session setup/teardown */
+	struct rdmem_pool_mem *mem; /* per lease: its memory while taken, else all NULL */
 	uint8_t *taken;
 	uint32_t ntaken;
 };
@@ -73,7 +82,5 @@ void rdmem_pool_give(struct rdmem_pool *p, const struct rdmem_lease *l);
 uint32_t rdmem_pool_taken(struct rdmem_pool *p);
 /* Bytes one lease of this configuration holds: what a session registers. */
 uint64_t rdmem_pool_lease_size(const struct rdmem_pool_config *cfg);
-/* Bytes a session registers for remote access: what the peer can reach. */
-uint64_t rdmem_pool_remote_bytes(const struct rdmem_pool *p);
 
 #endif

@@ -147,7 +147,18 @@ int rdmem_fab_connect(struct rdmem_conn *c, const void *priv, size_t len, void *
 
 /* ---- memory ----
  * Memory the peer may access must come from rdmem_fab_alloc() (page-aligned;
- * shm: a shared memfd mapping). Local-only registrations may be anywhere.
+ * shm: a shared memfd mapping), and each remote-access registration must be
+ * one whole allocation: from its start, ending in its last page. The shm
+ * backend gives the peer the allocation's file, which cannot be handed out
+ * in part, so it refuses anything less (-EINVAL): a read-only or local area
+ * sharing a file with a writable one would be the peer's to write. Areas of
+ * different access take allocations of their own. An fd's open mode binds
+ * no one (a peer reopens a read-only one writable through /proc), so the
+ * backend seals the file when it first goes out: a read-only export against
+ * every new writable mapping and write (Linux 5.1), each against further
+ * seals. One allocation is therefore exported with one access. Memory has no
+ * write-only mapping: a peer may read what it may write. Local-only
+ * registrations may be anywhere.
  * Order at the end: dereg, then free, then close (free needs the conn; close
  * deregisters what is still registered).
  */
@@ -155,8 +166,9 @@ void *rdmem_fab_alloc(struct rdmem_conn *c, size_t len);
 void rdmem_fab_free(struct rdmem_conn *c, void *p, size_t len);
 /*
  * Memory every connection of a backend may register, also for remote access:
- * a server's message pool that sessions lease windows of. Each connection
- * registers only its window, so the peer reaches nothing else.
+ * a server's message pool, whose leases sessions take. As with
+ * rdmem_fab_alloc, a remote-access registration is one whole allocation, so
+ * the peer reaches that area and nothing else.
  */
 void *rdmem_fab_alloc_shared(enum rdmem_fab_kind kind, size_t len);
 void rdmem_fab_free_shared(enum rdmem_fab_kind kind, void *p, size_t len);

@@ -12,7 +12,8 @@
  *   - sends a PUT whose descriptor claims a value it never wrote, so the
  *     server stores whatever its payload area held, and reads it back:
  *     zeros, not A's request bytes;
- * with --shared-pool on and off. And --no-tcp publishes tcp_state 0.
+ * with --shared-pool on and off. And --no-tcp publishes tcp_state 0. On the
+ * shm fabric, each file the two sides share holds one registered area.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -208,6 +209,88 @@ static void test_ctrl_tcp_state_with_tcp(void)
 	check_tcp_state(0);
 }
 
+/* The shm fabric's memfds one process maps (the backend names them all
+ * "rdmem-shm-region"): inode, offset and length of each mapping. */
+struct shm_map {
+	unsigned long inode;
+	unsigned long long off, len;
+};
+
+static int shm_maps(pid_t pid, struct shm_map *m, int max)
+{
+	char path[64], line[512];
+	unsigned long long lo, hi, off;
+	unsigned long inode;
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f) && n < max)
+		if (strstr(line, "/memfd:rdmem-shm-region") &&
+		    sscanf(line, "%llx-%llx %*s %llx %*s %lu", &lo, &hi, &off, &inode) == 4)
+			m[n++] = (struct shm_map){ inode, off, hi - lo };
+	fclose(f);
+	return n;
+}
+
+/* Each file mapped once, whole from offset 0: a file holding one area. */
+static int maps_whole(const struct shm_map *m, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (m[i].off)
+			return 0;
+		for (int j = i + 1; j < n; j++)
+			if (m[j].inode == m[i].inode)
+				return 0;
+	}
+	return 1;
+}
+
+/*
+ * A peer gets the file behind each area registered for it, and a file cannot
+ * be handed out in part: if the server's request slots (writable) shared a
+ * file with its object pool, control page or staging, the agent could map
+ * and write all of them, whatever the registrations say. So each file both
+ * sides map must be one area, mapped whole by both: the same length here and
+ * in the server (the owner maps its allocation whole).
+ */
+static void test_peer_files_hold_one_area(void)
+{
+	struct shm_map mine[64], srv[256];
+	struct raw_peer p;
+	int n, ns, shared = 0;
+
+	if (raw_peer_target.fabric != RDMEM_FAB_SHM) {
+		printf(
+		    "# skipped: memfds are the shm fabric's (verbs: the NIC checks MR bounds)\n");
+		return;
+	}
+	REQUIRE(start_server("on", 0) == 0);
+	if (peer_open(&p) == 0) {
+		n = shm_maps(getpid(), mine, 64);
+		ns = shm_maps(server.pid, srv, 256);
+		CHECK(n > 0 && ns > 0);
+		CHECK(maps_whole(mine, n));
+		CHECK(maps_whole(srv, ns));
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < ns; j++)
+				if (mine[i].inode == srv[j].inode) {
+					shared++;
+					CHECK_EQ(mine[i].len, srv[j].len);
+				}
+		/* The request slots, object pool and control page; our
+		 * response slots. Fewer: the check above looked at nothing. */
+		printf("# %d files mapped here, %d in the server, %d by both\n", n, ns, shared);
+		CHECK_EQ(shared, 4);
+		raw_peer_close(&p);
+	} else {
+		CHECK(!"session with the server");
+	}
+	CHECK_EQ(proc_stop(&server, SIGTERM, T_TIMEOUT_MS), 0);
+}
+
 int main(int argc, char **argv)
 {
 	rdmem_log_init("test_lease_hygiene", 0);
@@ -219,5 +302,6 @@ int main(int argc, char **argv)
 	RUN(test_reused_lease_private_pool);
 	RUN(test_ctrl_tcp_state_no_tcp);
 	RUN(test_ctrl_tcp_state_with_tcp);
+	RUN(test_peer_files_hold_one_area);
 	return check_done();
 }

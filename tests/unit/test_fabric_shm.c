@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,11 +53,12 @@
 
 enum { T_RW, T_RO, T_WO, T_NAREA };
 
-/* One end: a memfd region with three areas of least access, a local-only
- * buffer, and the peer's areas as learnt from its private data. */
+/* One end: three memfd areas of least access (each an allocation of its
+ * own, as fabric.h asks), a local-only buffer, and the peer's areas as
+ * learnt from its private data. */
 struct t_side {
 	struct rdmem_conn *c;
-	uint8_t *buf;
+	uint8_t *area[T_NAREA];
 	struct rdmem_mr mr[T_NAREA];
 	uint8_t *local;
 	struct rdmem_mr lmr;
@@ -105,11 +107,11 @@ static int t_side_regs(struct t_side *s)
 	};
 	int rc;
 
-	s->buf = rdmem_fab_alloc(s->c, T_NAREA * T_AREA);
-	if (!s->buf)
-		return -ENOMEM;
 	for (int i = 0; i < T_NAREA; i++) {
-		rc = rdmem_fab_reg(s->c, s->buf + (size_t)i * T_AREA, T_AREA, acc[i], &s->mr[i]);
+		s->area[i] = rdmem_fab_alloc(s->c, T_AREA);
+		if (!s->area[i])
+			return -ENOMEM;
+		rc = rdmem_fab_reg(s->c, s->area[i], T_AREA, acc[i], &s->mr[i]);
 		if (rc)
 			return rc;
 	}
@@ -132,7 +134,9 @@ static void t_side_close(struct t_side *s)
 		for (int i = 0; i < T_NAREA; i++)
 			rdmem_fab_dereg(s->c, &s->mr[i]);
 		rdmem_fab_dereg(s->c, &s->lmr);
-		rdmem_fab_free(s->c, s->buf, T_NAREA * T_AREA);
+		for (int i = 0; i < T_NAREA; i++)
+			if (s->area[i])
+				rdmem_fab_free(s->c, s->area[i], T_AREA);
 		rdmem_fab_close(s->c);
 	}
 	free(s->local);
@@ -515,7 +519,7 @@ static void test_write_sges(void)
 		uint64_t off = 16384ull * (uint64_t)nsge + 3;
 		struct rdmem_wr w =
 		    t_wr((uint64_t)nsge, RDMEM_WR_WRITE, RDMEM_WR_SIGNALED, &p.cli.peer[T_RW], off);
-		uint8_t *dst = p.srv.s.buf + T_RW * T_AREA + off;
+		uint8_t *dst = p.srv.s.area[T_RW] + off;
 		uint32_t total = 0;
 
 		for (int i = 0; i < nsge; i++) {
@@ -551,8 +555,8 @@ static void test_write_sges(void)
 	CHECK_EQ(rdmem_fab_post(p.cli.c, ws, 2), 0);
 	CHECK_EQ(t_poll(p.cli.c, wc, 1), 1);
 	CHECK_EQ(wc[0].wr_id, 11);
-	CHECK(memcmp(p.srv.s.buf + 256, &v8, 8) == 0);
-	CHECK(memcmp(p.srv.s.buf + 264, &v4, 4) == 0);
+	CHECK(memcmp(p.srv.s.area[T_RW] + 256, &v8, 8) == 0);
+	CHECK(memcmp(p.srv.s.area[T_RW] + 264, &v4, 4) == 0);
 	CHECK_EQ(rdmem_fab_poll(p.cli.c, wc, 2), 0);
 	t_pair_close(&p);
 }
@@ -565,7 +569,7 @@ static void test_read_sges(void)
 	struct t_pair p;
 
 	T_OK(t_pair_open(&p, NULL, 0, 0));
-	src = p.srv.s.buf + T_RO * T_AREA;
+	src = p.srv.s.area[T_RO];
 	for (uint32_t k = 0; k < T_AREA; k++)
 		src[k] = (uint8_t)(k * 13 + 5);
 	for (int nsge = 1; nsge <= 4; nsge++) {
@@ -665,7 +669,7 @@ static void test_write_imm(void)
 		CHECK_EQ(wc[i].wr_id, 0);
 	}
 	for (int i = 0; i < 3; i++) {
-		uint8_t *d = p.srv.s.buf + T_WO * T_AREA + 128 * i;
+		uint8_t *d = p.srv.s.area[T_WO] + 128 * i;
 
 		CHECK(d[0] == 0x40 + i && d[99] == 0x40 + i && d[100] == 0);
 	}
@@ -712,8 +716,8 @@ static void test_rnr(void)
 	CHECK_EQ(rdmem_fab_post(p.cli.c, w, 2), 0);
 	CHECK_EQ(rdmem_fab_poll(p.cli.c, wc, 4), 1);
 	CHECK(wc[0].wr_id == 2 && wc[0].status == RDMEM_WC_RNR_ERR);
-	CHECK_EQ(p.srv.s.buf[64], 0); /* an RNR-refused WRITE_IMM lands nothing */
-	CHECK_EQ(p.srv.s.buf[0], 0x5a);
+	CHECK_EQ(p.srv.s.area[T_RW][64], 0); /* an RNR-refused WRITE_IMM lands nothing */
+	CHECK_EQ(p.srv.s.area[T_RW][0], 0x5a);
 	/* The immediate that had a receive is still delivered after the break. */
 	CHECK_EQ(rdmem_fab_poll(p.srv.s.c, wc, 4), 1);
 	CHECK(wc[0].imm == 40 && wc[0].status == RDMEM_WC_SUCCESS);
@@ -817,10 +821,10 @@ static void test_violations(void)
 		CHECK(wc[0].wr_id == 1 && wc[0].status == RDMEM_WC_SUCCESS);
 		CHECK(wc[1].wr_id == 2 && wc[1].status == want);
 		CHECK(wc[2].wr_id == 3 && wc[2].status == RDMEM_WC_FLUSH_ERR);
-		CHECK_EQ(p.srv.s.buf[4096], 0x77);
-		CHECK(t_untouched(p.srv.s.buf + T_RO * T_AREA, T_AREA));
-		CHECK(t_untouched(p.srv.s.buf + T_WO * T_AREA, T_AREA));
-		CHECK(t_untouched(p.srv.s.buf + T_AREA - 8, 8));
+		CHECK_EQ(p.srv.s.area[T_RW][4096], 0x77);
+		CHECK(t_untouched(p.srv.s.area[T_RO], T_AREA));
+		CHECK(t_untouched(p.srv.s.area[T_WO], T_AREA));
+		CHECK(t_untouched(p.srv.s.area[T_RW] + T_AREA - 8, 8));
 		t_check_broken_both(&p, 2);
 		t_pair_close(&p);
 		if (check_case_failed != failed_before)
@@ -855,10 +859,10 @@ static void test_send_queue_full(void)
 	/* A batch that does not fit posts nothing. */
 	p.cli.local[0] = 0x99;
 	CHECK_EQ(rdmem_fab_post(p.cli.c, w, 9), -EAGAIN);
-	CHECK(p.srv.s.buf[512] != 0x99);
+	CHECK(p.srv.s.area[T_RW][512] != 0x99);
 	CHECK_EQ(rdmem_fab_post(p.cli.c, w, 8), 0);
 	CHECK_EQ(rdmem_fab_poll(p.cli.c, wc, 16), 8);
-	CHECK_EQ(p.srv.s.buf[512], 0x99);
+	CHECK_EQ(p.srv.s.area[T_RW][512], 0x99);
 	/* Receives: posted but not yet polled count against max_recv_wr. */
 	CHECK_EQ(rdmem_fab_post_recv(p.cli.c, 4), 0);
 	CHECK_EQ(rdmem_fab_post_recv(p.cli.c, 1), -EAGAIN);
@@ -895,7 +899,8 @@ static void test_malformed_wrs(void)
 	t_sge(&w, stack, SHMFAB_MAX_INLINE, 0);
 	CHECK_EQ(rdmem_fab_post(p.cli.c, &w, 1), 0);
 	CHECK_EQ(rdmem_fab_poll(p.cli.c, wc, 2), 1);
-	CHECK(wc[0].status == RDMEM_WC_SUCCESS && p.srv.s.buf[SHMFAB_MAX_INLINE - 1] == 0x31);
+	CHECK(wc[0].status == RDMEM_WC_SUCCESS &&
+	      p.srv.s.area[T_RW][SHMFAB_MAX_INLINE - 1] == 0x31);
 	w.op = RDMEM_WR_READ;
 	w.sge[0].len = 8;
 	CHECK_EQ(rdmem_fab_post(p.cli.c, &w, 1), -EINVAL);
@@ -910,6 +915,51 @@ static void test_malformed_wrs(void)
 	t_pair_close(&p);
 }
 
+/*
+ * A hostile peer with the fd of a read-only export: memfds have mode 0777,
+ * so reopening it through /proc/self/fd gives a writable file; the seal
+ * must still refuse every way of writing through it. Ours, mapped before
+ * the export, keeps writing.
+ */
+static void t_read_only_stays_read_only(struct rdmem_conn *c)
+{
+	struct rdmem_mr mr;
+	char path[64];
+	uint8_t *mem = rdmem_fab_alloc(c, 8192), *w;
+	int fd;
+
+	REQUIRE(mem);
+	REQUIRE(rdmem_fab_reg(c, mem, 8192, RDMEM_ACCESS_REMOTE_READ, &mr) == 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d",
+		 ((struct shmfab_conn *)c)->mr[SHMFAB_KEY_IDX(mr.lkey)].fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) { /* the open itself is allowed: the seal is the guard */
+		w = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CHECK(w == MAP_FAILED);
+		if (w != MAP_FAILED)
+			munmap(w, 8192);
+		CHECK(pwrite(fd, "x", 1, 0) < 0);
+		close(fd);
+	}
+	w = mmap(NULL, 8192, PROT_READ, MAP_SHARED,
+		 ((struct shmfab_conn *)c)->mr[SHMFAB_KEY_IDX(mr.lkey)].fd, 0);
+	CHECK(w != MAP_FAILED);
+	if (w != MAP_FAILED) {
+		CHECK(mprotect(w, 8192, PROT_READ | PROT_WRITE) < 0);
+		munmap(w, 8192);
+	}
+	mem[0] = 0x42; /* our own mapping, made before the seal */
+	CHECK_EQ(mem[0], 0x42);
+	/* The other access on the same file: refused, one file one access. */
+	{
+		struct rdmem_mr mr2;
+
+		CHECK_EQ(rdmem_fab_reg(c, mem, 8192, RDMEM_ACCESS_REMOTE_WRITE, &mr2), -EINVAL);
+	}
+	rdmem_fab_dereg(c, &mr);
+	rdmem_fab_free(c, mem, 8192);
+}
+
 static void test_registration_rules(void)
 {
 	struct rdmem_listener *l;
@@ -917,8 +967,9 @@ static void test_registration_rules(void)
 	struct rdmem_mr mr;
 	uint16_t port;
 	void *heap = malloc(8192), *mem;
+	long pg = sysconf(_SC_PAGESIZE);
 
-	REQUIRE(heap);
+	REQUIRE(heap && pg > 0);
 	l = t_listen(&port);
 	REQUIRE(l);
 	T_OK(rdmem_fab_resolve(RDMEM_FAB_SHM, NULL, port, NULL, T_TIMEOUT, &c));
@@ -929,14 +980,39 @@ static void test_registration_rules(void)
 	CHECK_EQ(rdmem_fab_reg(c, heap, 8192, 1u << 7, &mr), -EINVAL);
 	mem = rdmem_fab_alloc(c, 10000);
 	REQUIRE(mem);
-	CHECK_EQ(((uintptr_t)mem) % 4096, 0);
+	CHECK_EQ(((uintptr_t)mem) % (uintptr_t)pg, 0);
 	CHECK_EQ(rdmem_fab_reg(c, (uint8_t *)mem + 8000, 8192, RDMEM_ACCESS_REMOTE_READ, &mr),
 		 -EINVAL);
-	CHECK_EQ(rdmem_fab_reg(c, (uint8_t *)mem + 100, 9000, RDMEM_ACCESS_REMOTE_READ, &mr), 0);
+	/* Remote access takes the whole allocation: the peer gets its file, so
+	 * a part would hand it the rest (a writable fd maps every byte). */
+	CHECK_EQ(rdmem_fab_reg(c, (uint8_t *)mem + 100, 9000, RDMEM_ACCESS_REMOTE_READ, &mr),
+		 -EINVAL);
+	if (pg < 10000) { /* more than one page: one page of it is a part */
+		CHECK_EQ(rdmem_fab_reg(c, mem, (uint64_t)pg, RDMEM_ACCESS_REMOTE_WRITE, &mr),
+			 -EINVAL);
+		CHECK_EQ(rdmem_fab_reg(c, (uint8_t *)mem + pg, 10000 - (uint64_t)pg,
+				       RDMEM_ACCESS_REMOTE_READ, &mr),
+			 -EINVAL);
+	}
+	CHECK_EQ(rdmem_fab_reg(c, (uint8_t *)mem + 100, 9000, RDMEM_ACCESS_LOCAL, &mr), 0);
+	rdmem_fab_dereg(c, &mr);
+	/* From its start into its last page: the allocation, and the file the
+	 * peer would get holds exactly it. */
+	CHECK_EQ(rdmem_fab_reg(c, mem, 9000, RDMEM_ACCESS_REMOTE_WRITE, &mr), 0);
 	CHECK(mr.rkey != mr.lkey);
+	{
+		const struct shmfab_mr *m = &((struct shmfab_conn *)c)->mr[SHMFAB_KEY_IDX(mr.lkey)];
+		struct stat st;
+
+		CHECK(m->fd >= 0 && fstat(m->fd, &st) == 0 &&
+		      st.st_size == (10000 + pg - 1) / pg * pg);
+	}
 	rdmem_fab_dereg(c, &mr);
 	CHECK(mr.impl == NULL);
+	/* Exported writable, so the file is: read-only would be refused. */
+	CHECK_EQ(rdmem_fab_reg(c, mem, 10000, RDMEM_ACCESS_REMOTE_READ, &mr), -EINVAL);
 	rdmem_fab_free(c, mem, 10000);
+	t_read_only_stays_read_only(c);
 	rdmem_fab_close(c);
 	rdmem_fab_listener_close(l);
 	free(heap);
@@ -1477,7 +1553,7 @@ static void test_state_last_publication(void)
 	pthread_t th;
 
 	T_OK(t_pair_open(&p, NULL, 0, 0));
-	t.area = p.srv.s.buf;
+	t.area = p.srv.s.area[T_RW];
 	T_OK(pthread_create(&th, NULL, t_pub_reader, &t));
 	for (uint64_t v = 1; v <= t.rounds; v++) {
 		struct rdmem_wr w[2] = {
@@ -1542,7 +1618,7 @@ static void test_figures(void)
 	       rdmem_pctl_us(rtt, N, 0.5), rdmem_pctl_us(rtt, N, 0.99), N);
 
 	T_OK(t_pair_open(&p, NULL, 0, 0));
-	memset(p.srv.s.buf, 1, T_AREA);
+	memset(p.srv.s.area[T_RW], 1, T_AREA);
 	w = t_wr(1, RDMEM_WR_READ, RDMEM_WR_SIGNALED, &p.cli.peer[T_RW], 0);
 	t_sge(&w, p.cli.local, T_AREA, p.cli.lmr.lkey);
 	t0 = rdmem_now_ns();
