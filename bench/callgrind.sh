@@ -34,6 +34,20 @@ cg_total() {
 	awk '/^(totals|summary):/ { print $2; exit }' "$1"
 }
 
+# Instructions spent inside the fabric (every rdmem_fab_* entry point,
+# inclusive) in a callgrind output file: on the shm fabric that is the
+# emulated NIC and its provider, which verbs hardware replaces. 0 for a
+# program without the fabric. The entry points do not call each other, so
+# their inclusive costs add up without counting anything twice; a function
+# callgrind_annotate lists under two spellings of its file (it does when run
+# from the source tree) counts once.
+cg_fabric() {
+	callgrind_annotate --inclusive=yes --threshold=100 --show-percs=no "$1" 2>/dev/null |
+		awk '$2 ~ /fabric\/fabric\.c:rdmem_fab_/ {
+			fn = $2; sub(/.*:/, "", fn); gsub(",", "", $1); ir[fn] = $1
+		} END { for (fn in ir) s += ir[fn]; print s + 0 }'
+}
+
 # Zeroes (-z) or dumps (-d) the counters of a process under callgrind.
 cg_control() {
 	callgrind_control "$1" "$2" >>"$LOGS/callgrind-control.log" 2>&1 ||
@@ -120,6 +134,7 @@ cg_client_run() {
 		IFS== read -r role name file <<<"$p"
 		cg_control -d "${PIDS[$name]}"
 		printf ' %s=%s' "$role" "$(cg_last_dump "$file")"
+		[[ $sys != rdmem-* ]] || printf ' fabric_%s=%s' "$role" "$(cg_fabric "$(ls -v "$file".* | tail -n 1)")"
 	done
 	[ -z "$wq" ] || printf ' wqes=%s' $(($(cg_wqes "$sys") - wq))
 	echo
@@ -164,6 +179,10 @@ for role in a:
         print(json.dumps({"system": sys_, "process": role, "calls": calls, "window": w,
                           "wqes_a": int(a[role]), "wqes_b": int(b[role]),
                           "wqes_per_call": (int(b[role]) - int(a[role])) / calls}))
+        continue
+    if role.startswith("fabric_"):  # of that process's instructions, the fabric's
+        print(json.dumps({"system": sys_, "process": role[7:], "calls": calls, "window": w,
+                          "fabric_per_call": (int(b[role]) - int(a[role])) / calls}))
         continue
     print(json.dumps({"system": sys_, "process": role, "calls": calls, "window": w,
                       "ir_a": int(a[role]), "ir_b": int(b[role]),

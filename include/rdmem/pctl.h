@@ -26,8 +26,8 @@ static inline int rdmem_pctl_cmp(const void *a, const void *b)
 
 /*
  * Sorts samples ascending, the order rdmem_pctl() expects. An LSD radix
- * sort, one byte a pass, skipping the bytes every sample shares (a
- * latency in ns has 3-4 that differ): about 40 instructions a sample
+ * sort, one byte a pass, counting and moving only the bytes that differ
+ * between samples (a latency in ns has 3-4): about 30 instructions a sample
  * against ~340 for qsort at 20,000 samples. The sort runs inside the
  * benchmarked client, whose instructions per call `make bench` counts, so
  * its cost is the harness's and must stay small next to a call's. qsort
@@ -36,7 +36,7 @@ static inline int rdmem_pctl_cmp(const void *a, const void *b)
 static inline void rdmem_pctl_sort(uint64_t *v, size_t n)
 {
 	size_t count[8][256] = { { 0 } }, i;
-	uint64_t *tmp, *src = v, *dst;
+	uint64_t *tmp, *src = v, *dst, all = ~0ull, any = 0;
 	unsigned b;
 
 	if (n < 2)
@@ -46,15 +46,20 @@ static inline void rdmem_pctl_sort(uint64_t *v, size_t n)
 		qsort(v, n, sizeof(*v), rdmem_pctl_cmp);
 		return;
 	}
+	/* Bits set in every sample and in any: a byte where they agree is one
+	 * every sample shares, which needs neither counting nor a pass. */
 	for (i = 0; i < n; i++)
-		for (b = 0; b < 8; b++)
-			count[b][(src[i] >> (8 * b)) & 0xff]++;
+		all &= src[i], any |= src[i];
+	for (b = 0; b < 8; b++)
+		if ((((all ^ any) >> (8 * b)) & 0xff) != 0)
+			for (i = 0; i < n; i++)
+				count[b][(src[i] >> (8 * b)) & 0xff]++;
 	dst = tmp;
 	for (b = 0; b < 8; b++) {
 		size_t *c = count[b], sum = 0, d;
 		uint64_t *t;
 
-		if (c[(src[0] >> (8 * b)) & 0xff] == n)
+		if ((((all ^ any) >> (8 * b)) & 0xff) == 0)
 			continue; /* every sample has this byte: the pass moves nothing */
 		for (d = 0; d < 256; d++) {
 			size_t k = c[d];
