@@ -1098,6 +1098,102 @@ static void test_server_args(void)
 	}
 }
 
+/* A listening socket of ours on 127.0.0.1: its port, or 0. */
+static uint16_t hold_port(int *fd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*fd < 0 || bind(*fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(*fd, 1) < 0 ||
+	    getsockname(*fd, (struct sockaddr *)&a, &len) < 0)
+		return 0;
+	return ntohs(a.sin_port);
+}
+
+/* rdmem-server on TCP port tport only (--fabric none), stderr to log. */
+static pid_t start_on_port(uint16_t tport, const char *log)
+{
+	const char *bin = getenv("RDMEM_BIN");
+	char path[512], tp[8], rp[8];
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/rdmem-server", bin ? bin : "build");
+	snprintf(tp, sizeof(tp), "%u", tport);
+	snprintf(rp, sizeof(rp), "%u", proc_free_port_pair());
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		execl(path, path, "-b", "127.0.0.1", "-p", rp, "--tcp-port", tp, "--fabric", "none",
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * A port still held when the server starts (a killed server's listening
+ * socket outlives it while the kernel tears its io_uring down): the server
+ * waits for it, up to 2 s, and serves once it is free; a port that stays
+ * taken fails the start after the wait, with the reason.
+ */
+static void test_port_busy_at_start(void)
+{
+	char log[600], text[2048] = "";
+	struct rdmem_tcp_client *c = NULL;
+	int fd, status = -1, i, n;
+	uint16_t tport = hold_port(&fd);
+	pid_t pid;
+	FILE *f;
+
+	REQUIRE(tport);
+	snprintf(log, sizeof(log), "%s/busy.log", tmpdir);
+	pid = start_on_port(tport, log);
+	REQUIRE(pid > 0);
+	usleep(500000);
+	CHECK_EQ(waitpid(pid, &status, WNOHANG), 0); /* still waiting, not failed */
+	close(fd);
+	for (i = 0; i < 300 && rdmem_tcp_client_connect("127.0.0.1", tport, 200, &c) < 0; i++)
+		usleep(10000);
+	CHECK(c != NULL);
+	if (c) {
+		CHECK_EQ(call_on(c, RDMEM_OP_PING, 0, NULL, 0, NULL, 0, NULL, 0, NULL).err, 0);
+		rdmem_tcp_client_close(c);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	if ((f = fopen(log, "r"))) {
+		n = (int)fread(text, 1, sizeof(text) - 1, f);
+		text[n > 0 ? n : 0] = '\0';
+		fclose(f);
+	}
+	CHECK(strstr(text, "is in use; waiting up to 2000 ms") != NULL);
+
+	/* Held for good: the start fails after the wait, saying why. */
+	tport = hold_port(&fd);
+	REQUIRE(tport);
+	pid = start_on_port(tport, log);
+	for (i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(10000);
+	CHECK(i >= 150 && i < 600); /* waited ~2 s, then gave up */
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	if (i == 600) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	close(fd);
+	if ((f = fopen(log, "r"))) {
+		n = (int)fread(text, 1, sizeof(text) - 1, f);
+		text[n > 0 ? n : 0] = '\0';
+		fclose(f);
+	}
+	CHECK(strstr(text, "cannot listen") && strstr(text, "Address already in use"));
+}
+
 static void test_sigterm(void)
 {
 	struct rdmem_tcp_client *c2;
@@ -1172,6 +1268,7 @@ int main(void)
 	RUN(test_back_pressure);
 	RUN(test_client_window_and_watch);
 	RUN(test_server_args);
+	RUN(test_port_busy_at_start);
 	RUN(test_stats_flood_shares_the_loop);
 	RUN(test_sigterm);
 	cleanup();
