@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rdmem/util.h"
@@ -98,7 +99,11 @@ static int shmfab_memfd(const char *what, size_t size, int final, int *out)
 
 	if (fd < 0)
 		return shmfab_syserr("memfd_create(%s)", what);
-	if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, seals) < 0) {
+	/* 0600, not memfd's 0777: a peer of another uid cannot reopen our fd
+	 * (through /proc) with more rights than it was given, nor advise our
+	 * pages out (MADV_PAGEOUT checks write permission on the file). */
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, seals) < 0) {
 		int rc = shmfab_syserr("sizing/sealing memfd %s of %zu bytes", what, size);
 
 		close(fd);
@@ -486,7 +491,8 @@ static struct shmfab_alloc *shmfab_alloc_of(struct shmfab_conn *c, uintptr_t add
 }
 
 /* The fd the peer gets: read-only regions go as a read-only file
- * description, so even a hostile peer cannot map them writable. */
+ * description. The guard is the seal (shmfab_seal_export): the peer could
+ * reopen the file writable through /proc if it had our uid or the mode. */
 static int shmfab_peer_fd(struct shmfab_conn *c, int fd, unsigned access)
 {
 	char path[64];

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/magic.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -30,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "rdmem/util.h"
@@ -259,12 +261,22 @@ static int shmfab_map_fd(struct shmfab_conn *c, const char *what, int fd, uint64
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	int seals = fcntl(fd, F_GET_SEALS);
+	struct statfs fs;
 	struct stat st;
 	uint64_t moff;
 
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		rdmem_err_limited("shm: handshake with %s: the %s fd is not a memfd sealed against "
 				  "shrinking",
+				  c->name, what);
+		return -EPROTO;
+	}
+	/* Shared memory (tmpfs) only: a hugetlbfs memfd passes the checks
+	 * above, yet its sender can punch a hole and take every free huge page,
+	 * and our next write into it is a SIGBUS (found by review). */
+	if (fstatfs(fd, &fs) < 0 || fs.f_type != TMPFS_MAGIC) {
+		rdmem_err_limited("shm: handshake with %s: the %s fd is not plain shared memory "
+				  "(hugetlbfs or another file system)",
 				  c->name, what);
 		return -EPROTO;
 	}

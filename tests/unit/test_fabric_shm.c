@@ -1101,6 +1101,7 @@ enum {
 	H_DUP_RKEY,
 	H_BAD_ACCESS,
 	H_RO_FD_WRITABLE,
+	H_HUGETLB, /* a hugetlbfs memfd: its sender could make our writes SIGBUS */
 	H_EMPTY,
 	H_CLOSE,
 	H_NCASES
@@ -1165,6 +1166,22 @@ static int t_forge(uint16_t port, int h)
 	case H_BAD_ACCESS:
 		m.region[0].access = 4;
 		break;
+	case H_HUGETLB: {
+		int huge = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+
+		if (huge >= 0 && ftruncate(huge, 2 << 20) == 0 &&
+		    fcntl(huge, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
+			close(fds[2]);
+			fds[2] = huge;
+		} else {
+			if (huge >= 0)
+				close(huge);
+			printf("# no hugetlbfs memfd here: case H_HUGETLB sends an unsealed one\n");
+			close(fds[2]);
+			fds[2] = t_memfd(4096, 0);
+		}
+		break;
+	}
 	case H_RO_FD_WRITABLE: {
 		char path[64];
 		int ro;
@@ -1221,6 +1238,8 @@ static void test_hostile_handshake(void)
 		if (rc == 0 || rc == -ETIMEDOUT)
 			fprintf(stderr, "  forged request %d: get_request returned %d\n", h, rc);
 		CHECK(rc < 0 && rc != -ETIMEDOUT);
+		if (h == H_HUGETLB) /* refused for what it is, not for a failed mmap */
+			CHECK_EQ(rc, -EPROTO);
 		CHECK(c == NULL);
 		if (s >= 0)
 			close(s);
