@@ -525,8 +525,9 @@ static int shmfab_keys(struct shmfab_conn *c, int idx, struct shmfab_mr *m)
 
 /*
  * Fixes what the peer may do with the file before it gets it. Its fd's open
- * mode is no limit: memfds have mode 0777, so a peer reopens a read-only fd
- * through /proc/self/fd writable. The seals are: F_SEAL_FUTURE_WRITE for a
+ * mode is no limit: a peer that may open the file (root, our uid; anyone
+ * while memfds had their default mode 0777) reopens a read-only fd through
+ * /proc/self/fd writable. The seals are: F_SEAL_FUTURE_WRITE for a
  * read-only export (no new writable mapping, no write(): ours, made before,
  * stays), and F_SEAL_SEAL for every export, so the peer can add none. An
  * allocation is therefore exported with one access only; a registration
