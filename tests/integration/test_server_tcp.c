@@ -1135,6 +1135,17 @@ static pid_t start_on_port(uint16_t tport, const char *log)
 	return pid;
 }
 
+/* The start of file path into buf (cap bytes, NUL-terminated; "" if unreadable). */
+static void read_text(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
 /*
  * A port still held when the server starts (a killed server's listening
  * socket outlives it while the kernel tears its io_uring down): the server
@@ -1145,10 +1156,9 @@ static void test_port_busy_at_start(void)
 {
 	char log[600], text[2048] = "";
 	struct rdmem_tcp_client *c = NULL;
-	int fd, status = -1, i, n;
+	int fd, status = -1, i;
 	uint16_t tport = hold_port(&fd);
 	pid_t pid;
-	FILE *f;
 
 	REQUIRE(tport);
 	snprintf(log, sizeof(log), "%s/busy.log", tmpdir);
@@ -1166,11 +1176,7 @@ static void test_port_busy_at_start(void)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	if ((f = fopen(log, "r"))) {
-		n = (int)fread(text, 1, sizeof(text) - 1, f);
-		text[n > 0 ? n : 0] = '\0';
-		fclose(f);
-	}
+	read_text(log, text, sizeof(text));
 	CHECK(strstr(text, "is in use; waiting up to 2000 ms") != NULL);
 
 	/* Held for good: the start fails after the wait, saying why. */
@@ -1186,11 +1192,7 @@ static void test_port_busy_at_start(void)
 		waitpid(pid, NULL, 0);
 	}
 	close(fd);
-	if ((f = fopen(log, "r"))) {
-		n = (int)fread(text, 1, sizeof(text) - 1, f);
-		text[n > 0 ? n : 0] = '\0';
-		fclose(f);
-	}
+	read_text(log, text, sizeof(text));
 	CHECK(strstr(text, "cannot listen") && strstr(text, "Address already in use"));
 }
 
