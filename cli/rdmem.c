@@ -64,10 +64,12 @@ int64_t rdmem_cli_stat(const char *text, uint32_t len, const char *name)
 /* The server's limits as "the server's --flag of N bytes", or with its default. */
 struct server_caps {
 	char value[128], image[128];
+	int64_t max_value; /* -1: unknown */
 };
 
-static void server_cap(char *out, size_t cap, const char *text, uint32_t len, const char *name,
-		       const char *flag, const char *dflt)
+/* Returns the limit, or -1 when the server did not say. */
+static int64_t server_cap(char *out, size_t cap, const char *text, uint32_t len, const char *name,
+			  const char *flag, const char *dflt)
 {
 	int64_t v = text ? rdmem_cli_stat(text, len, name) : -1;
 
@@ -77,6 +79,7 @@ static void server_cap(char *out, size_t cap, const char *text, uint32_t len, co
 	else
 		snprintf(out, cap, "the server's %s (rdmem-server %s, default %s)", flag, flag,
 			 dflt);
+	return v;
 }
 
 /*
@@ -95,8 +98,8 @@ static void server_caps_read(struct cli *c, struct server_caps *caps)
 		free(text);
 		text = NULL;
 	}
-	server_cap(caps->value, sizeof(caps->value), text, len, "limits.max_value", "--max-value",
-		   "1m");
+	caps->max_value = server_cap(caps->value, sizeof(caps->value), text, len,
+				     "limits.max_value", "--max-value", "1m");
 	server_cap(caps->image, sizeof(caps->image), text, len, "limits.max_image", "--max-image",
 		   "64m");
 	free(text);
@@ -116,6 +119,15 @@ static void too_big_server(struct cli *c, const char *what, uint32_t max)
 			" bytes; the agent's max value is %u, rdmem-agent --max-value)\n",
 			what, c->req_bytes, caps.image, caps.value,
 			c->have_chunk ? c->chunk_size : RDMEM_IMAGE_CHUNK_DEFAULT, max);
+	else if (forced && c->req_bytes && caps.max_value >= 0 &&
+		 c->req_bytes <= (uint64_t)caps.max_value)
+		/* Within both max values: what refused it is the request ring. */
+		fprintf(stderr,
+			"rdmem: %s: too big: the %s (%" PRIu64 " bytes) is within the agent's "
+			"max value of %u bytes and %s, but a forced RDMA path (--path) needs it "
+			"to fit the server's request ring (rdmem-server --slot-bytes and "
+			"--ring-slots; AUTO sends it over TCP)\n",
+			what, kind, c->req_bytes, max, caps.value);
 	else if (!c->req_bytes)
 		fprintf(stderr,
 			"rdmem: %s: too big: the %s is over the agent's max value of %u bytes "
