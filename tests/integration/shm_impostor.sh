@@ -30,12 +30,18 @@ start_other() { # LOG ARGS...
 	local log=$1
 	shift
 	setpriv --reuid=$uid --regid=$uid --clear-groups \
-		env -u ASAN_OPTIONS -u UBSAN_OPTIONS -u TSAN_OPTIONS "$bdir/rdmem-server" "$@" \
+		env -u ASAN_OPTIONS -u UBSAN_OPTIONS -u TSAN_OPTIONS "$other_server" "$@" \
 		>"$log" 2>&1 &
 	imp_pid=$!
 }
-if ! as_other test -x "$bdir/rdmem-server"; then
-	echo "ok - shm impostor refused # SKIP uid $uid cannot run $bdir/rdmem-server (a private directory on its path)"
+# The other user runs a copy in our scratch directory: the tree may sit in a
+# private one (a fresh clone under mktemp -d is 0700), which uid $uid cannot
+# enter. The server needs no library of the tree.
+chmod 0755 "$tmp"
+other_server=$tmp/rdmem-server
+install -m 0755 "$bdir/rdmem-server" "$other_server"
+if ! as_other test -x "$other_server"; then
+	echo "ok - shm impostor refused # SKIP uid $uid cannot run $other_server (a private directory on its path, or /tmp mounted noexec)"
 	exit 0
 fi
 # Starts a root agent (the default fabric: shm for a local server) on PORT
@@ -51,7 +57,6 @@ agent_refusing() { # PORT SHM
 imp_pid=
 stop_imp() { [ -n "$imp_pid" ] && ls_stop_pid "$imp_pid"; imp_pid=; }
 trap 'stop_imp; ls_stop; rm -rf "$tmp"' EXIT
-chmod 0755 "$tmp"
 read -r port other <<<"$(ls_free_ports 2)"
 shm=/rdmem-impostor-$$
 
