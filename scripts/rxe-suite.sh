@@ -22,7 +22,8 @@
 #                  device's resource table against the server's gauges;
 #                  grouped, so the turn word is written over verbs),
 #                  session_flood (a hog holding sessions that never send),
-#                  lease_hygiene, session_reap, group_yield (two real agents
+#                  lease_hygiene, session_fence (forged rkeys and addresses
+#                  against another session), session_reap, group_yield (two real agents
 #                  grouped: turn words and turns that wake, over verbs)
 #   mw             tests/mw_probe on rxe0: what the device says of memory
 #                  windows, and type-2 windows bound, read through, invalidated
@@ -42,7 +43,7 @@ BIN=$(cd "$(dirname "$0")/.." && pwd) # the staged build directory (/extra)
 T=${RDMEM_RXE_PROG_TIMEOUT:-900}
 FC=$BIN/tests/fabric_check
 CHECKS="dummy veth broken_detail paths_dummy paths_veth pin_budget inline_calls rdma_server lease_fits clients link_cycles
- rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_reap
+ rdma_loss_veth memlock memlock_server many_sessions session_flood lease_hygiene session_fence session_reap
  group_yield mw torture"
 export RDMEM_BIN=$BIN
 
@@ -325,6 +326,12 @@ check_rdma_server() {
 # memory); the control page's tcp_state with and without --no-tcp.
 check_lease_hygiene() {
 	run_test lease_hygiene $(dummy_env) -- "$BIN/tests/test_lease_hygiene" verbs
+}
+
+# One session cannot read or write another's areas with forged rkeys and
+# addresses (the device's own checks: one PD per session), grouped and not.
+check_session_fence() {
+	run_test session_fence $(dummy_env) -- "$BIN/tests/test_session_fence" verbs
 }
 
 # Two real agents in two groups of one, over verbs: told to hold in their
