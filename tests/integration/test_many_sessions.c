@@ -1,7 +1,8 @@
 /* test_many_sessions.c - one server, hundreds of sessions: 256 sessions at
  * once with every reply byte-exact; a session flooding at its full lease
  * does not starve the others; a quiet session is served from the quiet lane;
- * a client killed mid-run gives its leases back;
+ * a client killed mid-run gives its leases back; sessions join and leave
+ * under load, grouped;
  * admission beyond --max-sessions is refused with a reason. The sessions are
  * real links driven by tests/tools/scale_bench (one process, many links).
  */
@@ -290,6 +291,49 @@ static void test_killed_client_frees_leases(void)
 }
 
 /*
+ * Sessions joining and leaving under load, grouped (groups of 2 busy
+ * sessions above 4): while 16 sessions keep calling, three clients of 4
+ * sessions each join, call for a second and leave, and one more is killed
+ * -9 mid-run. Every reply of every run stays exact (scale_bench exits 1 on
+ * a wrong byte or a failed call), and every lease comes back.
+ */
+static void test_churn_under_load(void)
+{
+	static char *const killed[] = { "-n", "4", "--window", "2", "--seconds", "60", NULL };
+	char cmd[512], line[1024], flood[1024] = "";
+	FILE *bg;
+	pid_t pid;
+	int i, st;
+
+	REQUIRE(start_server("64", "--group-threshold", "4", "--group-size", "2", NULL) == 0);
+	snprintf(cmd, sizeof(cmd), "%s/tests/scale_bench --port %u -n 16 --window 4 --seconds 6",
+		 proc_bin(), port);
+	REQUIRE((bg = popen(cmd, "r")) != NULL);
+	CHECK_EQ(server_stat_until("sessions", 16), 16);
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(scale(line, sizeof(line), "-n 4 --window 2 --seconds 1"), 0);
+		CHECK(e2e_json_num(line, "ops") > 0);
+	}
+	pid = scale_spawn(killed);
+	CHECK(pid > 0);
+	CHECK_EQ(server_stat_until("sessions", 20), 20);
+	proc_sleep_ms(200); /* mid-run: its calls in flight */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	if (!fgets(flood, sizeof(flood), bg))
+		flood[0] = '\0';
+	st = pclose(bg);
+	printf("# the 16 under churn: %s", flood);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(e2e_json_num(flood, "ops") > 0);
+	CHECK_EQ(e2e_json_num(flood, "wrong"), 0);
+	CHECK_EQ(server_stat_until("rdma.leases_taken", 0), 0);
+	CHECK_EQ(server_stat("sessions"), 0);
+	CHECK_EQ(scale(line, sizeof(line), "-n 4 --window 2 --seconds 1"), 0); /* still serves */
+	proc_stop(&server, SIGTERM, 5000);
+}
+
+/*
  * STATS is a reply like any other, at most --max-value bytes: with 64
  * sessions listed (~150 B each) it no longer fits 4 KiB, and it used to fail
  * whole. It answers, the counters and the pool's summary in it, the list
@@ -329,6 +373,7 @@ int main(void)
 	RUN(test_flood_does_not_starve);
 	RUN(test_quiet_lane);
 	RUN(test_killed_client_frees_leases);
+	RUN(test_churn_under_load);
 	RUN(test_admission_refused_clearly);
 	RUN(test_stats_past_max_value);
 	return check_done();

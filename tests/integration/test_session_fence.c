@@ -52,8 +52,8 @@ static const char *fab_name = "shm";
 struct fence_target {
 	uint16_t port; /* the case's server */
 	struct rdmem_remote req, objpool, ctrl;
-	uint64_t object;     /* V's object's address */
-	uint32_t nfiles;     /* shm: the inodes of the files V's session maps */
+	uint64_t object; /* V's object's address */
+	uint32_t nfiles; /* shm: the inodes of the files V's session maps */
 	uint64_t files[T_MAX_FILES];
 };
 
@@ -162,14 +162,14 @@ static int own_ctrl_read(struct raw_peer *a)
 }
 
 enum fence_attack {
-	ATK_READ_OBJECT,       /* V's object, V's rkey */
-	ATK_READ_CTRL,	       /* V's control page, V's rkey */
+	ATK_READ_OBJECT,	/* V's object, V's rkey */
+	ATK_READ_CTRL,		/* V's control page, V's rkey */
 	ATK_READ_OBJECT_OWNKEY, /* V's object, our object pool's rkey */
-	ATK_READ_PAST_OWN,     /* the last byte of our pool and the next, our rkey */
-	ATK_WRITE_SLOT,	       /* V's request slot 0, V's rkey */
-	ATK_WRITE_IMM_OWNKEY,  /* V's request slot 0, our request rkey, an immediate */
-	ATK_GUESS_KEY,	       /* V's object, V's rkey with its low byte changed */
-	ATK_GUESS_KEY_HIGH,    /* V's object, V's rkey with its high bits changed */
+	ATK_READ_PAST_OWN,	/* the last byte of our pool and the next, our rkey */
+	ATK_WRITE_SLOT,		/* V's request slot 0, V's rkey */
+	ATK_WRITE_IMM_OWNKEY,	/* V's request slot 0, our request rkey, an immediate */
+	ATK_GUESS_KEY,		/* V's object, V's rkey with its low byte changed */
+	ATK_GUESS_KEY_HIGH,	/* V's object, V's rkey with its high bits changed */
 	ATK_COUNT
 };
 
@@ -274,8 +274,8 @@ static int attack_one(const struct fence_target *t, int k, const char *phase)
 		fill_v(a.buf, len); /* what a forged write would leave in V's slot */
 	st = ctl == RDMEM_WC_SUCCESS ? fence_op(&a, &wr, len) : -3;
 	if (ctl != RDMEM_WC_SUCCESS) {
-		printf("# %s, %s: our own control page READ failed (%d)\n", phase,
-		       attack_name[k], ctl);
+		printf("# %s, %s: our own control page READ failed (%d)\n", phase, attack_name[k],
+		       ctl);
 		bad = 1;
 	} else if (st == RDMEM_WC_SUCCESS || st == -2) {
 		printf("# %s, %s: %s\n", phase, attack_name[k],
@@ -353,7 +353,9 @@ static int attacker_start(void)
 
 static int start_server(char *const *design)
 {
-	char *flags[24] = { "--max-sessions", "8", "--objpool-slabs", "8", "--object-ttl", "60000" };
+	char *flags[24] = {
+		"--max-sessions", "8", "--objpool-slabs", "8", "--object-ttl", "60000"
+	};
 	size_t n = 6;
 
 	for (; *design && n + 1 < RDMEM_ARRAY_SIZE(flags); design++)
@@ -436,9 +438,10 @@ static void fence(char *const *design)
 
 static void test_fence_pooled_grouped(void)
 {
-	char *design[] = { "--shared-pool", "on",	   "--group-threshold", "1",
-			   "--group-size",  "1",	   "--slice-us",	"500",
-			   NULL };
+	char *design[] = {
+		"--shared-pool", "on", "--group-threshold", "1", "--group-size", "1", "--slice-us",
+		"500",		 NULL
+	};
 
 	fence(design);
 }
