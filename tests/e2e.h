@@ -13,6 +13,7 @@
 #include "libclient/rdmem.h"
 #include "proc.h"
 #include "shm/door.h"
+#include "tmpdir.h"
 
 /* Daemons print their ready line within a second here; Soft-RoCE under TCG
  * on a loaded host (an agent pinning its segment) has taken over 10 s. */
@@ -155,7 +156,8 @@ static inline int e2e_init(struct e2e *e, const char *fabric)
 	snprintf(e->fabric, sizeof(e->fabric), "%s", fabric);
 	snprintf(e->clients, sizeof(e->clients), "4");
 	snprintf(e->slots, sizeof(e->slots), "32");
-	snprintf(e->image_dir, sizeof(e->image_dir), "/tmp/rdmem-e2e-img-%d", (int)getpid());
+	snprintf(e->image_dir, sizeof(e->image_dir), "%s/rdmem-e2e-img-%d", test_tmpdir(),
+		 (int)getpid());
 	mkdir(e->image_dir, 0755);
 	return e->port ? 0 : -1;
 }

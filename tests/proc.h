@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+
 struct proc {
 	pid_t pid;
 	char log[256];
@@ -203,7 +205,8 @@ static inline int proc_start(struct proc *p, const char *name, char *const argv[
 {
 	int waited = 0, status;
 
-	snprintf(p->log, sizeof(p->log), "/tmp/rdmem-test-%d-%s.log", (int)getpid(), name);
+	snprintf(p->log, sizeof(p->log), "%s/rdmem-test-%d-%s.log", test_tmpdir(), (int)getpid(),
+		 name);
 	unlink(p->log);
 	p->pid = fork();
 	if (p->pid == 0) {

@@ -43,6 +43,7 @@
 #include "tests/check.h"
 #include "tests/door_client.h"
 #include "tests/proc.h"
+#include "tests/tmpdir.h"
 
 #define CLIENTS	    12
 #define SLOTS	    8
@@ -391,7 +392,7 @@ static void test_hostile_clients_cost_honest_ones_nothing(void)
 	int st;
 	char cmd[128];
 
-	snprintf(dir, sizeof(dir), "/tmp/rdmem-hostile-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/rdmem-hostile-%d", test_tmpdir(), (int)getpid());
 	snprintf(sock, sizeof(sock), "%s/door.sock", dir);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(sh != MAP_FAILED);

@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "e2e.h"
+#include "tmpdir.h"
 
 #define NOBODY	  2002	/* not the overflow uid 65534, which the client refuses */
 #define DOOR_GID  65534 /* nogroup: the socket's group, so nobody can attach */
@@ -151,7 +152,8 @@ int main(void)
 		return 0;
 	}
 	/* A private runtime directory: the agent creates it 0750 root:nogroup. */
-	snprintf(runtime_dir, sizeof(runtime_dir), "/tmp/rdmem-admin-%d", (int)getpid());
+	snprintf(runtime_dir, sizeof(runtime_dir), "%s/rdmem-admin-%d", test_tmpdir(),
+		 (int)getpid());
 	setenv("RDMEM_RUNTIME_DIR", runtime_dir, 1);
 	rdmem_log_init("test_admin", 0);
 	RUN(test_other_user_cannot_steer);

@@ -43,6 +43,7 @@
 #include "tests/check.h"
 
 #include "tests/frontdoor_loopback.h"
+#include "tests/tmpdir.h"
 
 #define CLIENTS	    8
 #define SLOTS	    8
@@ -290,7 +291,7 @@ static int fx_start(void)
 
 	/* A socket of our own, its group FOREIGN_UID's (as root): another user
 	 * may attach. The clients attach by its path. */
-	snprintf(door_dir, sizeof(door_dir), "/tmp/rdmem-cutoff-%d", (int)getpid());
+	snprintf(door_dir, sizeof(door_dir), "%s/rdmem-cutoff-%d", test_tmpdir(), (int)getpid());
 	snprintf(shm_name, sizeof(shm_name), "%s/door.sock", door_dir);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.shm_name = "/rdmem-cutoff";

@@ -26,6 +26,7 @@
 #include "tests/check.h"
 #include "tests/door_client.h"
 #include "tests/proc.h"
+#include "tests/tmpdir.h"
 
 #define HOG_ID 4242 /* a uid and gid nobody else uses, not the overflow uid */
 
@@ -35,7 +36,7 @@ static void next_paths(void)
 {
 	static int n;
 
-	snprintf(dir, sizeof(dir), "/tmp/rdmem-share-%d-%d", (int)getpid(), ++n);
+	snprintf(dir, sizeof(dir), "%s/rdmem-share-%d-%d", test_tmpdir(), (int)getpid(), ++n);
 	snprintf(sock, sizeof(sock), "%s/door.sock", dir);
 }
 

@@ -26,6 +26,7 @@
 #include "e2e.h"
 #include "tcp/client.h"
 #include "rdmem/auth.h"
+#include "tmpdir.h"
 
 /*
  * Tag bytes after each frame once AUTH is done (tcp/frame_mac.h). The proxy
@@ -601,7 +602,7 @@ static void test_client_rewrites_its_request(void)
 
 int main(void)
 {
-	snprintf(secret, sizeof(secret), "/tmp/rdmem-mac-secret-%d", (int)getpid());
+	snprintf(secret, sizeof(secret), "%s/rdmem-mac-secret-%d", test_tmpdir(), (int)getpid());
 	write_secret(secret, "a secret the path does not know\n");
 	rdmem_log_init("test_frame_mac", 0);
 	RUN(test_honest_path);

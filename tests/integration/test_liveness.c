@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "e2e.h"
+#include "tmpdir.h"
 
 #define T_CALLS	    8
 #define T_VALUE	    1500 /* over the inline limit: the WRs must read our slots */
@@ -135,7 +136,7 @@ int main(void)
 	int ret;
 
 	rdmem_log_init("test_liveness", 0);
-	snprintf(hole, sizeof(hole), "/tmp/rdmem-hole-%d", (int)getpid());
+	snprintf(hole, sizeof(hole), "%s/rdmem-hole-%d", test_tmpdir(), (int)getpid());
 	unlink(hole);
 	if (e2e_init(&e, "shm") < 0 || e2e_server(&e, "shm", NULL) < 0) {
 		printf("not ok - start the server\n");

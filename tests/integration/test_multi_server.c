@@ -27,6 +27,7 @@
 #include "check.h"
 #include "e2e.h"
 #include "rdmem/util.h"
+#include "tmpdir.h"
 
 #define NS	  3
 #define NKEYS	  3000
@@ -1390,7 +1391,7 @@ static int agent_exit_status(const char *a1, const char *a2, const char *a3, con
 	int i, st;
 
 	snprintf(bin, sizeof(bin), "%s/rdmem-agent", proc_bin());
-	snprintf(log, sizeof(log), "/tmp/rdmem-test-%d-agent-cli.log", (int)getpid());
+	snprintf(log, sizeof(log), "%s/rdmem-test-%d-agent-cli.log", test_tmpdir(), (int)getpid());
 	pid = fork();
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1601,7 +1602,7 @@ int main(void)
 	int i;
 
 	rdmem_log_init("test_multi_server", 0);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/rdmem-multi-%d", (int)getpid());
+	snprintf(tmpdir, sizeof(tmpdir), "%s/rdmem-multi-%d", test_tmpdir(), (int)getpid());
 	snprintf(shm, sizeof(shm), "/rdmem-multi-%d", (int)getpid());
 	snprintf(list_file, sizeof(list_file), "%s/servers", tmpdir);
 	mkdir(tmpdir, 0755);

@@ -48,6 +48,7 @@
 #include "check.h"
 #include "e2e.h"
 #include "raw_peer.h"
+#include "tmpdir.h"
 
 #define ATTACK_MS	3000
 #define QUIET_MS	1500
@@ -792,7 +793,7 @@ static void test_idle_flood_secret(void)
 	struct e2e e;
 	int fd;
 
-	snprintf(secret, sizeof(secret), "/tmp/rdmem-net-secret-%d", (int)getpid());
+	snprintf(secret, sizeof(secret), "%s/rdmem-net-secret-%d", test_tmpdir(), (int)getpid());
 	fd = open(secret, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	REQUIRE(fd >= 0 && write(fd, body, strlen(body)) == (ssize_t)strlen(body));
 	close(fd);

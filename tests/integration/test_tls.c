@@ -34,6 +34,7 @@
 #include "tcp/client.h"
 #include "tcp/frame.h"
 #include "tcp/tls.h"
+#include "tmpdir.h"
 
 #define CAP_MAX	  (16u << 20) /* bytes the relay records, both ways */
 #define RELAY_BUF (256u << 10)
@@ -82,7 +83,7 @@ static int make_cert(const char *name, const char *cn, const char *ca_name, cons
 
 static int make_certs(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/rdmem-tls-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/rdmem-tls-%d", test_tmpdir(), (int)getpid());
 	mkdir(dir, 0700);
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
 	snprintf(ca_key, sizeof(ca_key), "%s/ca.key", dir);

@@ -19,6 +19,7 @@
 #include "rdmem/util.h"
 #include "tcp/frame.h"
 #include "tcp/frame_mac.h"
+#include "tmpdir.h"
 
 static const uint8_t golden_to_server[32] = {
 	0xd0, 0x17, 0xe3, 0x52, 0x3d, 0x13, 0xcb, 0xa8, 0x08, 0x67, 0xaf,
@@ -139,7 +140,7 @@ int main(void)
 	const char *secret = "correct horse battery staple\n";
 	int fd, i;
 
-	snprintf(path, sizeof(path), "/tmp/rdmem-tag-secret-%d", (int)getpid());
+	snprintf(path, sizeof(path), "%s/rdmem-tag-secret-%d", test_tmpdir(), (int)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0 || write(fd, secret, strlen(secret)) != (ssize_t)strlen(secret))
 		return 1;

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "rdmem/util.h"
 #include "server/hook.h"
+#include "tmpdir.h"
 
 /* pid is gone or a zombie (killed; whoever adopted it reaps it later). */
 static int dead(int pid)
@@ -55,7 +56,7 @@ static void test_hung_hook_killed(void)
 	FILE *f;
 	int child = 0;
 
-	snprintf(pidfile, sizeof(pidfile), "/tmp/rdmem-test-hook.%d", (int)getpid());
+	snprintf(pidfile, sizeof(pidfile), "%s/rdmem-test-hook.%d", test_tmpdir(), (int)getpid());
 	snprintf(cmd, sizeof(cmd), "sleep 30 & echo $! > %s; wait; :", pidfile);
 	REQUIRE(rdmem_hook_create(cmd, 300, &h) == 0);
 	REQUIRE(rdmem_hook_run(h, "/nonexistent/image") == 0);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "tests/opts_check.h"
+#include "tests/tmpdir.h"
 
 static char dir[128], pem[160], key_ok[160], key_loose[160], fifo[160], key_other[160];
 
@@ -217,7 +218,7 @@ int main(void)
 	char cmd[256];
 
 	(void)opts_check;
-	snprintf(dir, sizeof(dir), "/tmp/rdmem-opts-tls-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/rdmem-opts-tls-%d", test_tmpdir(), (int)getpid());
 	mkdir(dir, 0700);
 	snprintf(pem, sizeof(pem), "%s/c.pem", dir);
 	snprintf(key_ok, sizeof(key_ok), "%s/ok.key", dir);
