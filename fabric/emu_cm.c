@@ -316,11 +316,32 @@ static int shmfab_map_region(struct shmfab_conn *c, const struct shmfab_wire_reg
 }
 
 /* Maps what a validated CONNECT/ACCEPT hands us; closes every fd in fds. */
+/* The peer's regions in all, within what this side agreed to map: 0 or -EPROTO. */
+static int shmfab_peer_total_ok(struct shmfab_conn *c, const struct shmfab_msg *m)
+{
+	uint64_t total = 0;
+
+	/* No overflow: at most SHMFAB_MAX_REGIONS regions of SHMFAB_MAX_REGION. */
+	for (uint32_t i = 0; i < m->hdr.nregions; i++)
+		total += m->region[i].len;
+	if (total <= c->max_peer_bytes)
+		return 0;
+	rdmem_err_limited("shm: %s declares %u regions of %llu bytes in all: more than the "
+			  "%llu this side maps for a connection; refused",
+			  c->name, m->hdr.nregions, (unsigned long long)total,
+			  (unsigned long long)c->max_peer_bytes);
+	return -EPROTO;
+}
+
 static int shmfab_peer_setup(struct shmfab_conn *c, const struct shmfab_msg *m, int *fds, int nfds)
 {
 	void *page = NULL;
 	int rc;
 
+	if ((rc = shmfab_peer_total_ok(c, m)) < 0) {
+		shmfab_close_fds(fds, nfds);
+		return rc;
+	}
 	rc = shmfab_map_fd(c, "receive page", fds[SHMFAB_FD_PAGE], 0,
 			   shmfab_page_bytes(m->hdr.rq_cap), PROT_READ | PROT_WRITE, &page,
 			   &c->peer_page_len);

@@ -62,7 +62,12 @@ static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config 
 						   RDMEM_SESSION_WR_SPARE,
 				    .max_recv_wr = cfg->ring_slots + RDMEM_SESSION_RECV_BATCH,
 				    .max_inline = RDMEM_DP_INLINE,
-				    .signal_every = 64 };
+				    .signal_every = 64,
+				    /* An agent registers one area for us: its
+				     * response slots. A hostile peer declaring
+				     * more (64 regions of 1 TiB each passed
+				     * once) filled our address space. */
+				    .max_peer_bytes = rdmem_max_resp_region() };
 
 	return a;
 }
@@ -209,8 +214,10 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	memset(&hello, 0, sizeof(hello));
 	ret = rdmem_fab_get_request(lt->l, &attr, &c, &hello, &len);
 	if (ret < 0) {
-		if (ret != -EAGAIN)
+		if (ret != -EAGAIN) {
+			rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_BAD_REQUESTS);
 			rdmem_warn_limited("connect request failed: %s", strerror(-ret));
+		}
 		return;
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */

@@ -71,6 +71,7 @@ struct rdmem_session {
 	int64_t pool_told[3];	       /* used, size, live as last added to the service's sums */
 	struct rdmem_rdma_usage usage; /* as added to the service's sums while open */
 	int accepted;
+	int setup_err; /* why a session never accepted is refused: its reject names it */
 	/* The agent RDMEM_OP_BIND named, for exactly-once calls. */
 	struct rdmem_service_peer peer;
 	uint64_t opened_ns;

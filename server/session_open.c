@@ -197,6 +197,12 @@ static void rdmem_session_free(struct rdmem_session *s)
 					 "server full: no lease free" };
 	size_t i;
 
+	/* Not every setup failure is a full pool (a review: an address space
+	 * filled by a peer was reported as "no lease free"). */
+	if (s->setup_err && s->setup_err != -EBUSY)
+		snprintf(why.reason, sizeof(why.reason), "session setup failed on the server: %s",
+			 strerror(-s->setup_err));
+
 	for (i = 0; i < RDMEM_ARRAY_SIZE(mrs); i++)
 		rdmem_fab_dereg(s->conn, mrs[i]);
 	rdmem_session_tell_pool(s, 0, 0, 0);
@@ -298,6 +304,7 @@ int rdmem_session_open(const struct rdmem_rdma_config *cfg, struct rdmem_service
 	if (ret < 0) {
 		rdmem_err_limited("session %u (%s): setup failed: %s", id, rdmem_fab_peer(conn),
 				  strerror(-ret));
+		s->setup_err = ret;
 		rdmem_session_free(s);
 		return ret;
 	}

@@ -105,6 +105,12 @@ struct rdmem_fab_attr {
 	uint32_t signal_every; /* the backend signals at least every N WRs itself */
 	const char *src_addr;  /* client: local address to connect from (verbs: it
 				  picks the RDMA device), NULL: routing decides */
+	/* shm: the bytes of the peer's remote-access registrations this side
+	 * maps, in all; a peer declaring more is refused (0: 1 TiB). What a
+	 * peer declares is mapped into our address space, so a peer could
+	 * otherwise fill it (64 regions of 1 TiB). Verbs maps nothing of the
+	 * peer's. */
+	uint64_t max_peer_bytes;
 };
 
 #define RDMEM_FAB_CONNECT_PRIV_MAX 54

@@ -157,6 +157,16 @@ static inline uint64_t rdmem_turn_off(uint32_t ring_slots, uint32_t resp_bytes)
 	return (uint64_t)ring_slots * rdmem_slot_stride(resp_bytes);
 }
 
+/* The largest response region an agent may register for the server (its
+ * response slots and turn word at the largest --ring-slots and
+ * --resp-bytes), with room for rounding to any page size up to 64 KiB: a
+ * server maps no more of a peer's (rdmem_fab_attr.max_peer_bytes). */
+static inline uint64_t rdmem_max_resp_region(void)
+{
+	return rdmem_turn_off(RDMEM_MAX_RING_SLOTS, RDMEM_MAX_RESP_BYTES) + RDMEM_TURN_BYTES +
+	       65536;
+}
+
 /* Object pool size classes: 64 KiB slabs, then larger classes up to max_value. */
 #define RDMEM_OBJ_CLASSES 3
 

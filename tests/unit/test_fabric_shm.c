@@ -17,6 +17,7 @@
 #include "rdmem/pctl.h"
 #include "rdmem/util.h"
 #include "tests/check.h"
+#include "tests/e2e.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1101,10 +1102,12 @@ enum {
 	H_DUP_RKEY,
 	H_BAD_ACCESS,
 	H_RO_FD_WRITABLE,
-	H_HUGETLB, /* a hugetlbfs memfd: its sender could make our writes SIGBUS */
+	H_HUGETLB,  /* a hugetlbfs memfd: its sender could make our writes SIGBUS */
+	H_OVER_CAP, /* regions past what the listener maps for a peer (sparse, 1 TiB each) */
 	H_EMPTY,
 	H_CLOSE,
-	H_NCASES
+	H_NCASES,
+	H_BIG_REGION = H_NCASES + 1, /* one sparse 8 GiB region: past rdmem-server's cap */
 };
 
 /* Sends forged connect request h to port; fds built here and closed. */
@@ -1166,6 +1169,23 @@ static int t_forge(uint16_t port, int h)
 	case H_BAD_ACCESS:
 		m.region[0].access = 4;
 		break;
+	case H_BIG_REGION:
+		m.region[0].len = 8ull << 30;
+		close(fds[2]);
+		fds[2] = t_memfd(8ull << 30, 1);
+		break;
+	case H_OVER_CAP: /* two of the largest a region may be: 2 TiB, past the 1 TiB default */
+		m.hdr.nregions = 2;
+		m.region[0].len = SHMFAB_MAX_REGION;
+		m.region[1] = m.region[0];
+		m.region[1].addr = 0x10000 + SHMFAB_MAX_REGION;
+		m.region[1].rkey = 0x5635; /* another key index: not H_DUP_RKEY */
+		close(fds[2]);
+		fds[2] = t_memfd(SHMFAB_MAX_REGION, 1);
+		fds[3] = t_memfd(SHMFAB_MAX_REGION, 1);
+		nfds = 4;
+		len += sizeof(m.region[0]);
+		break;
 	case H_HUGETLB: {
 		int huge = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
 
@@ -1199,7 +1219,7 @@ static int t_forge(uint16_t port, int h)
 		rc = t_raw_send(s, "", 0, NULL, 0);
 	else if (h != H_CLOSE)
 		rc = t_raw_send(s, &m, len, fds, nfds);
-	for (int i = 0; i < (h == H_DUP_RKEY ? 4 : 3); i++)
+	for (int i = 0; i < (h == H_DUP_RKEY || h == H_OVER_CAP ? 4 : 3); i++)
 		if (fds[i] != bell[1])
 			close(fds[i]);
 	close(bell[0]);
@@ -1238,7 +1258,7 @@ static void test_hostile_handshake(void)
 		if (rc == 0 || rc == -ETIMEDOUT)
 			fprintf(stderr, "  forged request %d: get_request returned %d\n", h, rc);
 		CHECK(rc < 0 && rc != -ETIMEDOUT);
-		if (h == H_HUGETLB) /* refused for what it is, not for a failed mmap */
+		if (h == H_HUGETLB || h == H_OVER_CAP) /* refused for what it is */
 			CHECK_EQ(rc, -EPROTO);
 		CHECK(c == NULL);
 		if (s >= 0)
@@ -1271,6 +1291,60 @@ static void test_hostile_handshake(void)
 	}
 	CHECK_EQ(t_count_dir("/proc/self/fd"), fds0);
 	CHECK_EQ(t_count_maps(), maps0);
+}
+
+/*
+ * A side maps at most attr.max_peer_bytes of the peer's regions in all: the
+ * same honest request (one 4 KiB region) is refused at 4095 and taken at
+ * 4096. rdmem-server sets it to the largest response region an agent may
+ * register (rdmem_max_resp_region): a peer declaring 8 GiB is refused before
+ * anything is mapped, said and counted. Before, a peer's 64 regions of up to
+ * 1 TiB each were all mapped: a review filled the server's address space
+ * (128 TiB) from 3 sessions, and every later session failed.
+ */
+static void test_peer_bytes_cap(void)
+{
+	struct rdmem_fab_attr attr = { .max_peer_bytes = 4095 };
+	struct rdmem_conn *c = NULL;
+	struct rdmem_listener *l;
+	struct proc server;
+	char priv[64], bin[512], sp[16], tp[16], stats[1 << 16];
+	char *argv[] = {
+		bin, "-b", "127.0.0.1", "-p", sp, "--tcp-port", tp, "--fabric", "shm", NULL
+	};
+	size_t plen = sizeof(priv);
+	uint16_t port;
+	int s, seen = 0;
+
+	REQUIRE((l = t_listen(&port)) != NULL);
+	s = t_forge(port, H_NCASES);
+	CHECK_EQ(t_get_request(l, &attr, &c, priv, &plen), -EPROTO);
+	CHECK(c == NULL);
+	close(s);
+	attr.max_peer_bytes = 4096;
+	s = t_forge(port, H_NCASES);
+	plen = sizeof(priv);
+	CHECK_EQ(t_get_request(l, &attr, &c, priv, &plen), 0);
+	if (c)
+		rdmem_fab_reject(c, NULL, 0);
+	close(s);
+	rdmem_fab_listener_close(l);
+
+	port = (uint16_t)proc_free_port_pair();
+	snprintf(bin, sizeof(bin), "%s/rdmem-server", proc_bin());
+	snprintf(sp, sizeof(sp), "%u", port);
+	snprintf(tp, sizeof(tp), "%u", port + 1);
+	REQUIRE(proc_start(&server, "server", argv, "listening shm", 10000) == 0);
+	s = t_forge(port, H_BIG_REGION);
+	CHECK(s >= 0);
+	for (int i = 0; i < 100 && !(seen = proc_log_has(&server, "more than the")); i++)
+		proc_sleep_ms(20);
+	CHECK(seen);
+	CHECK(e2e_server_json_at(port + 1, stats, sizeof(stats)) == 0 &&
+	      e2e_json_num(stats, "net.rdma_bad_requests") == 1);
+	if (s >= 0)
+		close(s);
+	CHECK_EQ(proc_stop(&server, SIGTERM, 5000), 0);
 }
 
 enum { S_GARBAGE, S_REJECT_LONG, S_ACCEPT_NO_FDS, S_CLOSE, S_SILENT, S_NCASES };
@@ -1671,6 +1745,7 @@ int main(void)
 	RUN(test_registration_rules);
 	RUN(test_hostile_immediates);
 	RUN(test_hostile_handshake);
+	RUN(test_peer_bytes_cap);
 	RUN(test_hostile_server);
 	RUN(test_arm_wakes_sleeper);
 	RUN(test_no_lost_wakeup);
