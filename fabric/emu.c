@@ -165,6 +165,10 @@ static int shmfab_conn_attr(struct shmfab_conn *c, const struct rdmem_fab_attr *
 	c->max_send = sq;
 	c->max_recv = rq;
 	c->max_peer_bytes = attr && attr->max_peer_bytes ? attr->max_peer_bytes : SHMFAB_MAX_REGION;
+	c->max_peer_regions =
+	    attr && attr->max_peer_regions && attr->max_peer_regions < SHMFAB_MAX_REGIONS
+		? attr->max_peer_regions
+		: SHMFAB_MAX_REGIONS;
 	/* Must be <= max_send_wr, or unsignaled WRs alone could fill the queue. */
 	c->signal_every = every && every <= sq ? every : (sq + 1) / 2;
 	c->rq_cap = shmfab_pow2(rq);

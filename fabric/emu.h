@@ -191,7 +191,8 @@ struct shmfab_conn {
 
 	/* send queue and its completion queue */
 	uint32_t max_send, signal_every, unsig_run;
-	uint64_t max_peer_bytes; /* rdmem_fab_attr: the peer's regions, in all */
+	uint64_t max_peer_bytes;   /* rdmem_fab_attr: the peer's regions, in all */
+	uint32_t max_peer_regions; /* rdmem_fab_attr: and how many */
 	uint64_t sq_posted, sq_retired;
 	struct shmfab_cqe *cq;
 	uint32_t cq_mask;

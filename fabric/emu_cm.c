@@ -315,30 +315,32 @@ static int shmfab_map_region(struct shmfab_conn *c, const struct shmfab_wire_reg
 	return 0;
 }
 
-/* Maps what a validated CONNECT/ACCEPT hands us; closes every fd in fds. */
-/* The peer's regions in all, within what this side agreed to map: 0 or -EPROTO. */
-static int shmfab_peer_total_ok(struct shmfab_conn *c, const struct shmfab_msg *m)
+/* The peer's regions, in number and bytes in all, within what this side
+ * agreed to map: 0 or -EPROTO. Each region is a mapping of its own (a VMA),
+ * so their count is a resource as much as their bytes. */
+static int shmfab_peer_regions_ok(struct shmfab_conn *c, const struct shmfab_msg *m)
 {
 	uint64_t total = 0;
 
 	/* No overflow: at most SHMFAB_MAX_REGIONS regions of SHMFAB_MAX_REGION. */
 	for (uint32_t i = 0; i < m->hdr.nregions; i++)
 		total += m->region[i].len;
-	if (total <= c->max_peer_bytes)
+	if (m->hdr.nregions <= c->max_peer_regions && total <= c->max_peer_bytes)
 		return 0;
 	rdmem_err_limited("shm: %s declares %u regions of %llu bytes in all: more than the "
-			  "%llu this side maps for a connection; refused",
-			  c->name, m->hdr.nregions, (unsigned long long)total,
+			  "%u regions and %llu bytes this side maps for a connection; refused",
+			  c->name, m->hdr.nregions, (unsigned long long)total, c->max_peer_regions,
 			  (unsigned long long)c->max_peer_bytes);
 	return -EPROTO;
 }
 
+/* Maps what a validated CONNECT/ACCEPT hands us; closes every fd in fds. */
 static int shmfab_peer_setup(struct shmfab_conn *c, const struct shmfab_msg *m, int *fds, int nfds)
 {
 	void *page = NULL;
 	int rc;
 
-	if ((rc = shmfab_peer_total_ok(c, m)) < 0) {
+	if ((rc = shmfab_peer_regions_ok(c, m)) < 0) {
 		shmfab_close_fds(fds, nfds);
 		return rc;
 	}

@@ -67,7 +67,8 @@ static struct rdmem_fab_attr rdmem_listener_attr(const struct rdmem_rdma_config 
 				     * response slots. A hostile peer declaring
 				     * more (64 regions of 1 TiB each passed
 				     * once) filled our address space. */
-				    .max_peer_bytes = rdmem_max_resp_region() };
+				    .max_peer_bytes = rdmem_max_resp_region(),
+				    .max_peer_regions = 1 };
 
 	return a;
 }
@@ -214,10 +215,13 @@ static void rdmem_listener_take(struct rdmem_listener_thread *lt)
 	memset(&hello, 0, sizeof(hello));
 	ret = rdmem_fab_get_request(lt->l, &attr, &c, &hello, &len);
 	if (ret < 0) {
-		if (ret != -EAGAIN) {
+		/* Counted: what a peer sent wrong. Not a peer that left before
+		 * its request (an agent of another uid does, then uses TCP) or
+		 * our own failure (out of memory, fds). */
+		if (ret == -EPROTO)
 			rdmem_service_count_net(lt->svc, RDMEM_NET_RDMA_BAD_REQUESTS);
+		if (ret != -EAGAIN)
 			rdmem_warn_limited("connect request failed: %s", strerror(-ret));
-		}
 		return;
 	}
 	rdmem_hello_le(&hello); /* wire bytes -> host order; the proof check re-encodes */

@@ -144,7 +144,7 @@ enum rdmem_net_ctr {
 	RDMEM_NET_RDMA_EVICTED,	      /* closed for a peer of another address (fair share) */
 	RDMEM_NET_RDMA_PARKED,	      /* connect requests kept until a place made freed */
 	RDMEM_NET_RDMA_PARK_TIMEOUTS, /* of them, refused: no place within 1 s */
-	RDMEM_NET_RDMA_BAD_REQUESTS,  /* connect requests failed before a session */
+	RDMEM_NET_RDMA_BAD_REQUESTS,  /* connect requests refused for what the peer sent */
 	/* With --tls-cert: counters "tls.<name>". */
 	RDMEM_NET_TLS_HANDSHAKES,	  /* TLS sessions established */
 	RDMEM_NET_TLS_HANDSHAKE_FAILURES, /* refused, broken or past --tcp-auth-ms */

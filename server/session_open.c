@@ -200,7 +200,7 @@ static void rdmem_session_free(struct rdmem_session *s)
 	/* Not every setup failure is a full pool (a review: an address space
 	 * filled by a peer was reported as "no lease free"). */
 	if (s->setup_err && s->setup_err != -EBUSY)
-		snprintf(why.reason, sizeof(why.reason), "session setup failed on the server: %s",
+		snprintf(why.reason, sizeof(why.reason), "setup failed: %s", /* 40 bytes */
 			 strerror(-s->setup_err));
 
 	for (i = 0; i < RDMEM_ARRAY_SIZE(mrs); i++)

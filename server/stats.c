@@ -135,8 +135,8 @@ static const struct rdmem_ctr rdmem_server_ctrs[] = {
 	S("net.rdma_park_timeouts", C, net[RDMEM_NET_RDMA_PARK_TIMEOUTS],
 	  "Kept connect requests refused: no place freed within 1 s."),
 	S("net.rdma_bad_requests", C, net[RDMEM_NET_RDMA_BAD_REQUESTS],
-	  "RDMA connect requests that failed before a session: malformed, or (shm) declaring "
-	  "more of the peer's memory than a session maps."),
+	  "RDMA connect requests refused before a session for what the peer sent: malformed, or "
+	  "(shm) declaring more of its memory than a session maps."),
 	S("tls.handshakes", C, net[RDMEM_NET_TLS_HANDSHAKES], "TLS sessions established on TCP."),
 	S("tls.handshake_failures", C, net[RDMEM_NET_TLS_HANDSHAKE_FAILURES],
 	  "TLS handshakes refused (certificate, protocol) or not finished within --tcp-auth-ms."),

@@ -111,6 +111,9 @@ struct rdmem_fab_attr {
 	 * otherwise fill it (64 regions of 1 TiB). Verbs maps nothing of the
 	 * peer's. */
 	uint64_t max_peer_bytes;
+	/* shm: and how many regions, each a mapping of its own (0: 64); many
+	 * sessions of 64 small ones would use up vm.max_map_count. */
+	uint32_t max_peer_regions;
 };
 
 #define RDMEM_FAB_CONNECT_PRIV_MAX 54

@@ -1108,6 +1108,7 @@ enum {
 	H_CLOSE,
 	H_NCASES,
 	H_BIG_REGION = H_NCASES + 1, /* one sparse 8 GiB region: past rdmem-server's cap */
+	H_TWO_REGIONS,		     /* honest, but two: rdmem-server maps one */
 };
 
 /* Sends forged connect request h to port; fds built here and closed. */
@@ -1169,6 +1170,15 @@ static int t_forge(uint16_t port, int h)
 	case H_BAD_ACCESS:
 		m.region[0].access = 4;
 		break;
+	case H_TWO_REGIONS:
+		m.hdr.nregions = 2;
+		m.region[1] = m.region[0];
+		m.region[1].addr = 0x20000;
+		m.region[1].rkey = 0x5635;
+		fds[3] = t_memfd(4096, 1);
+		nfds = 4;
+		len += sizeof(m.region[0]);
+		break;
 	case H_BIG_REGION:
 		m.region[0].len = 8ull << 30;
 		close(fds[2]);
@@ -1219,7 +1229,7 @@ static int t_forge(uint16_t port, int h)
 		rc = t_raw_send(s, "", 0, NULL, 0);
 	else if (h != H_CLOSE)
 		rc = t_raw_send(s, &m, len, fds, nfds);
-	for (int i = 0; i < (h == H_DUP_RKEY || h == H_OVER_CAP ? 4 : 3); i++)
+	for (int i = 0; i < (h == H_DUP_RKEY || h == H_OVER_CAP || h == H_TWO_REGIONS ? 4 : 3); i++)
 		if (fds[i] != bell[1])
 			close(fds[i]);
 	close(bell[0]);
@@ -1296,38 +1306,57 @@ static void test_hostile_handshake(void)
 /*
  * A side maps at most attr.max_peer_bytes of the peer's regions in all: the
  * same honest request (one 4 KiB region) is refused at 4095 and taken at
- * 4096. rdmem-server sets it to the largest response region an agent may
- * register (rdmem_max_resp_region): a peer declaring 8 GiB is refused before
- * anything is mapped, said and counted. Before, a peer's 64 regions of up to
- * 1 TiB each were all mapped: a review filled the server's address space
- * (128 TiB) from 3 sessions, and every later session failed.
+ * 4096; and in number (each region is a mapping of its own). rdmem-server
+ * sets them to the largest response region an agent may register
+ * (rdmem_max_resp_region) and one region: a peer declaring 8 GiB, or two
+ * regions, is refused before anything is mapped, said and counted. Before,
+ * a peer's 64 regions of up to 1 TiB each were all mapped: a review filled
+ * the server's address space (128 TiB) from 3 sessions, and every later
+ * session failed.
  */
+/* Forged request h to a listener taking attr: get_request's return (a conn
+ * it makes is rejected; none is made on an error). */
+static int t_request_under(struct rdmem_listener *l, uint16_t port, int h,
+			   const struct rdmem_fab_attr *attr)
+{
+	struct rdmem_conn *c = NULL;
+	char priv[64];
+	size_t plen = sizeof(priv);
+	int s = t_forge(port, h), rc = t_get_request(l, attr, &c, priv, &plen);
+
+	CHECK(rc == 0 || c == NULL);
+	if (c)
+		rdmem_fab_reject(c, NULL, 0);
+	if (s >= 0)
+		close(s);
+	return rc;
+}
+
 static void test_peer_bytes_cap(void)
 {
-	struct rdmem_fab_attr attr = { .max_peer_bytes = 4095 };
-	struct rdmem_conn *c = NULL;
 	struct rdmem_listener *l;
 	struct proc server;
-	char priv[64], bin[512], sp[16], tp[16], stats[1 << 16];
+	char bin[512], sp[16], tp[16], stats[1 << 16];
 	char *argv[] = {
 		bin, "-b", "127.0.0.1", "-p", sp, "--tcp-port", tp, "--fabric", "shm", NULL
 	};
-	size_t plen = sizeof(priv);
 	uint16_t port;
 	int s, seen = 0;
 
 	REQUIRE((l = t_listen(&port)) != NULL);
-	s = t_forge(port, H_NCASES);
-	CHECK_EQ(t_get_request(l, &attr, &c, priv, &plen), -EPROTO);
-	CHECK(c == NULL);
-	close(s);
-	attr.max_peer_bytes = 4096;
-	s = t_forge(port, H_NCASES);
-	plen = sizeof(priv);
-	CHECK_EQ(t_get_request(l, &attr, &c, priv, &plen), 0);
-	if (c)
-		rdmem_fab_reject(c, NULL, 0);
-	close(s);
+	CHECK_EQ(
+	    t_request_under(l, port, H_NCASES, &(struct rdmem_fab_attr){ .max_peer_bytes = 4095 }),
+	    -EPROTO);
+	CHECK_EQ(
+	    t_request_under(l, port, H_NCASES, &(struct rdmem_fab_attr){ .max_peer_bytes = 4096 }),
+	    0);
+	/* And in number: two honest regions, one allowed, then two. */
+	CHECK_EQ(t_request_under(l, port, H_TWO_REGIONS,
+				 &(struct rdmem_fab_attr){ .max_peer_regions = 1 }),
+		 -EPROTO);
+	CHECK_EQ(t_request_under(l, port, H_TWO_REGIONS,
+				 &(struct rdmem_fab_attr){ .max_peer_regions = 2 }),
+		 0);
 	rdmem_fab_listener_close(l);
 
 	port = (uint16_t)proc_free_port_pair();
@@ -1340,8 +1369,14 @@ static void test_peer_bytes_cap(void)
 	for (int i = 0; i < 100 && !(seen = proc_log_has(&server, "more than the")); i++)
 		proc_sleep_ms(20);
 	CHECK(seen);
+	if (s >= 0)
+		close(s);
+	s = t_forge(port, H_TWO_REGIONS); /* an agent registers one area for it */
+	for (int i = 0; i < 100 && !(seen = proc_log_has(&server, "declares 2 regions")); i++)
+		proc_sleep_ms(20);
+	CHECK(seen);
 	CHECK(e2e_server_json_at(port + 1, stats, sizeof(stats)) == 0 &&
-	      e2e_json_num(stats, "net.rdma_bad_requests") == 1);
+	      e2e_json_num(stats, "net.rdma_bad_requests") == 2);
 	if (s >= 0)
 		close(s);
 	CHECK_EQ(proc_stop(&server, SIGTERM, 5000), 0);
