@@ -17,11 +17,12 @@ pass=0 fail=0 skip=0
 # The tests' files go to a directory of this run's own (tests/tmpdir.h reads
 # TMPDIR), not /tmp: a name a test makes from its pid could be created first
 # there by another user. 0711: processes a test runs as another user reach a
-# path in it, and nobody else creates anything in it.
+# path in it, and nobody else creates anything in it. Kept when a test failed:
+# the daemons' logs and a failed torture case's directory are in it.
 run_tmp=$(mktemp -d /tmp/rdmem-tests-XXXXXX) || exit 1
 chmod 0711 "$run_tmp"
 export TMPDIR=$run_tmp
-trap 'rm -rf "$run_tmp"' EXIT
+trap 'if [ "$fail" -eq 0 ]; then rm -rf "$run_tmp"; else echo "# the tests'"'"' files are kept in $run_tmp"; fi' EXIT
 per_test_timeout=${RDMEM_TEST_TIMEOUT:-600}
 expected=${RDMEM_EXPECTED_SKIPS:-}
 skipped=() ran=()
