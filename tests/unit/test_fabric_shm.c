@@ -1111,6 +1111,19 @@ enum {
 	H_TWO_REGIONS,		     /* honest, but two: rdmem-server maps one */
 };
 
+/* Adds a second region of size bytes (its own memfd as fds[3]) to m. */
+static void t_second_region(struct shmfab_msg *m, int *fds, int *nfds, size_t *len, uint64_t addr,
+			    uint32_t rkey, uint64_t size)
+{
+	m->hdr.nregions = 2;
+	m->region[1] = m->region[0];
+	m->region[1].addr = addr;
+	m->region[1].rkey = rkey;
+	fds[3] = t_memfd(size, 1);
+	*nfds = 4;
+	*len += sizeof(m->region[0]);
+}
+
 /* Sends forged connect request h to port; fds built here and closed. */
 static int t_forge(uint16_t port, int h)
 {
@@ -1159,25 +1172,14 @@ static int t_forge(uint16_t port, int h)
 	case H_FDS_MISSING:
 		nfds = 0;
 		break;
-	case H_DUP_RKEY:
-		m.hdr.nregions = 2;
-		m.region[1] = m.region[0];
-		m.region[1].rkey = 0x5634;
-		fds[3] = t_memfd(4096, 1);
-		nfds = 4;
-		len += sizeof(m.region[0]);
+	case H_DUP_RKEY: /* 0x5634: the key index of 0x1234 */
+		t_second_region(&m, fds, &nfds, &len, m.region[0].addr, 0x5634, 4096);
 		break;
 	case H_BAD_ACCESS:
 		m.region[0].access = 4;
 		break;
 	case H_TWO_REGIONS:
-		m.hdr.nregions = 2;
-		m.region[1] = m.region[0];
-		m.region[1].addr = 0x20000;
-		m.region[1].rkey = 0x5635;
-		fds[3] = t_memfd(4096, 1);
-		nfds = 4;
-		len += sizeof(m.region[0]);
+		t_second_region(&m, fds, &nfds, &len, 0x20000, 0x5635, 4096);
 		break;
 	case H_BIG_REGION:
 		m.region[0].len = 8ull << 30;
@@ -1185,16 +1187,12 @@ static int t_forge(uint16_t port, int h)
 		fds[2] = t_memfd(8ull << 30, 1);
 		break;
 	case H_OVER_CAP: /* two of the largest a region may be: 2 TiB, past the 1 TiB default */
-		m.hdr.nregions = 2;
 		m.region[0].len = SHMFAB_MAX_REGION;
-		m.region[1] = m.region[0];
-		m.region[1].addr = 0x10000 + SHMFAB_MAX_REGION;
-		m.region[1].rkey = 0x5635; /* another key index: not H_DUP_RKEY */
 		close(fds[2]);
 		fds[2] = t_memfd(SHMFAB_MAX_REGION, 1);
-		fds[3] = t_memfd(SHMFAB_MAX_REGION, 1);
-		nfds = 4;
-		len += sizeof(m.region[0]);
+		/* another key index: not H_DUP_RKEY */
+		t_second_region(&m, fds, &nfds, &len, 0x10000 + SHMFAB_MAX_REGION, 0x5635,
+				SHMFAB_MAX_REGION);
 		break;
 	case H_HUGETLB: {
 		int huge = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
