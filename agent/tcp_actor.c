@@ -426,6 +426,7 @@ static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 {
 	size_t i, n = (size_t)a->cfg.clients * a->cfg.slots;
 	uint64_t first = UINT64_MAX;
+	int tears;
 
 	if (!a->cli || now < a->sent_first_ns || now < a->sent_scan_ns)
 		return;
@@ -440,14 +441,21 @@ static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 			first = RDMEM_MIN(first, call->deadline_ns);
 			continue;
 		}
-		if (now - call->deadline_ns < RDMEM_TCP_HELD_MAX_NS &&
-		    rdmem_tcp_client_withdraw_tears(a->cli, t)) {
+		tears = rdmem_tcp_client_withdraw_tears(a->cli, t);
+		if (tears && now - call->deadline_ns < RDMEM_TCP_HELD_MAX_NS) {
 			if (!a->theld[i])
 				rdmem_tcp_count(&a->c.timeouts_held, 1);
 			a->theld[i] = 1;
 			first = RDMEM_MIN(first, now + RDMEM_TCP_HELD_LOOK_NS);
 			continue;
 		}
+		if (tears)
+			rdmem_warn_limited(
+			    "tcp: a call to %s:%u is still half sent or half read "
+			    "%llu ms past its deadline: withdrawn, which breaks the "
+			    "connection (the server stopped reading or stalled)",
+			    a->cfg.host, a->cfg.port,
+			    (unsigned long long)((now - call->deadline_ns) / 1000000));
 		if (rdmem_tcp_client_withdraw(a->cli, t)) {
 			rdmem_tcp_count(&a->c.timeouts, 1);
 			rdmem_tcp_complete(a, call, RDMEM_S_TIMEOUT, NULL);
