@@ -139,11 +139,11 @@ mutations=(
 	"shm-exports-part-of-a-file|fabric/emu.c|s/\tif \(!shmfab_whole_alloc\(a, m->addr, len\)\) \{/\tif (0 \&\& !shmfab_whole_alloc(a, m->addr, len)) {/|test_fabric_shm"
 	"shm-read-only-unsealed|fabric/emu.c|s/\tif \(\(rc = shmfab_seal_export\(c, a, access\)\) < 0\)/\tif (0 \&\& (rc = shmfab_seal_export(c, a, access)) < 0)/|test_fabric_shm"
 	"tcp-bind-no-wait|server/tcp_loop.c|s/errno != EADDRINUSE \x7c\x7c rdmem_now_ns\(\) >= until\)/errno != EADDRINUSE \x7c\x7c rdmem_now_ns() + RDMEM_TCP_BIND_WAIT_MS * 1000000ull >= until)/|test_server_tcp"
-	"shm-takes-hugetlb|fabric/emu_cm.c|s/ \x7c\x7c fs.f_type != TMPFS_MAGIC\)/)/|test_fabric_shm"
+	"shm-takes-hugetlb|fabric/emu_cm.c|s/ \x7c\x7c fs.f_type != TMPFS_MAGIC\)/)/|test_fabric_shm_forged"
 	"front-door-drops-link|agent/session.c|s/\tif \(s->fd_holds\) \{\n\t\tif \(!s->link_err\)/\tif (0) {\n\t\tif (!s->link_err)/|test_inline_calls"
-	"shm-peer-bytes-uncapped|fabric/emu_cm.c|s/ \&\& total <= c->max_peer_bytes\)/)/|test_fabric_shm"
-	"server-maps-any-peer|server/listener.c|s/\.max_peer_bytes = rdmem_max_resp_region\(\),/.max_peer_bytes = 0,/|test_fabric_shm"
-	"server-maps-many-regions|server/listener.c|s/\t\t\t\t    .max_peer_regions = 1 \};/\t\t\t\t    .max_peer_regions = 0 };/|test_fabric_shm"
+	"shm-peer-bytes-uncapped|fabric/emu_cm.c|s/ \&\& total <= c->max_peer_bytes\)/)/|test_fabric_shm_forged"
+	"server-maps-any-peer|server/listener.c|s/\.max_peer_bytes = rdmem_max_resp_region\(\),/.max_peer_bytes = 0,/|test_fabric_shm_forged"
+	"server-maps-many-regions|server/listener.c|s/\t\t\t\t    .max_peer_regions = 1 \};/\t\t\t\t    .max_peer_regions = 0 };/|test_fabric_shm_forged"
 	"shm-remote-range-unchecked|fabric/emu.c|s/\tif \(wr->remote_addr < r->addr \x7c\x7c off > r->len \x7c\x7c total > r->len - off\)/\tif (0)/|test_session_fence"
 )
 
