@@ -90,6 +90,7 @@ mutations=(
 	"timeout-not-held|agent/rdma.c|s/if \(s->from_area \&\& s->post_no > r->done_no\)/if (0 \&\& s->from_area)/|test_slot_release"
 	"expire-bound-not-relowered|agent/rdma.c|s/\t\tif \(s->owner == RDMEM_OWN_CALL \&\& !rdmem_rdma_expire_slot\(r, s, now_ns\)\)\n\t\t\tr->expire_at = RDMEM_MIN\(r->expire_at, s->call->deadline_ns\);/\t\tif (s->owner == RDMEM_OWN_CALL)\n\t\t\t(void)rdmem_rdma_expire_slot(r, s, now_ns);/|test_slot_release"
 	"ttl-scan-wraps|server/objpool.c|s/if \(now_ns > o->ready_ns \+ p->ttl_ns\)/if (now_ns - o->ready_ns > p->ttl_ns)/|test_objpool test_lazy_lease"
+	"siphash-tail-first-byte-lost|server/siphash.h|s/\t\tlast \x7c= p\[0\];/\t\t;/|test_siphash"
 	"kv-hash-key-fixed|server/kv.c|s/\trandombytes_buf\(kv->hash_key, sizeof\(kv->hash_key\)\);\n//|test_kv"
 	"lane-never-polled|server/worker.c|s/\tif \(n \&\& rdmem_lane_note\(/\tif (0 \&\& n \&\& rdmem_lane_note(/|test_worker test_many_sessions"
 	"lane-polls-a-batch|server/worker.c|s/rdmem_session_poll\(s, 1, now\)/rdmem_session_poll(s, w->ws->cfg->batch_budget, now)/|test_worker"

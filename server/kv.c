@@ -3,7 +3,7 @@
  *
  * Each shard is a chained hash table behind a rwlock; a key's shard comes from
  * the high bits of its hash, its bucket from the low bits. The hash is keyed
- * (SipHash-2-4, libsodium's crypto_shorthash, with a random key per store):
+ * (SipHash-1-3, server/siphash.h, with a random key per store):
  * keys come from clients, and with an unkeyed hash one can compute offline
  * keys that share a bucket and turn every lookup of that bucket into a walk
  * of thousands of entries (hash flooding). test_kv runs that attack with
@@ -36,6 +36,7 @@
 #include <sodium.h>
 
 #include "rdmem/wire.h"
+#include "server/siphash.h"
 
 #define KV_DEFAULT_SHARDS 64u
 #define KV_MAX_SHARDS	  1024u
@@ -78,17 +79,12 @@ struct rdmem_kv {
 	atomic_int_fast64_t charged;
 	atomic_uint_fast64_t refused;
 	struct kv_shard *shards;
-	unsigned char hash_key[crypto_shorthash_KEYBYTES]; /* secret, per store */
+	uint8_t hash_key[RDMEM_SIPHASH_KEY_BYTES]; /* secret, per store */
 };
 
 static uint64_t kv_hash(const struct rdmem_kv *kv, const uint8_t *key, uint32_t len)
 {
-	unsigned char out[crypto_shorthash_BYTES];
-	uint64_t h;
-
-	crypto_shorthash(out, key, len, kv->hash_key);
-	memcpy(&h, out, sizeof(h)); /* any byte order: the value never leaves us */
-	return h;
+	return rdmem_siphash13(kv->hash_key, key, len);
 }
 
 static unsigned kv_shard_of(const struct rdmem_kv *kv, uint64_t hash)

@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sodium.h>
-
 #include "rdmem/wire.h"
 #include "server/kv.h"
+#include "server/siphash.h"
 #include "tests/check.h"
 
 #define MAXV (64u << 10)
@@ -136,12 +135,9 @@ static uint64_t unkeyed_hash(const char *key)
  * whose random key was lost (calloc'd) would use. */
 static uint64_t known_key_hash(const char *key)
 {
-	unsigned char k[crypto_shorthash_KEYBYTES] = { 0 }, out[crypto_shorthash_BYTES];
-	uint64_t h;
+	static const uint8_t k[RDMEM_SIPHASH_KEY_BYTES];
 
-	crypto_shorthash(out, (const unsigned char *)key, strlen(key), k);
-	memcpy(&h, out, sizeof(h));
-	return h;
+	return rdmem_siphash13(k, key, strlen(key));
 }
 
 #define FLOOD_KEYS	1500
