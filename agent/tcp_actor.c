@@ -452,8 +452,8 @@ static void rdmem_tcp_expire_sent(struct rdmem_tcp_actor *a, uint64_t now)
 		if (tears)
 			rdmem_warn_limited(
 			    "tcp: a call to %s:%u is still half sent or half read "
-			    "%llu ms past its deadline: withdrawn, which breaks the "
-			    "connection (the server stopped reading or stalled)",
+			    "%llu ms past its deadline: breaking the connection (the "
+			    "server stopped reading or stalled)",
 			    a->cfg.host, a->cfg.port,
 			    (unsigned long long)((now - call->deadline_ns) / 1000000));
 		if (rdmem_tcp_client_withdraw(a->cli, t)) {

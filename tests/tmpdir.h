@@ -1,6 +1,7 @@
 /* tmpdir.h - where a test keeps its files: $TMPDIR when it is an absolute
- * path short enough for a socket path under it and of characters a shell
- * command may carry unquoted (tests pass it to system()); else a directory
+ * path short enough for a socket path under it, of characters a shell
+ * command may carry unquoted (tests pass it to system()), and a directory
+ * no other user may create names in; else a directory
  * of the test's own, made once under /tmp with mkdtemp and exported as
  * TMPDIR to the daemons and scripts the test starts.
  *
@@ -24,11 +25,18 @@
 static char test_tmpdir_made[32];
 static pid_t test_tmpdir_owner;
 
+/* A directory only we (or root) may create names in: not /tmp itself, nor
+ * any other shared directory TMPDIR may name (containers often set
+ * TMPDIR=/tmp). */
 static inline int test_tmpdir_usable(const char *d)
 {
+	struct stat st;
+
 	return d && d[0] == '/' && strlen(d) < 40 &&
 	       strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") ==
-		   strlen(d);
+		   strlen(d) &&
+	       lstat(d, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       (st.st_uid == geteuid() || st.st_uid == 0) && !(st.st_mode & 022);
 }
 
 static inline void test_tmpdir_cleanup(void)

@@ -1,9 +1,11 @@
 /* test_siphash.c - server/siphash.h computes SipHash.
  *
- * The same code, with its rounds as parameters, is checked two ways:
+ * The same code, with its rounds as parameters, is checked three ways:
+ *   as SipHash-2-4 on the paper's own test vector;
  *   as SipHash-2-4 against libsodium's crypto_shorthash (the reference the
  *     store used before), for every length 0-64 (every tail length, one to
- *     eight words) under 50 random keys;
+ *     eight words) and 250-300 (the length byte wraps at 256) under 50
+ *     random keys (the first differing case is printed);
  *   as SipHash-1-3, what the store uses, against values CPython 3.11
  *     computed (hash() of bytes is SipHash-1-3 there, sys.hash_info), under
  *     the all-zero key (PYTHONHASHSEED=0) and under a random one (read from
@@ -20,22 +22,52 @@
 #include "server/siphash.h"
 #include "tests/check.h"
 
+/* The first differing case, so that a failure can be rerun by hand. */
+static void report_case(const uint8_t *key, const uint8_t *in, unsigned n)
+{
+	unsigned i;
+
+	fprintf(stderr, "  differs: key ");
+	for (i = 0; i < RDMEM_SIPHASH_KEY_BYTES; i++)
+		fprintf(stderr, "%02x", key[i]);
+	fprintf(stderr, ", %u bytes ", n);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "%02x", in[i]);
+	fprintf(stderr, "\n");
+}
+
+/* The paper's own vector (SipHash-2-4, appendix A): key 00..0f, the 15
+ * bytes 00..0e: a129ca6149be45e5 (as a 64-bit number; e5 45 .. a1 as bytes). */
+static void test_sip24_paper_vector(void)
+{
+	uint8_t key[RDMEM_SIPHASH_KEY_BYTES], in[15];
+	unsigned i;
+
+	for (i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)i;
+	for (i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)i;
+	CHECK_EQ(rdmem_siphash_cd(key, in, sizeof(in), 2, 4), 0xa129ca6149be45e5ull);
+}
+
 static void test_sip24_matches_libsodium(void)
 {
-	uint8_t key[RDMEM_SIPHASH_KEY_BYTES], in[64], out[crypto_shorthash_BYTES];
+	uint8_t key[RDMEM_SIPHASH_KEY_BYTES], in[300], out[crypto_shorthash_BYTES];
 	unsigned k, n, bad = 0, cases = 0;
 
 	REQUIRE(sodium_init() >= 0);
 	randombytes_buf(in, sizeof(in));
 	for (k = 0; k < 50; k++) {
 		randombytes_buf(key, sizeof(key));
-		for (n = 0; n <= sizeof(in); n++) {
+		/* Every tail of up to 8 words, and past 255 (the length byte wraps). */
+		for (n = 0; n <= sizeof(in); n += n < 64 || n >= 250 ? 1 : 37) {
 			uint64_t want;
 
 			crypto_shorthash(out, in, n, key);
 			memcpy(&want, out, sizeof(want));
 			want = le64toh(want); /* libsodium stores it little-endian */
-			bad += rdmem_siphash_cd(key, in, n, 2, 4) != want;
+			if (rdmem_siphash_cd(key, in, n, 2, 4) != want && !bad++)
+				report_case(key, in, n);
 			cases++;
 		}
 	}
@@ -88,6 +120,7 @@ static void test_sip13_spreads_keys(void)
 
 int main(void)
 {
+	RUN(test_sip24_paper_vector);
 	RUN(test_sip24_matches_libsodium);
 	RUN(test_sip13_matches_cpython);
 	RUN(test_sip13_spreads_keys);
