@@ -185,7 +185,11 @@ static void test_held_calls_leave_with_a_stuck_connection(void)
 	t0 = rdmem_now_ns();
 	proc_sleep_ms(300);
 	CHECK(e2e_stat(&e, "tcp.timeouts_held") > held);
-	for (i = 0; i < 1000 && (fd_busy = e2e_stat(&e, "frontdoor.inflight")) != fd_idle; i++)
+	/* At most the baseline: one read too high (a call counted out late for
+	 * 100 ms) must not make this wait for a value already passed. */
+	for (i = 0;
+	     i < 1000 && ((fd_busy = e2e_stat(&e, "frontdoor.inflight")) < 0 || fd_busy > fd_idle);
+	     i++)
 		proc_sleep_ms(10);
 	secs = (double)(rdmem_now_ns() - t0) / 1e9;
 	printf("# held calls answered %.2f s after their timeout, server still stopped (the "
@@ -195,7 +199,7 @@ static void test_held_calls_leave_with_a_stuck_connection(void)
 	 * is answered without this. */
 	printf("# a held call was withdrawn at the agent's cap: %s\n",
 	       proc_log_has(&e.agent, "past its deadline: breaking the connection") ? "yes" : "no");
-	CHECK_EQ(fd_busy, fd_idle);
+	CHECK(fd_busy >= 0 && fd_busy <= fd_idle);
 	/* By the agent's cap (or sooner), not the kernel's TCP_USER_TIMEOUT. */
 	CHECK(secs < 2.6);
 	/* And the window's slots come back with the connection, by 5.5 s. */
