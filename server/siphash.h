@@ -7,10 +7,10 @@
  * finish, as CPython (3.11 on) and Rust's HashMap use for the same job;
  * SipHash-2-4 (libsodium's crypto_shorthash, which the store used before)
  * cost 189 instructions a GET of the benchmark's 16-byte keys (callgrind),
- * this SipHash-1-3 139. The rounds are
- * parameters so that test_siphash checks the code as SipHash-2-4 against
- * libsodium for every length up to 64 bytes and random keys, and as
- * SipHash-1-3 against values CPython computed.
+ * this SipHash-1-3 139. The rounds are parameters so that test_siphash
+ * checks the code as SipHash-2-4 (the paper's vector, and libsodium's for
+ * lengths 0-64 and 250-300 under random keys) and as SipHash-1-3 (values
+ * CPython computed).
  */
 #ifndef RDMEM_SERVER_SIPHASH_H
 #define RDMEM_SERVER_SIPHASH_H
