@@ -14,7 +14,7 @@
 #   integration    the real rdmem-server and rdmem-agent over --fabric verbs:
 #                  test_agent_paths (dummy, and veth with the agent on rxe_c via
 #                  --source), test_pin_budget, test_rdma_server, test_agent_clients,
-#                  test_link_cycles (100 link cycles, no fd/session/QP leak),
+#                  test_link_cycles (40 link cycles, no fd/session/QP leak),
 #                  test_agent_rdma_loss (the server's RDMA listener gone, and
 #                  the veth black-holed by tc netem and healed), memlock (agent,
 #                  then server, under a low `ulimit -l`), lease_fits (a session
@@ -355,7 +355,7 @@ check_clients() {
 	run_test clients $(dummy_env) -- "$BIN/tests/test_agent_clients" verbs
 }
 
-# 100 rdmem_link_open/close cycles: fds, server sessions, kernel QP/CQ/MR/PD/cm_id.
+# 40 rdmem_link_open/close cycles: fds, server sessions, kernel QP/CQ/MR/PD/cm_id.
 check_link_cycles() {
 	run_test link_cycles $(dummy_env) -- "$BIN/tests/test_link_cycles" verbs
 }

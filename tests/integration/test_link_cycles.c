@@ -1,4 +1,5 @@
-/* test_link_cycles.c - 100 connect/disconnect cycles of the agent's real
+/* test_link_cycles.c - 100 connect/disconnect cycles (40 over verbs: on
+ * Soft-RoCE in the CI's emulated VM a cycle takes 1.8 s) of the agent's real
  * RDMA link (rdmem_link_open/close, as the agent's connector does, with a
  * front-door-sized registration and one call per cycle) against a real
  * rdmem-server. Afterwards this process holds exactly the file descriptors it
@@ -27,7 +28,10 @@
 
 #define T_TIMEOUT_MS 10000
 #define T_CYCLES     100
-#define T_FD_BYTES   (4u << 20) /* stands in for the front-door segment */
+/* A leak shows in the first cycle after the baseline; 40 also catch one
+ * that happens every few. 100 took 182 s of CI's 90 minutes. */
+#define T_CYCLES_VERBS 40
+#define T_FD_BYTES     (4u << 20) /* stands in for the front-door segment */
 
 static struct proc server;
 static unsigned port;
@@ -196,10 +200,11 @@ static int cycle(int *sessions_seen)
 	return ret;
 }
 
-static void test_100_cycles_leak_nothing(void)
+static void test_cycles_leak_nothing(void)
 {
 	char res_before[4096], res_after[4096];
 	int fds_before, fds_after, i, failed = 0, seen = -1;
+	int cycles = fabric == RDMEM_FAB_VERBS ? T_CYCLES_VERBS : T_CYCLES;
 	uint64_t t0;
 
 	/* The first cycle opens what librdmacm/libibverbs keep for the process
@@ -211,10 +216,10 @@ static void test_100_cycles_leak_nothing(void)
 	if (fabric == RDMEM_FAB_VERBS)
 		rdma_resources(res_before, sizeof(res_before));
 	t0 = rdmem_now_ns();
-	for (i = 0; i < T_CYCLES; i++)
+	for (i = 0; i < cycles; i++)
 		failed += cycle(NULL) != 0;
-	printf("# %d link open/ping/close cycles over %s in %.0f ms (functional figure)\n",
-	       T_CYCLES, rdmem_fab_kind_name(fabric), (rdmem_now_ns() - t0) / 1e6);
+	printf("# %d link open/ping/close cycles over %s in %.0f ms (functional figure)\n", cycles,
+	       rdmem_fab_kind_name(fabric), (rdmem_now_ns() - t0) / 1e6);
 	CHECK_EQ(failed, 0);
 	CHECK_EQ(sessions_become(0), 0);
 	fds_after = count_fds();
@@ -276,7 +281,7 @@ int main(int argc, char **argv_main)
 		proc_stop(&server, SIGTERM, T_TIMEOUT_MS);
 		return 1;
 	}
-	RUN(test_100_cycles_leak_nothing);
+	RUN(test_cycles_leak_nothing);
 	RUN(test_queue_fit);
 	CHECK_EQ(proc_stop(&server, SIGTERM, T_TIMEOUT_MS), 0);
 	munmap(fd_seg, T_FD_BYTES);
