@@ -17,7 +17,6 @@
 #include "tests/check.h"
 #include "tests/e2e.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -309,19 +308,6 @@ static inline int t_readable(int fd, int timeout_ms)
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	return poll(&p, 1, timeout_ms) == 1;
-}
-
-static inline int t_count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 /* Mappings of memfds: all the backend maps (a sanitizer's allocator adds

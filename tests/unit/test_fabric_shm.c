@@ -844,7 +844,7 @@ static void test_no_leak_200_cycles(void)
 	T_OK(t_pair_open(&p, NULL, 2, 2)); /* warm-up, see above */
 	t_side_close(&p.cli);
 	t_side_close(&p.srv.s);
-	fds0 = t_count_dir("/proc/self/fd");
+	fds0 = proc_fd_count(getpid());
 	maps0 = t_count_maps();
 	rdmem_log_level = -1; /* 40 rejects and 20 abandoned handshakes log */
 	for (int i = 0; i < 200 && !check_case_failed; i++) {
@@ -872,7 +872,7 @@ static void test_no_leak_200_cycles(void)
 		t_side_close(&p.srv.s);
 	}
 	rdmem_log_level = saved;
-	CHECK_EQ(t_count_dir("/proc/self/fd"), fds0);
+	CHECK_EQ(proc_fd_count(getpid()), fds0);
 	CHECK_EQ(t_count_maps(), maps0);
 	rdmem_fab_listener_close(p.l);
 }
